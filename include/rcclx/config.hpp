@@ -1,0 +1,160 @@
+// rcclx/config.hpp: backend detection, RCCLX_* macros, version and the versioned inline namespace.
+// Every rcclx header includes this first; it includes no vendor header itself (gpu/ does that).
+//
+//   #include <rcclx/config.hpp>
+//   static_assert(rcclx::version_major == 0);
+//   #if RCCLX_BACKEND_HIP ... #elif RCCLX_BACKEND_CUDA ... #else /* host */ #endif
+#pragma once
+
+#define RCCLX_VERSION_MAJOR 0
+#define RCCLX_VERSION_MINOR 1
+#define RCCLX_VERSION_PATCH 0
+
+// ---------------------------------------------------------------------------------------------
+// Backend. Exactly one of RCCLX_BACKEND_{HIP,CUDA,HOST} is 1.
+//  - HIP:  compiled by hipcc / clang -x hip for AMD (the home platform).
+//  - CUDA: compiled by nvcc (or clang -x cuda).
+//  - HOST: any other C++17 compiler; every RCCLX_HOST_DEVICE algorithm runs as plain C++,
+//          a rank is a std::thread and "device memory" is host (or POSIX shared) memory.
+// A translation unit may force the host backend with -DRCCLX_FORCE_HOST=1 (e.g. a .cpp file
+// compiled by nvcc that wants the threaded reference implementation).
+// ---------------------------------------------------------------------------------------------
+#if defined(RCCLX_FORCE_HOST) && RCCLX_FORCE_HOST
+#  define RCCLX_BACKEND_HIP 0
+#  define RCCLX_BACKEND_CUDA 0
+#  define RCCLX_BACKEND_HOST 1
+#elif defined(__HIP__) || defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__) || defined(__HIP_PLATFORM_HCC__)
+#  define RCCLX_BACKEND_HIP 1
+#  define RCCLX_BACKEND_CUDA 0
+#  define RCCLX_BACKEND_HOST 0
+#elif defined(__CUDACC__)
+#  define RCCLX_BACKEND_HIP 0
+#  define RCCLX_BACKEND_CUDA 1
+#  define RCCLX_BACKEND_HOST 0
+#else
+#  define RCCLX_BACKEND_HIP 0
+#  define RCCLX_BACKEND_CUDA 0
+#  define RCCLX_BACKEND_HOST 1
+#endif
+
+#define RCCLX_BACKEND_GPU (RCCLX_BACKEND_HIP || RCCLX_BACKEND_CUDA)
+
+// True while compiling device code (the device pass of a GPU compiler).
+#if (RCCLX_BACKEND_HIP && defined(__HIP_DEVICE_COMPILE__)) || (RCCLX_BACKEND_CUDA && defined(__CUDA_ARCH__))
+#  define RCCLX_DEVICE_COMPILE 1
+#else
+#  define RCCLX_DEVICE_COMPILE 0
+#endif
+
+#if RCCLX_BACKEND_GPU
+#  define RCCLX_HOST_DEVICE __host__ __device__
+#  define RCCLX_DEVICE __device__
+#  define RCCLX_GLOBAL __global__
+#  define RCCLX_SHARED __shared__
+#else
+#  define RCCLX_HOST_DEVICE
+#  define RCCLX_DEVICE
+#  define RCCLX_GLOBAL
+#  define RCCLX_SHARED
+#endif
+
+#if defined(_MSC_VER)
+#  define RCCLX_FORCEINLINE __forceinline
+#else
+#  define RCCLX_FORCEINLINE inline __attribute__((always_inline))
+#endif
+
+#if defined(__clang__) || defined(__GNUC__)
+#  define RCCLX_RESTRICT __restrict__
+#  define RCCLX_LIKELY(x) __builtin_expect(!!(x), 1)
+#  define RCCLX_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#  define RCCLX_RESTRICT
+#  define RCCLX_LIKELY(x) (x)
+#  define RCCLX_UNLIKELY(x) (x)
+#endif
+
+// Architecture of the current device pass (0 on host passes).
+#if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE && (defined(__gfx940__) || defined(__gfx941__) || defined(__gfx942__))
+#  define RCCLX_ARCH_GFX94X 1
+#else
+#  define RCCLX_ARCH_GFX94X 0
+#endif
+#if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE && defined(__gfx950__)
+#  define RCCLX_ARCH_GFX950 1
+#else
+#  define RCCLX_ARCH_GFX950 0
+#endif
+#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+#  define RCCLX_CUDA_ARCH __CUDA_ARCH__
+#else
+#  define RCCLX_CUDA_ARCH 0
+#endif
+
+// Warp (wavefront) width of the current pass. AMD gfx9 (MI200/MI300/MI350) runs 64 lanes; the
+// host pass of a HIP build must agree with the device pass, so it assumes 64 too.
+#if RCCLX_BACKEND_HIP
+#  if defined(__AMDGCN_WAVEFRONT_SIZE)
+#    define RCCLX_WARP_SIZE __AMDGCN_WAVEFRONT_SIZE
+#  else
+#    define RCCLX_WARP_SIZE 64
+#  endif
+#elif RCCLX_BACKEND_CUDA
+#  define RCCLX_WARP_SIZE 32
+#else
+#  define RCCLX_WARP_SIZE 1
+#endif
+
+// Scope of the barrier flag accesses on AMD. System scope is required: peers are other GPUs
+// (or another process on this one) and their flag writes travel over xGMI/PCIe. This macro
+// exists only so the ISA check in tests/compile can prove that it detects a weaker scope;
+// never change it in real code.
+#ifndef RCCLX_DETAIL_HIP_FLAG_SCOPE
+#  define RCCLX_DETAIL_HIP_FLAG_SCOPE __HIP_MEMORY_SCOPE_SYSTEM
+#endif
+
+#define RCCLX_DETAIL_CAT2(a, b) a##b
+#define RCCLX_DETAIL_CAT(a, b) RCCLX_DETAIL_CAT2(a, b)
+
+// The inline namespace carries the version and the backend, so two copies of rcclx (or one TU
+// built for CUDA and another for the host backend) can live in one program without ODR clashes.
+#if RCCLX_BACKEND_HIP
+#  define RCCLX_DETAIL_BACKEND_TAG hip
+#elif RCCLX_BACKEND_CUDA
+#  define RCCLX_DETAIL_BACKEND_TAG cuda
+#else
+#  define RCCLX_DETAIL_BACKEND_TAG host
+#endif
+#define RCCLX_ABI_NAMESPACE                                                                      \
+  RCCLX_DETAIL_CAT(RCCLX_DETAIL_CAT(RCCLX_DETAIL_CAT(v, RCCLX_VERSION_MAJOR),                    \
+                                    RCCLX_DETAIL_CAT(_, RCCLX_VERSION_MINOR)),                   \
+                   RCCLX_DETAIL_CAT(_, RCCLX_DETAIL_BACKEND_TAG))
+
+#define RCCLX_NAMESPACE_BEGIN                                                                    \
+  namespace rcclx {                                                                              \
+  inline namespace RCCLX_ABI_NAMESPACE {
+#define RCCLX_NAMESPACE_END                                                                      \
+  }                                                                                              \
+  }
+
+RCCLX_NAMESPACE_BEGIN
+
+inline constexpr int version_major = RCCLX_VERSION_MAJOR;
+inline constexpr int version_minor = RCCLX_VERSION_MINOR;
+inline constexpr int version_patch = RCCLX_VERSION_PATCH;
+
+enum class backend { hip, cuda, host };
+
+#if RCCLX_BACKEND_HIP
+inline constexpr backend current_backend = backend::hip;
+#elif RCCLX_BACKEND_CUDA
+inline constexpr backend current_backend = backend::cuda;
+#else
+inline constexpr backend current_backend = backend::host;
+#endif
+
+// Largest rank count any rcclx collective supports (one node of MI300X/MI350 or H100/H200 is 8;
+// 16 covers two-socket and future parts).
+inline constexpr int max_ranks = 16;
+
+RCCLX_NAMESPACE_END

@@ -1,0 +1,110 @@
+// rcclx/core/barrier.hpp: per-block barriers across ranks: graph-replay-safe, wrap-around-safe,
+// bounded. Block b of rank r synchronises with block b of every peer, so all ranks must launch
+// the same grid and partition work the same way.
+//
+//   if (!rcclx::core::barrier(g, pads, blockIdx.x, rcclx::core::barrier_kind::start)) return;
+//   ... read peers' buffers ...
+//   if (!rcclx::core::barrier(g, pads, blockIdx.x, rcclx::core::barrier_kind::end)) return;
+//
+// Protocol (thread p of the group serves peer p): counters[b][p] += 1 -> e; store-release e into
+// peer p's inbox[b][r]; then spin (load-acquire) until own inbox[b][p] has reached e. The counters live
+// in device memory and are advanced by the device, so a replayed graph continues the sequence
+// (no host epoch in kernel arguments: the flaw of QuickReduce and early NCCLX DDA). Flags only
+// grow, so a fast peer already at barrier k+1 (it wrote e+1) also satisfies barrier k: no flag is
+// ever overwritten by a smaller value and no reset is needed. Comparisons are modulo 2^32.
+// Every wait is bounded by pads.timeout_ns: on expiry the first failing thread fills the rank's
+// error record (waiting rank, missing rank, barrier kind, block, call), every block then leaves,
+// and the host turns the record into rcclx::error(errc::timeout). After an error the pads must be
+// reset (zeroed on every rank) before the next use.
+// Cost: one flag store and one poll per peer per block; the store and the poll for all peers run
+// in parallel across the group's threads.
+#pragma once
+
+#include <cstdint>
+
+#include "../gpu/atomic.hpp"
+#include "../gpu/clock.hpp"
+#include "../gpu/group.hpp"
+#include "error.hpp"
+#include "signal_pad.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace core {
+
+namespace detail {
+
+// Records the first failure on this rank: claim the record (0 -> busy), fill it, publish the code.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE inline void record_timeout(const signal_pads<MaxRanks>& s, int block, int peer,
+                                             barrier_kind kind, std::uint32_t call,
+                                             std::uint32_t observed) {
+  constexpr std::uint32_t busy = 0xFFFFFFFFu;
+  if (gpu::compare_exchange_local(&s.err->code, 0u, busy) != 0u) return;
+  s.err->waiting_rank = static_cast<std::uint32_t>(s.rank);
+  s.err->missing_rank = static_cast<std::uint32_t>(peer);
+  s.err->kind = static_cast<std::uint32_t>(kind);
+  s.err->block = static_cast<std::uint32_t>(block);
+  s.err->call = call;
+  s.err->observed = observed;
+  gpu::store_release_system(&s.err->code, static_cast<std::uint32_t>(errc::timeout));
+}
+
+// Spins until *flag reaches `expected`. False if the bound expired (record written) or another
+// thread of this rank already failed (then this thread leaves without writing a record).
+template <int MaxRanks>
+RCCLX_HOST_DEVICE inline bool wait_flag(const signal_pads<MaxRanks>& s, const std::uint32_t* flag,
+                                        std::uint32_t expected, int block, int peer,
+                                        barrier_kind kind) {
+  std::uint32_t v = gpu::load_acquire_system(flag);
+  if (RCCLX_LIKELY(gpu::counter_reached(v, expected))) return true;
+  const std::uint64_t limit = s.timeout_ns ? s.timeout_ns : default_timeout_ns;
+  const std::uint64_t t0 = gpu::clock_ns();
+  for (std::uint32_t spins = 1;; ++spins) {
+    v = gpu::load_acquire_system(flag);
+    if (gpu::counter_reached(v, expected)) return true;
+    if ((spins & 63u) == 0u) {
+      if (gpu::load_relaxed_system(&s.err->code) != 0u) return false;
+      if (gpu::clock_ns() - t0 > limit) {
+        record_timeout(s, block, peer, kind, expected, v);
+        return false;
+      }
+      gpu::spin_pause();
+    }
+  }
+}
+
+}  // namespace detail
+
+// Signals arrival of (rank, block) to every peer and waits for theirs. Group-collective: every
+// thread of `g` must call it. Returns false (in every thread) if a wait failed; the caller must
+// then leave the kernel without touching peer memory.
+template <class Group, int MaxRanks>
+RCCLX_HOST_DEVICE inline bool barrier(const Group& g, const signal_pads<MaxRanks>& s, int block,
+                                      barrier_kind kind) {
+  g.sync();  // the whole group's earlier reads/writes happen before this rank's release
+  // Announce to every peer first, then wait: a thread serving several peers (small groups, the
+  // host backend) must not hold back its announcement to one peer while waiting for another.
+  for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
+    if (p == s.rank) continue;
+    std::uint32_t* counter = s.counter_slot(block, p);
+    const std::uint32_t e = *counter + 1u;
+    *counter = e;
+    gpu::store_release_system(s.inbox_slot(p, block, s.rank), e);
+  }
+  bool failed = false;
+  for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
+    if (p == s.rank) continue;
+    const std::uint32_t e = *s.counter_slot(block, p);
+    failed = !detail::wait_flag(s, s.inbox_slot(s.rank, block, p), e, block, p, kind);
+  }
+  return !g.sync_or(failed);  // and every thread sees the peers' data the waiting threads acquired
+}
+
+// Non-blocking check the host (or a kernel) can use: has this rank recorded an error?
+template <int MaxRanks>
+RCCLX_HOST_DEVICE inline bool has_error(const signal_pads<MaxRanks>& s) {
+  return gpu::load_relaxed_system(&s.err->code) != 0u;
+}
+
+}  // namespace core
+RCCLX_NAMESPACE_END

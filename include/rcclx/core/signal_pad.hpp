@@ -1,0 +1,100 @@
+// rcclx/core/signal_pad.hpp: the flag memory of one rank and the device handle over all ranks'.
+//
+//   rank r's pad (allocated with gpu::signal_malloc: uncached on AMD):
+//     inbox   [max_blocks][MaxRanks] u32   slot [b][s] written only by rank s (block b), release
+//     counters[max_blocks][MaxRanks] u32   slot [b][p] touched only by rank r (block b): barriers
+//                                          completed with peer p, the value it sends next time + 1
+//     error    error_record                first bounded-wait expiry on this rank
+//
+//   rcclx::core::signal_pads<8> s = ...;          // trivially copyable, passed to kernels by value
+//   std::size_t bytes = rcclx::core::signal_pad_bytes<8>(max_blocks);
+//
+// One aligned 32-bit word per (block, sender): no byte writes into a shared word (vLLM PR 2760),
+// and no read-modify-write on a peer's memory (not supported across PCIe).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "../config.hpp"
+#include "error.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace core {
+
+// Default bound on every device wait: long enough for a slow peer launch, short enough that a
+// dead peer becomes an error instead of a hang. Overridable per handle.
+inline constexpr std::uint64_t default_timeout_ns = 10ull * 1000 * 1000 * 1000;
+
+template <int MaxRanks>
+RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_inbox_offset() { return 0; }
+
+template <int MaxRanks>
+RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_counters_offset(int max_blocks) {
+  return static_cast<std::size_t>(max_blocks) * MaxRanks * sizeof(std::uint32_t);
+}
+
+template <int MaxRanks>
+RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_error_offset(int max_blocks) {
+  return 2 * signal_pad_counters_offset<MaxRanks>(max_blocks);
+}
+
+// Bytes of one rank's pad (rounded to 256 so pads can be packed in one allocation).
+template <int MaxRanks>
+RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_bytes(int max_blocks) {
+  return (signal_pad_error_offset<MaxRanks>(max_blocks) + sizeof(error_record) + 255) / 256 * 256;
+}
+
+// Device handle over the pads of all ranks, as seen from `rank`.
+template <int MaxRanks = max_ranks>
+struct signal_pads {
+  static_assert(MaxRanks >= 2 && MaxRanks <= max_ranks, "MaxRanks must be in [2, rcclx::max_ranks]");
+  static constexpr int max_ranks_v = MaxRanks;
+
+  std::uint32_t* inbox[MaxRanks];  // inbox of each rank, mapped in this rank's address space
+  std::uint32_t* counters;         // this rank's counters
+  error_record* err;               // this rank's error record
+  int rank;
+  int num_ranks;
+  int max_blocks;                  // blocks per kernel the pads have room for
+  std::uint64_t timeout_ns;        // bound of every wait; 0 means default_timeout_ns
+
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* inbox_slot(int owner, int block, int sender) const {
+    return inbox[owner] + static_cast<std::size_t>(block) * MaxRanks + sender;
+  }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* counter_slot(int block, int peer) const {
+    return counters + static_cast<std::size_t>(block) * MaxRanks + peer;
+  }
+
+  // Builds the view of `rank` from the pad base of every rank (as mapped in this address space).
+  static signal_pads from_bases(void* const* pad_bases, int rank, int num_ranks, int max_blocks,
+                                std::uint64_t timeout_ns = default_timeout_ns) {
+    if (num_ranks < 2 || num_ranks > MaxRanks)
+      throw error(errc::invalid_argument, "num_ranks = " + std::to_string(num_ranks) +
+                                              " is outside [2, " + std::to_string(MaxRanks) + "]");
+    if (rank < 0 || rank >= num_ranks)
+      throw error(errc::invalid_argument, "rank = " + std::to_string(rank) + " is outside [0, " +
+                                              std::to_string(num_ranks) + ")");
+    if (max_blocks < 1) throw error(errc::invalid_argument, "max_blocks must be >= 1");
+    signal_pads s{};
+    for (int p = 0; p < num_ranks; ++p) {
+      s.inbox[p] = reinterpret_cast<std::uint32_t*>(static_cast<char*>(pad_bases[p]) +
+                                                    signal_pad_inbox_offset<MaxRanks>());
+    }
+    char* own = static_cast<char*>(pad_bases[rank]);
+    s.counters = reinterpret_cast<std::uint32_t*>(own + signal_pad_counters_offset<MaxRanks>(max_blocks));
+    s.err = reinterpret_cast<error_record*>(own + signal_pad_error_offset<MaxRanks>(max_blocks));
+    s.rank = rank;
+    s.num_ranks = num_ranks;
+    s.max_blocks = max_blocks;
+    s.timeout_ns = timeout_ns;
+    return s;
+  }
+};
+
+static_assert(std::is_trivially_copyable<signal_pads<8>>::value, "device handles are passed by value");
+static_assert(sizeof(signal_pads<8>) <= 8 * 8 + 64, "signal_pads<8> must stay small (kernel argument)");
+
+}  // namespace core
+RCCLX_NAMESPACE_END

@@ -1,0 +1,108 @@
+// rcclx/gpu/atomic.hpp: scoped atomics on 32/64-bit words for flags and counters.
+// System scope for anything a peer (another GPU, another process) reads or writes.
+//
+//   rcclx::gpu::store_release_system(&peer_flag, epoch);
+//   while (rcclx::gpu::load_acquire_system(&my_flag) != epoch) {}
+//
+// AMD: __hip_atomic_* with system scope (gfx942 ISA: `sc0 sc1` on the access, `buffer_wbl2` before
+// a release store and `buffer_inv sc0 sc1` after an acquire load).
+// NVIDIA: ld.acquire.sys / st.release.sys (sm_70+).
+// Host: __atomic builtins (ThreadSanitizer understands them).
+// No peer read-modify-write atomics are offered at system scope: they do not work across PCIe.
+#pragma once
+
+#include <cstdint>
+
+#include "vendor.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace gpu {
+
+// ---- system scope -----------------------------------------------------------------------------
+
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t load_acquire_system(const std::uint32_t* p) {
+#if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
+  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, RCCLX_DETAIL_HIP_FLAG_SCOPE);
+#elif RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+  std::uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t load_relaxed_system(const std::uint32_t* p) {
+#if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
+  return __hip_atomic_load(p, __ATOMIC_RELAXED, RCCLX_DETAIL_HIP_FLAG_SCOPE);
+#elif RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+  std::uint32_t v;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return __atomic_load_n(p, __ATOMIC_RELAXED);
+#endif
+}
+
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_release_system(std::uint32_t* p, std::uint32_t v) {
+#if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
+  __hip_atomic_store(p, v, __ATOMIC_RELEASE, RCCLX_DETAIL_HIP_FLAG_SCOPE);
+#elif RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_relaxed_system(std::uint32_t* p, std::uint32_t v) {
+#if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
+  __hip_atomic_store(p, v, __ATOMIC_RELAXED, RCCLX_DETAIL_HIP_FLAG_SCOPE);
+#elif RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
+// ---- device (agent) scope: words only this GPU / process touches ------------------------------
+
+// Compare-and-swap on a word owned by the calling rank (its own error record). Returns the old value.
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t compare_exchange_local(std::uint32_t* p,
+                                                                       std::uint32_t expected,
+                                                                       std::uint32_t desired) {
+#if RCCLX_BACKEND_GPU && RCCLX_DEVICE_COMPILE
+  return atomicCAS(p, expected, desired);
+#else
+  __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  return expected;
+#endif
+}
+
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t fetch_add_local(std::uint32_t* p, std::uint32_t v) {
+#if RCCLX_BACKEND_GPU && RCCLX_DEVICE_COMPILE
+  return atomicAdd(p, v);
+#else
+  return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL);
+#endif
+}
+
+// Full fence at system scope (orders a thread's earlier writes before later ones for peers).
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void fence_system() {
+#if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#elif RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+  __threadfence_system();
+#else
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+// Wrap-around-safe "a has reached b" for 32-bit monotonic counters: true when a - b, taken as a
+// signed 32-bit difference, is >= 0. Valid while the two never drift 2^31 apart (peers are at most
+// one barrier ahead of each other).
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool counter_reached(std::uint32_t a, std::uint32_t b) {
+  return static_cast<std::int32_t>(a - b) >= 0;
+}
+
+}  // namespace gpu
+RCCLX_NAMESPACE_END

@@ -1,0 +1,269 @@
+// rcclx/gpu/runtime.hpp: the host-side runtime calls rcclx needs, for HIP, CUDA and the host
+// backend, behind one set of names in rcclx::gpu. Host code only (never call from a kernel).
+//
+//   void* buf = rcclx::gpu::device_malloc(bytes);
+//   void* pad = rcclx::gpu::signal_malloc(bytes);   // uncached on AMD, zero-filled
+//   rcclx::gpu::copy(dst, src, bytes);              // any direction (unified addressing)
+//   rcclx::gpu::device_free(buf);
+//
+// Errors become rcclx::error(errc::runtime) with the call and the vendor's message.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "../core/error.hpp"
+#include "vendor.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace gpu {
+
+#if RCCLX_BACKEND_HIP
+using stream_t = hipStream_t;
+using runtime_result = hipError_t;
+#elif RCCLX_BACKEND_CUDA
+using stream_t = cudaStream_t;
+using runtime_result = cudaError_t;
+#else
+using stream_t = void*;  // host backend: work runs synchronously on the calling thread
+using runtime_result = int;
+#endif
+
+// Opaque, fixed-size, trivially-copyable IPC handle (64 bytes on both vendors).
+struct ipc_handle {
+  char bytes[64];
+};
+
+inline void check(runtime_result r, const char* what) {
+#if RCCLX_BACKEND_HIP
+  if (r != hipSuccess) throw error(errc::runtime, std::string(what) + " failed: " + hipGetErrorString(r));
+#elif RCCLX_BACKEND_CUDA
+  if (r != cudaSuccess) throw error(errc::runtime, std::string(what) + " failed: " + cudaGetErrorString(r));
+#else
+  if (r != 0) throw error(errc::runtime, std::string(what) + " failed with " + std::to_string(r));
+#endif
+}
+
+// Checks the last launch (call right after a <<<>>> launch).
+inline void check_launch(const char* what) {
+#if RCCLX_BACKEND_HIP
+  check(hipGetLastError(), what);
+#elif RCCLX_BACKEND_CUDA
+  check(cudaGetLastError(), what);
+#else
+  (void)what;
+#endif
+}
+
+inline void* device_malloc(std::size_t bytes) {
+  void* p = nullptr;
+  if (bytes == 0) bytes = 16;
+#if RCCLX_BACKEND_HIP
+  check(hipMalloc(&p, bytes), "hipMalloc");
+#elif RCCLX_BACKEND_CUDA
+  check(cudaMalloc(&p, bytes), "cudaMalloc");
+#else
+  p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (!p) throw error(errc::runtime, "aligned_alloc of " + std::to_string(bytes) + " bytes failed");
+#endif
+  return p;
+}
+
+inline void device_free(void* p) {
+  if (!p) return;
+#if RCCLX_BACKEND_HIP
+  (void)hipFree(p);
+#elif RCCLX_BACKEND_CUDA
+  (void)cudaFree(p);
+#else
+  std::free(p);
+#endif
+}
+
+inline void memset_zero(void* p, std::size_t bytes) {
+#if RCCLX_BACKEND_HIP
+  check(hipMemset(p, 0, bytes), "hipMemset");
+#elif RCCLX_BACKEND_CUDA
+  check(cudaMemset(p, 0, bytes), "cudaMemset");
+#else
+  std::memset(p, 0, bytes);
+#endif
+}
+
+// Memory for flags that peers write while a kernel polls it. On AMD it must be uncached
+// (hipDeviceMallocUncached): with ordinary coarse-grained memory a running kernel may never see a
+// peer's flag write (seen by vLLM on MI200/MI300). Zero-filled. Free with device_free.
+inline void* signal_malloc(std::size_t bytes) {
+  void* p = nullptr;
+  if (bytes == 0) bytes = 16;
+#if RCCLX_BACKEND_HIP
+  check(hipExtMallocWithFlags(&p, bytes, hipDeviceMallocUncached), "hipExtMallocWithFlags(uncached)");
+#elif RCCLX_BACKEND_CUDA
+  check(cudaMalloc(&p, bytes), "cudaMalloc(signal)");
+#else
+  p = device_malloc(bytes);
+#endif
+  memset_zero(p, bytes);
+  return p;
+}
+
+// Copy between any two addresses (unified virtual addressing on both vendors).
+inline void copy(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;
+#if RCCLX_BACKEND_HIP
+  check(hipMemcpy(dst, src, bytes, hipMemcpyDefault), "hipMemcpy");
+#elif RCCLX_BACKEND_CUDA
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
+inline void copy_async(void* dst, const void* src, std::size_t bytes, stream_t stream) {
+  if (bytes == 0) return;
+#if RCCLX_BACKEND_HIP
+  check(hipMemcpyAsync(dst, src, bytes, hipMemcpyDefault, stream), "hipMemcpyAsync");
+#elif RCCLX_BACKEND_CUDA
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream), "cudaMemcpyAsync");
+#else
+  (void)stream;
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
+inline void device_synchronize() {
+#if RCCLX_BACKEND_HIP
+  check(hipDeviceSynchronize(), "hipDeviceSynchronize");
+#elif RCCLX_BACKEND_CUDA
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+#endif
+}
+
+inline stream_t stream_create() {
+  stream_t s{};
+#if RCCLX_BACKEND_HIP
+  check(hipStreamCreateWithFlags(&s, hipStreamNonBlocking), "hipStreamCreateWithFlags");
+#elif RCCLX_BACKEND_CUDA
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+#endif
+  return s;
+}
+
+inline void stream_destroy(stream_t s) {
+#if RCCLX_BACKEND_HIP
+  if (s) (void)hipStreamDestroy(s);
+#elif RCCLX_BACKEND_CUDA
+  if (s) (void)cudaStreamDestroy(s);
+#else
+  (void)s;
+#endif
+}
+
+inline void stream_synchronize(stream_t s) {
+#if RCCLX_BACKEND_HIP
+  check(hipStreamSynchronize(s), "hipStreamSynchronize");
+#elif RCCLX_BACKEND_CUDA
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+#else
+  (void)s;
+#endif
+}
+
+inline int device_count() {
+  int n = 0;
+#if RCCLX_BACKEND_HIP
+  if (hipGetDeviceCount(&n) != hipSuccess) n = 0;
+#elif RCCLX_BACKEND_CUDA
+  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+#endif
+  return n;
+}
+
+inline void set_device(int d) {
+#if RCCLX_BACKEND_HIP
+  check(hipSetDevice(d), "hipSetDevice");
+#elif RCCLX_BACKEND_CUDA
+  check(cudaSetDevice(d), "cudaSetDevice");
+#else
+  (void)d;
+#endif
+}
+
+inline int multiprocessor_count() {
+  int n = 1;
+#if RCCLX_BACKEND_HIP
+  int d = 0;
+  check(hipGetDevice(&d), "hipGetDevice");
+  check(hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, d), "hipDeviceGetAttribute");
+#elif RCCLX_BACKEND_CUDA
+  int d = 0;
+  check(cudaGetDevice(&d), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d), "cudaDeviceGetAttribute");
+#endif
+  return n;
+}
+
+#if RCCLX_BACKEND_GPU
+// How many blocks of `kernel` with `threads` threads and `smem` dynamic shared bytes can be resident
+// on the whole device at once: the bound for kernels whose blocks wait on each other.
+template <class Kernel>
+inline int max_resident_blocks(Kernel kernel, int threads, std::size_t smem = 0) {
+  int per_sm = 0;
+#  if RCCLX_BACKEND_HIP
+  check(hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem),
+        "hipOccupancyMaxActiveBlocksPerMultiprocessor");
+#  else
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem),
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+#  endif
+  return per_sm * multiprocessor_count();
+}
+#endif
+
+// ---- IPC (GPU backends). The host backend shares memory through host/ (POSIX shared memory). ----
+#if RCCLX_BACKEND_GPU
+inline ipc_handle ipc_get_handle(void* base) {
+  ipc_handle h{};
+#  if RCCLX_BACKEND_HIP
+  hipIpcMemHandle_t v;
+  static_assert(sizeof(v) <= sizeof(h.bytes), "hipIpcMemHandle_t larger than ipc_handle");
+  check(hipIpcGetMemHandle(&v, base), "hipIpcGetMemHandle");
+#  else
+  cudaIpcMemHandle_t v;
+  static_assert(sizeof(v) <= sizeof(h.bytes), "cudaIpcMemHandle_t larger than ipc_handle");
+  check(cudaIpcGetMemHandle(&v, base), "cudaIpcGetMemHandle");
+#  endif
+  std::memcpy(h.bytes, &v, sizeof(v));
+  return h;
+}
+
+// Opens a peer's allocation with lazy peer access; returns its base in this process.
+inline void* ipc_open_handle(const ipc_handle& h) {
+  void* p = nullptr;
+#  if RCCLX_BACKEND_HIP
+  hipIpcMemHandle_t v;
+  std::memcpy(&v, h.bytes, sizeof(v));
+  check(hipIpcOpenMemHandle(&p, v, hipIpcMemLazyEnablePeerAccess), "hipIpcOpenMemHandle");
+#  else
+  cudaIpcMemHandle_t v;
+  std::memcpy(&v, h.bytes, sizeof(v));
+  check(cudaIpcOpenMemHandle(&p, v, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
+#  endif
+  return p;
+}
+
+inline void ipc_close_handle(void* p) {
+#  if RCCLX_BACKEND_HIP
+  check(hipIpcCloseMemHandle(p), "hipIpcCloseMemHandle");
+#  else
+  check(cudaIpcCloseMemHandle(p), "cudaIpcCloseMemHandle");
+#  endif
+}
+#endif
+
+}  // namespace gpu
+RCCLX_NAMESPACE_END

@@ -1,0 +1,17 @@
+// rcclx/rcclx.hpp: umbrella header: everything public in rcclx.
+//
+//   #include <rcclx/rcclx.hpp>
+#pragma once
+
+#include "config.hpp"
+#include "core/barrier.hpp"
+#include "core/error.hpp"
+#include "core/peer_table.hpp"
+#include "core/signal_pad.hpp"
+#include "core/types.hpp"
+#include "gpu/atomic.hpp"
+#include "gpu/clock.hpp"
+#include "gpu/group.hpp"
+#include "gpu/memory.hpp"
+#include "gpu/reduce.hpp"
+#include "gpu/runtime.hpp"

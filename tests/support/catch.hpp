@@ -1,0 +1,25 @@
+// tests/support/catch.hpp: one include for Catch2 v2 (Debian bookworm, CI) and v3 (GPU machine).
+#pragma once
+
+#if __has_include(<catch2/catch_test_macros.hpp>)
+#  include <catch2/catch_approx.hpp>
+#  include <catch2/catch_template_test_macros.hpp>
+#  include <catch2/catch_test_macros.hpp>
+#  include <catch2/generators/catch_generators.hpp>
+#  include <catch2/matchers/catch_matchers_string.hpp>
+#  define RCCLX_CATCH_V3 1
+#else
+#  include <catch2/catch.hpp>
+#  define RCCLX_CATCH_V3 0
+#endif
+
+// Tests that need a GPU call this first: it skips (visibly) when the build is for a GPU but none
+// is present. Host-backend builds always run.
+#include <rcclx/gpu/runtime.hpp>
+#define RCCLX_REQUIRE_DEVICE_OR_SKIP()                                                     \
+  do {                                                                                     \
+    if (::rcclx::current_backend != ::rcclx::backend::host && ::rcclx::gpu::device_count() == 0) { \
+      WARN("no GPU present: skipping " << Catch::getResultCapture().getCurrentTestName()); \
+      return;                                                                              \
+    }                                                                                      \
+  } while (0)

@@ -23,3 +23,14 @@
       return;                                                                              \
     }                                                                                      \
   } while (0)
+
+#include <cstdlib>
+namespace rcclx_test {
+// Rounds/iterations for a test: `full` normally, full / 100 (at least 1) when RCCLX_TEST_QUICK=1
+// (under compute-sanitizer, which slows kernels by orders of magnitude).
+inline int scaled(int full) {
+  const char* q = std::getenv("RCCLX_TEST_QUICK");
+  if (q && q[0] == '1') return full / 100 > 0 ? full / 100 : 1;
+  return full;
+}
+}  // namespace rcclx_test

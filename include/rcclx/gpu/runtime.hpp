@@ -101,7 +101,12 @@ inline void* signal_malloc(std::size_t bytes) {
   void* p = nullptr;
   if (bytes == 0) bytes = 16;
 #if RCCLX_BACKEND_HIP
+#  if defined(hipDeviceMallocUncached)
   check(hipExtMallocWithFlags(&p, bytes, hipDeviceMallocUncached), "hipExtMallocWithFlags(uncached)");
+#  else
+  // HIP < 5.3 has no uncached flag; fine-grained memory is coherent across devices too.
+  check(hipExtMallocWithFlags(&p, bytes, hipDeviceMallocFinegrained), "hipExtMallocWithFlags(fine-grained)");
+#  endif
 #elif RCCLX_BACKEND_CUDA
   check(cudaMalloc(&p, bytes), "cudaMalloc(signal)");
 #else

@@ -5,6 +5,7 @@
 //   void* pad = rcclx::gpu::signal_malloc(bytes);   // uncached on AMD, zero-filled
 //   rcclx::gpu::copy(dst, src, bytes);              // any direction (unified addressing)
 //   rcclx::gpu::device_free(buf);
+//   auto range = rcclx::gpu::find_allocation(ptr);  // GPU: allocation base + size, for IPC handles
 //
 // Errors become rcclx::error(errc::runtime) with the call and the vendor's message.
 #pragma once
@@ -229,8 +230,121 @@ inline int max_resident_blocks(Kernel kernel, int threads, std::size_t smem = 0)
 }
 #endif
 
+// ---- stream capture (CUDA/HIP graphs) --------------------------------------------------------
+// True while `s` is being captured into a graph: work issued now runs only when the graph is
+// launched, so host/ must not rely on pointers it cannot patch later. Always false on the host backend.
+inline bool stream_is_capturing(stream_t s) {
+#if RCCLX_BACKEND_HIP
+  hipStreamCaptureStatus st = hipStreamCaptureStatusNone;
+  check(hipStreamIsCapturing(s, &st), "hipStreamIsCapturing");
+  return st == hipStreamCaptureStatusActive;
+#elif RCCLX_BACKEND_CUDA
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  check(cudaStreamIsCapturing(s, &st), "cudaStreamIsCapturing");
+  return st == cudaStreamCaptureStatusActive;
+#else
+  (void)s;
+  return false;
+#endif
+}
+
+#if RCCLX_BACKEND_GPU
+#  if RCCLX_BACKEND_HIP
+using graph_exec_t = hipGraphExec_t;
+#  else
+using graph_exec_t = cudaGraphExec_t;
+#  endif
+
+// Starts capturing `s` (relaxed mode: other threads may keep using the runtime meanwhile).
+inline void stream_begin_capture(stream_t s) {
+#  if RCCLX_BACKEND_HIP
+  check(hipStreamBeginCapture(s, hipStreamCaptureModeRelaxed), "hipStreamBeginCapture");
+#  else
+  check(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+#  endif
+}
+
+// Ends the capture of `s` and instantiates the graph (the graph itself is released here).
+inline graph_exec_t stream_end_capture(stream_t s) {
+  graph_exec_t exec{};
+#  if RCCLX_BACKEND_HIP
+  hipGraph_t g{};
+  check(hipStreamEndCapture(s, &g), "hipStreamEndCapture");
+  const hipError_t r = hipGraphInstantiate(&exec, g, nullptr, nullptr, 0);
+  (void)hipGraphDestroy(g);
+  check(r, "hipGraphInstantiate");
+#  else
+  cudaGraph_t g{};
+  check(cudaStreamEndCapture(s, &g), "cudaStreamEndCapture");
+  const cudaError_t r = cudaGraphInstantiate(&exec, g, 0);
+  (void)cudaGraphDestroy(g);
+  check(r, "cudaGraphInstantiate");
+#  endif
+  return exec;
+}
+
+inline void graph_launch(graph_exec_t exec, stream_t s) {
+#  if RCCLX_BACKEND_HIP
+  check(hipGraphLaunch(exec, s), "hipGraphLaunch");
+#  else
+  check(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
+#  endif
+}
+
+inline void graph_destroy(graph_exec_t exec) {
+#  if RCCLX_BACKEND_HIP
+  if (exec) (void)hipGraphExecDestroy(exec);
+#  else
+  if (exec) (void)cudaGraphExecDestroy(exec);
+#  endif
+}
+#endif
+
 // ---- IPC (GPU backends). The host backend shares memory through host/ (POSIX shared memory). ----
 #if RCCLX_BACKEND_GPU
+// The allocation that contains `p`: its base and size. IPC handles must be taken of the base:
+// a handle of an interior pointer (a tensor inside a caching allocator's segment) maps the whole
+// allocation at the peer, so the peer would read from the wrong offset.
+struct allocation_range {
+  void* base;
+  std::size_t size;
+};
+
+inline allocation_range find_allocation(const void* p) {
+  allocation_range r{nullptr, 0};
+#  if RCCLX_BACKEND_HIP
+  hipDeviceptr_t base = nullptr;
+  check(hipMemGetAddressRange(&base, &r.size, const_cast<void*>(p)), "hipMemGetAddressRange");
+  r.base = base;
+#  else
+  // The runtime has no address-range query; take the driver's cuMemGetAddressRange through the
+  // runtime's entry-point lookup (no link against libcuda). Its ABI: CUresult (an int-sized enum,
+  // 0 = success) f(CUdeviceptr* base, size_t* size, CUdeviceptr p), CUdeviceptr = unsigned long long.
+  using get_range_fn = int (*)(unsigned long long*, std::size_t*, unsigned long long);
+  static get_range_fn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+#    if defined(CUDART_VERSION) && CUDART_VERSION >= 12050
+    check(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault, &q),
+          "cudaGetDriverEntryPointByVersion(cuMemGetAddressRange)");
+#    else
+    check(cudaGetDriverEntryPoint("cuMemGetAddressRange", &f, cudaEnableDefault, &q),
+          "cudaGetDriverEntryPoint(cuMemGetAddressRange)");
+#    endif
+    if (!f || q != cudaDriverEntryPointSuccess)
+      throw error(errc::runtime, "cuMemGetAddressRange is not available from the CUDA driver");
+    return reinterpret_cast<get_range_fn>(f);
+  }();
+  unsigned long long base = 0;
+  const int res = fn(&base, &r.size, reinterpret_cast<unsigned long long>(p));
+  if (res != 0)
+    throw error(errc::invalid_argument, "cuMemGetAddressRange failed (CUresult " + std::to_string(res) +
+                                            "): the pointer is not memory from cudaMalloc on this device");
+  r.base = reinterpret_cast<void*>(base);
+#  endif
+  return r;
+}
+
 inline ipc_handle ipc_get_handle(void* base) {
   ipc_handle h{};
 #  if RCCLX_BACKEND_HIP

@@ -1,0 +1,155 @@
+// rcclx/host/detail/call_check.hpp: what each rank says it is calling, gathered before a
+// collective so that ranks which disagree (count, type, op, algorithm, buffers) fail together
+// with one message instead of hanging or reading garbage.
+//
+// Cost: one bootstrap allgather of sizeof(call_descriptor) = 96 bytes per collective: two small
+// messages per rank through rank 0's socket, some 10-50 us on one node, and a host-side
+// synchronisation point. communicator_options::check_calls (or RCCLX_CHECK_CALLS=0) turns it off
+// once a program is known to be consistent.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../../core/error.hpp"
+#include "../../core/types.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace host {
+namespace detail {
+
+enum class collective_kind : std::uint32_t {
+  barrier = 1,
+  allreduce = 2,
+  allgather = 3,
+  reduce_scatter = 4,
+  alltoall = 5,
+  user = 100,  // a user's kernel run through communicator::launch
+};
+
+inline const char* to_string(collective_kind k) {
+  switch (k) {
+    case collective_kind::barrier: return "barrier";
+    case collective_kind::allreduce: return "allreduce";
+    case collective_kind::allgather: return "allgather";
+    case collective_kind::reduce_scatter: return "reduce_scatter";
+    case collective_kind::alltoall: return "alltoall";
+    case collective_kind::user: return "user kernel";
+  }
+  return "collective";
+}
+
+// Where a collective's peers read this rank's input from.
+enum class buffer_path : std::uint32_t {
+  workspace = 0,   // copied into the communicator's symmetric buffer inside the kernel
+  registered = 1,  // zero-copy from a buffer registered with register_buffer
+  captured = 2,    // zero-copy from a buffer seen during graph capture (patched after capture)
+};
+
+inline const char* to_string(buffer_path p) {
+  switch (p) {
+    case buffer_path::workspace: return "workspace (copy)";
+    case buffer_path::registered: return "registered buffer";
+    case buffer_path::captured: return "graph-captured buffer";
+  }
+  return "?";
+}
+
+// Element type identity on the wire.
+template <class T>
+struct type_tag {
+  static constexpr std::uint32_t id = 0x1000u + static_cast<std::uint32_t>(sizeof(T));
+  static const char* name() { return "user type"; }
+};
+#define RCCLX_DETAIL_TYPE_TAG(T, ID, NAME)            \
+  template <>                                         \
+  struct type_tag<T> {                                \
+    static constexpr std::uint32_t id = ID;           \
+    static const char* name() { return NAME; }        \
+  };
+RCCLX_DETAIL_TYPE_TAG(float, 1, "float32")
+RCCLX_DETAIL_TYPE_TAG(double, 2, "float64")
+RCCLX_DETAIL_TYPE_TAG(::rcclx::bf16, 3, "bfloat16")
+RCCLX_DETAIL_TYPE_TAG(::rcclx::fp16, 4, "float16")
+RCCLX_DETAIL_TYPE_TAG(std::int32_t, 5, "int32")
+RCCLX_DETAIL_TYPE_TAG(std::uint32_t, 6, "uint32")
+RCCLX_DETAIL_TYPE_TAG(std::int64_t, 7, "int64")
+RCCLX_DETAIL_TYPE_TAG(std::uint64_t, 8, "uint64")
+RCCLX_DETAIL_TYPE_TAG(std::int8_t, 9, "int8")
+RCCLX_DETAIL_TYPE_TAG(std::uint8_t, 10, "uint8")
+#undef RCCLX_DETAIL_TYPE_TAG
+
+struct call_descriptor {
+  std::uint32_t kind;        // collective_kind
+  std::uint32_t type_id;     // type_tag<T>::id
+  std::uint32_t op;          // reduce op (as its enum value), 0 where none applies
+  std::uint32_t algo;        // algorithm requested (enum value)
+  std::uint32_t path;        // buffer_path
+  std::uint32_t reserved;
+  std::uint64_t count;       // elements
+  std::uint64_t reg_id;      // registration number (registered path)
+  std::uint64_t reg_offset;  // bytes from the registered buffer's start (registered path)
+  std::uint64_t seq;         // collective number on this communicator
+  char type_name[16];
+  char op_name[8];
+  char algo_name[16];
+};
+static_assert(sizeof(call_descriptor) == 96, "call_descriptor is exchanged between processes");
+
+template <class T>
+inline call_descriptor make_descriptor(collective_kind kind, std::size_t count, std::uint32_t op = 0,
+                                       const char* op_name = "-", std::uint32_t algo = 0,
+                                       const char* algo_name = "-") {
+  call_descriptor d{};
+  d.kind = static_cast<std::uint32_t>(kind);
+  d.type_id = type_tag<T>::id;
+  d.op = op;
+  d.algo = algo;
+  d.count = count;
+  std::strncpy(d.type_name, type_tag<T>::name(), sizeof(d.type_name) - 1);
+  std::strncpy(d.op_name, op_name, sizeof(d.op_name) - 1);
+  std::strncpy(d.algo_name, algo_name, sizeof(d.algo_name) - 1);
+  return d;
+}
+
+// Compares every rank's descriptor with rank 0's; returns "" or a message naming the field and
+// every rank's value. Every rank computes the same message from the same gathered data.
+inline std::string compare_descriptors(const std::vector<call_descriptor>& all) {
+  const call_descriptor& a = all[0];
+  auto list = [&](const char* field, auto value_of) {
+    std::string m = std::string(to_string(static_cast<collective_kind>(a.kind))) + " call #" + std::to_string(a.seq) +
+                    ": ranks disagree on " + field + ":";
+    for (std::size_t r = 0; r < all.size(); ++r) m += std::string(r ? ", " : " ") + "rank " + std::to_string(r) + ": " + value_of(all[r]);
+    return m;
+  };
+  auto num = [](std::uint64_t v) { return std::to_string(v); };
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    const call_descriptor& b = all[r];
+    if (b.seq != a.seq)
+      return list("the collective number (a rank skipped or added a call)", [&](const call_descriptor& d) { return num(d.seq); });
+    if (b.kind != a.kind)
+      return list("the collective", [](const call_descriptor& d) { return std::string(to_string(static_cast<collective_kind>(d.kind))); });
+    if (b.type_id != a.type_id)
+      return list("the element type", [](const call_descriptor& d) { return std::string(d.type_name); });
+    if (b.count != a.count)
+      return list("the element count", [&](const call_descriptor& d) { return num(d.count); });
+    if (b.op != a.op)
+      return list("the reduction op", [](const call_descriptor& d) { return std::string(d.op_name); });
+    if (b.algo != a.algo)
+      return list("the algorithm", [](const call_descriptor& d) { return std::string(d.algo_name); });
+    if (b.path != a.path)
+      return list("where the input lives (register the buffer on every rank, or on none)",
+                  [](const call_descriptor& d) { return std::string(to_string(static_cast<buffer_path>(d.path))); });
+    if (b.path == static_cast<std::uint32_t>(buffer_path::registered) && (b.reg_id != a.reg_id || b.reg_offset != a.reg_offset))
+      return list("the registered buffer (registration number, offset in it)", [&](const call_descriptor& d) {
+        return "#" + num(d.reg_id) + " +" + num(d.reg_offset);
+      });
+  }
+  return {};
+}
+
+}  // namespace detail
+}  // namespace host
+RCCLX_NAMESPACE_END

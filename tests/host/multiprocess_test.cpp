@@ -132,7 +132,7 @@ TEST_CASE("bootstrap: allgather and barrier among 2..8 processes", "[host][multi
   const int n = GENERATE(2, 3, 5, 8);
   CAPTURE(n);
   const std::string id = rcclx_test::unique_job_id("ag");
-  const int rounds = under_tsan ? 20 : 200;
+  const int rounds = rcclx_test::scaled(under_tsan ? 20 : 200);
   auto rs = run_processes(n, [&](int rank) -> std::string {
     rcclx::host::socket_bootstrap bs(rank, n, id, rcclx_test::test_socket_options());
     if (bs.rank() != rank || bs.num_ranks() != n) return "bad rank/size";
@@ -167,7 +167,7 @@ TEST_CASE("communicator: set-up, device barrier and peers' workspaces across 2..
       const auto t = comm.device_handle<std::uint32_t>();
       if (t.capacity_bytes != comm.options().buffer_bytes) return "capacity";
       const std::size_t words = 4096;
-      for (int round = 0; round < (under_tsan ? 5 : 50); ++round) {
+      for (int round = 0; round < rcclx_test::scaled(under_tsan ? 5 : 50); ++round) {
         std::vector<std::uint32_t> v(words);
         for (std::size_t i = 0; i < words; ++i) v[i] = static_cast<std::uint32_t>(rank * 7919 + round * 104729 + i);
         rcclx::gpu::copy(t.data[rank], v.data(), words * sizeof(std::uint32_t));
@@ -287,7 +287,7 @@ TEST_CASE("communicator: a flat allreduce through workspace, registered and grap
 TEST_CASE("communicator: 10^4 register/unregister cycles leave no open handle", "[host][multiprocess]") {
   const int n = GENERATE(2, 4);
   CAPTURE(n);
-  const int cycles = under_tsan ? 1000 : 10000;
+  const int cycles = rcclx_test::scaled(under_tsan ? 1000 : 10000);
   const std::string id = rcclx_test::unique_job_id("reg");
   auto rs = run_processes(n, [&](int rank) -> std::string {
     rcclx_test::child_select_device();

@@ -641,17 +641,26 @@ class communicator {
   void enqueue(F f) {
 #if RCCLX_BACKEND_HOST
     if (host_capturing_) {
-      host_ops_.emplace_back([this, f] {
-        f();
-        check_host_errors();
-      });
+      host_ops_.emplace_back([this, f] { run_checked(f); });
       return;
     }
-    f();
-    check_host_errors();
+    run_checked(f);
 #else
     f();
 #endif
+  }
+
+  // Host backend: a launcher that found its barrier timed out may throw by itself; either way the
+  // error record is turned into the communicator's error (which names the missing process's state).
+  template <class F>
+  void run_checked(const F& f) {
+    try {
+      f();
+    } catch (const error&) {
+      check_host_errors();
+      throw;
+    }
+    check_host_errors();
   }
 
   void check_host_errors() {

@@ -307,6 +307,8 @@ class communicator {
     std::string err;
     if (!ptr || bytes == 0) {
       err = "register_buffer: ptr must be non-null and bytes > 0 (bytes = " + std::to_string(bytes) + ")";
+    } else if (reinterpret_cast<std::uintptr_t>(ptr) % 16 != 0) {
+      err = "register_buffer: ptr is not 16-byte aligned (collectives read peers' buffers in 16-byte vectors)";
     } else if (const registration* o = overlapping(ptr, bytes)) {
       err = "register_buffer: [ptr, ptr + " + std::to_string(bytes) + ") overlaps registered buffer #" +
             std::to_string(o->id) + " (" + std::to_string(o->bytes) + " bytes); unregister it first";
@@ -510,14 +512,17 @@ class communicator {
            Kernel kernel) {
     ensure_usable();
     const std::size_t bytes = count * sizeof(T);
-    const registration* reg = zero_copy && count > 0 ? find_registration(input, bytes) : nullptr;
+    // Peers read zero-copy inputs with 16-byte vectors: only 16-byte aligned inputs qualify (the
+    // same offset into buffers registered 16-byte aligned is aligned on every rank).
+    zero_copy = zero_copy && count > 0 && reinterpret_cast<std::uintptr_t>(input) % 16 == 0;
+    const registration* reg = zero_copy ? find_registration(input, bytes) : nullptr;
     const bool capturing = host_capturing_ || gpu::stream_is_capturing(stream);
     detail::buffer_path path = detail::buffer_path::workspace;
     if (reg) {
       path = detail::buffer_path::registered;
       d.reg_id = reg->id;
       d.reg_offset = static_cast<std::uint64_t>(reinterpret_cast<const char*>(input) - reg->ptr);
-    } else if (zero_copy && capturing && opts_.zero_copy_capture && count > 0) {
+    } else if (zero_copy && capturing && opts_.zero_copy_capture) {
       path = detail::buffer_path::captured;
     }
     d.path = static_cast<std::uint32_t>(path);

@@ -140,7 +140,8 @@ inline std::string compare_descriptors(const std::vector<call_descriptor>& all) 
     if (b.algo != a.algo)
       return list("the algorithm", [](const call_descriptor& d) { return std::string(d.algo_name); });
     if (b.path != a.path)
-      return list("where the input lives (register the buffer on every rank, or on none)",
+      return list("where the input lives (register the buffer on every rank or on none; zero-copy also needs a "
+                  "16-byte aligned input)",
                   [](const call_descriptor& d) { return std::string(to_string(static_cast<buffer_path>(d.path))); });
     if (b.path == static_cast<std::uint32_t>(buffer_path::registered) && (b.reg_id != a.reg_id || b.reg_offset != a.reg_offset))
       return list("the registered buffer (registration number, offset in it)", [&](const call_descriptor& d) {

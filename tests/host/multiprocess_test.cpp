@@ -201,6 +201,42 @@ TEST_CASE("communicator: set-up, device barrier and peers' workspaces across 2..
   require_all_ok(rs);
 }
 
+TEST_CASE("callback_bootstrap: a communicator over a user-supplied allgather", "[host][multiprocess]") {
+  const int n = 3;
+  const std::string id = rcclx_test::unique_job_id("cb");
+  auto rs = run_processes(n, [&](int rank) -> std::string {
+    rcclx_test::child_select_device();
+    // The "user's" allgather (MPI_Allgather in real life): here another bootstrap's, with a count.
+    rcclx::host::socket_bootstrap transport(rank, n, id, rcclx_test::test_socket_options());
+    int calls = 0;
+    rcclx::host::callback_bootstrap bs(rank, n, [&](const void* in, void* out, std::size_t bytes) {
+      ++calls;
+      transport.allgather(in, out, bytes);
+    });
+    comm_t comm(bs, small_options());
+    const auto t = comm.device_handle<std::uint32_t>();
+    const std::uint32_t mine = 1000u + static_cast<std::uint32_t>(rank);
+    rcclx::gpu::copy(t.data[rank], &mine, sizeof(mine));
+    comm.barrier();
+    comm.synchronize();
+    for (int p = 0; p < n; ++p) {
+      std::uint32_t v = 0;
+      rcclx::gpu::copy(&v, t.data[p], sizeof(v));
+      if (v != 1000u + static_cast<std::uint32_t>(p)) return "wrong value from rank " + std::to_string(p);
+    }
+    comm.barrier();
+    comm.synchronize();
+    if (calls < 3) return "the callback was not used";
+    return {};
+  });
+  RCCLX_SKIP_IF_NO_GPU(rs);
+  require_all_ok(rs);
+  // and its own argument checks
+  auto noop = [](const void*, void*, std::size_t) {};
+  REQUIRE_THROWS_AS(rcclx::host::callback_bootstrap(2, 2, noop), rcclx::error);
+  REQUIRE_THROWS_AS(rcclx::host::callback_bootstrap(0, 2, nullptr), rcclx::error);
+}
+
 TEST_CASE("communicator: a flat allreduce through workspace, registered and graph-captured buffers",
           "[host][multiprocess]") {
   const int n = GENERATE(2, 3, 4, 8);

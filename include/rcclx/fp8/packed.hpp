@@ -25,14 +25,15 @@
 RCCLX_NAMESPACE_BEGIN
 namespace fp8 {
 
-// N FP8 codes in registers: N = 2 or a multiple of 4 (4, 8, 16 = one 16-byte vector; larger N
-// are allowed for a thread that holds a whole block).
+// N FP8 codes in registers: N = 1, 2 or a multiple of 4 (4, 8, 16 = one 16-byte vector; larger
+// N for a thread that holds a whole block).
 template <int N>
 struct alignas(N < 16 ? N : 16) packed {
-  static_assert(N == 2 || (N >= 4 && N % 4 == 0), "rcclx::fp8::packed<N>: N must be 2 or a multiple of 4");
+  static_assert(N == 1 || N == 2 || (N >= 4 && N % 4 == 0),
+                "rcclx::fp8::packed<N>: N must be 1, 2 or a multiple of 4");
   static constexpr int size = N;
-  using word_type = std::conditional_t<N == 2, std::uint16_t, std::uint32_t>;
-  static constexpr int num_words = N == 2 ? 1 : N / 4;
+  using word_type = std::conditional_t<N == 1, std::uint8_t, std::conditional_t<N == 2, std::uint16_t, std::uint32_t>>;
+  static constexpr int num_words = N < 4 ? 1 : N / 4;
   word_type w[num_words];
 
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint8_t operator[](int i) const {
@@ -132,7 +133,9 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T from_float(float x) {
 template <class Format, overflow Mode, path Path, int N, class T>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE packed<N> encode_packed_impl(const T (&x)[N]) {
   packed<N> r;
-  if constexpr (N == 2) {
+  if constexpr (N == 1) {
+    r.w[0] = encode<Format, Mode, Path>(to_float(x[0]));
+  } else if constexpr (N == 2) {
     if constexpr (Path == path::automatic && has_hw_encode<Format, Mode>()) {
       r.w[0] = hw_encode2<Format, Mode>(to_float(x[0]), to_float(x[1]));
     } else {

@@ -101,7 +101,9 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_codes(std::uint8_t* payload, std:
   if (first + E <= n) {
     q.store(payload + first);
   } else {
-    for (int i = 0; i < E && first + i < n; ++i) payload[first + i] = q[i];
+    RCCLX_DETAIL_FP8_UNROLL
+    for (int i = 0; i < E; ++i)  // constant indices after unrolling: q stays in registers
+      if (first + i < n) payload[first + i] = q[i];
   }
 }
 
@@ -152,18 +154,22 @@ RCCLX_HOST_DEVICE void dequantize_blocks_range(const std::uint8_t* payload, cons
   static_assert(BlockSize % E == 0, "dequantize_blocks: BlockSize must be a multiple of 16 bytes of elements");
   const std::size_t num_frags = (n + E - 1) / E;
   const block_dequantize<Format, BlockSize, Scale, Path> dequant{};
+  // Every index below is a compile-time constant after unrolling, so nothing lives in local memory.
   for (std::size_t base = thread; base < num_frags; base += U * num_threads) {
     packed<E> q[U];
     scale_type_t<Scale> s[U];
     RCCLX_DETAIL_FP8_UNROLL
     for (int u = 0; u < U; ++u) {
       const std::size_t f = base + u * num_threads;
+      for (int i = 0; i < packed<E>::num_words; ++i) q[u].w[i] = 0;
+      s[u] = scale_type_t<Scale>{};
       if (f < num_frags) {
         if ((f + 1) * E <= n) {
           q[u] = packed<E>::load(payload + f * E);
         } else {
-          for (int i = 0; i < packed<E>::num_words; ++i) q[u].w[i] = 0;
-          for (int i = 0; f * E + i < n; ++i) q[u].set(i, payload[f * E + i]);
+          RCCLX_DETAIL_FP8_UNROLL
+          for (int i = 0; i < E; ++i)
+            if (f * E + i < n) q[u].set(i, payload[f * E + i]);
         }
         s[u] = scales[f * E / BlockSize];
       }
@@ -171,19 +177,22 @@ RCCLX_HOST_DEVICE void dequantize_blocks_range(const std::uint8_t* payload, cons
     RCCLX_DETAIL_FP8_UNROLL
     for (int u = 0; u < U; ++u) {
       const std::size_t f = base + u * num_threads;
-      if (f >= num_frags) break;
-      T y[E];
-      dequant(q[u], s[u], y);
-      if ((f + 1) * E <= n) {
+      if (f < num_frags) {
+        T y[E];
+        dequant(q[u], s[u], y);
+        if ((f + 1) * E <= n) {
 #if RCCLX_DEVICE_COMPILE
-        gpu::vec16 v;
-        __builtin_memcpy(&v, y, 16);
-        gpu::store16(out + f * E, v);
+          gpu::vec16 v;
+          __builtin_memcpy(&v, y, 16);
+          gpu::store16(out + f * E, v);
 #else
-        for (int i = 0; i < E; ++i) out[f * E + i] = y[i];
+          for (int i = 0; i < E; ++i) out[f * E + i] = y[i];
 #endif
-      } else {
-        for (int i = 0; f * E + i < n; ++i) out[f * E + i] = y[i];
+        } else {
+          RCCLX_DETAIL_FP8_UNROLL
+          for (int i = 0; i < E; ++i)
+            if (f * E + i < n) out[f * E + i] = y[i];
+        }
       }
     }
   }

@@ -15,8 +15,9 @@ zeros, float32 denormals, FLT_MIN/MAX, infinities, NaNs with several payloads an
 uniformly random bit patterns and 20000 log-uniform values across the format's range.
 Total size stays under 2 MB for the four files.
 
-The results come from CPU tensors. When CUDA is available the same inputs are converted on the
-GPU too and any disagreement is printed (the file keeps the CPU bytes). The script also prints
+The results come from CUDA tensors when CUDA is available (PyTorch's CUDA copy kernel applies the
+scalar c10::Float8_* conversion, independent of the host CPU's vector ISA), else from CPU tensors.
+When both are available any disagreement between them is printed and counted in the summary. The script also prints
 the bytes PyTorch writes for NaN, Inf and overflow, and checks the assumption rcclx documents:
 .to(float8) does not saturate (e4m3 overflow -> NaN, e5m2 -> Inf, fnuz -> 0x80).
 
@@ -90,13 +91,13 @@ def random_bits(dtype, gen):
     return r + bits_of(vals)
 
 
-def special_report(dtype):
+def special_report(dtype, device):
     names = ["nan", "-nan", "inf", "-inf", "2*max", "-2*max", "1e30", "-0.0", "-1e-30"]
     codes = torch.arange(128, dtype=torch.uint8).view(dtype).float()
     mx = float(codes[torch.isfinite(codes)].max())
     nans = f32_from_bits([0x7FC00000, 0xFFC00000])  # +NaN, -NaN by their bits
     rest = torch.tensor([float("inf"), -float("inf"), 2 * mx, -2 * mx, 1e30, -0.0, -1e-30], dtype=torch.float32)
-    return dict(zip(names, ["0x%02X" % c for c in convert(torch.cat([nans, rest]), dtype)])), mx
+    return dict(zip(names, ["0x%02X" % c for c in convert(torch.cat([nans, rest]), dtype, device)])), mx
 
 
 def main():
@@ -110,7 +111,7 @@ def main():
     summary = {"torch": torch.__version__, "cuda": cuda, "formats": {}}
     ok = True
     for name, dtype in FORMATS.items():
-        report, mx = special_report(dtype)
+        report, mx = special_report(dtype, "cuda" if cuda else "cpu")
         # Non-saturating: overflow is not clamped to max.
         expect_overflow = {"e4m3": ("0x7F", "0xFF"), "e5m2": ("0x7C", "0xFC")}.get(name, ("0x80", "0x80"))
         saturating = (report["2*max"], report["-2*max"]) != expect_overflow
@@ -120,18 +121,19 @@ def main():
                   f"expected {expect_overflow} (non-saturating)", file=sys.stderr)
         bf16_bits = [i << 16 for i in range(65536)]
         pair_bits = boundary_bits(dtype) + random_bits(dtype, gen)
-        bf16_res = convert(f32_from_bits(bf16_bits), dtype)
-        pair_res = convert(f32_from_bits(pair_bits), dtype)
-        cuda_diff = None
+        primary = "cuda" if cuda else "cpu"
+        bf16_res = convert(f32_from_bits(bf16_bits), dtype, primary)
+        pair_res = convert(f32_from_bits(pair_bits), dtype, primary)
+        cpu_cuda_diff = None
         if cuda:
-            cuda_diff = 0
+            cpu_cuda_diff = 0
             for bits, res in ((bf16_bits, bf16_res), (pair_bits, pair_res)):
-                res_gpu = convert(f32_from_bits(bits), dtype, "cuda")
-                for b, c, g in zip(bits, res, res_gpu):
+                res_cpu = convert(f32_from_bits(bits), dtype, "cpu")
+                for b, g, c in zip(bits, res, res_cpu):
                     if c != g:
-                        if cuda_diff < 8:
-                            print(f"{name}: CPU and CUDA differ for 0x{b:08X}: cpu 0x{c:02X} cuda 0x{g:02X}")
-                        cuda_diff += 1
+                        if cpu_cuda_diff < 8:
+                            print(f"{name}: CPU and CUDA differ for 0x{b:08X}: cuda 0x{g:02X} cpu 0x{c:02X}")
+                        cpu_cuda_diff += 1
         path = os.path.join(args.out, f"fp8_oracle_{name}.bin")
         with open(path, "wb") as f:
             f.write(MAGIC)
@@ -141,7 +143,8 @@ def main():
             f.write(b"".join(struct.pack("<IB", b, r) for b, r in zip(pair_bits, pair_res)))
         summary["formats"][name] = {"file": os.path.relpath(path, root), "bytes": os.path.getsize(path),
                                     "explicit_inputs": len(pair_bits), "max_finite": mx, "specials": report,
-                                    "non_saturating": not saturating, "cpu_cuda_mismatches": cuda_diff}
+                                    "non_saturating": not saturating, "source": primary,
+                                    "cpu_cuda_mismatches": cpu_cuda_diff}
         print(f"{name}: {len(bf16_res)} bf16 + {len(pair_bits)} float32 inputs -> {path}; specials {report}")
     print(json.dumps(summary, indent=1))
     return 0 if ok else 1

@@ -14,14 +14,16 @@
 RCCLX_NAMESPACE_BEGIN
 
 namespace detail {
+// __builtin_memcpy, not std::memcpy: with HIP, std::memcpy is host-only when <cstring> was included
+// before hip_runtime.h, and these functions are called from kernels (fp8 codecs, bf16 in kernels).
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t float_bits(float f) {
   std::uint32_t u;
-  std::memcpy(&u, &f, 4);
+  __builtin_memcpy(&u, &f, 4);
   return u;
 }
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float bits_float(std::uint32_t u) {
   float f;
-  std::memcpy(&f, &u, 4);
+  __builtin_memcpy(&f, &u, 4);
   return f;
 }
 }  // namespace detail

@@ -101,7 +101,7 @@ template <class To, class From>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE To bit_cast(const From& from) {
   static_assert(sizeof(To) == sizeof(From), "bit_cast needs equal sizes");
   To to;
-  std::memcpy(&to, &from, sizeof(To));
+  __builtin_memcpy(&to, &from, sizeof(To));  // std::memcpy may be host-only under HIP (see core/types.hpp)
   return to;
 }
 

@@ -1,0 +1,436 @@
+// rcclx-bench-fp8: bandwidth of the bulk block-scaled FP8 kernels (rcclx::fp8::quantize_blocks /
+// dequantize_blocks) against a device copy of the same bytes measured in the same run, and
+// PyTorch's own FP8 conversions (bench/fp8/torch_baseline.py, run with python3 when available).
+//
+//   rcclx-bench-fp8 --suite gpu --out DIR [--mib 256] [--iters 50] [--no-torch] [--python python3]
+//   rcclx-bench-fp8 --suite smoke          (host backend: a tiny sweep that checks the results)
+//
+// Bytes moved count reads + writes (elements, codes and scales). Each figure is the median of
+// --iters timed launches (CUDA/HIP events around each launch) alternating between two buffer
+// sets, each far beyond the L2 (256 MiB of float32 input by default). Targets (issue 4): every
+// kernel >= 90% of the copy bandwidth; dequantize e4m3 -> float >= 2x PyTorch's x.float().
+// Writes DIR/fp8_bench.json and DIR/fp8_bench.csv.
+#include <rcclx/fp8/quantize_blocks.hpp>
+#include <rcclx/gpu/runtime.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+namespace f8 = rcclx::fp8;
+namespace gpu = rcclx::gpu;
+using f8::scale_kind;
+using rcclx::bf16;
+
+#ifndef RCCLX_FP8_TORCH_BASELINE
+#  define RCCLX_FP8_TORCH_BASELINE "bench/fp8/torch_baseline.py"
+#endif
+
+// ---- timing ------------------------------------------------------------------------------------
+#if RCCLX_BACKEND_CUDA
+using event_t = cudaEvent_t;
+void event_create(event_t* e) { gpu::check(cudaEventCreate(e), "cudaEventCreate"); }
+void event_destroy(event_t e) { (void)cudaEventDestroy(e); }
+void event_record(event_t e) { gpu::check(cudaEventRecord(e, nullptr), "cudaEventRecord"); }
+float event_ms(event_t a, event_t b) {
+  gpu::check(cudaEventSynchronize(b), "cudaEventSynchronize");
+  float ms = 0;
+  gpu::check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+  return ms;
+}
+void device_copy(void* dst, const void* src, std::size_t bytes) {
+  gpu::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, nullptr), "cudaMemcpyAsync");
+}
+std::string device_name() {
+  cudaDeviceProp p;
+  int d = 0;
+  gpu::check(cudaGetDevice(&d), "cudaGetDevice");
+  gpu::check(cudaGetDeviceProperties(&p, d), "cudaGetDeviceProperties");
+  return p.name;
+}
+#elif RCCLX_BACKEND_HIP
+using event_t = hipEvent_t;
+void event_create(event_t* e) { gpu::check(hipEventCreate(e), "hipEventCreate"); }
+void event_destroy(event_t e) { (void)hipEventDestroy(e); }
+void event_record(event_t e) { gpu::check(hipEventRecord(e, nullptr), "hipEventRecord"); }
+float event_ms(event_t a, event_t b) {
+  gpu::check(hipEventSynchronize(b), "hipEventSynchronize");
+  float ms = 0;
+  gpu::check(hipEventElapsedTime(&ms, a, b), "hipEventElapsedTime");
+  return ms;
+}
+void device_copy(void* dst, const void* src, std::size_t bytes) {
+  gpu::check(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, nullptr), "hipMemcpyAsync");
+}
+std::string device_name() {
+  hipDeviceProp_t p;
+  int d = 0;
+  gpu::check(hipGetDevice(&d), "hipGetDevice");
+  gpu::check(hipGetDeviceProperties(&p, d), "hipGetDeviceProperties");
+  return p.name;
+}
+#else
+using clock_type = std::chrono::steady_clock;
+using event_t = clock_type::time_point;
+void event_create(event_t*) {}
+void event_destroy(event_t) {}
+void event_record(event_t& e) { e = clock_type::now(); }
+float event_ms(event_t a, event_t b) { return std::chrono::duration<float, std::milli>(b - a).count(); }
+void device_copy(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+std::string device_name() { return "host backend (CPU)"; }
+#endif
+
+// Median of `iters` timed runs of fn(i) (after a few untimed ones), in milliseconds.
+double median_ms(int iters, const std::function<void(int)>& fn) {
+  for (int i = 0; i < 3; ++i) fn(i);
+  gpu::device_synchronize();
+  std::vector<double> t;
+  event_t a, b;
+  event_create(&a);
+  event_create(&b);
+  for (int i = 0; i < iters; ++i) {
+    event_record(a);
+    fn(i);
+    event_record(b);
+    t.push_back(event_ms(a, b));
+  }
+  event_destroy(a);
+  event_destroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// ---- kernels of the baseline and the input ---------------------------------------------------------
+RCCLX_HOST_DEVICE inline std::uint32_t mix(std::uint64_t i) {
+  std::uint64_t z = i * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+  return static_cast<std::uint32_t>(z ^ (z >> 29));
+}
+// Values with a different magnitude per 32-element block (2^-20 .. 2^20), random mantissas and signs.
+RCCLX_HOST_DEVICE inline float input_value(std::size_t i) {
+  const std::uint32_t r = mix(i), e = mix(i / 32 + 0x12345) % 41;
+  const std::uint32_t bits = (r & 0x807FFFFFu) | ((107u + e) << 23);
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+
+#if RCCLX_BACKEND_GPU
+RCCLX_GLOBAL void fill_kernel(float* x, bf16* y, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    x[i] = input_value(i);
+    y[i] = bf16(x[i]);
+  }
+}
+// The roofline: a 16-byte-vector grid-stride copy with 4 loads in flight per thread (the same
+// access pattern as the FP8 kernels).
+RCCLX_GLOBAL void copy_kernel(const gpu::vec16* in, gpu::vec16* out, std::size_t n_vec) {
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n_vec; i += 4 * stride) {
+    gpu::vec16 v[4];
+    for (int u = 0; u < 4; ++u)
+      if (i + u * stride < n_vec) v[u] = gpu::load16(in + i + u * stride);
+    for (int u = 0; u < 4; ++u)
+      if (i + u * stride < n_vec) gpu::store16(out + i + u * stride, v[u]);
+  }
+}
+#endif
+
+void fill(float* x, bf16* y, std::size_t n) {
+#if RCCLX_BACKEND_GPU
+  fill_kernel<<<1024, 256>>>(x, y, n);
+  gpu::check_launch("fill_kernel");
+#else
+  for (std::size_t i = 0; i < n; ++i) {
+    x[i] = input_value(i);
+    y[i] = bf16(x[i]);
+  }
+#endif
+}
+
+void copy_kernel_launch(const void* in, void* out, std::size_t bytes) {
+#if RCCLX_BACKEND_GPU
+  static const int grid = gpu::max_resident_blocks(copy_kernel, 256);
+  copy_kernel<<<grid, 256>>>(static_cast<const gpu::vec16*>(in), static_cast<gpu::vec16*>(out), bytes / 16);
+  gpu::check_launch("copy_kernel");
+#else
+  std::memcpy(out, in, bytes);
+#endif
+}
+
+// ---- the benchmark ---------------------------------------------------------------------------------
+struct buffers {
+  float* f32 = nullptr;
+  bf16* b16 = nullptr;
+  std::uint8_t* q = nullptr;
+  float* s32 = nullptr;
+  f8::e8m0* s8 = nullptr;
+  float* y32 = nullptr;
+  bf16* y16 = nullptr;
+  explicit buffers(std::size_t n) {
+    const std::size_t nb = (n + 31) / 32;
+    f32 = static_cast<float*>(gpu::device_malloc(n * 4));
+    b16 = static_cast<bf16*>(gpu::device_malloc(n * 2));
+    q = static_cast<std::uint8_t*>(gpu::device_malloc(n));
+    s32 = static_cast<float*>(gpu::device_malloc(nb * 4));
+    s8 = static_cast<f8::e8m0*>(gpu::device_malloc(nb));
+    y32 = static_cast<float*>(gpu::device_malloc(n * 4));
+    y16 = static_cast<bf16*>(gpu::device_malloc(n * 2));
+    fill(f32, b16, n);
+  }
+  ~buffers() {
+    for (void* p : {static_cast<void*>(f32), static_cast<void*>(b16), static_cast<void*>(q), static_cast<void*>(s32),
+                    static_cast<void*>(s8), static_cast<void*>(y32), static_cast<void*>(y16)})
+      gpu::device_free(p);
+  }
+  buffers(const buffers&) = delete;
+  buffers& operator=(const buffers&) = delete;
+};
+
+struct row {
+  std::string name;
+  double bytes;   // moved per launch (reads + writes)
+  double ms;      // median
+  bool target;    // counts towards the >= 90% of copy target
+  double gbps() const { return bytes / (ms * 1e-3) / 1e9; }
+};
+
+std::string arg(int argc, char** argv, const std::string& key, const std::string& def) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (argv[i] == key) return argv[i + 1];
+  return def;
+}
+bool flag(int argc, char** argv, const std::string& key) {
+  for (int i = 1; i < argc; ++i)
+    if (argv[i] == key) return true;
+  return false;
+}
+
+// Runs torch_baseline.py and returns its numbers (empty with "error" set on failure).
+std::map<std::string, double> run_torch(const std::string& python, std::size_t n, int iters, std::string& error,
+                                        std::string& raw) {
+  std::map<std::string, double> out;
+  const std::string cmd = python + " " + RCCLX_FP8_TORCH_BASELINE + " --n " + std::to_string(n) + " --iters " +
+                          std::to_string(iters) + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    error = "cannot run: " + cmd;
+    return out;
+  }
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) raw += buf;
+  const int rc = pclose(p);
+  const auto brace = raw.rfind('{');
+  if (rc != 0 || brace == std::string::npos) {
+    error = "`" + cmd + "` failed (exit " + std::to_string(rc) + "): " + raw.substr(0, 400);
+    return out;
+  }
+  const std::string json = raw.substr(brace);
+  if (json.find("\"error\"") != std::string::npos) {
+    error = json;
+    return out;
+  }
+  // Flat JSON of numbers and strings: pick every "key": number.
+  std::size_t pos = 0;
+  while ((pos = json.find('"', pos)) != std::string::npos) {
+    const auto end = json.find('"', pos + 1);
+    if (end == std::string::npos) break;
+    const std::string key = json.substr(pos + 1, end - pos - 1);
+    auto colon = json.find(':', end);
+    if (colon == std::string::npos) break;
+    const char* v = json.c_str() + colon + 1;
+    char* stop = nullptr;
+    const double d = std::strtod(v, &stop);
+    if (stop != v) out[key] = d;
+    pos = end + 1;
+  }
+  return out;
+}
+
+// Host check of a sample: the device bytes equal the host functor's (software path).
+template <class T, scale_kind S>
+bool check_sample(const T* d_in, const std::uint8_t* d_q, const f8::scale_type_t<S>* d_s, std::size_t n) {
+  const std::size_t blocks = std::min<std::size_t>(4096, n / 32);
+  std::vector<T> in(blocks * 32);
+  std::vector<std::uint8_t> q(blocks * 32);
+  std::vector<f8::scale_type_t<S>> s(blocks);
+  const std::size_t first = (n / 32 - blocks) / 2 * 32;  // from the middle of the buffer
+  gpu::copy(in.data(), d_in + first, in.size() * sizeof(T));
+  gpu::copy(q.data(), d_q + first, q.size());
+  gpu::copy(s.data(), d_s + first / 32, s.size() * sizeof(s[0]));
+  for (std::size_t b = 0; b < blocks; ++b) {
+    std::uint8_t want[32];
+    const auto ws = f8::block_quantize<f8::e4m3, 32, S, f8::path::software>{}(in.data() + b * 32, want);
+    if (std::memcmp(&ws, &s[b], sizeof ws) != 0 || std::memcmp(want, q.data() + b * 32, 32) != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::string suite = arg(argc, argv, "--suite", rcclx::current_backend == rcclx::backend::host ? "smoke" : "gpu");
+    const std::string out_dir = arg(argc, argv, "--out", "");
+    const bool gpu_suite = suite == "gpu" && rcclx::current_backend != rcclx::backend::host;
+    if (rcclx::current_backend != rcclx::backend::host && gpu::device_count() == 0) {
+      std::printf("rcclx-bench-fp8: no GPU present; nothing measured\n");
+      return 0;
+    }
+    const double mib = std::atof(arg(argc, argv, "--mib", gpu_suite ? "256" : "1").c_str());
+    const int iters = std::atoi(arg(argc, argv, "--iters", gpu_suite ? "50" : "3").c_str());
+    const std::size_t n = static_cast<std::size_t>(mib * 1024 * 1024 / 4) / 1024 * 1024;  // float32 elements
+    const std::size_t nb = n / 32;
+    std::printf("rcclx-bench-fp8: %s, suite %s, n = %zu elements (%.0f MiB of float32 input), median of %d\n",
+                device_name().c_str(), suite.c_str(), n, mib, iters);
+
+    buffers set0(n), set1(n);
+    buffers* sets[2] = {&set0, &set1};
+    gpu::device_synchronize();
+    auto S = [&](int i) -> buffers& { return *sets[i % 2]; };
+    std::vector<row> rows;
+    auto add = [&](const std::string& name, double bytes, bool target, const std::function<void(int)>& fn) {
+      rows.push_back({name, bytes, median_ms(iters, fn), target});
+      const row& r = rows.back();
+      std::printf("  %-48s %9.1f us  %8.1f GB/s\n", r.name.c_str(), r.ms * 1e3, r.gbps());
+      std::fflush(stdout);
+    };
+    const double N = static_cast<double>(n), NB = static_cast<double>(nb);
+
+    add("copy kernel (16-byte vectors), float32", 8 * N, false,
+        [&](int i) { copy_kernel_launch(S(i).f32, S(i).y32, n * 4); });
+    add("device memcpy, float32", 8 * N, false, [&](int i) { device_copy(S(i).y32, S(i).f32, n * 4); });
+    const double copy_gbps = std::max(rows[0].gbps(), rows[1].gbps());
+
+    using E = f8::e4m3;
+    add("quantize f32 -> e4m3, fp32 scale/32", 4 * N + N + 4 * NB, true,
+        [&](int i) { f8::quantize_blocks<E>(S(i).f32, n, S(i).q, S(i).s32); });
+    const bool ok_q32 = check_sample<float, scale_kind::fp32>(S(0).f32, S(0).q, S(0).s32, n);
+    add("quantize f32 -> e4m3, e8m0 scale/32", 4 * N + N + NB, true,
+        [&](int i) { f8::quantize_blocks<E, 32, scale_kind::e8m0>(S(i).f32, n, S(i).q, S(i).s8); });
+    const bool ok_q8 = check_sample<float, scale_kind::e8m0>(S(0).f32, S(0).q, S(0).s8, n);
+    add("quantize bf16 -> e4m3, fp32 scale/32", 2 * N + N + 4 * NB, true,
+        [&](int i) { f8::quantize_blocks<E>(S(i).b16, n, S(i).q, S(i).s32); });
+    const bool ok_qb = check_sample<bf16, scale_kind::fp32>(S(0).b16, S(0).q, S(0).s32, n);
+    add("quantize bf16 -> e4m3, e8m0 scale/32", 2 * N + N + NB, true,
+        [&](int i) { f8::quantize_blocks<E, 32, scale_kind::e8m0>(S(i).b16, n, S(i).q, S(i).s8); });
+    // Restore fp32-scaled payloads for the dequantize runs.
+    for (int k = 0; k < 2; ++k) f8::quantize_blocks<E>(S(k).f32, n, S(k).q, S(k).s32);
+    add("dequantize e4m3 -> f32, fp32 scale/32", N + 4 * NB + 4 * N, true,
+        [&](int i) { f8::dequantize_blocks<E>(S(i).q, S(i).s32, n, S(i).y32); });
+    const std::size_t dequant_row = rows.size() - 1;
+    add("dequantize e4m3 -> f32, e8m0 scale/32", N + NB + 4 * N, true,
+        [&](int i) { f8::dequantize_blocks<E, 32, scale_kind::e8m0>(S(i).q, S(i).s8, n, S(i).y32); });
+    add("dequantize e4m3 -> bf16, fp32 scale/32", N + 4 * NB + 2 * N, true,
+        [&](int i) { f8::dequantize_blocks<E>(S(i).q, S(i).s32, n, S(i).y16); });
+    add("dequantize e4m3 -> bf16, e8m0 scale/32", N + NB + 2 * N, true,
+        [&](int i) { f8::dequantize_blocks<E, 32, scale_kind::e8m0>(S(i).q, S(i).s8, n, S(i).y16); });
+    // For information: the portable software path, and FNUZ (software on NVIDIA, hardware on gfx94x).
+    add("(info) quantize f32 -> e4m3, software path", 4 * N + N + 4 * NB, false, [&](int i) {
+      f8::quantize_blocks<E, 32, scale_kind::fp32, f8::path::software>(S(i).f32, n, S(i).q, S(i).s32);
+    });
+    add("(info) dequantize e4m3 -> f32, software path", N + 4 * NB + 4 * N, false, [&](int i) {
+      f8::dequantize_blocks<E, 32, scale_kind::fp32, f8::path::software>(S(i).q, S(i).s32, n, S(i).y32);
+    });
+    add("(info) quantize f32 -> e4m3_fnuz, fp32 scale/32", 4 * N + N + 4 * NB, false,
+        [&](int i) { f8::quantize_blocks<f8::e4m3_fnuz>(S(i).f32, n, S(i).q, S(i).s32); });
+    gpu::device_synchronize();
+    const bool samples_ok = ok_q32 && ok_q8 && ok_qb;
+
+    // PyTorch, same element count, same machine.
+    std::map<std::string, double> torch;
+    std::string torch_error, torch_raw;
+    if (gpu_suite && !flag(argc, argv, "--no-torch")) {
+      torch = run_torch(arg(argc, argv, "--python", "python3"), n, iters, torch_error, torch_raw);
+    } else {
+      torch_error = gpu_suite ? "disabled (--no-torch)" : "not run (host backend or smoke suite)";
+    }
+
+    std::printf("\n%-48s %10s %10s %9s %8s\n", "kernel", "time (us)", "GB/s", "vs copy", "target");
+    bool all_pass = true;
+    for (const row& r : rows) {
+      const double ratio = r.gbps() / copy_gbps;
+      const bool pass = ratio >= 0.90;
+      if (r.target) all_pass = all_pass && pass;
+      const char* verdict = !r.target ? "-" : !gpu_suite ? "n/a" : pass ? "ok" : "MISSED";
+      std::printf("%-48s %10.1f %10.1f %8.1f%% %8s\n", r.name.c_str(), r.ms * 1e3, r.gbps(), 100 * ratio, verdict);
+    }
+    std::printf("copy bandwidth (best of kernel and memcpy): %.1f GB/s; every FP8 kernel >= 90%%: %s\n", copy_gbps,
+                !gpu_suite ? "n/a (targets apply to --suite gpu)" : all_pass ? "yes" : "NO");
+    std::printf("device results equal the host reference on a sample: %s\n", samples_ok ? "yes" : "NO");
+    double torch_ratio = 0;
+    if (!torch.empty()) {
+      const double t_deq = torch["fp8_e4m3fn_to_float_ms"];
+      torch_ratio = t_deq / rows[dequant_row].ms;
+      std::printf("\nPyTorch baseline (same n, same GPU; bench/fp8/torch_baseline.py), median ms:\n");
+      std::printf("  x.float() on float8_e4m3fn      %8.3f ms   rcclx dequantize (with scales) %8.3f ms   -> %.2fx %s\n",
+                  t_deq, rows[dequant_row].ms, torch_ratio, torch_ratio >= 2.0 ? "(target 2x: ok)" : "(target 2x: MISSED)");
+      std::printf("  x.to(float8_e4m3fn) from float32 %8.3f ms   rcclx quantize (with scales)   %8.3f ms   -> %.2fx\n",
+                  torch["float_to_fp8_e4m3fn_ms"], rows[2].ms, torch["float_to_fp8_e4m3fn_ms"] / rows[2].ms);
+      std::printf("  x.to(float8_e4m3fn) from bf16    %8.3f ms   rcclx quantize (with scales)   %8.3f ms   -> %.2fx\n",
+                  torch["bf16_to_fp8_e4m3fn_ms"], rows[4].ms, torch["bf16_to_fp8_e4m3fn_ms"] / rows[4].ms);
+      std::printf("  x.to(bfloat16) from float8_e4m3fn %7.3f ms   rcclx dequantize to bf16       %8.3f ms   -> %.2fx\n",
+                  torch["fp8_e4m3fn_to_bf16_ms"], rows[dequant_row + 2].ms,
+                  torch["fp8_e4m3fn_to_bf16_ms"] / rows[dequant_row + 2].ms);
+      std::printf("  torch copy_ of n float32         %8.3f ms (%.1f GB/s)\n", torch["copy_float_ms"],
+                  8 * N / (torch["copy_float_ms"] * 1e-3) / 1e9);
+    } else {
+      std::printf("\nPyTorch baseline not measured: %s\n", torch_error.c_str());
+    }
+
+    if (!out_dir.empty()) {
+      std::filesystem::create_directories(out_dir);
+      const std::string base = out_dir + "/fp8_bench";
+      if (FILE* f = std::fopen((base + ".csv").c_str(), "w")) {
+        std::fprintf(f, "kernel,bytes,median_us,gbps,ratio_to_copy,target\n");
+        for (const row& r : rows)
+          std::fprintf(f, "\"%s\",%.0f,%.3f,%.2f,%.4f,%d\n", r.name.c_str(), r.bytes, r.ms * 1e3, r.gbps(),
+                       r.gbps() / copy_gbps, r.target ? 1 : 0);
+        std::fclose(f);
+      }
+      if (FILE* f = std::fopen((base + ".json").c_str(), "w")) {
+        std::fprintf(f, "{\n \"device\": \"%s\",\n \"suite\": \"%s\",\n \"n\": %zu,\n \"iters\": %d,\n", device_name().c_str(),
+                     suite.c_str(), n, iters);
+        std::fprintf(f, " \"copy_gbps\": %.2f,\n \"all_kernels_ge_90pct_copy\": %s,\n \"sample_check\": %s,\n", copy_gbps,
+                     all_pass ? "true" : "false", samples_ok ? "true" : "false");
+        std::fprintf(f, " \"rows\": [\n");
+        for (std::size_t i = 0; i < rows.size(); ++i)
+          std::fprintf(f, "  {\"kernel\": \"%s\", \"bytes\": %.0f, \"median_us\": %.3f, \"gbps\": %.2f, \"ratio_to_copy\": %.4f}%s\n",
+                       rows[i].name.c_str(), rows[i].bytes, rows[i].ms * 1e3, rows[i].gbps(),
+                       rows[i].gbps() / copy_gbps, i + 1 < rows.size() ? "," : "");
+        std::fprintf(f, " ],\n");
+        if (!torch.empty()) {
+          std::fprintf(f, " \"torch\": {");
+          bool first = true;
+          for (const auto& kv : torch) {
+            std::fprintf(f, "%s\"%s\": %.6g", first ? "" : ", ", kv.first.c_str(), kv.second);
+            first = false;
+          }
+          std::fprintf(f, "},\n \"dequantize_vs_torch_float\": %.3f\n}\n", torch_ratio);
+        } else {
+          std::string e = torch_error;
+          std::replace(e.begin(), e.end(), '"', '\'');
+          std::replace(e.begin(), e.end(), '\n', ' ');
+          std::fprintf(f, " \"torch_error\": \"%s\"\n}\n", e.c_str());
+        }
+        std::fclose(f);
+      }
+      const bool wrote = std::filesystem::exists(base + ".json") && std::filesystem::exists(base + ".csv");
+      std::printf("%s %s.json and %s.csv\n", wrote ? "wrote" : "FAILED to write", base.c_str(), base.c_str());
+    }
+    return samples_ok ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rcclx-bench-fp8: %s\n", e.what());
+    return 2;
+  }
+}

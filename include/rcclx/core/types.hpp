@@ -16,12 +16,12 @@ RCCLX_NAMESPACE_BEGIN
 namespace detail {
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t float_bits(float f) {
   std::uint32_t u;
-  std::memcpy(&u, &f, 4);
+  __builtin_memcpy(&u, &f, 4);  // std::memcpy is host-only in HIP device code
   return u;
 }
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float bits_float(std::uint32_t u) {
   float f;
-  std::memcpy(&f, &u, 4);
+  __builtin_memcpy(&f, &u, 4);
   return f;
 }
 }  // namespace detail

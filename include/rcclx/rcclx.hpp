@@ -12,6 +12,7 @@
 #include "core/types.hpp"
 #include "dda/allreduce.hpp"
 #include "dda/flat.hpp"
+#include "dda/partition.hpp"
 #include "dda/select.hpp"
 #include "dda/tree.hpp"
 #include "gpu/arch.hpp"

@@ -81,7 +81,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void for_each_owned(const layout<T>& l, int 
   // Unroll is the only unrolling: a compiler that also unrolled this loop would double the
   // registers (all blocks of all emulated ranks must fit on one GPU at once) for no more bytes in
   // flight than Unroll and the peer batch already give.
-#if defined(__CUDACC__) || defined(__HIP__)
+#if RCCLX_DEVICE_COMPILE
 #  pragma unroll 1
 #endif
   for (std::size_t t = l.first_owned(r.begin); t < r.end; t += stride * Unroll) {

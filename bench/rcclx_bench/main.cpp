@@ -52,6 +52,10 @@ struct options {
   bool graph_all = false;                        // --graph: graph replays at every size
   std::size_t graph_max_bytes = 4 * 1024 * 1024;  // graph replays up to this size, events above
   bool registered = false;                       // --input-in-symmetric: inputs live in the symmetric buffers
+  // Emulated launch shape. All N ranks share one GPU, so blocks of 256 threads pack better than the
+  // ready-made kernels' 512 (3 blocks of ~72 registers per SM instead of 1): more warps per SM.
+  int threads = on_host ? 1 : 256;               // --threads
+  int max_blocks = on_host ? 4 : 48;             // --max-blocks: per rank, also capped by residency
   std::size_t registered_flat_max = 0;           // suite: also flat with registered input up to this size
   std::string json, csv, png, suite;
   std::string command;
@@ -63,6 +67,7 @@ struct options {
                "usage: rcclx-bench [--emulated N] [--min-bytes B] [--max-bytes B] [--type float|bf16|fp16[,..]]\n"
                "                   [--op sum|min|max] [--algo flat|tree|automatic|all] [--iters I] [--warmup W]\n"
                "                   [--graph] [--graph-max-bytes B] [--calls-per-graph K] [--input-in-symmetric]\n"
+               "                   [--threads T] [--max-blocks B]\n"
                "                   [--json FILE] [--csv FILE] [--png FILE] [--suite gpu|host --out DIR]\n"
                "sizes accept K, M and G suffixes (KiB, MiB, GiB)\n",
                why.c_str());
@@ -117,6 +122,8 @@ options parse(int argc, char** argv) {
     else if (a == "--graph") o.graph_all = true;
     else if (a == "--graph-max-bytes") o.graph_max_bytes = parse_size(value(i));
     else if (a == "--input-in-symmetric") o.registered = true;
+    else if (a == "--threads") o.threads = std::atoi(value(i).c_str());
+    else if (a == "--max-blocks") o.max_blocks = std::atoi(value(i).c_str());
     else if (a == "--json") o.json = value(i);
     else if (a == "--csv") o.csv = value(i);
     else if (a == "--png") o.png = value(i);
@@ -152,6 +159,8 @@ options parse(int argc, char** argv) {
     if (o.png.empty()) o.png = out_dir + "/rcclx-bench.png";
   }
   if (o.num_ranks < 2 || o.num_ranks > rcclx::max_ranks) usage("--emulated must be in [2, 16]");
+  if (o.threads < 1 || o.threads > 1024 || (on_host && o.threads != 1)) usage("--threads must be in [1, 1024] (1 on the host)");
+  if (o.max_blocks < 1 || o.max_blocks > 1024) usage("--max-blocks must be in [1, 1024]");
   if (o.min_bytes < 1 || o.min_bytes > o.max_bytes) usage("need 1 <= --min-bytes <= --max-bytes");
   for (const auto& t : o.types)
     if (t != "float" && t != "bf16" && t != "fp16") usage("bad --type " + t);
@@ -296,7 +305,8 @@ class runner {
  public:
   runner(const options& o, const std::string& type)
       : o_(o), type_(type), n_(o.num_ranks),
-        world_(o.num_ranks, o.max_bytes < 16 ? 16 : o.max_bytes, world_blocks(), 30ull * 1000 * 1000 * 1000) {
+        world_(o.num_ranks, o.max_bytes < 16 ? 16 : o.max_bytes, o.max_blocks, 30ull * 1000 * 1000 * 1000),
+        cfg_{o.threads, o.max_blocks, o.max_blocks} {
     const std::size_t bytes = o.max_bytes < 16 ? 16 : o.max_bytes;
     for (int r = 0; r < n_; ++r) {
       in_.push_back(static_cast<T*>(rcclx::gpu::device_malloc(bytes)));
@@ -327,11 +337,6 @@ class runner {
   }
 
  private:
-  static int world_blocks() {
-    const auto c = rcclx::dda::default_launch_config();
-    return std::max(c.flat_max_blocks, c.tree_max_blocks);
-  }
-
   rt::detail::rank_buffers<T, MaxR> buffers(bool registered) const {
     rt::detail::rank_buffers<T, MaxR> b{};
     for (int r = 0; r < n_; ++r) {
@@ -343,17 +348,16 @@ class runner {
 
   template <class F>
   int blocks_for(algorithm a, std::size_t count) const {
-    const int threads = rcclx::dda::default_launch_config().threads;
-    int nb = rcclx::dda::num_blocks_for<T>(count, a, n_);
+    int nb = rcclx::dda::num_blocks_for<T>(count, a, n_, cfg_);
     nb = std::min(nb, world_.max_blocks());
-    nb = std::min(nb, rt::max_blocks_per_rank<F>(n_, threads));
+    nb = std::min(nb, rt::max_blocks_per_rank<F>(n_, cfg_.threads));
     if (nb < 1) throw rcclx::error(rcclx::errc::unsupported, "the emulated grid does not fit on this device");
     return nb;
   }
 
   template <class F>
   void launch(int blocks, const F& f, rcclx::gpu::stream_t s) {
-    rt::launch_emulated(n_, blocks, rcclx::dda::default_launch_config().threads, f, s);
+    rt::launch_emulated(n_, blocks, cfg_.threads, f, s);
   }
 
   void fill(bool registered, std::size_t count, bool poison) {
@@ -493,6 +497,7 @@ class runner {
   std::string type_;
   int n_;
   rt::emulated_world<MaxR> world_;
+  rcclx::dda::launch_config cfg_;
   std::vector<T*> in_, out_;
   void* big_src_ = nullptr;
   void* big_dst_ = nullptr;
@@ -571,6 +576,7 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
   f << "  \"backend\": \"" << (on_host ? "host" : (rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip"))
     << "\",\n  \"device\": \"" << json_escape(bench::device_name()) << "\",\n  \"arch\": \""
     << rcclx::gpu::to_string(rcclx::gpu::current_arch()) << "\",\n";
+  f << "  \"threads_per_block\": " << o.threads << ",\n  \"max_blocks_per_rank\": " << o.max_blocks << ",\n";
   f << "  \"num_ranks\": " << o.num_ranks << ",\n  \"iters\": " << o.timing.iters << ",\n  \"warmup\": "
     << o.timing.warmup << ",\n  \"calls_per_graph\": " << o.timing.calls_per_graph << ",\n";
   f << "  \"definitions\": {\n"
@@ -639,6 +645,9 @@ int main(int argc, char** argv) {
   std::printf("# rcclx-bench: DDA AllReduce on %d emulated ranks, device: %s (%s), backend %s\n# command: %s\n",
               o.num_ranks, bench::device_name().c_str(), rcclx::gpu::to_string(rcclx::gpu::current_arch()),
               on_host ? "host" : (rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip"), o.command.c_str());
+  std::printf("# emulated launch: %d threads per block, at most %d blocks per rank (fewer when the grid of all ranks "
+              "would not be resident), blocks per rank in column blk\n",
+              o.threads, o.max_blocks);
   print_definitions(o);
   print_header();
   std::vector<row> rows;

@@ -206,7 +206,7 @@ template <class ReduceOp, algorithm Algo, class T, int MaxRanks>
 RCCLX_GLOBAL void __launch_bounds__(512)
     allreduce_kernel_indirect(const core::peer_table<T, MaxRanks>* table, int num_ranks, const T* in, T* out,
                               std::size_t count) {
-  const core::peer_table<T, MaxRanks> t = *table;  // registers: peer pointers are not reloaded per vector
+  const core::peer_table<T, MaxRanks>& t = *table;  // read in place: a local copy indexed by rank would go to scratch
   // The host could not check the table: the same checks here (uniform: every block leaves together).
   std::uint32_t bad = 0;
   if (t.num_ranks() != num_ranks) bad = 1;

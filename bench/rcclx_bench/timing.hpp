@@ -41,12 +41,14 @@ struct timing_options {
   int calls_per_graph = 32;
 };
 
-// Median time of one call of `enqueue(stream)` in microseconds.
+// Median time of one call of `enqueue(stream)` in microseconds. In graph mode, *fell_back is set
+// when the capture was refused and events were used instead.
 inline double time_us(timing_mode mode, const timing_options& o, rcclx::gpu::stream_t stream,
-                      const std::function<void(rcclx::gpu::stream_t)>& enqueue) {
+                      const std::function<void(rcclx::gpu::stream_t)>& enqueue, bool* fell_back = nullptr) {
   using rcclx::gpu::check;
   std::vector<double> samples;
   if (mode == timing_mode::wall) {
+    (void)fell_back;
     for (int i = 0; i < o.warmup; ++i) enqueue(stream);
     for (int i = 0; i < o.iters; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -90,36 +92,63 @@ inline double time_us(timing_mode mode, const timing_options& o, rcclx::gpu::str
     }
   } else {
     const int k = o.calls_per_graph;
+    // Captures K calls; false if the runtime refused something during capture (then the caller
+    // falls back to event timing, and says so).
 #  if RCCLX_BACKEND_HIP
-    hipGraph_t graph;
-    hipGraphExec_t exec;
-    check(hipStreamBeginCapture(stream, hipStreamCaptureModeRelaxed), "hipStreamBeginCapture");
-    for (int i = 0; i < k; ++i) enqueue(stream);
-    check(hipStreamEndCapture(stream, &graph), "hipStreamEndCapture");
-    check(hipGraphInstantiate(&exec, graph, nullptr, nullptr, 0), "hipGraphInstantiate");
+    hipGraph_t graph = nullptr;
+    hipGraphExec_t exec = nullptr;
+    bool captured = hipStreamBeginCapture(stream, hipStreamCaptureModeRelaxed) == hipSuccess;
+    if (captured) {
+      try {
+        for (int i = 0; i < k; ++i) enqueue(stream);
+      } catch (const rcclx::error&) {
+        captured = false;
+      }
+      captured = hipStreamEndCapture(stream, &graph) == hipSuccess && captured &&
+                 hipGraphInstantiate(&exec, graph, nullptr, nullptr, 0) == hipSuccess;
+    }
+    (void)hipGetLastError();
     auto replay = [&] { check(hipGraphLaunch(exec, stream), "hipGraphLaunch"); };
 #  else
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
-    for (int i = 0; i < k; ++i) enqueue(stream);
-    check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
-    check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    bool captured = cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) == cudaSuccess;
+    if (captured) {
+      try {
+        for (int i = 0; i < k; ++i) enqueue(stream);
+      } catch (const rcclx::error&) {
+        captured = false;
+      }
+      captured = cudaStreamEndCapture(stream, &graph) == cudaSuccess && captured &&
+                 cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+    }
+    (void)cudaGetLastError();
     auto replay = [&] { check(cudaGraphLaunch(exec, stream), "cudaGraphLaunch"); };
 #  endif
-    for (int i = 0; i < std::max(1, o.warmup / 2); ++i) replay();
-    for (int i = 0; i < o.iters; ++i) {
-      record(e0);
-      replay();
-      record(e1);
-      samples.push_back(elapsed_ms() * 1000.0 / k);
+    if (captured) {
+      for (int i = 0; i < std::max(1, o.warmup / 2); ++i) replay();
+      for (int i = 0; i < o.iters; ++i) {
+        record(e0);
+        replay();
+        record(e1);
+        samples.push_back(elapsed_ms() * 1000.0 / k);
+      }
+    } else {
+      if (fell_back) *fell_back = true;
+      for (int i = 0; i < o.warmup; ++i) enqueue(stream);
+      for (int i = 0; i < o.iters; ++i) {
+        record(e0);
+        enqueue(stream);
+        record(e1);
+        samples.push_back(elapsed_ms() * 1000.0);
+      }
     }
 #  if RCCLX_BACKEND_HIP
-    (void)hipGraphExecDestroy(exec);
-    (void)hipGraphDestroy(graph);
+    if (exec) (void)hipGraphExecDestroy(exec);
+    if (graph) (void)hipGraphDestroy(graph);
 #  else
-    (void)cudaGraphExecDestroy(exec);
-    (void)cudaGraphDestroy(graph);
+    if (exec) (void)cudaGraphExecDestroy(exec);
+    if (graph) (void)cudaGraphDestroy(graph);
 #  endif
   }
 #  if RCCLX_BACKEND_HIP

@@ -15,7 +15,7 @@ RCCLX_NAMESPACE_BEGIN
 
 namespace detail {
 // __builtin_memcpy, not std::memcpy: with HIP, std::memcpy is host-only when <cstring> was included
-// before hip_runtime.h, and these functions are called from kernels (fp8 codecs, bf16 in kernels).
+// before hip_runtime.h, and these functions are called from kernels.
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t float_bits(float f) {
   std::uint32_t u;
   __builtin_memcpy(&u, &f, 4);

@@ -1,0 +1,272 @@
+// rcclx/core/ops.hpp: what a collective reduces with (rcclx::reduce_op) and how (rcclx::algorithm),
+// the element-wise op functors, and value_traits: how each element type is widened for accumulation.
+//
+//   rcclx::core::op_max op;
+//   float m = op(1.0f, NAN);                                  // NaN: min/max propagate NaN
+//   using tr = rcclx::core::value_traits<rcclx::bf16>;        // acc_type = float
+//   tr::acc_type a = tr::load(x);  rcclx::bf16 y = tr::store(a);
+//
+// Accumulation: float, bf16 and fp16 accumulate in fp32 (RCCLX DDA and QuickReduce accumulate in
+// the input type, which loses ~log2(N) bits at N ranks); int32 accumulates in int32, and its sum
+// wraps modulo 2^32 (two's complement, as NCCL/RCCL). min and max are exact for every type.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "../gpu/memory.hpp"
+#include "types.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+
+// The reduction a collective applies element-wise across ranks.
+enum class reduce_op {
+  sum,  // fp32 accumulation for floating types; int32 wraps modulo 2^32
+  min,  // NaN propagates; ties (including -0 and +0) keep the lower rank's value
+  max,  // NaN propagates; ties (including -0 and +0) keep the lower rank's value
+};
+
+// How an AllReduce moves data. automatic picks flat or tree from the size, the rank count and the
+// GPU architecture (dda/select.hpp); it never picks low_precision.
+enum class algorithm {
+  flat,           // one-shot: every rank reads every peer's whole buffer (small messages)
+  tree,           // two-shot: reduce-scatter then all-gather, both by direct loads (large messages)
+  low_precision,  // FP8 wire format (the LPC collectives); not implemented by dda
+  automatic,      // flat or tree, from the tuning table
+  default_algorithm = automatic,
+};
+
+inline const char* to_string(reduce_op op) {
+  switch (op) {
+    case reduce_op::sum: return "sum";
+    case reduce_op::min: return "min";
+    case reduce_op::max: return "max";
+  }
+  return "invalid";
+}
+
+inline const char* to_string(algorithm a) {
+  switch (a) {
+    case algorithm::flat: return "flat";
+    case algorithm::tree: return "tree";
+    case algorithm::low_precision: return "low_precision";
+    case algorithm::automatic: return "automatic";
+  }
+  return "invalid";
+}
+
+inline bool is_valid(reduce_op op) {
+  return op == reduce_op::sum || op == reduce_op::min || op == reduce_op::max;
+}
+inline bool is_valid(algorithm a) {
+  return a == algorithm::flat || a == algorithm::tree || a == algorithm::low_precision ||
+         a == algorithm::automatic;
+}
+
+namespace core {
+
+// ---- op functors: combine two accumulators, `a` from the lower rank ------------------------------
+// Always applied in rank order 0, 1, ..., N-1 (acc = x0; acc = op(acc, x1); ...), so every rank and
+// every algorithm produces the same bits.
+
+struct op_sum {
+  static constexpr reduce_op value = reduce_op::sum;
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float operator()(float a, float b) const { return a + b; }
+  // Wraps modulo 2^32 (computed unsigned: signed overflow would be undefined behaviour).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::int32_t operator()(std::int32_t a, std::int32_t b) const {
+    return static_cast<std::int32_t>(static_cast<std::uint32_t>(a) + static_cast<std::uint32_t>(b));
+  }
+};
+
+// min and max propagate NaN (like torch.minimum / torch.maximum, unlike fminf / fmaxf, which
+// would silently drop a NaN produced on one rank). A tie keeps `a`, the lower rank's value, so
+// min(-0, +0) is the sign of the lower rank: deterministic, the same on every rank.
+struct op_min {
+  static constexpr reduce_op value = reduce_op::min;
+  template <class A>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE A operator()(A a, A b) const {
+    return (b < a || b != b) ? b : a;  // b != b: b is NaN (a NaN `a` is kept: b < NaN is false)
+  }
+};
+
+struct op_max {
+  static constexpr reduce_op value = reduce_op::max;
+  template <class A>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE A operator()(A a, A b) const {
+    return (a < b || b != b) ? b : a;
+  }
+};
+
+// The functor of a reduce_op known at compile time.
+template <reduce_op Op>
+struct op_of;
+template <>
+struct op_of<reduce_op::sum> {
+  using type = op_sum;
+};
+template <>
+struct op_of<reduce_op::min> {
+  using type = op_min;
+};
+template <>
+struct op_of<reduce_op::max> {
+  using type = op_max;
+};
+template <reduce_op Op>
+using op_of_t = typename op_of<Op>::type;
+
+// Calls f(op_sum{}), f(op_min{}) or f(op_max{}): turns a run-time reduce_op into a template
+// argument (one kernel instantiation per op). The caller validates `op` first.
+template <class F>
+inline decltype(auto) with_op(reduce_op op, F&& f) {
+  switch (op) {
+    case reduce_op::min: return f(op_min{});
+    case reduce_op::max: return f(op_max{});
+    case reduce_op::sum:
+    default: return f(op_sum{});
+  }
+}
+
+// ---- value_traits: element type <-> accumulator -------------------------------------------------
+// load widens one element, store narrows (round to nearest even); unpack/pack do the same for the
+// elems_per_vec16<T> elements of one 16-byte vector, with the element at the lowest address first.
+
+template <class T>
+struct value_traits {
+  static constexpr bool supported = false;  // not an rcclx reduction type
+};
+
+template <>
+struct value_traits<float> {
+  static constexpr bool supported = true;
+  using acc_type = float;
+  static constexpr int vec_elems = 4;
+  static const char* name() { return "float"; }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE acc_type load(float x) { return x; }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE float store(acc_type a) { return a; }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE void unpack(const gpu::vec16& v, acc_type (&out)[4]) {
+    for (int i = 0; i < 4; ++i) out[i] = rcclx::detail::bits_float(v.w[i]);
+  }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE gpu::vec16 pack(const acc_type (&in)[4]) {
+    gpu::vec16 v;
+    for (int i = 0; i < 4; ++i) v.w[i] = rcclx::detail::float_bits(in[i]);
+    return v;
+  }
+};
+
+template <>
+struct value_traits<std::int32_t> {
+  static constexpr bool supported = true;
+  using acc_type = std::int32_t;
+  static constexpr int vec_elems = 4;
+  static const char* name() { return "int32"; }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE acc_type load(std::int32_t x) { return x; }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE std::int32_t store(acc_type a) { return a; }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE void unpack(const gpu::vec16& v, acc_type (&out)[4]) {
+    for (int i = 0; i < 4; ++i) out[i] = static_cast<std::int32_t>(v.w[i]);
+  }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE gpu::vec16 pack(const acc_type (&in)[4]) {
+    gpu::vec16 v;
+    for (int i = 0; i < 4; ++i) v.w[i] = static_cast<std::uint32_t>(in[i]);
+    return v;
+  }
+};
+
+template <>
+struct value_traits<bf16> {
+  static constexpr bool supported = true;
+  using acc_type = float;
+  static constexpr int vec_elems = 8;
+  static const char* name() { return "bf16"; }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE acc_type load(bf16 x) { return static_cast<float>(x); }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE bf16 store(acc_type a) { return bf16(a); }
+  // A bf16 is the top half of a float: widening is a shift (low element) or a mask (high one).
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE void unpack(const gpu::vec16& v, acc_type (&out)[8]) {
+    for (int i = 0; i < 4; ++i) {
+      out[2 * i] = rcclx::detail::bits_float(v.w[i] << 16);
+      out[2 * i + 1] = rcclx::detail::bits_float(v.w[i] & 0xFFFF0000u);
+    }
+  }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE gpu::vec16 pack(const acc_type (&in)[8]) {
+    gpu::vec16 v;
+    for (int i = 0; i < 4; ++i) {
+      v.w[i] = static_cast<std::uint32_t>(bf16::from_float(in[2 * i])) |
+               (static_cast<std::uint32_t>(bf16::from_float(in[2 * i + 1])) << 16);
+    }
+    return v;
+  }
+};
+
+namespace detail {
+// fp16 <-> fp32: the hardware converters on GPUs (v_cvt_f32_f16 / v_cvt_f16_f32, cvt.f32.f16 /
+// cvt.rn.f16.f32: IEEE round to nearest even, subnormals kept), the bit-exact software path on the
+// host. They agree on every non-NaN value; a NaN stays a NaN (its payload may differ).
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float half_bits_to_float(std::uint16_t h) {
+#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+#elif RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
+  _Float16 x;
+  __builtin_memcpy(&x, &h, 2);
+  return static_cast<float>(x);
+#else
+  return fp16::to_float(h);
+#endif
+}
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint16_t float_to_half_bits(float f) {
+#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+  std::uint16_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#elif RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
+  const _Float16 x = static_cast<_Float16>(f);
+  std::uint16_t h;
+  __builtin_memcpy(&h, &x, 2);
+  return h;
+#else
+  return fp16::from_float(f);
+#endif
+}
+}  // namespace detail
+
+template <>
+struct value_traits<fp16> {
+  static constexpr bool supported = true;
+  using acc_type = float;
+  static constexpr int vec_elems = 8;
+  static const char* name() { return "fp16"; }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE acc_type load(fp16 x) { return detail::half_bits_to_float(x.bits); }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE fp16 store(acc_type a) {
+    return fp16::from_bits(detail::float_to_half_bits(a));
+  }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE void unpack(const gpu::vec16& v, acc_type (&out)[8]) {
+    for (int i = 0; i < 4; ++i) {
+      out[2 * i] = detail::half_bits_to_float(static_cast<std::uint16_t>(v.w[i] & 0xFFFFu));
+      out[2 * i + 1] = detail::half_bits_to_float(static_cast<std::uint16_t>(v.w[i] >> 16));
+    }
+  }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE gpu::vec16 pack(const acc_type (&in)[8]) {
+    gpu::vec16 v;
+    for (int i = 0; i < 4; ++i) {
+      v.w[i] = static_cast<std::uint32_t>(detail::float_to_half_bits(in[2 * i])) |
+               (static_cast<std::uint32_t>(detail::float_to_half_bits(in[2 * i + 1])) << 16);
+    }
+    return v;
+  }
+};
+
+// True for the element types rcclx collectives reduce: float, rcclx::bf16, rcclx::fp16, int32_t.
+template <class T>
+inline constexpr bool is_reducible_v = value_traits<T>::supported;
+
+// Name of a type for messages ("float", "bf16", ...; "unsupported type" otherwise).
+template <class T>
+inline const char* type_name() {
+  if constexpr (is_reducible_v<T>) return value_traits<T>::name();
+  else return "unsupported type";
+}
+
+}  // namespace core
+RCCLX_NAMESPACE_END

@@ -1,0 +1,79 @@
+// rcclx/gpu/arch.hpp: the GPU architecture families rcclx tunes for, and a run-time query of the
+// current device's family (host code). Tuning tables (dda/select.hpp) are keyed on it.
+//
+//   rcclx::gpu::arch a = rcclx::gpu::current_arch();   // e.g. arch::gfx942 on MI300X, arch::sm_90 on H100/H200
+//   std::printf("%s\n", rcclx::gpu::to_string(a));
+#pragma once
+
+#include <cstring>
+#include <string>
+
+#include "runtime.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace gpu {
+
+enum class arch {
+  unknown,
+  host,    // the host backend (ranks are threads)
+  gfx90a,  // MI200 (MI210/MI250/MI250X)
+  gfx942,  // MI300 (gfx940/gfx941/gfx942: MI300A/MI300X/MI325X)
+  gfx950,  // MI350 (MI350X/MI355X)
+  sm_80,   // A100
+  sm_90,   // H100/H200
+  sm_100,  // B200 and later
+};
+
+inline const char* to_string(arch a) {
+  switch (a) {
+    case arch::unknown: return "unknown";
+    case arch::host: return "host";
+    case arch::gfx90a: return "gfx90a";
+    case arch::gfx942: return "gfx942";
+    case arch::gfx950: return "gfx950";
+    case arch::sm_80: return "sm_80";
+    case arch::sm_90: return "sm_90";
+    case arch::sm_100: return "sm_100";
+  }
+  return "unknown";
+}
+
+// Family of an AMD target name as the runtime reports it ("gfx942:sramecc+:xnack-").
+inline arch arch_from_gfx_name(const char* name) {
+  auto starts = [&](const char* p) { return std::strncmp(name, p, std::strlen(p)) == 0; };
+  if (starts("gfx90a")) return arch::gfx90a;
+  if (starts("gfx940") || starts("gfx941") || starts("gfx942")) return arch::gfx942;
+  if (starts("gfx950")) return arch::gfx950;
+  return arch::unknown;
+}
+
+// Family of a CUDA compute capability.
+inline arch arch_from_compute_capability(int major, int minor) {
+  (void)minor;
+  if (major == 8) return arch::sm_80;
+  if (major == 9) return arch::sm_90;
+  if (major >= 10) return arch::sm_100;
+  return arch::unknown;
+}
+
+// Family of the current device (host code; one runtime query per call).
+inline arch current_arch() {
+#if RCCLX_BACKEND_HIP
+  int d = 0;
+  check(hipGetDevice(&d), "hipGetDevice");
+  hipDeviceProp_t prop;
+  check(hipGetDeviceProperties(&prop, d), "hipGetDeviceProperties");
+  return arch_from_gfx_name(prop.gcnArchName);
+#elif RCCLX_BACKEND_CUDA
+  int d = 0, major = 0, minor = 0;
+  check(cudaGetDevice(&d), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d), "cudaDeviceGetAttribute");
+  return arch_from_compute_capability(major, minor);
+#else
+  return arch::host;
+#endif
+}
+
+}  // namespace gpu
+RCCLX_NAMESPACE_END

@@ -1,0 +1,62 @@
+// rcclx/testing/detail/emulated_collectives.hpp: the device functors emulated_peers (and
+// rcclx-bench) launch with testing::launch_emulated: one per collective, each running one block of
+// one emulated rank. Adding a collective = adding a functor here and a method to emulated_peers.
+#pragma once
+
+#include <cstddef>
+
+#include "../../core/ops.hpp"
+#include "../../core/peer_table.hpp"
+#include "../../dda/allreduce.hpp"
+#include "../launch.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace testing {
+namespace detail {
+
+// Per-rank buffers of an emulated call: in[r] and out[r] are rank r's input and output.
+template <class T, int MaxRanks>
+struct rank_buffers {
+  const T* in[MaxRanks];
+  T* out[MaxRanks];
+};
+
+// DDA AllReduce (flat or tree, chosen at compile time) on every emulated rank.
+template <class ReduceOp, algorithm Algo, class T, int MaxRanks>
+struct emulated_allreduce {
+  const core::peer_table<T, MaxRanks>* tables;  // device memory, indexed by rank
+  rank_buffers<T, MaxRanks> buf;
+  std::size_t count;
+
+  template <class Group>
+  RCCLX_HOST_DEVICE void operator()(const Group& g, launch_index ix) const {
+    const core::peer_table<T, MaxRanks>& t = tables[ix.rank];
+    (void)dda::detail::run_block<ReduceOp, Algo>(g, t, buf.in[ix.rank], buf.out[ix.rank], count, ix.block,
+                                                 ix.num_blocks);
+  }
+};
+
+// Does nothing: the launch-latency floor of a grid (rcclx-bench's empty-kernel baseline).
+struct emulated_empty {
+  template <class Group>
+  RCCLX_HOST_DEVICE void operator()(const Group&, launch_index) const {}
+};
+
+// Copies each rank's input to its output with the same 16-byte loop as the collectives: the
+// bandwidth roofline of the same grid (rcclx-bench's kernel-copy baseline).
+template <class T, int MaxRanks>
+struct emulated_copy {
+  rank_buffers<T, MaxRanks> buf;
+  std::size_t count;
+
+  template <class Group>
+  RCCLX_HOST_DEVICE void operator()(const Group& g, launch_index ix) const {
+    const dda::detail::layout<T> l(count, g.size(), ix.block, ix.num_blocks);
+    dda::detail::copy_owned(l, g.thread_rank(), dda::detail::tile_range{0, l.tiles}, buf.in[ix.rank],
+                            buf.out[ix.rank]);
+  }
+};
+
+}  // namespace detail
+}  // namespace testing
+RCCLX_NAMESPACE_END

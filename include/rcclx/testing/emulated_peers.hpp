@@ -1,0 +1,239 @@
+// rcclx/testing/emulated_peers.hpp: N ranks in one process for users' unit tests: fill each rank's
+// input, run a collective (or your own kernel) on all ranks at once, read each rank's output.
+//
+//   rcclx::testing::emulated_peers<float> peers(8, count);     // 8 ranks, count elements each
+//   for (int r = 0; r < 8; ++r) std::fill(peers.input(r).begin(), peers.input(r).end(), float(r));
+//   peers.allreduce(rcclx::algorithm::flat);                    // also tree, automatic
+//   peers.allreduce(rcclx::algorithm::tree, rcclx::reduce_op::max);
+//   const std::vector<float>& out = peers.output(3);            // rank 3's result
+//
+// Compiled for a GPU, all ranks run in ONE launch on the current device (every block resident, so
+// ranks can wait on each other); compiled by a plain C++ compiler, each (rank, block) is a
+// std::thread. The same test source works on both. Your own kernels (e.g. a GEMM epilogue fused
+// with an AllReduce) run on the emulated ranks with run(): see docs/emulated_peers.md.
+// Every call uploads all inputs, overwrites all outputs with a poison pattern (so elements a
+// kernel never writes are caught), runs, waits, turns a timed-out barrier into rcclx::error, and
+// downloads all outputs. T: float, rcclx::bf16, rcclx::fp16, int32_t (others throw
+// errc::unsupported); num_ranks in [2, MaxRanks].
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../core/ops.hpp"
+#include "../dda/allreduce.hpp"
+#include "../gpu/runtime.hpp"
+#include "detail/emulated_collectives.hpp"
+#include "emulated_world.hpp"
+#include "launch.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace testing {
+
+struct emulated_options {
+  int blocks_per_rank = 0;     // 0: what dda::allreduce would launch for the size (capped so every block is resident)
+  int threads = 0;             // threads per block; 0: dda::default_launch_config().threads
+  bool in_place = false;       // output buffer = input buffer
+  bool input_in_symmetric_buffer = false;  // inputs live in the symmetric buffers (the kernel copies nothing)
+  std::uint64_t timeout_ns = core::default_timeout_ns;  // bound of every barrier wait
+  unsigned char poison = 0x5A;  // byte written over every output before a call
+};
+
+template <class T, int MaxRanks = max_ranks>
+class emulated_peers {
+ public:
+  emulated_peers(int num_ranks, std::size_t count, emulated_options options = {})
+      : num_ranks_(check_ranks(num_ranks)), count_(count), opt_(options),
+        world_(num_ranks, buffer_bytes(count), max_world_blocks(), options.timeout_ns) {
+    if constexpr (!core::is_reducible_v<T>)
+      throw error(errc::unsupported, "emulated_peers: the element type is not supported (float, rcclx::bf16, "
+                                     "rcclx::fp16 or int32_t)");
+    if (opt_.threads < 0 || opt_.blocks_per_rank < 0)
+      throw error(errc::invalid_argument, "emulated_peers: threads and blocks_per_rank must be >= 0");
+    if (opt_.threads == 0) opt_.threads = dda::default_launch_config().threads;
+    const std::size_t bytes = buffer_bytes(count);
+    inputs_.assign(num_ranks, std::vector<T>(count));
+    outputs_.assign(num_ranks, std::vector<T>(count));
+    for (int r = 0; r < num_ranks; ++r) {
+      if (opt_.input_in_symmetric_buffer) {
+        dev_in_.push_back(static_cast<T*>(world_.buffer(r)));
+      } else {
+        owned_.push_back(gpu::device_malloc(bytes));
+        dev_in_.push_back(static_cast<T*>(owned_.back()));
+      }
+      if (opt_.in_place) {
+        dev_out_.push_back(dev_in_.back());
+      } else {
+        owned_.push_back(gpu::device_malloc(bytes));
+        dev_out_.push_back(static_cast<T*>(owned_.back()));
+      }
+    }
+  }
+  emulated_peers(const emulated_peers&) = delete;
+  emulated_peers& operator=(const emulated_peers&) = delete;
+  ~emulated_peers() {
+    for (void* p : owned_) gpu::device_free(p);
+  }
+
+  int num_ranks() const { return num_ranks_; }
+  std::size_t count() const { return count_; }
+  const emulated_options& options() const { return opt_; }
+
+  // Rank r's input (count elements): fill before a call.
+  std::vector<T>& input(int rank) { return inputs_.at(checked_rank(rank)); }
+  const std::vector<T>& input(int rank) const { return inputs_.at(checked_rank(rank)); }
+  // Rank r's output after the last call.
+  const std::vector<T>& output(int rank) const { return outputs_.at(checked_rank(rank)); }
+
+  // AllReduce of every rank's input into every rank's output.
+  void allreduce(algorithm algo = algorithm::automatic, reduce_op op = reduce_op::sum) {
+    if constexpr (core::is_reducible_v<T>) {
+      dda::detail::validate_call<T>("emulated_peers::allreduce", num_ranks_, MaxRanks, dev_in_[0], dev_out_[0],
+                                    count_, op, algo, 0);
+      const algorithm a = dda::resolve_algorithm<T>(algo, count_, num_ranks_);
+      if (a == algorithm::flat && opt_.in_place && opt_.input_in_symmetric_buffer)
+        throw error(errc::invalid_argument, "emulated_peers::allreduce: algorithm::flat cannot write its output "
+                                            "into the symmetric buffer (in_place with input_in_symmetric_buffer); "
+                                            "use algorithm::tree");
+      last_algorithm_ = a;
+      core::with_op(op, [&](auto op_tag) {
+        using op_t = decltype(op_tag);
+        if (a == algorithm::flat) run_allreduce<op_t, algorithm::flat>();
+        else run_allreduce<op_t, algorithm::tree>();
+      });
+    }
+  }
+
+  // Runs f on every emulated rank: blocks_per_rank blocks of `threads` threads each (one thread per
+  // block on the host backend). f is trivially copyable with
+  //   template <class Group> RCCLX_HOST_DEVICE void operator()(const Group& g, launch_index ix) const;
+  // and finds its buffers through device_tables(), device_input(r), device_output(r) (captured by
+  // value before the call). Inputs are uploaded and outputs poisoned before, downloaded after.
+  template <class F>
+  void run(int blocks_per_rank, int threads, const F& f) {
+    if (blocks_per_rank < 1 || blocks_per_rank > world_.max_blocks())
+      throw error(errc::invalid_argument, "emulated_peers::run: blocks_per_rank = " + std::to_string(blocks_per_rank) +
+                                              " is outside [1, " + std::to_string(world_.max_blocks()) +
+                                              "] (the signal pads' max_blocks)");
+    before_call();
+    launch_emulated(num_ranks_, blocks_per_rank, threads, f);
+    after_call();
+  }
+
+  // ---- device-side view, for run() and for tests that launch by themselves ----------------------
+  emulated_world<MaxRanks>& world() { return world_; }
+  // Every rank's peer table in device memory, indexed by rank.
+  const core::peer_table<T, MaxRanks>* device_tables() const { return world_.template device_tables<T>(); }
+  core::peer_table<T, MaxRanks> table(int rank) const { return world_.template table<T>(checked_rank(rank)); }
+  T* device_input(int rank) const { return dev_in_.at(checked_rank(rank)); }
+  T* device_output(int rank) const { return dev_out_.at(checked_rank(rank)); }
+  // Both as the arrays emulated kernels index by rank.
+  detail::rank_buffers<T, MaxRanks> device_buffers() const {
+    detail::rank_buffers<T, MaxRanks> b{};
+    for (int r = 0; r < num_ranks_; ++r) {
+      b.in[r] = dev_in_[r];
+      b.out[r] = dev_out_[r];
+    }
+    return b;
+  }
+
+  void upload_inputs() {
+    for (int r = 0; r < num_ranks_; ++r) gpu::copy(dev_in_[r], inputs_[r].data(), count_ * sizeof(T));
+  }
+  void poison_outputs() {
+    std::vector<unsigned char> p(count_ * sizeof(T), opt_.poison);
+    for (int r = 0; r < num_ranks_; ++r) {
+      if (opt_.in_place) continue;  // the output is the input: already overwritten by the upload
+      gpu::copy(dev_out_[r], p.data(), p.size());
+    }
+  }
+  void download_outputs() {
+    for (int r = 0; r < num_ranks_; ++r) gpu::copy(outputs_[r].data(), dev_out_[r], count_ * sizeof(T));
+  }
+
+  // What the last allreduce ran (automatic resolved) and with how many blocks per rank.
+  algorithm last_algorithm() const { return last_algorithm_; }
+  int last_blocks_per_rank() const { return last_blocks_; }
+
+  // Blocks per rank an emulated call of `algo` (flat or tree) uses for this size: the launcher's
+  // choice, capped so that num_ranks x blocks are resident at once (GPU) and by the pads.
+  template <class F>
+  int emulated_blocks(algorithm algo) const {
+    const dda::launch_config cfg{opt_.threads, dda::default_launch_config().flat_max_blocks,
+                                 dda::default_launch_config().tree_max_blocks};
+    int nb = opt_.blocks_per_rank > 0 ? opt_.blocks_per_rank : dda::num_blocks_for<T>(count_, algo, num_ranks_, cfg);
+    if (nb > world_.max_blocks()) nb = world_.max_blocks();
+    const int resident = max_blocks_per_rank<F>(num_ranks_, opt_.threads);
+    if (nb > resident) nb = resident;
+    if (nb < 1)
+      throw error(errc::unsupported, "emulated_peers: " + std::to_string(num_ranks_) + " ranks of blocks of " +
+                                         std::to_string(opt_.threads) + " threads cannot all be resident on this GPU");
+    return nb;
+  }
+
+ private:
+  static int check_ranks(int n) {
+    if (n < 2 || n > MaxRanks)
+      throw error(errc::invalid_argument, "emulated_peers: num_ranks = " + std::to_string(n) + " is outside [2, " +
+                                              std::to_string(MaxRanks) + "]");
+    return n;
+  }
+  static std::size_t buffer_bytes(std::size_t count) {
+    const std::size_t b = count * sizeof(T);
+    return b < 16 ? 16 : b;
+  }
+  static int max_world_blocks() {
+    const auto cfg = dda::default_launch_config();
+    return cfg.flat_max_blocks > cfg.tree_max_blocks ? cfg.flat_max_blocks : cfg.tree_max_blocks;
+  }
+  int checked_rank(int rank) const {
+    if (rank < 0 || rank >= num_ranks_)
+      throw error(errc::invalid_argument, "emulated_peers: rank = " + std::to_string(rank) + " is outside [0, " +
+                                              std::to_string(num_ranks_) + ")");
+    return rank;
+  }
+
+  void before_call() {
+    for (int r = 0; r < num_ranks_; ++r) {
+      if (inputs_[r].size() != count_)
+        throw error(errc::invalid_argument, "emulated_peers: input(" + std::to_string(r) + ") was resized to " +
+                                                std::to_string(inputs_[r].size()) + " elements; it must keep " +
+                                                std::to_string(count_));
+    }
+    upload_inputs();
+    poison_outputs();
+    gpu::device_synchronize();
+  }
+  void after_call() {
+    gpu::device_synchronize();
+    world_.throw_if_error();
+    download_outputs();
+  }
+
+  template <class Op, algorithm Algo>
+  void run_allreduce() {
+    using kernel = detail::emulated_allreduce<Op, Algo, T, MaxRanks>;
+    const int nb = emulated_blocks<kernel>(Algo);
+    last_blocks_ = nb;
+    before_call();
+    if (count_ > 0) launch_emulated(num_ranks_, nb, opt_.threads, kernel{device_tables(), device_buffers(), count_});
+    after_call();
+  }
+
+  int num_ranks_;
+  std::size_t count_;
+  emulated_options opt_;
+  emulated_world<MaxRanks> world_;
+  std::vector<std::vector<T>> inputs_, outputs_;
+  std::vector<T*> dev_in_, dev_out_;
+  std::vector<void*> owned_;
+  algorithm last_algorithm_ = algorithm::automatic;
+  int last_blocks_ = 0;
+};
+
+}  // namespace testing
+RCCLX_NAMESPACE_END

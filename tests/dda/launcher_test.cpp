@@ -1,0 +1,225 @@
+// rcclx::dda::allreduce, the host launcher for ONE rank, called once per rank as separate
+// processes would: on the host backend from one std::thread per rank (each launcher runs its
+// rank's blocks as threads), on a GPU from one stream per rank (the ranks' kernels run
+// concurrently on one device). Both table overloads, back-to-back calls, every validation error.
+#include <rcclx/dda/allreduce.hpp>
+#include <rcclx/testing/emulated_world.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../support/catch.hpp"
+#include "reference.hpp"
+
+namespace {
+
+using rcclx::algorithm;
+using rcclx::reduce_op;
+constexpr int max_r = 8;
+
+// Runs fn(rank) for every rank "at once": threads on the host, one stream per rank on a GPU.
+struct rank_runner {
+  int n;
+  std::vector<rcclx::gpu::stream_t> streams;
+  explicit rank_runner(int num_ranks) : n(num_ranks) {
+    for (int r = 0; r < n; ++r) streams.push_back(rcclx::current_backend == rcclx::backend::host ? nullptr : rcclx::gpu::stream_create());
+  }
+  ~rank_runner() {
+    for (auto s : streams) rcclx::gpu::stream_destroy(s);
+  }
+  void run(const std::function<void(int, rcclx::gpu::stream_t)>& fn) {
+#if RCCLX_BACKEND_HOST
+    std::vector<std::thread> th;
+    std::vector<std::exception_ptr> errors(n);
+    for (int r = 0; r < n; ++r)
+      th.emplace_back([&, r] {
+        try {
+          fn(r, nullptr);
+        } catch (...) {
+          errors[r] = std::current_exception();
+        }
+      });
+    for (auto& t : th) t.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+#else
+    for (int r = 0; r < n; ++r) fn(r, streams[r]);
+    rcclx::gpu::device_synchronize();
+#endif
+  }
+};
+
+// Blocks per rank: the default on the host; on a GPU, few enough that every rank's kernel fits on
+// the device at once (ranks share one GPU here; each would have its own in a real job).
+int blocks_per_rank() { return rcclx::current_backend == rcclx::backend::host ? 0 : 4; }
+
+// Kernels of different ranks must run concurrently on one GPU; compute-sanitizer serialises
+// kernels (RCCLX_TEST_QUICK=1 marks those runs), so there they would only time out.
+bool concurrent_kernels_possible() {
+  return rcclx::current_backend == rcclx::backend::host || !rcclx_test::quick();
+}
+
+template <class T>
+struct rank_data {
+  std::vector<std::vector<T>> host_in;
+  std::vector<T*> in, out;
+  rank_data(int n, std::size_t count, std::uint64_t seed) : host_in(n), in(n), out(n) {
+    for (int r = 0; r < n; ++r) {
+      host_in[r].resize(count);
+      rcclx_test::fill_random(host_in[r], seed + r);
+      in[r] = static_cast<T*>(rcclx::gpu::device_malloc(count * sizeof(T)));
+      out[r] = static_cast<T*>(rcclx::gpu::device_malloc(count * sizeof(T)));
+      rcclx::gpu::copy(in[r], host_in[r].data(), count * sizeof(T));
+      std::vector<unsigned char> poison(count * sizeof(T), 0x5A);
+      rcclx::gpu::copy(out[r], poison.data(), poison.size());
+    }
+  }
+  ~rank_data() {
+    for (auto p : in) rcclx::gpu::device_free(p);
+    for (auto p : out) rcclx::gpu::device_free(p);
+  }
+  void check(std::size_t count, reduce_op op) {
+    std::vector<T> first_out;
+    for (std::size_t r = 0; r < out.size(); ++r) {
+      std::vector<T> o(count);
+      rcclx::gpu::copy(o.data(), out[r], count * sizeof(T));
+      if (r == 0) {
+        std::string first;
+        CAPTURE(first);
+        REQUIRE(rcclx_test::count_mismatches(host_in, o, op, first) == 0);
+        first_out = o;
+      } else {
+        REQUIRE(rcclx_test::bitwise_equal(o, first_out));
+      }
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("dda::allreduce launcher: one call per rank, both table overloads", "[dda][launcher]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  if (!concurrent_kernels_possible()) {
+    WARN("kernels are serialised under compute-sanitizer: per-rank launches cannot meet; skipped");
+    return;
+  }
+  const int n = GENERATE(2, 4, 8);
+  for (const std::size_t count : {std::size_t{1}, std::size_t{1000}, std::size_t{70001}}) {
+    for (const algorithm algo : {algorithm::flat, algorithm::tree, algorithm::automatic}) {
+      for (const reduce_op op : {reduce_op::sum, reduce_op::min}) {
+        for (const bool device_table : {false, true}) {
+          CAPTURE(n, count, rcclx::to_string(algo), rcclx::to_string(op), device_table);
+          rcclx::testing::emulated_world<max_r> world(n, count * sizeof(float), 32);
+          rank_data<float> d(n, count, count + n);
+          rank_runner runner(n);
+          runner.run([&](int r, rcclx::gpu::stream_t s) {
+            if (device_table)
+              rcclx::dda::allreduce(world.device_tables<float>() + r, n, d.in[r], d.out[r], count, op, algo, s,
+                                    blocks_per_rank());
+            else
+              rcclx::dda::allreduce(world.table<float>(r), d.in[r], d.out[r], count, op, algo, s, blocks_per_rank());
+          });
+          world.throw_if_error();
+          d.check(count, op);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("dda::allreduce launcher: back-to-back calls with changing sizes, each rank at its own pace",
+          "[dda][launcher]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  if (!concurrent_kernels_possible()) {
+    WARN("kernels are serialised under compute-sanitizer: per-rank launches cannot meet; skipped");
+    return;
+  }
+#if defined(__SANITIZE_THREAD__)
+  const int calls = 60;
+#else
+  const int calls = 600;
+#endif
+  const int n = 4;
+  const std::size_t max_count = 20000;
+  rcclx::testing::emulated_world<max_r> world(n, max_count * sizeof(rcclx::bf16), 32);
+  rank_data<rcclx::bf16> d(n, max_count, 42);
+  std::vector<std::size_t> counts(calls);
+  std::mt19937_64 g(9);
+  for (auto& c : counts) c = g() % (max_count + 1);
+  counts.back() = max_count - 3;
+  rank_runner runner(n);
+  // Each rank issues its whole sequence without waiting for the others: the barriers alone pair
+  // call k of every rank (the grid depends only on the count and algorithm: the same everywhere).
+  runner.run([&](int r, rcclx::gpu::stream_t s) {
+    for (int k = 0; k < calls; ++k) {
+      const algorithm a = k % 3 == 0 ? algorithm::tree : (k % 3 == 1 ? algorithm::flat : algorithm::automatic);
+      rcclx::dda::allreduce(world.table<rcclx::bf16>(r), d.in[r], d.out[r], counts[k], reduce_op::sum, a, s,
+                            blocks_per_rank());
+    }
+  });
+  world.throw_if_error();
+  for (auto& v : d.host_in) v.resize(counts.back());
+  d.check(counts.back(), reduce_op::sum);
+}
+
+TEST_CASE("dda::allreduce launcher: invalid arguments are clear errors", "[dda][launcher]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  const int n = 2;
+  const std::size_t cap = 1024;
+  rcclx::testing::emulated_world<max_r> world(n, cap * sizeof(float), 4);
+  const auto t = world.table<float>(0);
+  float* in = static_cast<float*>(rcclx::gpu::device_malloc(4 * cap * sizeof(float)));
+  float* out = in + 2 * cap;
+  float* own = t.data[0];
+  struct outcome {
+    rcclx::errc code;
+    std::string what;
+  };
+  auto attempt = [](auto&& f) {
+    try {
+      f();
+    } catch (const rcclx::error& e) {
+      return outcome{e.code(), e.what()};
+    }
+    return outcome{rcclx::errc::ok, ""};
+  };
+  auto expect = [](const outcome& o, rcclx::errc code, const char* text) {
+    CAPTURE(o.what, text);
+    REQUIRE(o.code == code);
+    REQUIRE(o.what.find(text) != std::string::npos);
+  };
+  using rcclx::dda::allreduce;
+  expect(attempt([&] { allreduce(t, in, out, cap + 1); }), rcclx::errc::invalid_argument, "exceeds the symmetric buffer capacity");
+  expect(attempt([&] { allreduce(t, in, out, 4, reduce_op::sum, algorithm::low_precision); }), rcclx::errc::unsupported,
+         "low_precision");
+  expect(attempt([&] { allreduce(t, in, out, 4, static_cast<reduce_op>(9)); }), rcclx::errc::invalid_argument, "op = 9");
+  expect(attempt([&] { allreduce(t, in, out, 4, reduce_op::sum, static_cast<algorithm>(9)); }),
+         rcclx::errc::invalid_argument, "algorithm = 9");
+  const float* odd = reinterpret_cast<const float*>(reinterpret_cast<const char*>(in) + 2);
+  expect(attempt([&] { allreduce(t, odd, out, 4); }), rcclx::errc::misaligned, "input");
+  expect(attempt([&] { allreduce(t, in, in + 2, 4); }), rcclx::errc::invalid_argument, "overlap partially");
+  expect(attempt([&] { allreduce(t, own + 1, out, 4); }), rcclx::errc::invalid_argument, "input overlaps");
+  expect(attempt([&] { allreduce(t, in, own, 4, reduce_op::sum, algorithm::flat); }), rcclx::errc::invalid_argument,
+         "use algorithm::tree");
+  expect(attempt([&] { allreduce(t, in, out, 4, reduce_op::sum, algorithm::flat, {}, 5); }),
+         rcclx::errc::invalid_argument, "max_blocks = 4");
+  expect(attempt([&] { allreduce(t, in, out, 4, reduce_op::sum, algorithm::flat, {}, -1); }),
+         rcclx::errc::invalid_argument, "num_blocks = -1");
+  auto bad_table = t;
+  bad_table.data[1] = reinterpret_cast<float*>(reinterpret_cast<char*>(bad_table.data[1]) + 4);
+  expect(attempt([&] { allreduce(bad_table, in, out, 4); }), rcclx::errc::misaligned, "table.data[1]");
+  auto one_rank = t;
+  one_rank.signals.num_ranks = 1;
+  expect(attempt([&] { allreduce(one_rank, in, out, 4); }), rcclx::errc::invalid_argument, "num_ranks = 1");
+  expect(attempt([&] { allreduce(world.device_tables<float>(), 9, in, out, 4); }), rcclx::errc::invalid_argument,
+         "num_ranks = 9");
+  expect(attempt([&] { allreduce(static_cast<const rcclx::core::peer_table<float, max_r>*>(nullptr), 2, in, out, 4); }),
+         rcclx::errc::invalid_argument, "device_table is null");
+  // count 0 is valid and does nothing (no barrier: every rank skips it alike).
+  expect(attempt([&] { allreduce(t, in, out, 0); }), rcclx::errc::ok, "");
+  rcclx::gpu::device_free(in);
+}

@@ -43,7 +43,9 @@
 #include <vector>
 
 #include "../core/barrier.hpp"
+#include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
+#include "../dda/allreduce.hpp"
 #include "../gpu/atomic.hpp"
 #include "../gpu/runtime.hpp"
 #include "bootstrap.hpp"
@@ -461,6 +463,44 @@ class communicator {
 
   // ---- collectives ------------------------------------------------------------------------------
 
+  // AllReduce of `count` elements on `stream`: output[i] = op over every rank's input[i], the same
+  // bits on every rank (rcclx::dda: flat or tree, chosen at run time unless `algo` says). T: float,
+  // bf16, fp16, int32_t. input may equal output. Zero-copy when input is registered (or captured in
+  // a graph) and the algorithm leaves it intact: flat out of place, tree in place; otherwise through
+  // the workspace, in chunks of buffer_bytes.
+  template <class T>
+  void allreduce(const T* input, T* output, std::size_t count, reduce_op op = reduce_op::sum,
+                 algorithm algo = algorithm::automatic, gpu::stream_t stream = {}) {
+    std::string local_error;
+    algorithm a = algo;
+    try {
+      dda::detail::validate_call<T>("allreduce", n_, MaxRanks, input, output, count, op, algo, 0);
+      a = dda::resolve_algorithm<T>(algo, count, n_);
+    } catch (const std::exception& e) {
+      local_error = detail::strip_prefix(e.what());
+    }
+    const std::size_t bytes = count * sizeof(T);
+    const bool disjoint = !dda::detail::overlaps(input, output, bytes);
+    const bool zero_copy = local_error.empty() && (a == algorithm::flat ? disjoint : input == output);
+    auto d = detail::make_descriptor<T>(detail::collective_kind::allreduce, count, static_cast<std::uint32_t>(op),
+                                        to_string(op), static_cast<std::uint32_t>(a), to_string(a));
+    const int n = n_;
+    run(d, input, count, zero_copy, stream,
+        [=](const auto& t, bool uses_workspace) {
+          if constexpr (std::is_pointer<std::decay_t<decltype(t)>>::value) {
+            dda::allreduce(t, n, input, output, count, op, a, stream);
+          } else if (!uses_workspace) {
+            dda::allreduce(t, input, output, count, op, a, stream);
+          } else {
+            // Every chunk with the algorithm chosen for the whole call, so all ranks pair up.
+            const std::size_t chunk = t.capacity_bytes / sizeof(T);
+            for (std::size_t off = 0; off < count; off += chunk)
+              dda::allreduce(t, input + off, output + off, count - off < chunk ? count - off : chunk, op, a, stream);
+          }
+        },
+        local_error);
+  }
+
   // Every rank waits for every other on `stream` (a device barrier; the host backend blocks).
   void barrier(gpu::stream_t stream = {}) {
     ensure_usable();
@@ -507,9 +547,10 @@ class communicator {
  protected:
   // The common path of every collective: check the call, choose where peers read the input,
   // launch. `kernel(table_or_device_pointer, uses_workspace)`; see launch().
+  // `local_error`: this rank's arguments are invalid; with call checks every rank throws it.
   template <class T, class Kernel>
   void run(detail::call_descriptor d, const T* input, std::size_t count, bool zero_copy, gpu::stream_t stream,
-           Kernel kernel) {
+           Kernel kernel, const std::string& local_error = std::string()) {
     ensure_usable();
     const std::size_t bytes = count * sizeof(T);
     // Peers read zero-copy inputs with 16-byte vectors: only 16-byte aligned inputs qualify (the
@@ -527,7 +568,8 @@ class communicator {
     }
     d.path = static_cast<std::uint32_t>(path);
     d.seq = ++calls_;
-    if (opts_.check_calls) check_call(d);
+    if (opts_.check_calls) check_call(d, local_error);
+    else if (!local_error.empty()) throw error(errc::invalid_argument, local_error);
     switch (path) {
       case detail::buffer_path::registered: {
         const core::peer_table<T, MaxRanks> t = registered_table<T>(*reg, input);
@@ -577,7 +619,7 @@ class communicator {
     detail::envelope<P> e{};
     e.failed = local_error.empty() ? 0u : 1u;
     e.code = static_cast<std::uint32_t>(code);
-    std::strncpy(e.message, local_error.c_str(), sizeof(e.message) - 1);
+    detail::copy_name(e.message, local_error.c_str());
     e.payload = mine;
     const auto all = bs_.allgather_value(e);
     int failures = 0, first = -1;
@@ -598,8 +640,8 @@ class communicator {
     return out;
   }
 
-  void check_call(const detail::call_descriptor& d) {
-    const auto all = bs_.allgather_value(d);
+  void check_call(const detail::call_descriptor& d, const std::string& local_error = std::string()) {
+    const auto all = exchange(d, local_error, errc::invalid_argument);
     const std::string m = detail::compare_descriptors(all);
     if (!m.empty()) throw error(errc::mismatch, m);
   }

@@ -98,6 +98,15 @@ struct call_descriptor {
 };
 static_assert(sizeof(call_descriptor) == 96, "call_descriptor is exchanged between processes");
 
+// Copies a name, truncated and NUL-terminated.
+template <std::size_t N>
+inline void copy_name(char (&dst)[N], const char* src) {
+  const std::size_t len = src ? std::strlen(src) : 0;
+  const std::size_t n = len < N - 1 ? len : N - 1;
+  if (n) std::memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
 template <class T>
 inline call_descriptor make_descriptor(collective_kind kind, std::size_t count, std::uint32_t op = 0,
                                        const char* op_name = "-", std::uint32_t algo = 0,
@@ -108,9 +117,9 @@ inline call_descriptor make_descriptor(collective_kind kind, std::size_t count, 
   d.op = op;
   d.algo = algo;
   d.count = count;
-  std::strncpy(d.type_name, type_tag<T>::name(), sizeof(d.type_name) - 1);
-  std::strncpy(d.op_name, op_name, sizeof(d.op_name) - 1);
-  std::strncpy(d.algo_name, algo_name, sizeof(d.algo_name) - 1);
+  copy_name(d.type_name, type_tag<T>::name());
+  copy_name(d.op_name, op_name);
+  copy_name(d.algo_name, algo_name);
   return d;
 }
 

@@ -8,6 +8,7 @@
 //   rcclx-bench --emulated 8 --type bf16 --algo all --min-bytes 8 --max-bytes 256M
 //   rcclx-bench --suite gpu --out DIR      # the full GPU suite: DIR/rcclx-bench.{json,csv,png}
 //   rcclx-bench --suite host               # a tiny sweep for CI on the host backend
+//   rcclx-bench --procs 8 --type bf16      # one process per rank (procs.hpp), then the same sizes emulated
 // Exit status: 0 when every row is correct (performance targets are reported, not enforced).
 #include <rcclx/dda/allreduce.hpp>
 #include <rcclx/gpu/arch.hpp>
@@ -57,6 +58,9 @@ struct options {
   int threads = on_host ? 1 : 256;               // --threads
   int max_blocks = on_host ? 4 : 48;             // --max-blocks: per rank, also capped by residency
   std::size_t registered_flat_max = 0;           // suite: also flat with registered input up to this size
+  int procs = 0;                                 // --procs N: one process per rank (procs.hpp)
+  bool procs_child = false;                      // --procs-child: this process is one rank (launcher)
+  bool procs_compare = true;                     // --no-compare: skip the emulated sweep after --procs
   std::string json, csv, png, suite;
   std::string command;
 };
@@ -68,6 +72,7 @@ struct options {
                "                   [--op sum|min|max] [--algo flat|tree|automatic|all] [--iters I] [--warmup W]\n"
                "                   [--graph] [--graph-max-bytes B] [--calls-per-graph K] [--input-in-symmetric]\n"
                "                   [--threads T] [--max-blocks B]\n"
+               "                   [--procs N [--no-compare] | --procs-child]   one process per rank (see procs.hpp)\n"
                "                   [--json FILE] [--csv FILE] [--png FILE] [--suite gpu|host --out DIR]\n"
                "sizes accept K, M and G suffixes (KiB, MiB, GiB)\n",
                why.c_str());
@@ -124,6 +129,9 @@ options parse(int argc, char** argv) {
     else if (a == "--input-in-symmetric") o.registered = true;
     else if (a == "--threads") o.threads = std::atoi(value(i).c_str());
     else if (a == "--max-blocks") o.max_blocks = std::atoi(value(i).c_str());
+    else if (a == "--procs") o.procs = std::atoi(value(i).c_str());
+    else if (a == "--procs-child") o.procs_child = true;
+    else if (a == "--no-compare") o.procs_compare = false;
     else if (a == "--json") o.json = value(i);
     else if (a == "--csv") o.csv = value(i);
     else if (a == "--png") o.png = value(i);
@@ -157,6 +165,10 @@ options parse(int argc, char** argv) {
     if (o.json.empty()) o.json = out_dir + "/rcclx-bench.json";
     if (o.csv.empty()) o.csv = out_dir + "/rcclx-bench.csv";
     if (o.png.empty()) o.png = out_dir + "/rcclx-bench.png";
+  }
+  if (o.procs != 0) {
+    if (o.procs < 2 || o.procs > rcclx::max_ranks) usage("--procs must be in [2, 16]");
+    o.num_ranks = o.procs;
   }
   if (o.num_ranks < 2 || o.num_ranks > rcclx::max_ranks) usage("--emulated must be in [2, 16]");
   if (o.threads < 1 || o.threads > 1024 || (on_host && o.threads != 1)) usage("--threads must be in [1, 1024] (1 on the host)");
@@ -641,8 +653,13 @@ void plot(const std::string& exe, const options& o) {
 
 }  // namespace
 
+#include "procs.hpp"
+
 int main(int argc, char** argv) {
   const options o = parse(argc, argv);
+  // One process per rank: dispatched before any GPU call (a GPU context does not survive fork).
+  if (o.procs_child) return procs::run_child(o);
+  if (o.procs > 0) return procs::run_parent(o, o.procs_compare);
   if (!on_host && rcclx::gpu::device_count() == 0) {
     std::printf("rcclx-bench: built for a GPU backend but no GPU is present\n");
     return 1;

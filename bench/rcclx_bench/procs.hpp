@@ -1,0 +1,443 @@
+// bench/rcclx_bench/procs.hpp: rcclx-bench with one process per rank (--procs N, --procs-child),
+// through rcclx::host::communicator: socket rendezvous, real IPC handles (POSIX shared memory on
+// the host backend), communicator::allreduce on a stream. Included by main.cpp after its runner
+// (it reuses options, row, print_row and run_type).
+//
+//   rcclx-bench --procs 8 [same options as --emulated]   forks 8 ranks; then, in the same run, the
+//                                                        emulated sweep at the same sizes and a
+//                                                        side-by-side table (procs vs emulated)
+//   scripts/launch -n 8 -- rcclx-bench --procs-child ...  one rank per process from a launcher
+//
+// Per row every rank fills its input, runs the call once and checks it (rank 0 against the float64
+// reference, every rank's output bits hashed and compared across ranks), then all ranks time it
+// the same way as the emulated rows (graph replays of K calls up to --graph-max-bytes, events
+// above; wall clock on the host backend); a row's time is the slowest rank's median.
+// Call checks (communicator_options::check_calls) are off while timing: the table measures the
+// collective. "reg" rows: the input is registered (zero-copy): flat out of place, tree in place.
+// Several processes on ONE GPU run their kernels time-sliced, not concurrently: their barriers
+// complete only as the contexts take turns, so --procs on one GPU measures that, not links.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <rcclx/host/communicator.hpp>
+#include <rcclx/host/socket_bootstrap.hpp>
+
+namespace {  // the same translation unit as main.cpp's runner, whose types it uses
+namespace procs {
+
+using rcclx::algorithm;
+using rcclx::reduce_op;
+
+// What rank 0 reports for one row: one line of text on the pipe to the parent.
+inline std::string encode(const row& r) {
+  std::ostringstream os;
+  os << r.bytes << '\t' << r.count << '\t' << r.type << '\t' << r.op << '\t' << r.algo << '\t' << r.resolved << '\t'
+     << r.input << '\t' << r.timing << '\t' << num(r.time_us) << '\t' << num(r.max_err) << '\t' << r.tol_ok << '\t'
+     << r.identical << '\t' << r.blocks << '\t' << json_escape(r.error) << '\n';
+  return os.str();
+}
+
+inline bool decode(const std::string& line, row& r) {
+  std::istringstream is(line);
+  std::string f[14];
+  for (int i = 0; i < 14; ++i)
+    if (!std::getline(is, f[i], i == 13 ? '\n' : '\t')) {
+      if (i == 13) break;  // empty error field
+      return false;
+    }
+  r.bytes = std::stoull(f[0]);
+  r.count = std::stoull(f[1]);
+  r.type = f[2];
+  r.op = f[3];
+  r.algo = f[4];
+  r.resolved = f[5];
+  r.input = f[6];
+  r.timing = f[7];
+  r.time_us = f[8] == "null" ? 0 : std::stod(f[8]);
+  r.max_err = f[9] == "null" ? 0 : std::stod(f[9]);
+  r.tol_ok = f[10] == "1";
+  r.identical = f[11] == "1";
+  r.blocks = std::stoi(f[12]);
+  r.error = f[13];
+  if (r.time_us > 0) {
+    r.algbw = static_cast<double>(r.bytes) / (r.time_us * 1e3);
+    r.busbw = 0;  // set by the caller, which knows N
+  }
+  return true;
+}
+
+// The procs table: no empty/copy baselines per row (the comparison is the emulated sweep).
+inline void print_procs_header() {
+  std::printf("%12s %11s %5s %3s %-15s %5s %3s %7s %11s %10s %10s %10s %s\n", "size(B)", "count", "type", "op",
+              "algorithm", "input", "blk", "timing", "time(us)", "algbw", "busbw", "max_err", "ok");
+}
+
+inline void print_procs_row(const row& r) {
+  if (!r.error.empty()) {
+    std::printf("%12zu %11zu %5s %3s %-15s %5s ERROR: %s\n", r.bytes, r.count, r.type.c_str(), r.op.c_str(),
+                r.algo.c_str(), r.input.c_str(), r.error.c_str());
+    return;
+  }
+  const std::string alg = r.algo == r.resolved ? r.algo : r.algo.substr(0, 4) + "->" + r.resolved;
+  std::printf("%12zu %11zu %5s %3s %-15s %5s %3d %7s %11.2f %10.2f %10.2f %10.3g %s\n", r.bytes, r.count,
+              r.type.c_str(), r.op.c_str(), alg.c_str(), r.input.c_str(), r.blocks, r.timing.c_str(), r.time_us, r.algbw,
+              r.busbw, r.max_err, r.tol_ok && r.identical ? "ok" : (r.identical ? "TOL" : "DIFF"));
+  std::fflush(stdout);
+}
+
+inline std::uint64_t fnv(const void* p, std::size_t bytes) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto* c = static_cast<const unsigned char*>(p);
+  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ c[i]) * 1099511628211ull;
+  return h;
+}
+
+// Max error of `out` against the float64 reference over `n` ranks, and whether every element is
+// within the type's tolerance (the emulated runner's bound).
+template <class T>
+void check_against_reference(const std::vector<T>& out, int n, reduce_op op, const std::string& type, row& r) {
+  const double u = sizeof(T) == 4 ? 0x1p-24 : (type == "bf16" ? 0x1p-8 : 0x1p-11);
+  const double tiny = type == "fp16" ? 0x1p-25 : 0.0;
+  r.max_err = 0;
+  r.tol_ok = true;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    double acc = 0, mag = 0;
+    for (int p = 0; p < n; ++p) {
+      const double x = static_cast<double>(static_cast<float>(make<T>(input_value(p, i))));
+      mag += std::fabs(x);
+      if (p == 0) acc = x;
+      else if (op == reduce_op::sum) acc += x;
+      else if (op == reduce_op::min) acc = std::min(acc, x);
+      else acc = std::max(acc, x);
+    }
+    const double got = static_cast<double>(static_cast<float>(out[i]));
+    const double e = std::fabs(got - acc);
+    const double acc_err = op == reduce_op::sum ? 2.0 * (n - 1) * 0x1p-24 * mag : 0.0;
+    const double tol = op == reduce_op::sum ? u * (std::fabs(acc) + acc_err) + acc_err + tiny : 0.0;
+    if (!(e <= tol)) r.tol_ok = false;
+    if (!(e <= r.max_err)) r.max_err = e;
+  }
+}
+
+template <class T, int MaxR>
+class rank_runner {
+ public:
+  rank_runner(const options& o, const std::string& type, rcclx::host::bootstrap& bs)
+      : o_(o), type_(type), bs_(bs), comm_(bs, comm_options(o)) {
+    const std::size_t bytes = std::max<std::size_t>(o.max_bytes, 16);
+    in_ = static_cast<T*>(rcclx::host::shareable_malloc(bytes));
+    out_ = static_cast<T*>(rcclx::host::shareable_malloc(bytes));
+    reg_ = static_cast<T*>(rcclx::host::shareable_malloc(bytes));
+    comm_.register_buffer(reg_, bytes);
+    stream_ = on_host ? rcclx::gpu::stream_t{} : rcclx::gpu::stream_create();
+  }
+  ~rank_runner() {
+    try {
+      comm_.unregister_buffer(reg_);
+    } catch (...) {
+    }
+    rcclx::host::shareable_free(in_);
+    rcclx::host::shareable_free(out_);
+    rcclx::host::shareable_free(reg_);
+    rcclx::gpu::stream_destroy(stream_);
+  }
+
+  // Runs every row; rank 0 appends them to `rows`. Stops at the first failed row (after a timeout
+  // the communicator is unusable).
+  void run(std::vector<row>& rows) {
+    for (std::size_t bytes = o_.min_bytes; bytes <= o_.max_bytes; bytes *= 2) {
+      const std::size_t count = std::max<std::size_t>(1, bytes / sizeof(T));
+      for (const algorithm a : o_.algos)
+        if (!run_row(count, a, false, rows)) return;
+      if (o_.registered || (o_.registered_flat_max && count * sizeof(T) <= o_.registered_flat_max)) {
+        const std::vector<algorithm> reg_algos = o_.registered ? o_.algos : std::vector<algorithm>{algorithm::flat};
+        for (const algorithm a : reg_algos)
+          if (!run_row(count, a, true, rows)) return;
+      }
+      if (bytes > o_.max_bytes / 2) break;
+    }
+  }
+
+ private:
+  static rcclx::host::communicator_options comm_options(const options& o) {
+    rcclx::host::communicator_options c;
+    c.buffer_bytes = std::max<std::size_t>(o.max_bytes, 256);  // no chunking: one call per row
+    c.max_blocks = 64;
+    c.timeout_ns = 60ull * 1000 * 1000 * 1000;  // time-sliced processes on one GPU are slow
+    c.check_calls = false;
+    c.zero_copy_capture = false;  // graph timing captures K calls; workspace and registered paths need no patching
+    return c;
+  }
+
+  void fill(T* x, std::size_t count) {
+    std::vector<T> h(count);
+    for (std::size_t i = 0; i < count; ++i) h[i] = make<T>(input_value(comm_.rank(), i));
+    rcclx::gpu::copy(x, h.data(), count * sizeof(T));
+  }
+
+  bool run_row(std::size_t count, algorithm a, bool registered, std::vector<row>& rows) {
+    const int n = comm_.num_ranks(), rank = comm_.rank();
+    row r;
+    r.bytes = count * sizeof(T);
+    r.count = count;
+    r.type = type_;
+    r.op = rcclx::to_string(o_.op);
+    r.algo = rcclx::to_string(a);
+    r.input = registered ? "reg" : "copy";
+    const algorithm resolved = rcclx::dda::resolve_algorithm<T>(a, count, n);
+    r.resolved = rcclx::to_string(resolved);
+    r.blocks = rcclx::dda::num_blocks_for<T>(count, resolved, n);
+    // Registered rows are zero-copy: flat reads the input out of place, tree reduces in place.
+    T* x = registered ? reg_ : in_;
+    T* y = registered && resolved == algorithm::tree ? reg_ : out_;
+    bool ok = true;
+    try {
+      fill(x, count);
+      rcclx::gpu::memset_zero(y == x ? out_ : y, count * sizeof(T));
+      bs_.barrier();
+      comm_.allreduce(x, y, count, o_.op, a, stream_);
+      comm_.synchronize(stream_);
+      std::vector<T> out(count);
+      rcclx::gpu::copy(out.data(), y, count * sizeof(T));
+      if (rank == 0) check_against_reference(out, n, o_.op, type_, r);
+      const auto hashes = bs_.allgather_value(fnv(out.data(), count * sizeof(T)));
+      for (const auto h : hashes) r.identical = r.identical && h == hashes[0];
+      // Timing: every rank the same way, starting together.
+      bench::timing_mode mode = on_host ? bench::timing_mode::wall
+                                        : ((o_.graph_all || r.bytes <= o_.graph_max_bytes) ? bench::timing_mode::graph
+                                                                                          : bench::timing_mode::events);
+      r.timing = bench::to_string(mode);
+      bs_.barrier();
+      bool fell_back = false;
+      const double us = bench::time_us(
+          mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) { comm_.allreduce(x, y, count, o_.op, a, s); },
+          &fell_back);
+      comm_.synchronize(stream_);
+      if (fell_back) r.timing = "events*";
+      const auto times = bs_.allgather_value(us);
+      r.time_us = *std::max_element(times.begin(), times.end());
+      r.algbw = static_cast<double>(r.bytes) / (r.time_us * 1e3);
+      r.busbw = r.algbw * 2.0 * (n - 1) / n;
+    } catch (const std::exception& e) {
+      r.error = e.what();
+      ok = false;
+    }
+    if (rank == 0) rows.push_back(r);
+    return ok;
+  }
+
+  const options& o_;
+  std::string type_;
+  rcclx::host::bootstrap& bs_;
+  rcclx::host::communicator<MaxR> comm_;
+  T* in_ = nullptr;
+  T* out_ = nullptr;
+  T* reg_ = nullptr;
+  rcclx::gpu::stream_t stream_{};
+};
+
+// One rank's whole sweep; rank 0's rows come back.
+inline std::vector<row> run_rank(const options& o, const rcclx::host::launch_config& cfg) {
+  if (!on_host) {
+    const int gpus = rcclx::gpu::device_count();
+    if (gpus == 0) throw rcclx::error(rcclx::errc::unsupported, "built for a GPU backend but no GPU is present");
+    rcclx::gpu::set_device(cfg.device % gpus);
+  }
+  rcclx::host::socket_bootstrap bs(cfg);
+  std::vector<row> rows;
+  for (const auto& t : o.types) {
+    auto go = [&](auto tag) {
+      using T = decltype(tag);
+      if (cfg.num_ranks <= 8) rank_runner<T, 8>(o, t, bs).run(rows);
+      else rank_runner<T, 16>(o, t, bs).run(rows);
+    };
+    if (t == "float") go(float{});
+    else if (t == "bf16") go(rcclx::bf16{});
+    else go(rcclx::fp16{});
+  }
+  return rows;
+}
+
+inline void print_banner(const options& o, int n, const char* how) {
+  std::printf("# rcclx-bench --procs: DDA AllReduce through rcclx::host::communicator, %d processes (%s), backend %s\n"
+              "# command: %s\n"
+              "# each process: one rank, socket rendezvous, %s; launch: dda defaults (%d threads, <= %d blocks)\n"
+              "# time: slowest rank's median (%s); call checks off while timing\n",
+              n, how, on_host ? "host" : (rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip"),
+              o.command.c_str(), on_host ? "POSIX shared memory" : "real IPC handles",
+              rcclx::dda::default_launch_config().threads, rcclx::dda::default_launch_config().flat_max_blocks,
+              on_host ? "wall clock" : "graph replays of K calls up to --graph-max-bytes, then events");
+  if (!on_host)
+    std::printf("# NOTE: processes sharing ONE GPU run their kernels time-sliced, not concurrently; a cross-process\n"
+                "#       barrier completes only as the contexts take turns. This measures that, not peer links.\n");
+}
+
+// --procs-child: this process is one rank of a job started by a launcher (torchrun variables).
+inline int run_child(const options& o) {
+  const auto cfg = rcclx::host::launch_config::from_env();
+  try {
+    if (cfg.rank == 0) {
+      print_banner(o, cfg.num_ranks, "started by a launcher");
+      print_procs_header();
+    }
+    const auto rows = run_rank(o, cfg);
+    bool correct = true;
+    for (const auto& r : rows) {
+      print_procs_row(r);
+      correct = correct && r.error.empty() && r.tol_ok && r.identical;
+    }
+    if (cfg.rank == 0 && !o.csv.empty()) write_csv(o.csv, rows);
+    return correct ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::printf("rcclx-bench rank %d: %s\n", cfg.rank, e.what());
+    return 1;
+  }
+}
+
+inline std::string key(const row& r) { return r.type + "|" + std::to_string(r.bytes) + "|" + r.algo + "|" + r.input; }
+
+// --procs N: forks N ranks (before any GPU call), collects rank 0's rows, then runs the emulated
+// sweep at the same sizes in this process and prints both side by side.
+inline int run_parent(const options& o, bool compare) {
+  const int n = o.procs;
+  print_banner(o, n, "forked by rcclx-bench");
+  std::fflush(stdout);
+  const std::string id = "rcclx-bench-" + std::to_string(::getpid());
+  std::vector<pid_t> kids;
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    std::printf("rcclx-bench: pipe failed\n");
+    return 1;
+  }
+  for (int r = 0; r < n; ++r) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(fds[0]);
+      rcclx::host::launch_config cfg;
+      cfg.rank = cfg.local_rank = r;
+      cfg.device = 0;  // every rank on the first GPU (the GPU machine has one)
+      if (const char* d = std::getenv("RCCLX_DEVICE")) cfg.device = std::atoi(d);
+      cfg.num_ranks = n;
+      cfg.unique_id = id;
+      int code = 0;
+      std::string text;
+      try {
+        for (const auto& row_ : run_rank(o, cfg)) text += encode(row_);
+      } catch (const std::exception& e) {
+        std::printf("rcclx-bench rank %d: %s\n", r, e.what());
+        code = 1;
+      }
+      if (r == 0) {
+        const char* p = text.data();
+        std::size_t left = text.size();
+        while (left > 0) {
+          const ssize_t w = ::write(fds[1], p, left);
+          if (w <= 0) break;
+          p += w;
+          left -= static_cast<std::size_t>(w);
+        }
+      }
+      ::close(fds[1]);
+      std::fflush(nullptr);
+      ::_exit(code);
+    }
+    kids.push_back(pid);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buf[65536];
+  for (ssize_t got; (got = ::read(fds[0], buf, sizeof(buf))) > 0;) text.append(buf, static_cast<std::size_t>(got));
+  ::close(fds[0]);
+  int failed = 0;
+  for (pid_t pid : kids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
+  }
+  std::vector<row> procs_rows;
+  std::istringstream is(text);
+  for (std::string line; std::getline(is, line);) {
+    row r;
+    if (!decode(line, r)) continue;
+    r.busbw = r.algbw * 2.0 * (n - 1) / n;
+    procs_rows.push_back(r);
+  }
+  std::printf("# %d processes (rank 0's rows; correctness checked on every rank):\n", n);
+  print_procs_header();
+  bool correct = failed == 0;
+  for (const auto& r : procs_rows) {
+    print_procs_row(r);
+    correct = correct && r.error.empty() && r.tol_ok && r.identical;
+  }
+  if (failed) std::printf("# %d rank process(es) failed\n", failed);
+
+  std::vector<row> em_rows;
+  if (compare) {
+    // The same sweep on N emulated ranks in this process (the GPU is first touched here, after the
+    // children have exited).
+    if (!on_host && rcclx::gpu::device_count() == 0) {
+      std::printf("# no GPU: emulated comparison skipped\n");
+    } else {
+      options e = o;
+      e.num_ranks = n;
+      std::printf("# the same sizes on %d emulated ranks in one process (%d threads per block, <= %d blocks per rank):\n", n,
+                  e.threads, e.max_blocks);
+      print_header();
+      try {
+        for (const auto& t : e.types) {
+          if (t == "float") run_type<float>(e, t, em_rows);
+          else if (t == "bf16") run_type<rcclx::bf16>(e, t, em_rows);
+          else run_type<rcclx::fp16>(e, t, em_rows);
+        }
+      } catch (const std::exception& ex) {
+        std::printf("rcclx-bench (emulated): %s\n", ex.what());
+        correct = false;
+      }
+    }
+  }
+  std::map<std::string, const row*> em;
+  for (const auto& r : em_rows) em[key(r)] = &r;
+  auto em_for = [&](const row& r) -> const row* {
+    auto it = em.find(key(r));
+    if (it == em.end() && r.input == "reg") it = em.find(r.type + "|" + std::to_string(r.bytes) + "|" + r.algo + "|sym");
+    return it == em.end() ? nullptr : it->second;
+  };
+  if (compare && !em_rows.empty()) {
+    std::printf("# side by side: time per call (us) and busbw (GB/s), %d processes vs %d emulated ranks\n", n, n);
+    std::printf("%12s %5s %-15s %5s %12s %12s %9s %10s %10s\n", "size(B)", "type", "algorithm", "input", "procs_us",
+                "emulated_us", "procs/em", "procs_bus", "em_bus");
+    for (const auto& r : procs_rows) {
+      const row* e = em_for(r);
+      if (!e || !r.error.empty()) continue;
+      std::printf("%12zu %5s %-15s %5s %12.2f %12.2f %9.2f %10.2f %10.2f\n", r.bytes, r.type.c_str(), r.algo.c_str(),
+                  r.input.c_str(), r.time_us, e->time_us, r.time_us / e->time_us, r.busbw, e->busbw);
+    }
+  }
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    f << "{\n  \"tool\": \"rcclx-bench\",\n  \"mode\": \"procs\",\n  \"command\": \"" << json_escape(o.command)
+      << "\",\n  \"num_ranks\": " << n << ",\n  \"backend\": \""
+      << (on_host ? "host" : (rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip")) << "\",\n  \"rows\": [\n";
+    for (std::size_t i = 0; i < procs_rows.size(); ++i) {
+      const row& r = procs_rows[i];
+      const row* e = em_for(r);
+      f << "    {\"size_bytes\": " << r.bytes << ", \"type\": \"" << r.type << "\", \"op\": \"" << r.op
+        << "\", \"algorithm\": \"" << r.algo << "\", \"resolved\": \"" << r.resolved << "\", \"input\": \"" << r.input
+        << "\", \"timing\": \"" << r.timing << "\", \"procs_us\": " << num(r.time_us)
+        << ", \"procs_busbw_GBps\": " << num(r.busbw) << ", \"emulated_us\": " << (e ? num(e->time_us) : "null")
+        << ", \"emulated_busbw_GBps\": " << (e ? num(e->busbw) : "null") << ", \"max_abs_error\": " << num(r.max_err)
+        << ", \"ok\": " << (r.error.empty() && r.tol_ok && r.identical ? "true" : "false") << ", \"error\": \""
+        << json_escape(r.error) << "\"}" << (i + 1 < procs_rows.size() ? "," : "") << "\n";
+    }
+    f << "  ]\n}\n";
+    std::printf("# json: %s\n", o.json.c_str());
+  }
+  if (!o.csv.empty()) write_csv(o.csv, procs_rows);
+  std::printf("# correctness: %s\n", correct ? "every row within tolerance, all ranks bit-identical" : "FAILED (see above)");
+  return correct ? 0 : 1;
+}
+
+}  // namespace procs
+}  // namespace

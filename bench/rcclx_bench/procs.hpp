@@ -196,6 +196,7 @@ class rank_runner {
     try {
       fill(x, count);
       rcclx::gpu::memset_zero(y == x ? out_ : y, count * sizeof(T));
+      rcclx::gpu::device_synchronize();  // the memset is on the legacy stream, the call on stream_
       bs_.barrier();
       comm_.allreduce(x, y, count, o_.op, a, stream_);
       comm_.synchronize(stream_);

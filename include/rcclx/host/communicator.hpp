@@ -462,6 +462,11 @@ class communicator {
   }
 
   // ---- collectives ------------------------------------------------------------------------------
+  // Adding one (allgather, reduce_scatter, ...) takes a few lines, as allreduce shows: validate the
+  // arguments into a local error string, decide whether zero-copy leaves the caller's input intact,
+  // build a call descriptor (detail::make_descriptor + a collective_kind), and call run() with a
+  // lambda that launches the collective for a table by value, a device-table pointer (captured
+  // graphs) and the workspace (chunked if the collective allows it).
 
   // AllReduce of `count` elements on `stream`: output[i] = op over every rank's input[i], the same
   // bits on every rank (rcclx::dda: flat or tree, chosen at run time unless `algo` says). T: float,

@@ -370,7 +370,8 @@ int main(int argc, char** argv) {
     // Tuning sweep (GPU suite): steps in flight per lane (U) and elements per lane (E) of the bulk
     // kernels; the defaults in quantize_blocks.hpp come from this table.
     if (gpu_suite && !flag(argc, argv, "--no-tune")) {
-      std::printf("\ntuning sweep (U = steps in flight per lane, E = elements per lane), same n:\n");
+      std::printf("\ntuning sweep (U = steps in flight per lane, E = elements per lane, cs = streaming), same n;\n"
+                  "defaults: quantize U2 (f32) / U1 (bf16), dequantize U2 with cs stores:\n");
       auto tune = [&](const char* name, double bytes, const std::function<void(int)>& fn) {
         const double ms = median_ms(iters, fn), cs = copy_same(bytes);
         std::printf("  tune %-44s %9.1f us %8.1f GB/s  vs same-bytes copy %6.1f%%\n", name, ms * 1e3,
@@ -378,19 +379,22 @@ int main(int argc, char** argv) {
       };
       using A = f8::path;
       constexpr auto F32 = scale_kind::fp32;
-      tune("dequant f32 U4 E4 (default)", N + 4 * NB + 4 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, float, 4, 4>(S(i).q, S(i).s32, n, S(i).y32); });
-      tune("dequant f32 U8 E4", N + 4 * NB + 4 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, float, 8, 4>(S(i).q, S(i).s32, n, S(i).y32); });
-      tune("dequant f32 U2 E16", N + 4 * NB + 4 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, float, 2, 16>(S(i).q, S(i).s32, n, S(i).y32); });
-      tune("dequant f32 U4 E16", N + 4 * NB + 4 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, float, 4, 16>(S(i).q, S(i).s32, n, S(i).y32); });
-      tune("dequant f32 U1 E16", N + 4 * NB + 4 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, float, 1, 16>(S(i).q, S(i).s32, n, S(i).y32); });
-      tune("dequant f32 U2 E8", N + 4 * NB + 4 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, float, 2, 8>(S(i).q, S(i).s32, n, S(i).y32); });
-      tune("dequant bf16 U4 E8 (default)", N + 4 * NB + 2 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, bf16, 4, 8>(S(i).q, S(i).s32, n, S(i).y16); });
-      tune("dequant bf16 U8 E8", N + 4 * NB + 2 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, bf16, 8, 8>(S(i).q, S(i).s32, n, S(i).y16); });
-      tune("dequant bf16 U2 E16", N + 4 * NB + 2 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, bf16, 2, 16>(S(i).q, S(i).s32, n, S(i).y16); });
-      tune("dequant bf16 U4 E16", N + 4 * NB + 2 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, bf16, 4, 16>(S(i).q, S(i).s32, n, S(i).y16); });
-      tune("quant bf16 U4 (default)", 2 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, bf16, 4>(S(i).b16, n, S(i).q, S(i).s32); });
-      tune("quant bf16 U8", 2 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, bf16, 8>(S(i).b16, n, S(i).q, S(i).s32); });
+      tune("dequant f32 U4 E4", N + 4 * NB + 4 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, float, 4, 4>(S(i).q, S(i).s32, n, S(i).y32); });
+      tune("dequant bf16 U4 E8", N + 4 * NB + 2 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, bf16, 4, 8>(S(i).q, S(i).s32, n, S(i).y16); });
+      tune("quant bf16 U4", 2 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, bf16, 4>(S(i).b16, n, S(i).q, S(i).s32); });
       tune("quant bf16 U2", 2 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, bf16, 2>(S(i).b16, n, S(i).q, S(i).s32); });
+      tune("dequant f32 U4 E4 cs-stores", N + 4 * NB + 4 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, float, 4, 4, 1>(S(i).q, S(i).s32, n, S(i).y32); });
+      tune("dequant f32 U2 E4 cs-stores", N + 4 * NB + 4 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, float, 2, 4, 1>(S(i).q, S(i).s32, n, S(i).y32); });
+      tune("dequant f32 U2 E4", N + 4 * NB + 4 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, float, 2, 4>(S(i).q, S(i).s32, n, S(i).y32); });
+      tune("dequant bf16 U4 E8 cs-stores", N + 4 * NB + 2 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, bf16, 4, 8, 1>(S(i).q, S(i).s32, n, S(i).y16); });
+      tune("dequant bf16 U2 E8", N + 4 * NB + 2 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, bf16, 2, 8>(S(i).q, S(i).s32, n, S(i).y16); });
+      tune("quant bf16 U4 cs-loads", 2 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, bf16, 4, 2>(S(i).b16, n, S(i).q, S(i).s32); });
+      tune("quant bf16 U2 cs-loads", 2 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, bf16, 2, 2>(S(i).b16, n, S(i).q, S(i).s32); });
+      tune("quant bf16 U1", 2 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, bf16, 1>(S(i).b16, n, S(i).q, S(i).s32); });
+      tune("quant f32 U2 cs-loads", 4 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, float, 2, 2>(S(i).f32, n, S(i).q, S(i).s32); });
+      tune("dequant bf16 U1 E8 cs-stores", N + 4 * NB + 2 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, bf16, 1, 8, 1>(S(i).q, S(i).s32, n, S(i).y16); });
+      tune("dequant f32 U1 E4 cs-stores", N + 4 * NB + 4 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, float, 1, 4, 1>(S(i).q, S(i).s32, n, S(i).y32); });
+      tune("quant f32 U1", 4 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, float, 1>(S(i).f32, n, S(i).q, S(i).s32); });
       tune("quant f32 U8", 4 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, float, 8>(S(i).f32, n, S(i).q, S(i).s32); });
       tune("quant f32 U2", 4 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, float, 2>(S(i).f32, n, S(i).q, S(i).s32); });
       for (int k = 0; k < 2; ++k) f8::quantize_blocks<E>(S(k).f32, n, S(k).q, S(k).s32);

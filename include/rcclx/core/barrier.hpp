@@ -60,8 +60,13 @@ RCCLX_HOST_DEVICE inline bool wait_flag(const signal_pads<MaxRanks>& s, const st
   const std::uint64_t limit = s.timeout_ns ? s.timeout_ns : default_timeout_ns;
   const std::uint64_t t0 = gpu::clock_ns();
   for (std::uint32_t spins = 1;; ++spins) {
-    v = gpu::load_acquire_system(flag);
-    if (gpu::counter_reached(v, expected)) return true;
+    // Poll relaxed (no cache invalidation per poll); once the flag has arrived, one acquire load
+    // (it reads the same or a later value: flags only grow) orders this thread's later reads.
+    v = gpu::load_relaxed_system(flag);
+    if (gpu::counter_reached(v, expected)) {
+      (void)gpu::load_acquire_system(flag);
+      return true;
+    }
     if ((spins & 63u) == 0u) {
       if (gpu::load_relaxed_system(&s.err->code) != 0u) return false;
       if (gpu::clock_ns() - t0 > limit) {

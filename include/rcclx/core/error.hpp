@@ -82,6 +82,10 @@ struct error_record {
 static_assert(sizeof(error_record) == 32, "error_record layout is shared with peers' hosts");
 
 inline std::string describe(const error_record& r) {
+  if (r.code == static_cast<std::uint32_t>(errc::mismatch))
+    return "rank " + std::to_string(r.waiting_rank) + " (block " + std::to_string(r.block) +
+           "): the launch disagrees with the device-side peer table (check " + std::to_string(r.observed) +
+           ": 1 = rank count, 2 = capacity, 3 = more blocks than the signal pads hold); nothing was touched";
   return "rank " + std::to_string(r.waiting_rank) + " timed out in the " +
          to_string(static_cast<barrier_kind>(r.kind)) + " barrier (block " + std::to_string(r.block) +
          ", call " + std::to_string(r.call) + ") waiting for rank " + std::to_string(r.missing_rank) +

@@ -229,6 +229,19 @@ inline void launch(const TableArg& table_arg, int num_ranks, const T* input, T* 
   core::with_op(op, [&](auto op_tag) {
     using op_t = decltype(op_tag);
 #if RCCLX_BACKEND_GPU
+    // Load both algorithms' kernels before the first launch (see gpu::preload_kernel): a call
+    // sequence alternating flat and tree must never load a module while a peer kernel spins.
+    static const bool preloaded = [] {
+      if constexpr (std::is_pointer<TableArg>::value) {
+        gpu::preload_kernel(allreduce_kernel_indirect<op_t, algorithm::flat, T, MaxRanks>);
+        gpu::preload_kernel(allreduce_kernel_indirect<op_t, algorithm::tree, T, MaxRanks>);
+      } else {
+        gpu::preload_kernel(allreduce_kernel<op_t, algorithm::flat, T, MaxRanks>);
+        gpu::preload_kernel(allreduce_kernel<op_t, algorithm::tree, T, MaxRanks>);
+      }
+      return true;
+    }();
+    (void)preloaded;
     if constexpr (std::is_pointer<TableArg>::value) {
       allreduce_kernel_indirect<op_t, Algo, T, MaxRanks>
           <<<num_blocks, cfg.threads, 0, stream>>>(table_arg, num_ranks, input, output, count);

@@ -57,9 +57,31 @@ inline constexpr int bulk_threads = 256;
 #else
 inline constexpr int bulk_unroll = 1;
 #endif
+// Measured defaults (rcclx-bench-fp8 tuning sweep on an H200, 64 Mi elements; docs/performance.md):
+// fewer steps in flight per lane won (more resident warps), and streaming stores helped the
+// dequantize, whose output is 4/5 of its traffic. AMD defaults are the same, unmeasured.
+template <class T>
+RCCLX_HOST_DEVICE constexpr int quantize_unroll() {
+#if RCCLX_BACKEND_GPU
+  return sizeof(T) == 4 ? 2 : 1;  // f32: U2 97.7% vs U4 92% of a same-bytes copy; bf16: U1 87% vs U4 81%
+#else
+  return 1;
+#endif
+}
+template <class T>
+RCCLX_HOST_DEVICE constexpr int dequantize_unroll() {
+#if RCCLX_BACKEND_GPU
+  return 2;  // f32 out: U2 + streaming stores 90.4% vs U4 88%
+#else
+  return 1;
+#endif
+}
+inline constexpr int dequantize_hint = 1;  // streaming (evict-first) stores of the output
 
 // Loads elements [f*E, f*E + E) of in[0, n), zero-filling past n.
-template <int E, class T>
+// Hint (tuning): 0 plain accesses; bit 0: streaming (evict-first) stores of the outputs; bit 1:
+// streaming loads of the inputs. Inputs and outputs of the bulk kernels are touched once.
+template <int E, int Hint = 0, class T>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_fragment(const T* in, std::size_t n, std::size_t f, T (&x)[E]) {
   const std::size_t first = f * E;
   if (first + E <= n) {
@@ -68,7 +90,8 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_fragment(const T* in, std::size_t 
     static_assert(E % per_vec == 0, "fragment must be whole 16-byte vectors");
     RCCLX_DETAIL_FP8_UNROLL
     for (int v = 0; v < E / per_vec; ++v) {
-      const gpu::vec16 w = gpu::load16(in + first + v * per_vec);
+      const gpu::vec16 w = (Hint & 2) ? gpu::load16_nontemporal(in + first + v * per_vec)
+                                      : gpu::load16(in + first + v * per_vec);
       if constexpr (std::is_same<T, float>::value) {
         for (int j = 0; j < 4; ++j) x[v * 4 + j] = bits_float(w.w[j]);
       } else {
@@ -114,14 +137,14 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_codes(std::uint8_t* payload, std:
 // warps must be whole and converged: num_threads a multiple of 32, thread ids consecutive within
 // a warp, e.g. blockIdx.x * blockDim.x + threadIdx.x with blockDim.x a multiple of 32).
 template <class Format, int BlockSize = 32, scale_kind Scale = scale_kind::fp32, path Path = path::automatic,
-          class T>
+          class T, int Unroll = detail::quantize_unroll<T>(), int Hint = 0>
 RCCLX_HOST_DEVICE void quantize_blocks_range(const T* in, std::size_t n, std::uint8_t* payload,
                                              scale_type_t<Scale>* scales, std::size_t thread,
                                              std::size_t num_threads) {
   static_assert(detail::is_block_element_v<T>, "quantize_blocks: elements must be float or rcclx::bf16");
   constexpr int E = detail::quantize_lane_elems<BlockSize, T>();
   constexpr int lanes = BlockSize / E;
-  constexpr int U = detail::bulk_unroll;
+  constexpr int U = Unroll;
   static_assert(BlockSize >= E, "quantize_blocks: BlockSize must be at least 16 bytes of elements (4 float, 8 bf16)");
   const std::size_t num_frags = (n + E - 1) / E;
   const block_quantize<Format, BlockSize, Scale, Path> quant{};
@@ -129,7 +152,7 @@ RCCLX_HOST_DEVICE void quantize_blocks_range(const T* in, std::size_t n, std::ui
   for (std::size_t base = 0; base < num_frags; base += U * num_threads) {
     T x[U][E];
     RCCLX_DETAIL_FP8_UNROLL
-    for (int u = 0; u < U; ++u) detail::load_fragment<E>(in, n, base + u * num_threads + thread, x[u]);
+    for (int u = 0; u < U; ++u) detail::load_fragment<E, Hint>(in, n, base + u * num_threads + thread, x[u]);
     RCCLX_DETAIL_FP8_UNROLL
     for (int u = 0; u < U; ++u) {
       const std::size_t f = base + u * num_threads + thread;
@@ -144,14 +167,18 @@ RCCLX_HOST_DEVICE void quantize_blocks_range(const T* in, std::size_t n, std::ui
 }
 
 // Grid-stride body of dequantize_blocks (no cooperation between threads needed).
+// LaneElems: elements per lane and step (16 bytes of output by default; 16 elements = a whole
+// 16-byte load of codes, more bytes in flight per lane); Unroll: steps in flight per lane.
 template <class Format, int BlockSize = 32, scale_kind Scale = scale_kind::fp32, path Path = path::automatic,
-          class T>
+          class T, int Unroll = detail::dequantize_unroll<T>(), int LaneElems = detail::dequantize_lane_elems<T>(),
+          int Hint = detail::dequantize_hint>
 RCCLX_HOST_DEVICE void dequantize_blocks_range(const std::uint8_t* payload, const scale_type_t<Scale>* scales,
                                                std::size_t n, T* out, std::size_t thread, std::size_t num_threads) {
   static_assert(detail::is_block_element_v<T>, "dequantize_blocks: elements must be float or rcclx::bf16");
-  constexpr int E = detail::dequantize_lane_elems<T>();
-  constexpr int U = detail::bulk_unroll;
-  static_assert(BlockSize % E == 0, "dequantize_blocks: BlockSize must be a multiple of 16 bytes of elements");
+  constexpr int E = LaneElems;
+  constexpr int U = Unroll;
+  static_assert(BlockSize % E == 0, "dequantize_blocks: BlockSize must be a multiple of LaneElems");
+  static_assert((E * sizeof(T)) % 16 == 0, "dequantize_blocks: LaneElems must make whole 16-byte stores");
   const std::size_t num_frags = (n + E - 1) / E;
   const block_dequantize<Format, BlockSize, Scale, Path> dequant{};
   // Every index below is a compile-time constant after unrolling, so nothing lives in local memory.
@@ -182,9 +209,14 @@ RCCLX_HOST_DEVICE void dequantize_blocks_range(const std::uint8_t* payload, cons
         dequant(q[u], s[u], y);
         if ((f + 1) * E <= n) {
 #if RCCLX_DEVICE_COMPILE
-          gpu::vec16 v;
-          __builtin_memcpy(&v, y, 16);
-          gpu::store16(out + f * E, v);
+          constexpr int per_vec = static_cast<int>(16 / sizeof(T));
+          RCCLX_DETAIL_FP8_UNROLL
+          for (int k = 0; k < E / per_vec; ++k) {
+            gpu::vec16 v;
+            __builtin_memcpy(&v, y + k * per_vec, 16);
+            if (Hint & 1) gpu::store16_nontemporal(out + f * E + k * per_vec, v);
+            else gpu::store16(out + f * E + k * per_vec, v);
+          }
 #else
           for (int i = 0; i < E; ++i) out[f * E + i] = y[i];
 #endif
@@ -199,18 +231,18 @@ RCCLX_HOST_DEVICE void dequantize_blocks_range(const std::uint8_t* payload, cons
 }
 
 #if RCCLX_BACKEND_GPU
-template <class Format, int BlockSize, scale_kind Scale, path Path, class T>
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, int Unroll, int Hint>
 RCCLX_GLOBAL void quantize_blocks_kernel(const T* in, std::size_t n, std::uint8_t* payload,
                                          scale_type_t<Scale>* scales) {
-  quantize_blocks_range<Format, BlockSize, Scale, Path>(
+  quantize_blocks_range<Format, BlockSize, Scale, Path, T, Unroll, Hint>(
       in, n, payload, scales, static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x,
       static_cast<std::size_t>(gridDim.x) * blockDim.x);
 }
 
-template <class Format, int BlockSize, scale_kind Scale, path Path, class T>
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, int Unroll, int LaneElems, int Hint>
 RCCLX_GLOBAL void dequantize_blocks_kernel(const std::uint8_t* payload, const scale_type_t<Scale>* scales,
                                            std::size_t n, T* out) {
-  dequantize_blocks_range<Format, BlockSize, Scale, Path>(
+  dequantize_blocks_range<Format, BlockSize, Scale, Path, T, Unroll, LaneElems, Hint>(
       payload, scales, n, out, static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x,
       static_cast<std::size_t>(gridDim.x) * blockDim.x);
 }
@@ -228,13 +260,13 @@ inline void check_bulk_pointer(const void* p, std::size_t alignment, const char*
 #if RCCLX_BACKEND_GPU
 // Enough blocks to fill the device once (the bodies are grid-stride), fewer for small inputs.
 // The occupancy query runs once per kernel (it costs microseconds); the SM count per launch.
-template <auto Kernel>
+template <auto Kernel, int Unroll = bulk_unroll>
 inline unsigned bulk_grid(std::size_t work_items) {
   static const int per_sm = [] {
     const int r = gpu::max_resident_blocks(Kernel, bulk_threads) / gpu::multiprocessor_count();
     return r > 0 ? r : 1;
   }();
-  const std::size_t per_block = static_cast<std::size_t>(bulk_threads) * bulk_unroll;
+  const std::size_t per_block = static_cast<std::size_t>(bulk_threads) * Unroll;
   const std::size_t wanted = (work_items + per_block - 1) / per_block;
   const std::size_t resident = static_cast<std::size_t>(per_sm) * gpu::multiprocessor_count();
   const std::size_t g = wanted < resident ? wanted : resident;
@@ -244,8 +276,9 @@ inline unsigned bulk_grid(std::size_t work_items) {
 }  // namespace detail
 
 // Quantizes in[0, n) into payload[0, n) (codes) and scales[0, num_blocks(n)) (one per block).
+// Unroll (steps in flight per lane) is a tuning knob with a measured default.
 template <class Format, int BlockSize = 32, scale_kind Scale = scale_kind::fp32, path Path = path::automatic,
-          class T>
+          class T, int Unroll = detail::quantize_unroll<T>(), int Hint = 0>
 inline void quantize_blocks(const T* in, std::size_t n, std::uint8_t* payload, scale_type_t<Scale>* scales,
                             gpu::stream_t stream = gpu::stream_t{}) {
   static_assert(detail::is_block_element_v<T>, "quantize_blocks: elements must be float or rcclx::bf16");
@@ -254,19 +287,21 @@ inline void quantize_blocks(const T* in, std::size_t n, std::uint8_t* payload, s
   detail::check_bulk_pointer(payload, 16, "quantize_blocks", "payload");
   detail::check_bulk_pointer(scales, alignof(scale_type_t<Scale>), "quantize_blocks", "scales");
 #if RCCLX_BACKEND_GPU
-  constexpr auto kernel = quantize_blocks_kernel<Format, BlockSize, Scale, Path, T>;
+  constexpr auto kernel = quantize_blocks_kernel<Format, BlockSize, Scale, Path, T, Unroll, Hint>;
   constexpr int E = detail::quantize_lane_elems<BlockSize, T>();
-  kernel<<<detail::bulk_grid<kernel>((n + E - 1) / E), detail::bulk_threads, 0, stream>>>(in, n, payload, scales);
+  kernel<<<detail::bulk_grid<kernel, Unroll>((n + E - 1) / E), detail::bulk_threads, 0, stream>>>(in, n, payload, scales);
   gpu::check_launch("rcclx::fp8::quantize_blocks");
 #else
   (void)stream;
-  quantize_blocks_range<Format, BlockSize, Scale, Path>(in, n, payload, scales, 0, 1);
+  quantize_blocks_range<Format, BlockSize, Scale, Path, T, Unroll, Hint>(in, n, payload, scales, 0, 1);
 #endif
 }
 
 // out[i] = decode(payload[i]) * scale of block i / BlockSize, for i in [0, n).
+// Unroll and LaneElems are tuning knobs with measured defaults (see dequantize_blocks_range).
 template <class Format, int BlockSize = 32, scale_kind Scale = scale_kind::fp32, path Path = path::automatic,
-          class T>
+          class T, int Unroll = detail::dequantize_unroll<T>(), int LaneElems = detail::dequantize_lane_elems<T>(),
+          int Hint = detail::dequantize_hint>
 inline void dequantize_blocks(const std::uint8_t* payload, const scale_type_t<Scale>* scales, std::size_t n, T* out,
                               gpu::stream_t stream = gpu::stream_t{}) {
   static_assert(detail::is_block_element_v<T>, "dequantize_blocks: elements must be float or rcclx::bf16");
@@ -275,13 +310,13 @@ inline void dequantize_blocks(const std::uint8_t* payload, const scale_type_t<Sc
   detail::check_bulk_pointer(scales, alignof(scale_type_t<Scale>), "dequantize_blocks", "scales");
   detail::check_bulk_pointer(out, 16, "dequantize_blocks", "out");
 #if RCCLX_BACKEND_GPU
-  constexpr auto kernel = dequantize_blocks_kernel<Format, BlockSize, Scale, Path, T>;
-  constexpr int E = detail::dequantize_lane_elems<T>();
-  kernel<<<detail::bulk_grid<kernel>((n + E - 1) / E), detail::bulk_threads, 0, stream>>>(payload, scales, n, out);
+  constexpr auto kernel = dequantize_blocks_kernel<Format, BlockSize, Scale, Path, T, Unroll, LaneElems, Hint>;
+  constexpr int E = LaneElems;
+  kernel<<<detail::bulk_grid<kernel, Unroll>((n + E - 1) / E), detail::bulk_threads, 0, stream>>>(payload, scales, n, out);
   gpu::check_launch("rcclx::fp8::dequantize_blocks");
 #else
   (void)stream;
-  dequantize_blocks_range<Format, BlockSize, Scale, Path>(payload, scales, n, out, 0, 1);
+  dequantize_blocks_range<Format, BlockSize, Scale, Path, T, Unroll, LaneElems, Hint>(payload, scales, n, out, 0, 1);
 #endif
 }
 

@@ -300,6 +300,24 @@ inline void graph_destroy(graph_exec_t exec) {
 }
 #endif
 
+#if RCCLX_BACKEND_GPU
+// Loads a kernel's module now. With lazy module loading (the CUDA default since 12.x) the first
+// launch of a kernel loads it, and a load can wait for kernels already running: if those spin on a
+// peer whose launch is stuck behind the load (emulated ranks launched from several threads of one
+// process), nothing moves until the bounded wait expires. Launchers call this for every kernel a
+// call might use before the first launch.
+template <class Kernel>
+inline void preload_kernel(Kernel kernel) {
+#  if RCCLX_BACKEND_HIP
+  hipFuncAttributes a;
+  check(hipFuncGetAttributes(&a, reinterpret_cast<const void*>(kernel)), "hipFuncGetAttributes");
+#  else
+  cudaFuncAttributes a;
+  check(cudaFuncGetAttributes(&a, kernel), "cudaFuncGetAttributes");
+#  endif
+}
+#endif
+
 // ---- IPC (GPU backends). The host backend shares memory through host/ (POSIX shared memory). ----
 #if RCCLX_BACKEND_GPU
 // The allocation that contains `p`: its base and size. IPC handles must be taken of the base:

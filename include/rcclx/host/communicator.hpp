@@ -175,6 +175,9 @@ class communicator {
       mine.data = export_memory(data_.get());
       mine.pad = export_memory(pad_.get());
       table_dev_.reset(gpu::device_malloc(sizeof(byte_table)));
+#if RCCLX_BACKEND_GPU
+      gpu::preload_kernel(detail::barrier_kernel<MaxRanks>);  // no lazy module load behind a spinning kernel
+#endif
       if (opts_.max_captured_collectives > 0) {
         const std::size_t b = sizeof(byte_table) * static_cast<std::size_t>(opts_.max_captured_collectives);
         slots_.reset(gpu::device_malloc(b));
@@ -724,7 +727,7 @@ class communicator {
   std::string describe_device_error(const core::error_record& rec) const {
     std::string m = core::describe(rec);
     const int missing = static_cast<int>(rec.missing_rank);
-    if (missing >= 0 && missing < n_) {
+    if (rec.code == static_cast<std::uint32_t>(errc::timeout) && missing >= 0 && missing < n_) {
       const int pid = pids_[static_cast<std::size_t>(missing)];
       if (detail::process_gone(pid))
         m += "; rank " + std::to_string(missing) + " (pid " + std::to_string(pid) +

@@ -268,8 +268,8 @@ class socket_bootstrap final : public bootstrap {
     }
   }
 
+  // Rank 0, its socket bound (listen_root): accepts until every rank has said who it is.
   void rendezvous_root() {
-    listen_root();
     auto deadline = detail::clock_type::now() + opts_.connect_timeout;
     struct pending {
       detail::fd_handle fd;

@@ -50,12 +50,12 @@ RCCLX_HOST_DEVICE bool flat_allgather(const Group& g, const core::peer_table<T, 
   detail::copy_owned2(l, tid, all, input, output + static_cast<std::size_t>(r) * count, input != own ? own : nullptr);
   if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
   detail::gather_list<T, MaxRanks> list{};
-  list.n = n - 1;
-  for (int j = 0; j < MaxRanks - 1; ++j) {  // compile-time indices: the list stays in registers
-    if (j >= n - 1) break;
-    const int p = mesh::all_gather<Schedule>(r, j + 1, n).peer;
-    list.src[j] = t.data[p];
-    list.dst[j] = output + static_cast<std::size_t>(p) * count;
+  list.n = n;
+  for (int s = 0; s < MaxRanks; ++s) {  // compile-time indices: the list stays in registers
+    if (s >= n) break;
+    const int p = mesh::all_gather<Schedule>(r, s, n).peer;
+    list.src[s] = p == r ? nullptr : t.data[p];  // own block: written in step 1
+    list.dst[s] = output + static_cast<std::size_t>(p) * count;
   }
   const bool dst_aligned = gpu::is_aligned(output, 16) && (count * sizeof(T)) % 16 == 0;
   detail::gather_owned(l, tid, all, list, true, dst_aligned);

@@ -53,12 +53,12 @@ RCCLX_HOST_DEVICE bool flat_alltoall(const Group& g, const core::peer_table<T, M
   }
   if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
   detail::gather_list<T, MaxRanks> list{};
-  list.n = n - 1;
-  for (int j = 0; j < MaxRanks - 1; ++j) {  // compile-time indices: the list stays in registers
-    if (j >= n - 1) break;
-    const mesh::step st = mesh::all_to_all<Schedule>(r, j + 1, n);
-    list.src[j] = t.data[st.peer] + static_cast<std::size_t>(st.chunk) * c_elems;
-    list.dst[j] = output + static_cast<std::size_t>(st.peer) * c_elems;
+  list.n = n;
+  for (int s = 0; s < MaxRanks; ++s) {  // compile-time indices: the list stays in registers
+    if (s >= n) break;
+    const mesh::step st = mesh::all_to_all<Schedule>(r, s, n);
+    list.src[s] = st.peer == r ? nullptr : t.data[st.peer] + static_cast<std::size_t>(st.chunk) * c_elems;
+    list.dst[s] = output + static_cast<std::size_t>(st.peer) * c_elems;  // own block: copied in step 1
   }
   const bool chunk_aligned = (c_elems * sizeof(T)) % 16 == 0;
   detail::gather_owned(l, tid, all, list, chunk_aligned, chunk_aligned && gpu::is_aligned(output, 16));

@@ -51,13 +51,13 @@ RCCLX_HOST_DEVICE bool fp8_allgather(const Group& g, const core::peer_table<T, M
       tid, ut, input, count, gpu::is_aligned(input, 16), sl.payload(own, 0), sl.scales(own, 0),
       output + static_cast<std::size_t>(r) * count, out_vec);
   if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
-  detail::gather_entries<MaxRanks> list;
-  list.n = n - 1;
-  for (int j = 0; j < MaxRanks - 1; ++j) {  // compile-time indices: the list stays in registers
-    if (j >= n - 1) break;
-    const int p = mesh::all_gather<typename Config::schedule>(r, j + 1, n).peer;
-    list.src[j] = sl.payload(t.data[p], 0);
-    list.peer[j] = p;
+  detail::gather_entries<MaxRanks> list{};
+  list.n = n;
+  for (int s = 0; s < MaxRanks; ++s) {  // compile-time indices: the list stays in registers
+    if (s >= n) break;
+    const int p = mesh::all_gather<typename Config::schedule>(r, s, n).peer;
+    list.src[s] = p == r ? nullptr : sl.payload(t.data[p], 0);  // own block: written in step 1
+    list.peer[s] = p;
   }
   detail::gather_chunks<Config>(tid, ut, list, Config::layout::scales_offset(sl.elems), count, output, count,
                                 count * static_cast<std::size_t>(n), out_vec);

@@ -101,13 +101,13 @@ RCCLX_HOST_DEVICE bool fp8_allreduce(const Group& g, const core::peer_table<T, M
   }
   if (!core::barrier(g, t.signals, block, core::barrier_kind::mid)) return false;
 
-  detail::gather_entries<MaxRanks> list;
-  list.n = n - 1;
-  for (int j = 0; j < MaxRanks - 1; ++j) {  // compile-time indices: the list stays in registers
-    if (j >= n - 1) break;
-    const int q = mesh::all_gather<typename Config::schedule>(r, j + 1, n).peer;
-    list.src[j] = sl.payload(t.data[q], n);
-    list.peer[j] = q;
+  detail::gather_entries<MaxRanks> list{};
+  list.n = n;
+  for (int s = 0; s < MaxRanks; ++s) {  // compile-time indices: the list stays in registers
+    if (s >= n) break;
+    const int q = mesh::all_gather<typename Config::schedule>(r, s, n).peer;
+    list.src[s] = q == r ? nullptr : sl.payload(t.data[q], n);  // own chunk: already in the output
+    list.peer[s] = q;
   }
   detail::gather_chunks<Config>(tid, ut, list, scales_off, ce, output, ce, count, out_vec);
   return core::barrier(g, t.signals, block, core::barrier_kind::end);

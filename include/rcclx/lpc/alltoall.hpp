@@ -63,13 +63,13 @@ RCCLX_HOST_DEVICE bool fp8_alltoall(const Group& g, const core::peer_table<T, Ma
     }
   }
   if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
-  detail::gather_entries<MaxRanks> list;
-  list.n = n - 1;
-  for (int j = 0; j < MaxRanks - 1; ++j) {  // compile-time indices: the list stays in registers
-    if (j >= n - 1) break;
-    const mesh::step st = mesh::all_to_all<typename Config::schedule>(r, j + 1, n);
-    list.src[j] = sl.payload(t.data[st.peer], st.chunk);
-    list.peer[j] = st.peer;
+  detail::gather_entries<MaxRanks> list{};
+  list.n = n;
+  for (int s = 0; s < MaxRanks; ++s) {  // compile-time indices: the list stays in registers
+    if (s >= n) break;
+    const mesh::step st = mesh::all_to_all<typename Config::schedule>(r, s, n);
+    list.src[s] = st.peer == r ? nullptr : sl.payload(t.data[st.peer], st.chunk);  // own block: copied
+    list.peer[s] = st.peer;
   }
   detail::gather_chunks<Config>(tid, ut, list, Config::layout::scales_offset(sl.elems), c_elems, output, c_elems,
                                 count, out_vec);

@@ -54,7 +54,8 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_owned2(const layout<T>& l, int tid
       });
 }
 
-// Entry j: read from src[j], write to dst[j] (element offsets added by the loop).
+// Entry j: read from src[j], write to dst[j] (element offsets added by the loop); entries with a
+// null src are skipped (the rank's own step of a mesh schedule).
 template <class T, int MaxRanks>
 struct gather_list {
   const T* src[MaxRanks];
@@ -81,14 +82,15 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void gather_owned(const layout<T>& l, int ti
           if (j0 >= n) break;
           gpu::vec16 v[batch] = {};
           for (int j = 0; j < batch; ++j)
-            if (j0 + j < n) v[j] = load_vec(list.src[j0 + j] + off, src_aligned);
+            if (j0 + j < n && list.src[j0 + j]) v[j] = load_vec(list.src[j0 + j] + off, src_aligned);
           for (int j = 0; j < batch; ++j)
-            if (j0 + j < n) store_vec(list.dst[j0 + j] + off, v[j], dst_aligned);
+            if (j0 + j < n && list.src[j0 + j]) store_vec(list.dst[j0 + j] + off, v[j], dst_aligned);
         }
       },
       [&](std::size_t pv) {
         for (int j = 0; j < MaxRanks; ++j) {  // constant indices: the list stays in registers
           if (j >= n) break;
+          if (!list.src[j]) continue;
           for (int i = 0; i < l.partial_elems(); ++i) list.dst[j][pv * e + i] = list.src[j][pv * e + i];
         }
       });

@@ -317,14 +317,15 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_chunk(int tid, const unit_tiles&
 
 // ---- phase 3: gather peers' chunks ----------------------------------------------------------------
 
-// Entry j (in mesh-schedule order): peer[j]'s slot `src[j]` (payload; scales at scales_offset)
-// decodes into output block peer[j], at out + peer[j] * block_elems. Fill it with compile-time
-// indices (j < MaxRanks) so that it stays in registers.
+// Entry j = step j of the mesh schedule: peer[j]'s slot `src[j]` (payload; scales at
+// scales_offset) decodes into output block peer[j], at out + peer[j] * block_elems. The step whose
+// peer is the rank itself has src null and is skipped (which step that is depends on the schedule).
+// Filled with compile-time indices (j < MaxRanks) so that it stays in registers.
 template <int MaxRanks>
 struct gather_entries {
   const unsigned char* src[MaxRanks + RCCLX_DETAIL_LPC_PEER_BATCH];  // padded to whole batches
   int peer[MaxRanks + RCCLX_DETAIL_LPC_PEER_BATCH];
-  int n;
+  int n;  // steps (= ranks)
 };
 
 // For every owned unit of the first `elems` elements of each output block: loads the codes and
@@ -348,14 +349,14 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void gather_chunks(int tid, const unit_tiles
     if (in_block == 0) continue;  // no lane cooperation here: lanes may leave early
     const std::size_t code_off = u * E, scale_off = scales_offset + (u / cd::lanes) * sizeof(scale_type);
     RCCLX_DETAIL_FP8_UNROLL
-    for (int j0 = 0; j0 < MaxRanks - 1; j0 += batch) {  // unrolled: constant indices, the list in registers
+    for (int j0 = 0; j0 < MaxRanks; j0 += batch) {  // unrolled: constant indices, the list in registers
       if (j0 >= n) continue;
       typename cd::codes q[batch];
       scale_type s[batch];
       int cnt[batch];
       for (int j = 0; j < batch; ++j) {
         cnt[j] = 0;
-        if (j0 + j < n) {
+        if (j0 + j < n && list.src[j0 + j]) {
           const std::size_t first = static_cast<std::size_t>(list.peer[j0 + j]) * block_elems + u * E;
           const int left = unit_count<E>(0, first < out_elems ? out_elems - first : 0);
           cnt[j] = left < in_block ? left : in_block;

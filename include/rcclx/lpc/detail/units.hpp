@@ -295,7 +295,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_chunk(int tid, const unit_tiles&
         for (int j = 0; j < batch; ++j) {
           if (p0 + j < n) {
             q[j] = cd::load_codes(src.base[p0 + j] + code_off);
-            __builtin_memcpy(&s[j], src.base[p0 + j] + scale_off, sizeof(scale_type));
+            s[j] = *reinterpret_cast<const scale_type*>(src.base[p0 + j] + scale_off);  // aligned: one load
           }
         }
         for (int j = 0; j < batch; ++j) {
@@ -363,7 +363,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void gather_chunks(int tid, const unit_tiles
         }
         if (cnt[j] > 0) {
           q[j] = cd::load_codes(list.src[j0 + j] + code_off);
-          __builtin_memcpy(&s[j], list.src[j0 + j] + scale_off, sizeof(scale_type));
+          s[j] = *reinterpret_cast<const scale_type*>(list.src[j0 + j] + scale_off);  // aligned: one load
         }
       }
       for (int j = 0; j < batch; ++j) {

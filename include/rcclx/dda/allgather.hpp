@@ -39,7 +39,7 @@ namespace dda {
 // T: any element type of 1, 2, 4, 8 or 16 bytes (a copy). Group-collective. Returns false if a
 // barrier timed out (the error is recorded; the caller must leave the kernel).
 template <class Schedule = mesh::default_schedule, class T, int MaxRanks, class Group>
-RCCLX_HOST_DEVICE bool flat_allgather(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_allgather(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
                                       T* output, std::size_t count, int block, int num_blocks) {
   static_assert(16 % sizeof(T) == 0, "dda::flat_allgather: sizeof(T) must divide 16");
   if (count == 0) return true;
@@ -51,11 +51,13 @@ RCCLX_HOST_DEVICE bool flat_allgather(const Group& g, const core::peer_table<T, 
   if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
   detail::gather_list<T, MaxRanks> list{};
   list.n = n;
-  for (int s = 0; s < MaxRanks; ++s) {  // compile-time indices: the list stays in registers
-    if (s >= n) break;
-    const int p = mesh::all_gather<Schedule>(r, s, n).peer;
-    list.src[s] = p == r ? nullptr : t.data[p];  // own block: written in step 1
-    list.dst[s] = output + static_cast<std::size_t>(p) * count;
+  RCCLX_DETAIL_DDA_UNROLL
+  for (int s = 0; s < MaxRanks; ++s) {  // unrolled: constant indices, the list stays in registers
+    if (s < n) {
+      const int p = mesh::all_gather<Schedule>(r, s, n).peer;
+      list.src[s] = p == r ? nullptr : t.data[p];  // own block: written in step 1
+      list.dst[s] = output + static_cast<std::size_t>(p) * count;
+    }
   }
   const bool dst_aligned = gpu::is_aligned(output, 16) && (count * sizeof(T)) % 16 == 0;
   detail::gather_owned(l, tid, all, list, true, dst_aligned);

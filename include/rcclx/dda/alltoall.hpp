@@ -37,7 +37,7 @@ namespace dda {
 // T: any element type of 1, 2, 4, 8 or 16 bytes. count must be a multiple of the rank count.
 // In place (input == output) is allowed: each thread reads every position it later writes first.
 template <class Schedule = mesh::default_schedule, class T, int MaxRanks, class Group>
-RCCLX_HOST_DEVICE bool flat_alltoall(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_alltoall(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
                                      T* output, std::size_t count, int block, int num_blocks) {
   static_assert(16 % sizeof(T) == 0, "dda::flat_alltoall: sizeof(T) must divide 16");
   const int tid = g.thread_rank(), r = t.rank(), n = t.num_ranks();
@@ -54,11 +54,13 @@ RCCLX_HOST_DEVICE bool flat_alltoall(const Group& g, const core::peer_table<T, M
   if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
   detail::gather_list<T, MaxRanks> list{};
   list.n = n;
-  for (int s = 0; s < MaxRanks; ++s) {  // compile-time indices: the list stays in registers
-    if (s >= n) break;
-    const mesh::step st = mesh::all_to_all<Schedule>(r, s, n);
-    list.src[s] = st.peer == r ? nullptr : t.data[st.peer] + static_cast<std::size_t>(st.chunk) * c_elems;
-    list.dst[s] = output + static_cast<std::size_t>(st.peer) * c_elems;  // own block: copied in step 1
+  RCCLX_DETAIL_DDA_UNROLL
+  for (int s = 0; s < MaxRanks; ++s) {  // unrolled: constant indices, the list stays in registers
+    if (s < n) {
+      const mesh::step st = mesh::all_to_all<Schedule>(r, s, n);
+      list.src[s] = st.peer == r ? nullptr : t.data[st.peer] + static_cast<std::size_t>(st.chunk) * c_elems;
+      list.dst[s] = output + static_cast<std::size_t>(st.peer) * c_elems;  // own block: copied in step 1
+    }
   }
   const bool chunk_aligned = (c_elems * sizeof(T)) % 16 == 0;
   detail::gather_owned(l, tid, all, list, chunk_aligned, chunk_aligned && gpu::is_aligned(output, 16));

@@ -39,7 +39,7 @@ namespace dda {
 // ReduceOp: core::op_sum, core::op_min or core::op_max; T: float, rcclx::bf16, rcclx::fp16, int32_t.
 // Group-collective; returns false if a barrier timed out (the caller must leave the kernel).
 template <class ReduceOp, class T, int MaxRanks, class Group>
-RCCLX_HOST_DEVICE bool flat_reduce_scatter(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_reduce_scatter(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
                                            T* output, std::size_t count, int block, int num_blocks) {
   static_assert(core::is_reducible_v<T>,
                 "dda::flat_reduce_scatter: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");

@@ -37,7 +37,7 @@ namespace lpc {
 
 // T: float or rcclx::bf16. Group-collective; false if a barrier timed out (leave the kernel).
 template <class Config = default_config, class T, int MaxRanks, class Group>
-RCCLX_HOST_DEVICE bool fp8_allgather(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fp8_allgather(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
                                      T* output, std::size_t count, int block, int num_blocks) {
   static_assert(is_config_v<Config>, "rcclx::lpc::fp8_allgather: Config must be an rcclx::lpc::config");
   static_assert(is_element_v<T>, "rcclx::lpc::fp8_allgather: T must be float or rcclx::bf16");
@@ -51,14 +51,9 @@ RCCLX_HOST_DEVICE bool fp8_allgather(const Group& g, const core::peer_table<T, M
       tid, ut, input, count, gpu::is_aligned(input, 16), sl.payload(own, 0), sl.scales(own, 0),
       output + static_cast<std::size_t>(r) * count, out_vec);
   if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
-  detail::gather_entries<MaxRanks> list{};
-  list.n = n;
-  for (int s = 0; s < MaxRanks; ++s) {  // compile-time indices: the list stays in registers
-    if (s >= n) break;
-    const int p = mesh::all_gather<typename Config::schedule>(r, s, n).peer;
-    list.src[s] = p == r ? nullptr : sl.payload(t.data[p], 0);  // own block: written in step 1
-    list.peer[s] = p;
-  }
+  const auto list = detail::make_gather_entries<MaxRanks>(
+      n, r, [&](int s) { return mesh::all_gather<typename Config::schedule>(r, s, n).peer; },
+      [&](int p, int) -> const unsigned char* { return sl.payload(t.data[p], 0); });
   detail::gather_chunks<Config>(tid, ut, list, Config::layout::scales_offset(sl.elems), count, output, count,
                                 count * static_cast<std::size_t>(n), out_vec);
   return core::barrier(g, t.signals, block, core::barrier_kind::end);

@@ -53,7 +53,7 @@ namespace lpc {
 // ReduceOp: core::op_sum, op_min or op_max; T: float or rcclx::bf16. Group-collective: every thread
 // of g calls it. Returns false if a barrier timed out (the error is recorded; leave the kernel).
 template <class ReduceOp = core::op_sum, class Config = default_config, class T, int MaxRanks, class Group>
-RCCLX_HOST_DEVICE bool fp8_allreduce(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fp8_allreduce(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
                                      T* output, std::size_t count, int block, int num_blocks) {
   static_assert(is_config_v<Config>, "rcclx::lpc::fp8_allreduce: Config must be an rcclx::lpc::config");
   static_assert(is_element_v<T>, "rcclx::lpc::fp8_allreduce: T must be float or rcclx::bf16");
@@ -101,14 +101,9 @@ RCCLX_HOST_DEVICE bool fp8_allreduce(const Group& g, const core::peer_table<T, M
   }
   if (!core::barrier(g, t.signals, block, core::barrier_kind::mid)) return false;
 
-  detail::gather_entries<MaxRanks> list{};
-  list.n = n;
-  for (int s = 0; s < MaxRanks; ++s) {  // compile-time indices: the list stays in registers
-    if (s >= n) break;
-    const int q = mesh::all_gather<typename Config::schedule>(r, s, n).peer;
-    list.src[s] = q == r ? nullptr : sl.payload(t.data[q], n);  // own chunk: already in the output
-    list.peer[s] = q;
-  }
+  const auto list = detail::make_gather_entries<MaxRanks>(
+      n, r, [&](int s) { return mesh::all_gather<typename Config::schedule>(r, s, n).peer; },
+      [&](int q, int) -> const unsigned char* { return sl.payload(t.data[q], n); });
   detail::gather_chunks<Config>(tid, ut, list, scales_off, ce, output, ce, count, out_vec);
   return core::barrier(g, t.signals, block, core::barrier_kind::end);
 }

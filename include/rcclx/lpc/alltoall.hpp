@@ -39,7 +39,7 @@ namespace lpc {
 // T: float or rcclx::bf16; count a multiple of the rank count. Group-collective; false if a barrier
 // timed out (leave the kernel).
 template <class Config = default_config, class T, int MaxRanks, class Group>
-RCCLX_HOST_DEVICE bool fp8_alltoall(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fp8_alltoall(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
                                     T* output, std::size_t count, int block, int num_blocks) {
   static_assert(is_config_v<Config>, "rcclx::lpc::fp8_alltoall: Config must be an rcclx::lpc::config");
   static_assert(is_element_v<T>, "rcclx::lpc::fp8_alltoall: T must be float or rcclx::bf16");
@@ -63,14 +63,11 @@ RCCLX_HOST_DEVICE bool fp8_alltoall(const Group& g, const core::peer_table<T, Ma
     }
   }
   if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
-  detail::gather_entries<MaxRanks> list{};
-  list.n = n;
-  for (int s = 0; s < MaxRanks; ++s) {  // compile-time indices: the list stays in registers
-    if (s >= n) break;
-    const mesh::step st = mesh::all_to_all<typename Config::schedule>(r, s, n);
-    list.src[s] = st.peer == r ? nullptr : sl.payload(t.data[st.peer], st.chunk);  // own block: copied
-    list.peer[s] = st.peer;
-  }
+  const auto list = detail::make_gather_entries<MaxRanks>(
+      n, r, [&](int s) { return mesh::all_to_all<typename Config::schedule>(r, s, n).peer; },
+      [&](int p, int s) -> const unsigned char* {
+        return sl.payload(t.data[p], mesh::all_to_all<typename Config::schedule>(r, s, n).chunk);
+      });
   detail::gather_chunks<Config>(tid, ut, list, Config::layout::scales_offset(sl.elems), c_elems, output, c_elems,
                                 count, out_vec);
   return core::barrier(g, t.signals, block, core::barrier_kind::end);

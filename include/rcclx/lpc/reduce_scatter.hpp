@@ -40,7 +40,7 @@ namespace lpc {
 // ReduceOp: core::op_sum, op_min or op_max; T: float or rcclx::bf16. Group-collective; false if a
 // barrier timed out (leave the kernel).
 template <class ReduceOp = core::op_sum, class Config = default_config, class T, int MaxRanks, class Group>
-RCCLX_HOST_DEVICE bool fp8_reduce_scatter(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fp8_reduce_scatter(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
                                           T* output, std::size_t count, int block, int num_blocks) {
   static_assert(is_config_v<Config>, "rcclx::lpc::fp8_reduce_scatter: Config must be an rcclx::lpc::config");
   static_assert(is_element_v<T>, "rcclx::lpc::fp8_reduce_scatter: T must be float or rcclx::bf16");

@@ -135,6 +135,7 @@ struct unit_codec {
 
   // Widened to float, infinities as NaN.
   RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE void widen(const gpu::vec16 (&v)[vecs], float (&x)[elems]) {
+    RCCLX_DETAIL_FP8_UNROLL
     for (int i = 0; i < vecs; ++i) {
       float f[per_vec];
       core::value_traits<T>::unpack(v[i], f);
@@ -160,6 +161,7 @@ struct unit_codec {
   RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE void store(T* p, int n, bool vec_ok, const float (&y)[elems]) {
     using traits = core::value_traits<T>;
     if (RCCLX_LIKELY(n == elems && vec_ok)) {
+      RCCLX_DETAIL_FP8_UNROLL
       for (int i = 0; i < vecs; ++i) {
         float a[per_vec];
         for (int k = 0; k < per_vec; ++k) a[k] = y[i * per_vec + k];
@@ -167,6 +169,7 @@ struct unit_codec {
       }
       return;
     }
+    RCCLX_DETAIL_FP8_UNROLL
     for (int i = 0; i < elems; ++i)
       if (i < n) p[i] = traits::store(y[i]);
   }
@@ -284,6 +287,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_chunk(int tid, const unit_tiles&
     const std::size_t u = t * ut.g + static_cast<std::size_t>(tid);
     const int cnt = unit_count<E>(u, elems);
     float acc[E];
+    RCCLX_DETAIL_FP8_UNROLL
     for (int i = 0; i < E; ++i) acc[i] = 0.0f;
     if (cnt > 0) {
       const std::size_t code_off = u * E, scale_off = scales_offset + (u / cd::lanes) * sizeof(scale_type);
@@ -292,19 +296,23 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_chunk(int tid, const unit_tiles&
         if (p0 >= n) continue;
         typename cd::codes q[batch];
         scale_type s[batch];
+        RCCLX_DETAIL_FP8_UNROLL
         for (int j = 0; j < batch; ++j) {
           if (p0 + j < n) {
             q[j] = cd::load_codes(src.base[p0 + j] + code_off);
             s[j] = *reinterpret_cast<const scale_type*>(src.base[p0 + j] + scale_off);  // aligned: one load
           }
         }
+        RCCLX_DETAIL_FP8_UNROLL
         for (int j = 0; j < batch; ++j) {
           if (p0 + j < n) {
             float x[E];
             cd::dequantize(q[j], s[j], x);
             if (p0 + j == 0) {
+              RCCLX_DETAIL_FP8_UNROLL
               for (int i = 0; i < E; ++i) acc[i] = x[i];
             } else {
+              RCCLX_DETAIL_FP8_UNROLL
               for (int i = 0; i < E; ++i) acc[i] = op(acc[i], x[i]);
             }
           }
@@ -327,6 +335,24 @@ struct gather_entries {
   int peer[MaxRanks + RCCLX_DETAIL_LPC_PEER_BATCH];
   int n;  // steps (= ranks)
 };
+
+// The list of a rank: step s visits peer_of(s); src_of(p, s) is peer p's slot. Unrolled (constant
+// indices) so that the list lives in registers, never in scratch.
+template <int MaxRanks, class PeerOf, class SrcOf>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE gather_entries<MaxRanks> make_gather_entries(int n, int self, PeerOf&& peer_of,
+                                                                                SrcOf&& src_of) {
+  gather_entries<MaxRanks> list{};
+  list.n = n;
+  RCCLX_DETAIL_FP8_UNROLL
+  for (int s = 0; s < MaxRanks; ++s) {
+    if (s < n) {
+      const int p = peer_of(s);
+      list.peer[s] = p;
+      list.src[s] = p == self ? nullptr : src_of(p, s);  // own block: written by the caller
+    }
+  }
+  return list;
+}
 
 // For every owned unit of the first `elems` elements of each output block: loads the codes and
 // scales of all entries (batches, all in flight), then dequantizes each into out + peer * block_elems.
@@ -354,6 +380,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void gather_chunks(int tid, const unit_tiles
       typename cd::codes q[batch];
       scale_type s[batch];
       int cnt[batch];
+      RCCLX_DETAIL_FP8_UNROLL
       for (int j = 0; j < batch; ++j) {
         cnt[j] = 0;
         if (j0 + j < n && list.src[j0 + j]) {
@@ -366,6 +393,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void gather_chunks(int tid, const unit_tiles
           s[j] = *reinterpret_cast<const scale_type*>(list.src[j0 + j] + scale_off);  // aligned: one load
         }
       }
+      RCCLX_DETAIL_FP8_UNROLL
       for (int j = 0; j < batch; ++j) {
         if (cnt[j] > 0) {
           float y[E];

@@ -763,12 +763,15 @@ class coll_runner {
               kernel{tables, b, count});
     } else {
       using kernel = rt::detail::emulated_collective<C, Low ? algorithm::low_precision : algorithm::flat, cfg, op, T, MaxR>;
+      // Balanced over the blocks that can actually run (the pads' and residency's cap), so no block
+      // gets one tile more than the others.
+      const int cap = fit<kernel>(o_.max_blocks);
       int wanted;
       if constexpr (Low) {
-        wanted = lpc::num_blocks_for<cfg>(C, count, n_, lpc::launch_config{o_.threads, o_.max_blocks});
+        wanted = lpc::num_blocks_for<cfg>(C, count, n_, lpc::launch_config{o_.threads, cap});
       } else {
         const std::size_t elems = C == lpc::collective::allgather ? count : count / static_cast<std::size_t>(n_);
-        wanted = rcclx::dda::detail::blocks_for_elems<T>(elems, o_.threads, o_.max_blocks);
+        wanted = rcclx::dda::detail::blocks_for_elems<T>(elems, o_.threads, cap);
       }
       measure(r, C, count, fit<kernel>(wanted), kernel{tables, b, count});
     }

@@ -18,9 +18,11 @@ namespace lpc = rcclx::lpc;
 using rcclx::algorithm;
 using rcclx::reduce_op;
 
-constexpr int max_r = 16;
-template <class T>
-using peers_t = rcclx::testing::emulated_peers<T, max_r>;
+// MaxRanks of the emulated peers: 8 (every test up to 8 ranks; smaller kernels and builds), 16 where
+// a test needs more ranks (peers_t<T, 16>).
+constexpr int max_r = 8;
+template <class T, int MaxR = max_r>
+using peers_t = rcclx::testing::emulated_peers<T, MaxR>;
 
 #if defined(__SANITIZE_THREAD__)
 constexpr bool tsan = true;
@@ -66,8 +68,8 @@ T value_of(std::mt19937_64& g, int kind, int num_ranks) {
   return T(static_cast<float>(x));
 }
 
-template <class T>
-void fill_all(peers_t<T>& peers, int kind, std::uint64_t salt) {
+template <class T, int MaxR>
+void fill_all(peers_t<T, MaxR>& peers, int kind, std::uint64_t salt) {
   for (int r = 0; r < peers.num_ranks(); ++r) {
     std::mt19937_64 g(salt * 1000003u + static_cast<std::uint64_t>(r) * 7919u + peers.count() * 31u +
                       static_cast<std::uint64_t>(kind));
@@ -75,15 +77,15 @@ void fill_all(peers_t<T>& peers, int kind, std::uint64_t salt) {
   }
 }
 
-template <class T>
-std::vector<std::vector<T>> inputs_of(const peers_t<T>& peers) {
+template <class T, int MaxR>
+std::vector<std::vector<T>> inputs_of(const peers_t<T, MaxR>& peers) {
   std::vector<std::vector<T>> in;
   for (int r = 0; r < peers.num_ranks(); ++r) in.push_back(peers.input(r));
   return in;
 }
 
-template <class Config, class T>
-void run_lpc(peers_t<T>& peers, lpc::collective c, reduce_op op) {
+template <class Config, class T, int MaxR>
+void run_lpc(peers_t<T, MaxR>& peers, lpc::collective c, reduce_op op) {
   switch (c) {
     case lpc::collective::allreduce: peers.template allreduce<Config>(algorithm::low_precision, op); break;
     case lpc::collective::allgather: peers.template allgather<Config>(algorithm::low_precision); break;
@@ -94,8 +96,8 @@ void run_lpc(peers_t<T>& peers, lpc::collective c, reduce_op op) {
 }
 
 // Every rank's output against the model; AllReduce and AllGather outputs bit-identical everywhere.
-template <class T>
-void check_lpc(const peers_t<T>& peers, lpc::collective c, reduce_op op, const quant_model& m,
+template <class T, int MaxR>
+void check_lpc(const peers_t<T, MaxR>& peers, lpc::collective c, reduce_op op, const quant_model& m,
                double* worst = nullptr) {
   const auto in = inputs_of(peers);
   const int n = peers.num_ranks();

@@ -28,18 +28,23 @@
 #include "../mesh/schedule.hpp"
 
 #ifndef RCCLX_LPC_DEFAULT_FORMAT
+#  define RCCLX_DETAIL_LPC_FORMAT_DEFINED_BY_BUILD 0
 #  if RCCLX_BACKEND_HIP
 #    define RCCLX_LPC_DEFAULT_FORMAT e4m3_fnuz
 #  else
 #    define RCCLX_LPC_DEFAULT_FORMAT e4m3
 #  endif
+#else
+#  define RCCLX_DETAIL_LPC_FORMAT_DEFINED_BY_BUILD 1
 #endif
 
 RCCLX_NAMESPACE_BEGIN
 namespace lpc {
 
-// The FP8 format of this build's default config (see the rule above).
+// The FP8 format of this build's default config (see the rule above), and whether the build chose
+// it (RCCLX_LPC_DEFAULT_FORMAT) rather than the backend rule.
 using default_format = fp8::RCCLX_LPC_DEFAULT_FORMAT;
+inline constexpr bool default_format_defined_by_build = RCCLX_DETAIL_LPC_FORMAT_DEFINED_BY_BUILD != 0;
 
 // Format: one of fp8::e4m3, e5m2, e4m3_fnuz, e5m2_fnuz.
 // BlockSize: elements per quantization block (one scale each), a power of two in [16, 512]. On

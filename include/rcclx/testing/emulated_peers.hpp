@@ -324,16 +324,18 @@ class emulated_peers {
                                                                  "the symmetric buffer: the input cannot live there "
                                                                  "(input_in_symmetric_buffer)");
         dda::detail::check_schedule<typename Config::schedule>(who, num_ranks_);
+        using kernel = detail::emulated_collective<Coll, Algo, Config, Op, T, MaxRanks>;
         launch_collective<Coll, Algo, Config, Op>(
             out_count, lpc::num_blocks_for<Config>(Coll, count_, num_ranks_,
-                                                   lpc::launch_config{opt_.threads, world_.max_blocks()}));
+                                                   lpc::launch_config{opt_.threads, resident_cap<kernel>()}));
       }
     } else if constexpr (Coll == lpc::collective::allreduce) {
       static_assert(Coll != lpc::collective::allreduce, "the plain AllReduce is run_allreduce");
     } else {
       const std::size_t elems = Coll == lpc::collective::allgather ? count_ : count_ / static_cast<std::size_t>(num_ranks_);
+      using kernel = detail::emulated_collective<Coll, Algo, Config, Op, T, MaxRanks>;
       launch_collective<Coll, Algo, Config, Op>(
-          out_count, dda::detail::blocks_for_elems<T>(elems, opt_.threads, world_.max_blocks()));
+          out_count, dda::detail::blocks_for_elems<T>(elems, opt_.threads, resident_cap<kernel>()));
     }
   }
 
@@ -347,6 +349,14 @@ class emulated_peers {
     before_call();
     if (count_ > 0) launch_emulated(num_ranks_, nb, opt_.threads, kernel{device_tables(), device_buffers(), count_});
     after_call();
+  }
+
+  // Most blocks per rank the pads and residency allow (the cap the balanced block counts start from).
+  template <class F>
+  int resident_cap() const {
+    const int resident = max_blocks_per_rank<F>(num_ranks_, opt_.threads);
+    const int cap = resident < world_.max_blocks() ? resident : world_.max_blocks();
+    return cap > 0 ? cap : 1;
   }
 
   // opt_.blocks_per_rank if set, else `wanted`; capped by the pads and by residency.

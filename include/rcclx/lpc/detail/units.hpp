@@ -36,13 +36,15 @@
 #include "../config.hpp"
 #include "../workspace.hpp"
 
-// Peers whose codes are loaded together before any arithmetic in reduce_chunk and gather_chunks
-// (the next batch's loads do not depend on this one's and are issued as registers free up). 4 x 20
-// bytes per lane is more than the ~40-60 bytes per lane that cover HBM latency at 2-3 resident
-// blocks of 256 threads per SM, and keeps every phase under ~80 registers (sm_90: 8 peers need
-// ~95-128). A macro only so the register budget can be studied; never change it in real code.
-#ifndef RCCLX_DETAIL_LPC_PEER_BATCH
-#  define RCCLX_DETAIL_LPC_PEER_BATCH 4
+// Peers whose codes and scales are loaded together before any arithmetic: all 8 in a
+// reduce-scatter (8 x 20 bytes in flight per lane; with more ranks, batches of 8), 4 in a gather,
+// whose dequantized outputs would otherwise all be live at once (sm_90: ~128 registers for 8).
+// Macros only so the register budget can be studied; never change them in real code.
+#ifndef RCCLX_DETAIL_LPC_REDUCE_BATCH
+#  define RCCLX_DETAIL_LPC_REDUCE_BATCH 8
+#endif
+#ifndef RCCLX_DETAIL_LPC_GATHER_BATCH
+#  define RCCLX_DETAIL_LPC_GATHER_BATCH 4
 #endif
 
 #if RCCLX_DEVICE_COMPILE && (defined(__clang__) || defined(__CUDA_ARCH__))
@@ -264,12 +266,44 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void quantize_chunk(int tid, const unit_tile
 // memory, where each use would be a dependent load in front of the peer loads).
 template <int MaxRanks>
 struct rank_slots {
-  const unsigned char* base[MaxRanks + RCCLX_DETAIL_LPC_PEER_BATCH];  // the slot's payload on rank p (padded
-  int n;                                                               // to whole batches)
+  const unsigned char* base[MaxRanks + RCCLX_DETAIL_LPC_REDUCE_BATCH];  // the slot's payload on rank p
+  int n;                                                                 // (padded to whole batches)
 };
 
+// Peers p0 .. p0 + batch - 1 (those below n when not Full) of one unit: load all, then dequantize and
+// combine into acc in rank order (rank 0's value initialises it).
+template <class Codec, int Batch, bool Full, int MaxRanks, class ReduceOp, int E>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_batch(const rank_slots<MaxRanks>& src, int p0, int n,
+                                                      std::size_t code_off, std::size_t scale_off, const ReduceOp& op,
+                                                      float (&acc)[E]) {
+  using scale_type = typename Codec::scale_type;
+  typename Codec::codes q[Batch] = {};  // (initialised only to quiet GCC: every use is guarded)
+  scale_type s[Batch] = {};
+  RCCLX_DETAIL_FP8_UNROLL
+  for (int j = 0; j < Batch; ++j) {
+    if (Full || p0 + j < n) {
+      q[j] = Codec::load_codes(src.base[p0 + j] + code_off);
+      s[j] = *reinterpret_cast<const scale_type*>(src.base[p0 + j] + scale_off);  // aligned: one load
+    }
+  }
+  RCCLX_DETAIL_FP8_UNROLL
+  for (int j = 0; j < Batch; ++j) {
+    if (Full || p0 + j < n) {
+      float x[E];
+      Codec::dequantize(q[j], s[j], x);
+      if (p0 + j == 0) {
+        RCCLX_DETAIL_FP8_UNROLL
+        for (int i = 0; i < E; ++i) acc[i] = x[i];
+      } else {
+        RCCLX_DETAIL_FP8_UNROLL
+        for (int i = 0; i < E; ++i) acc[i] = op(acc[i], x[i]);
+      }
+    }
+  }
+}
+
 // For every owned unit of a chunk of `elems` elements: loads the unit's codes and scale from every
-// rank (batches of RCCLX_DETAIL_LPC_PEER_BATCH, all in flight), dequantizes and combines them in rank
+// rank (batches of RCCLX_DETAIL_LPC_REDUCE_BATCH, all in flight), dequantizes and combines them in rank
 // order 0..N-1 in fp32 with ReduceOp, and calls sink(u, count, acc) in every lane (count 0 and acc 0
 // for lanes past the data, so a sink may quantize).
 template <class Config, class ReduceOp, class T, int MaxRanks, class Sink>
@@ -278,7 +312,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_chunk(int tid, const unit_tiles&
   using cd = unit_codec<Config, T>;
   using scale_type = typename cd::scale_type;
   constexpr int E = cd::elems;
-  constexpr int batch = MaxRanks < RCCLX_DETAIL_LPC_PEER_BATCH ? MaxRanks : RCCLX_DETAIL_LPC_PEER_BATCH;
+  constexpr int batch = MaxRanks < RCCLX_DETAIL_LPC_REDUCE_BATCH ? MaxRanks : RCCLX_DETAIL_LPC_REDUCE_BATCH;
   const ReduceOp op{};
   const int n = src.n;
   const std::size_t tiles = ut.tiles<E>(elems);
@@ -294,29 +328,10 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_chunk(int tid, const unit_tiles&
       RCCLX_DETAIL_FP8_UNROLL
       for (int p0 = 0; p0 < MaxRanks; p0 += batch) {  // unrolled: constant indices, rank_slots in registers
         if (p0 >= n) continue;
-        typename cd::codes q[batch];
-        scale_type s[batch];
-        RCCLX_DETAIL_FP8_UNROLL
-        for (int j = 0; j < batch; ++j) {
-          if (p0 + j < n) {
-            q[j] = cd::load_codes(src.base[p0 + j] + code_off);
-            s[j] = *reinterpret_cast<const scale_type*>(src.base[p0 + j] + scale_off);  // aligned: one load
-          }
-        }
-        RCCLX_DETAIL_FP8_UNROLL
-        for (int j = 0; j < batch; ++j) {
-          if (p0 + j < n) {
-            float x[E];
-            cd::dequantize(q[j], s[j], x);
-            if (p0 + j == 0) {
-              RCCLX_DETAIL_FP8_UNROLL
-              for (int i = 0; i < E; ++i) acc[i] = x[i];
-            } else {
-              RCCLX_DETAIL_FP8_UNROLL
-              for (int i = 0; i < E; ++i) acc[i] = op(acc[i], x[i]);
-            }
-          }
-        }
+        // A whole batch (every batch when N is a multiple of 8, e.g. 8 ranks) issues its loads as
+        // straight-line code, all in flight; only a partial last batch tests each peer.
+        if (p0 + batch <= n) reduce_batch<cd, batch, true>(src, p0, n, code_off, scale_off, op, acc);
+        else reduce_batch<cd, batch, false>(src, p0, n, code_off, scale_off, op, acc);
       }
     }
     sink(u, cnt, acc);
@@ -331,8 +346,8 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_chunk(int tid, const unit_tiles&
 // Filled with compile-time indices (j < MaxRanks) so that it stays in registers.
 template <int MaxRanks>
 struct gather_entries {
-  const unsigned char* src[MaxRanks + RCCLX_DETAIL_LPC_PEER_BATCH];  // padded to whole batches
-  int peer[MaxRanks + RCCLX_DETAIL_LPC_PEER_BATCH];
+  const unsigned char* src[MaxRanks + RCCLX_DETAIL_LPC_GATHER_BATCH];  // padded to whole batches
+  int peer[MaxRanks + RCCLX_DETAIL_LPC_GATHER_BATCH];
   int n;  // steps (= ranks)
 };
 
@@ -365,7 +380,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void gather_chunks(int tid, const unit_tiles
   using cd = unit_codec<Config, T>;
   using scale_type = typename cd::scale_type;
   constexpr int E = cd::elems;
-  constexpr int batch = MaxRanks < RCCLX_DETAIL_LPC_PEER_BATCH ? MaxRanks : RCCLX_DETAIL_LPC_PEER_BATCH;
+  constexpr int batch = MaxRanks < RCCLX_DETAIL_LPC_GATHER_BATCH ? MaxRanks : RCCLX_DETAIL_LPC_GATHER_BATCH;
   const int n = list.n;
   const std::size_t tiles = ut.tiles<E>(elems);
   RCCLX_DETAIL_LPC_NO_UNROLL
@@ -377,8 +392,8 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void gather_chunks(int tid, const unit_tiles
     RCCLX_DETAIL_FP8_UNROLL
     for (int j0 = 0; j0 < MaxRanks; j0 += batch) {  // unrolled: constant indices, the list in registers
       if (j0 >= n) continue;
-      typename cd::codes q[batch];
-      scale_type s[batch];
+      typename cd::codes q[batch] = {};  // (initialised only to quiet GCC: every use is guarded)
+      scale_type s[batch] = {};
       int cnt[batch];
       RCCLX_DETAIL_FP8_UNROLL
       for (int j = 0; j < batch; ++j) {

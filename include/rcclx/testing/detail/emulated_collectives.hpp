@@ -49,6 +49,9 @@ struct emulated_allreduce {
 template <lpc::collective Coll, algorithm Algo, class Config, class ReduceOp, class T, int MaxRanks>
 struct emulated_collective {
   static_assert(Algo == algorithm::flat || Algo == algorithm::low_precision, "flat or low_precision");
+  // At most 128 registers per thread, as in the ready-made kernels: blocks of up to 512 threads
+  // always launch (an unbounded LPC kernel can ask for more registers than that).
+  static constexpr int max_threads_per_block = 512;
   const core::peer_table<T, MaxRanks>* tables;  // device memory, indexed by rank
   rank_buffers<T, MaxRanks> buf;
   std::size_t count;  // input elements per rank

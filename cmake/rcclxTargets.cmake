@@ -30,6 +30,11 @@ function(rcclx_target_backend target)
       target_compile_options(${target} PRIVATE --offload-arch=${arch})
       target_link_options(${target} PRIVATE --offload-arch=${arch})
     endforeach()
+    # The LPC wire format follows the build target (include/rcclx/lpc/config.hpp): FNUZ by default on
+    # HIP (gfx942 converts it in hardware), OCP e4m3 for builds that target gfx950 and no gfx94x.
+    if(RCCLX_HIP_ARCHS MATCHES "gfx950" AND NOT RCCLX_HIP_ARCHS MATCHES "gfx94")
+      target_compile_definitions(${target} PRIVATE RCCLX_LPC_DEFAULT_FORMAT=e4m3)
+    endif()
     target_link_libraries(${target} PRIVATE rcclx::hip)
   else()
     target_link_libraries(${target} PRIVATE rcclx::rcclx)

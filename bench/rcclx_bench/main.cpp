@@ -4,14 +4,20 @@
 //   copy  : the best of a runtime device-to-device copy and a 16-byte copy kernel moving every
 //           rank's S bytes (2*N*S bytes of traffic): the bandwidth roofline
 // Every row is checked against a float64 reference (max error, all ranks bit-identical).
+// A second table (--collectives, part of both suites) compares the low-precision collectives
+// (rcclx::lpc, FP8 on the wire) with the plain ones for AllReduce (plain = DDA tree), AllGather,
+// ReduceScatter and AlltoAll: time, speedup, bytes over the wire, the HBM byte model, max error.
 //
 //   rcclx-bench --emulated 8 --type bf16 --algo all --min-bytes 8 --max-bytes 256M
-//   rcclx-bench --suite gpu --out DIR      # the full GPU suite: DIR/rcclx-bench.{json,csv,png}
+//   rcclx-bench --collectives-only --type float --coll-min-bytes 16M --coll-max-bytes 64M
+//   rcclx-bench --suite gpu --out DIR      # the full GPU suite: DIR/rcclx-bench.{json,csv,png} and
+//                                          #   DIR/rcclx-bench-collectives.{csv,png}
 //   rcclx-bench --suite host               # a tiny sweep for CI on the host backend
 //   rcclx-bench --procs 8 --type bf16      # one process per rank (procs.hpp), then the same sizes emulated
 // Exit status: 0 when every row is correct (performance targets are reported, not enforced).
 #include <rcclx/dda/allreduce.hpp>
 #include <rcclx/gpu/arch.hpp>
+#include <rcclx/lpc/workspace.hpp>
 #include <rcclx/testing/detail/emulated_collectives.hpp>
 #include <rcclx/testing/emulated_world.hpp>
 #include <rcclx/testing/launch.hpp>
@@ -61,7 +67,11 @@ struct options {
   int procs = 0;                                 // --procs N: one process per rank (procs.hpp)
   bool procs_child = false;                      // --procs-child: this process is one rank (launcher)
   bool procs_compare = true;                     // --no-compare: skip the emulated sweep after --procs
-  std::string json, csv, png, suite;
+  bool dda = true;                               // the DDA AllReduce table (--collectives-only: off)
+  bool collectives = false;                      // --collectives: the LPC vs plain table
+  std::size_t coll_min_bytes = on_host ? 4 * 1024 : 1024 * 1024;
+  std::size_t coll_max_bytes = on_host ? 64 * 1024 : 256u * 1024 * 1024;
+  std::string json, csv, png, suite, coll_csv, coll_png;
   std::string command;
 };
 
@@ -73,6 +83,7 @@ struct options {
                "                   [--graph] [--graph-max-bytes B] [--calls-per-graph K] [--input-in-symmetric]\n"
                "                   [--threads T] [--max-blocks B]\n"
                "                   [--procs N [--no-compare] | --procs-child]   one process per rank (see procs.hpp)\n"
+               "                   [--collectives] [--collectives-only] [--coll-min-bytes B] [--coll-max-bytes B]\n"
                "                   [--json FILE] [--csv FILE] [--png FILE] [--suite gpu|host --out DIR]\n"
                "sizes accept K, M and G suffixes (KiB, MiB, GiB)\n",
                why.c_str());
@@ -132,6 +143,10 @@ options parse(int argc, char** argv) {
     else if (a == "--procs") o.procs = std::atoi(value(i).c_str());
     else if (a == "--procs-child") o.procs_child = true;
     else if (a == "--no-compare") o.procs_compare = false;
+    else if (a == "--collectives") o.collectives = true;
+    else if (a == "--collectives-only") o.collectives = true, o.dda = false;
+    else if (a == "--coll-min-bytes") o.coll_min_bytes = parse_size(value(i));
+    else if (a == "--coll-max-bytes") o.coll_max_bytes = parse_size(value(i));
     else if (a == "--json") o.json = value(i);
     else if (a == "--csv") o.csv = value(i);
     else if (a == "--png") o.png = value(i);
@@ -149,6 +164,10 @@ options parse(int argc, char** argv) {
     o.types = {"bf16", "float"};
     o.algos = {algorithm::flat, algorithm::tree, algorithm::automatic};
     o.registered_flat_max = 1024 * 1024;
+    // LPC vs plain, 1 MiB .. 256 MiB per rank, all four collectives.
+    o.collectives = true;
+    o.coll_min_bytes = 1024 * 1024;
+    o.coll_max_bytes = 256u * 1024 * 1024;
   } else if (o.suite == "host") {
     o.num_ranks = 4;
     o.max_bytes = 64 * 1024;
@@ -156,6 +175,9 @@ options parse(int argc, char** argv) {
     o.timing.iters = 2;
     o.timing.warmup = 1;
     o.registered_flat_max = 16 * 1024;
+    o.collectives = true;
+    o.coll_min_bytes = 4 * 1024;
+    o.coll_max_bytes = 64 * 1024;
   } else if (!o.suite.empty()) {
     usage("unknown suite " + o.suite);
   }
@@ -165,6 +187,8 @@ options parse(int argc, char** argv) {
     if (o.json.empty()) o.json = out_dir + "/rcclx-bench.json";
     if (o.csv.empty()) o.csv = out_dir + "/rcclx-bench.csv";
     if (o.png.empty()) o.png = out_dir + "/rcclx-bench.png";
+    if (o.coll_csv.empty()) o.coll_csv = out_dir + "/rcclx-bench-collectives.csv";
+    if (o.coll_png.empty()) o.coll_png = out_dir + "/rcclx-bench-collectives.png";
   }
   if (o.procs != 0) {
     if (o.procs < 2 || o.procs > rcclx::max_ranks) usage("--procs must be in [2, 16]");
@@ -174,6 +198,8 @@ options parse(int argc, char** argv) {
   if (o.threads < 1 || o.threads > 1024 || (on_host && o.threads != 1)) usage("--threads must be in [1, 1024] (1 on the host)");
   if (o.max_blocks < 1 || o.max_blocks > 1024) usage("--max-blocks must be in [1, 1024]");
   if (o.min_bytes < 1 || o.min_bytes > o.max_bytes) usage("need 1 <= --min-bytes <= --max-bytes");
+  if (o.coll_min_bytes < 16 || o.coll_min_bytes > o.coll_max_bytes)
+    usage("need 16 <= --coll-min-bytes <= --coll-max-bytes");
   for (const auto& t : o.types)
     if (t != "float" && t != "bf16" && t != "fp16") usage("bad --type " + t);
   return o;
@@ -528,6 +554,360 @@ void run_type(const options& o, const std::string& type, std::vector<row>& rows)
   else runner<T, 16>(o, type).run(rows);
 }
 
+// ---- LPC vs plain: AllReduce, AllGather, ReduceScatter, AlltoAll ------------------------------------
+
+namespace lpc = rcclx::lpc;
+constexpr lpc::collective collectives[] = {lpc::collective::allreduce, lpc::collective::allgather,
+                                           lpc::collective::reduce_scatter, lpc::collective::alltoall};
+
+struct coll_row {
+  std::size_t bytes = 0, count = 0;  // input bytes / elements per rank
+  std::string type, coll, algo, format;
+  int blocks = 0;
+  std::string timing;
+  double time_us = 0, copy_us = 0, x_plain = 0;
+  double wire_bytes = 0, required_bytes = 0, hbm_gbps = 0, hbm_eff = 0;
+  double max_err = 0, bound = 0;
+  bool tol_ok = true, identical = true;
+  std::string error;
+};
+
+// Per rank, S = count * sizeof(T) bytes, Q = count * (1 + scale bytes / block) bytes of FP8 codes
+// and scales: what crosses to peers (wire) and what the algorithm must move through HBM.
+struct byte_model {
+  double hbm, wire;
+};
+byte_model bytes_of(lpc::collective c, bool low, int num_ranks, double s, double q) {
+  const double n = num_ranks;
+  switch (c) {
+    case lpc::collective::allreduce:  // tree: in S, copy S, RS S + 2S/N, AG 2(N-1)S/N; LPC: in S, Q, Q + Q/N + S/N, ...
+      return low ? byte_model{2 * s + 3 * q, 2 * (n - 1) * q / n} : byte_model{5 * s, 2 * (n - 1) * s / n};
+    case lpc::collective::allgather:
+      return low ? byte_model{(n + 1) * s + n * q, (n - 1) * q} : byte_model{(2 * n + 1) * s, (n - 1) * s};
+    case lpc::collective::reduce_scatter:
+      return low ? byte_model{s + 2 * q + s / n, (n - 1) * q / n} : byte_model{3 * s - s / n, (n - 1) * s / n};
+    case lpc::collective::alltoall:
+    default:
+      return low ? byte_model{2 * s + 2 * (n - 1) * q / n, (n - 1) * q / n}
+                 : byte_model{2 * s + 2 * (n - 1) * s / n, (n - 1) * s / n};
+  }
+}
+
+void print_coll_definitions(const options& o) {
+  using cfg = lpc::default_config;
+  std::printf(
+      "#\n# LPC vs plain (%d emulated ranks). size = input bytes per rank S; Q = FP8 codes + scales = count*(1+%d/%d)\n"
+      "#   (%s, %d-element blocks, fp32 scales: S/%.2f for float, S/%.2f for bf16). Per rank (x N ranks in hbm%%):\n"
+      "#   allreduce      plain = DDA tree: HBM 5S, wire 2(N-1)S/N | lpc: HBM 2S + 3Q (in S, quantize Q, reduce-scatter\n"
+      "#                  reads Q and writes Q/N + S/N, all-gather reads (N-1)Q/N and writes (N-1)S/N), wire 2(N-1)Q/N\n"
+      "#   allgather      plain: HBM (2N+1)S, wire (N-1)S | lpc: HBM (N+1)S + NQ, wire (N-1)Q\n"
+      "#   reduce_scatter plain: HBM 3S - S/N, wire (N-1)S/N | lpc: HBM S + 2Q + S/N, wire (N-1)Q/N\n"
+      "#   alltoall       plain: HBM 2S + 2(N-1)S/N, wire (N-1)S/N | lpc: HBM 2S + 2(N-1)Q/N, wire (N-1)Q/N\n"
+      "#   x_plain = plain time / this time; hbm%% = (required/time) / (2*N*S/copy time); max_err = max |out - exact|\n"
+      "#   of rank 0 (float64 reference), bound = the documented bound for inputs in [-1, 1) (docs/numerics.md 8)\n",
+      o.num_ranks, static_cast<int>(sizeof(cfg::scale_type)), cfg::block_size, rcclx::fp8::format_traits<cfg::format>::name,
+      cfg::block_size, 4.0 / (1.0 + 4.0 / cfg::block_size), 2.0 / (1.0 + 4.0 / cfg::block_size));
+  std::printf("%12s %11s %5s %-14s %-6s %3s %6s %11s %7s %12s %12s %6s %10s %10s %s\n", "size(B)", "count", "type",
+              "collective", "algo", "blk", "timing", "time(us)", "x_plain", "wire(B)", "hbm(B)", "hbm%",
+              "max_err", "bound", "ok");
+}
+
+void print_coll_row(const coll_row& r) {
+  if (!r.error.empty()) {
+    std::printf("%12zu %11zu %5s %-14s %-6s ERROR: %s\n", r.bytes, r.count, r.type.c_str(), r.coll.c_str(),
+                r.algo.c_str(), r.error.c_str());
+    return;
+  }
+  std::printf("%12zu %11zu %5s %-14s %-6s %3d %6s %11.2f %7.2f %12.4g %12.4g %6.1f %10.3g %10.3g %s\n", r.bytes,
+              r.count, r.type.c_str(), r.coll.c_str(), r.algo.c_str(), r.blocks, r.timing.c_str(), r.time_us, r.x_plain,
+              r.wire_bytes, r.required_bytes, 100.0 * r.hbm_eff, r.max_err, r.bound,
+              r.tol_ok && r.identical ? "ok" : (r.identical ? "TOL" : "DIFF"));
+  std::fflush(stdout);
+}
+
+template <class T, int MaxR>
+class coll_runner {
+ public:
+  using cfg = lpc::default_config;
+  coll_runner(const options& o, const std::string& type)
+      : o_(o), type_(type), n_(o.num_ranks), max_count_(std::max<std::size_t>(16, o.coll_max_bytes / sizeof(T))),
+        world_(o.num_ranks, buffer_bytes(o.num_ranks, max_count_), o.max_blocks, 30ull * 1000 * 1000 * 1000) {
+    for (int r = 0; r < n_; ++r) {
+      in_.push_back(static_cast<T*>(rcclx::gpu::device_malloc(max_count_ * sizeof(T))));
+      out_.push_back(static_cast<T*>(rcclx::gpu::device_malloc(max_count_ * sizeof(T) * n_)));  // AllGather
+    }
+    big_src_ = rcclx::gpu::device_malloc(max_count_ * sizeof(T) * n_);
+    big_dst_ = rcclx::gpu::device_malloc(max_count_ * sizeof(T) * n_);
+    counter_ = static_cast<std::uint32_t*>(rcclx::gpu::device_malloc(sizeof(std::uint32_t)));
+    stream_ = on_host ? rcclx::gpu::stream_t{} : rcclx::gpu::stream_create();
+  }
+  ~coll_runner() {
+    for (auto p : in_) rcclx::gpu::device_free(p);
+    for (auto p : out_) rcclx::gpu::device_free(p);
+    rcclx::gpu::device_free(big_src_);
+    rcclx::gpu::device_free(big_dst_);
+    rcclx::gpu::device_free(counter_);
+    rcclx::gpu::stream_destroy(stream_);
+  }
+
+  void run(std::vector<coll_row>& rows) {
+    for (std::size_t bytes = o_.coll_min_bytes; bytes <= o_.coll_max_bytes; bytes *= 2) {
+      std::size_t count = std::max<std::size_t>(1, bytes / sizeof(T));
+      count = std::max<std::size_t>(static_cast<std::size_t>(n_), count / n_ * n_);  // RS and A2A split it in N
+      const double copy_us = copy_baseline(count, mode_for(count * sizeof(T)));
+      for (const lpc::collective c : collectives) {
+        coll_row plain = make_row(c, count, false), low = make_row(c, count, true);
+        run_one(plain, c, false, count, copy_us);
+        run_one(low, c, true, count, copy_us);
+        plain.x_plain = 1.0;
+        if (plain.error.empty() && low.error.empty()) low.x_plain = plain.time_us / low.time_us;
+        print_coll_row(plain);
+        print_coll_row(low);
+        rows.push_back(plain);
+        rows.push_back(low);
+      }
+      if (bytes > o_.coll_max_bytes / 2) break;
+    }
+  }
+
+ private:
+  static std::size_t buffer_bytes(int n, std::size_t count) {
+    std::size_t b = count * sizeof(T);
+    for (const lpc::collective c : collectives) b = std::max(b, lpc::workspace_bytes<cfg>(c, count, n));
+    return b;
+  }
+
+  coll_row make_row(lpc::collective c, std::size_t count, bool low) const {
+    coll_row r;
+    r.bytes = count * sizeof(T);
+    r.count = count;
+    r.type = type_;
+    r.coll = lpc::to_string(c);
+    r.algo = low ? "lpc" : (c == lpc::collective::allreduce ? "tree" : "direct");
+    r.format = low ? rcclx::fp8::format_traits<cfg::format>::name : "";
+    const double q = static_cast<double>(count) * (1.0 + static_cast<double>(sizeof(cfg::scale_type)) / cfg::block_size);
+    const byte_model b = bytes_of(c, low, n_, static_cast<double>(r.bytes), q);
+    r.wire_bytes = b.wire;
+    r.required_bytes = b.hbm * n_;
+    return r;
+  }
+
+  bench::timing_mode mode_for(std::size_t bytes) const {
+    if (on_host) return bench::timing_mode::wall;
+    return (o_.graph_all || bytes <= o_.graph_max_bytes) ? bench::timing_mode::graph : bench::timing_mode::events;
+  }
+
+  rt::detail::rank_buffers<T, MaxR> buffers() const {
+    rt::detail::rank_buffers<T, MaxR> b{};
+    for (int r = 0; r < n_; ++r) {
+      b.in[r] = in_[r];
+      b.out[r] = out_[r];
+    }
+    return b;
+  }
+
+  template <class F>
+  int fit(int wanted) const {
+    int nb = std::min(wanted, world_.max_blocks());
+    nb = std::min(nb, rt::max_blocks_per_rank<F>(n_, o_.threads));
+    if (nb < 1) throw rcclx::error(rcclx::errc::unsupported, "the emulated grid does not fit on this device");
+    return nb;
+  }
+
+  template <class F>
+  void launch(int blocks, const F& f, rcclx::gpu::stream_t s) {
+    rt::launch_emulated(n_, blocks, o_.threads, f, s);
+  }
+
+  double copy_baseline(std::size_t count, bench::timing_mode mode) {
+    const std::size_t total = count * sizeof(T) * static_cast<std::size_t>(n_);
+    const double memcpy_us = bench::time_us(mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) {
+      rcclx::gpu::copy_async(big_dst_, big_src_, total, s);
+    });
+    using copy_k = rt::detail::emulated_copy<T, MaxR>;
+    const copy_k ck{buffers(), count};
+    const int nb = fit<copy_k>(rcclx::dda::detail::blocks_for_elems<T>(count, o_.threads, o_.max_blocks));
+    const double kernel_us = bench::time_us(mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) { launch(nb, ck, s); });
+    return std::min(memcpy_us, kernel_us);
+  }
+
+  static std::size_t out_count(lpc::collective c, std::size_t count, int n) {
+    const std::size_t nn = static_cast<std::size_t>(n);
+    return c == lpc::collective::allgather ? count * nn : c == lpc::collective::reduce_scatter ? count / nn : count;
+  }
+
+  void run_one(coll_row& r, lpc::collective c, bool low, std::size_t count, double copy_us) {
+    try {
+      switch (c) {
+        case lpc::collective::allreduce:
+          low ? run_kernel<lpc::collective::allreduce, true>(r, count) : run_kernel<lpc::collective::allreduce, false>(r, count);
+          break;
+        case lpc::collective::allgather:
+          low ? run_kernel<lpc::collective::allgather, true>(r, count) : run_kernel<lpc::collective::allgather, false>(r, count);
+          break;
+        case lpc::collective::reduce_scatter:
+          low ? run_kernel<lpc::collective::reduce_scatter, true>(r, count)
+              : run_kernel<lpc::collective::reduce_scatter, false>(r, count);
+          break;
+        case lpc::collective::alltoall:
+          low ? run_kernel<lpc::collective::alltoall, true>(r, count) : run_kernel<lpc::collective::alltoall, false>(r, count);
+          break;
+      }
+      r.copy_us = copy_us;
+      r.hbm_gbps = r.required_bytes / (r.time_us * 1e3);
+      r.hbm_eff = r.hbm_gbps / (2.0 * n_ * static_cast<double>(r.bytes) / (copy_us * 1e3));
+    } catch (const std::exception& e) {
+      r.error = e.what();
+      rcclx::gpu::device_synchronize();
+      world_.reset();
+    }
+  }
+
+  template <lpc::collective C, bool Low>
+  void run_kernel(coll_row& r, std::size_t count) {
+    using op = rcclx::core::op_sum;
+    const rt::detail::rank_buffers<T, MaxR> b = buffers();
+    const auto* tables = world_.template device_tables<T>();
+    if constexpr (C == lpc::collective::allreduce && !Low) {
+      using kernel = rt::detail::emulated_allreduce<op, algorithm::tree, T, MaxR>;
+      const rcclx::dda::launch_config dcfg{o_.threads, o_.max_blocks, o_.max_blocks};
+      measure(r, C, count, fit<kernel>(rcclx::dda::num_blocks_for<T>(count, algorithm::tree, n_, dcfg)),
+              kernel{tables, b, count});
+    } else {
+      using kernel = rt::detail::emulated_collective<C, Low ? algorithm::low_precision : algorithm::flat, cfg, op, T, MaxR>;
+      // Balanced over the blocks that can actually run (the pads' and residency's cap), so no block
+      // gets one tile more than the others.
+      const int cap = fit<kernel>(o_.max_blocks);
+      int wanted;
+      if constexpr (Low) {
+        wanted = lpc::num_blocks_for<cfg>(C, count, n_, lpc::launch_config{o_.threads, cap});
+      } else {
+        const std::size_t elems = C == lpc::collective::allgather ? count : count / static_cast<std::size_t>(n_);
+        wanted = rcclx::dda::detail::blocks_for_elems<T>(elems, o_.threads, cap);
+      }
+      measure(r, C, count, fit<kernel>(wanted), kernel{tables, b, count});
+    }
+  }
+
+  template <class F>
+  void measure(coll_row& r, lpc::collective c, std::size_t count, int nb, const F& k) {
+    r.blocks = nb;
+    bench::timing_mode mode = mode_for(r.bytes);
+    r.timing = bench::to_string(mode);
+    fill(count, out_count(c, count, n_));
+    launch(nb, k, stream_);
+    check(r, c, count);
+    bool fell_back = false;
+    r.time_us = bench::time_us(mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) { launch(nb, k, s); }, &fell_back);
+    if (fell_back) r.timing = "events*";
+    rcclx::gpu::device_synchronize();
+    world_.throw_if_error();
+  }
+
+  void fill(std::size_t count, std::size_t out_elems) {
+    fill_kernel<T, MaxR> f{};
+    for (int r = 0; r < n_; ++r) f.dst[r] = in_[r];
+    f.count = count;
+    f.poison = false;
+    const int nb = fit<fill_kernel<T, MaxR>>(rcclx::dda::detail::blocks_for_elems<T>(count, o_.threads, o_.max_blocks));
+    launch(nb, f, stream_);
+    for (int r = 0; r < n_; ++r) f.dst[r] = out_[r];
+    f.count = out_elems;
+    f.poison = true;
+    launch(fit<fill_kernel<T, MaxR>>(rcclx::dda::detail::blocks_for_elems<T>(out_elems, o_.threads, o_.max_blocks)), f,
+           stream_);
+    rcclx::gpu::stream_synchronize(stream_);
+  }
+
+  // The documented bound for inputs in [-1, 1) (every block amax <= 1), loosened to whole-message
+  // magnitudes: c per quantization of a block of amax a is c * a (docs/numerics.md 8).
+  double bound_of(lpc::collective c, bool low) const {
+    using tr = rcclx::fp8::format_traits<cfg::format>;
+    const double q = std::ldexp(1.0, tr::max_exponent - tr::mantissa_bits - 1) / tr::max_finite * (1 + 0x1p-19);
+    const double u = sizeof(T) == 4 ? 0x1p-24 : 0x1p-8, n = n_, acc = n * n * 0x1p-24 * (1 + q);
+    if (!low) return c == lpc::collective::allreduce || c == lpc::collective::reduce_scatter ? u * n + 2 * acc + 1e-30 : 0.0;
+    switch (c) {
+      case lpc::collective::allgather:
+      case lpc::collective::alltoall: return q + u * (1 + q);
+      case lpc::collective::reduce_scatter: return n * q + acc + u * (n + n * q + acc);
+      case lpc::collective::allreduce:
+      default: {
+        const double e = n * q + acc, y = n + e;
+        return e + q * y + u * (y + q * y);
+      }
+    }
+  }
+
+  // Max |error| of rank 0's output against the float64 reference, within the bound, and (AllReduce,
+  // AllGather) every rank bit-identical to rank 0 (checked on the device).
+  void check(coll_row& r, lpc::collective c, std::size_t count) {
+    rcclx::gpu::device_synchronize();
+    world_.throw_if_error();
+    const std::size_t total = out_count(c, count, n_);
+    std::vector<T> out(total);
+    rcclx::gpu::copy(out.data(), out_[0], total * sizeof(T));
+    const bool low = r.algo == "lpc";
+    r.bound = bound_of(c, low);
+    const std::size_t blk = count / static_cast<std::size_t>(n_);
+    auto x = [](int p, std::size_t i) { return static_cast<double>(static_cast<float>(make<T>(input_value(p, i)))); };
+    const unsigned workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+    std::vector<double> err(workers, 0.0);
+    std::vector<std::thread> th;
+    for (unsigned w = 0; w < workers; ++w) {
+      th.emplace_back([&, w] {
+        for (std::size_t k = w; k < total; k += workers) {
+          double want = 0;
+          switch (c) {
+            case lpc::collective::allreduce:
+              for (int p = 0; p < n_; ++p) want += x(p, k);
+              break;
+            case lpc::collective::allgather: want = x(static_cast<int>(k / count), k % count); break;
+            case lpc::collective::reduce_scatter:  // rank 0: block 0 of every rank
+              for (int p = 0; p < n_; ++p) want += x(p, k);
+              break;
+            case lpc::collective::alltoall: want = x(static_cast<int>(k / blk), k % blk); break;
+          }
+          const double e = std::fabs(static_cast<double>(static_cast<float>(out[k])) - want);
+          if (!(e <= err[w])) err[w] = e;  // NaN propagates into the maximum
+        }
+      });
+    }
+    for (auto& t : th) t.join();
+    for (unsigned w = 0; w < workers; ++w) r.max_err = std::isnan(err[w]) ? err[w] : std::max(r.max_err, err[w]);
+    r.tol_ok = r.max_err <= r.bound;
+    if (c == lpc::collective::allreduce || c == lpc::collective::allgather) {
+      rcclx::gpu::memset_zero(counter_, sizeof(std::uint32_t));
+      compare_kernel<T, MaxR> cmp{};
+      for (int p = 0; p < n_; ++p) cmp.out[p] = out_[p];
+      cmp.count = total;
+      cmp.mismatches = counter_;
+      launch(fit<compare_kernel<T, MaxR>>(rcclx::dda::detail::blocks_for_elems<T>(total, o_.threads, o_.max_blocks)), cmp,
+             stream_);
+      rcclx::gpu::stream_synchronize(stream_);
+      std::uint32_t mismatches = 0;
+      rcclx::gpu::copy(&mismatches, counter_, sizeof(mismatches));
+      r.identical = mismatches == 0;
+    }
+  }
+
+  const options& o_;
+  std::string type_;
+  int n_;
+  std::size_t max_count_;
+  rt::emulated_world<MaxR> world_;
+  std::vector<T*> in_, out_;
+  void* big_src_ = nullptr;
+  void* big_dst_ = nullptr;
+  std::uint32_t* counter_ = nullptr;
+  rcclx::gpu::stream_t stream_{};
+};
+
+template <class T>
+void run_coll_type(const options& o, const std::string& type, std::vector<coll_row>& rows) {
+  if (o.num_ranks <= 8) coll_runner<T, 8>(o, type).run(rows);
+  else coll_runner<T, 16>(o, type).run(rows);
+}
+
 // ---- reports -------------------------------------------------------------------------------------
 
 std::string json_escape(const std::string& s) {
@@ -586,7 +966,40 @@ std::vector<acceptance> evaluate(const std::vector<row>& rows) {
   return {flat, flat_sym, tree};
 }
 
-void write_json(const options& o, const std::vector<row>& rows, const std::vector<acceptance>& acc) {
+// Targets of the LPC issue: at >= 16 MiB per rank, LPC AllReduce >= 2x faster than the plain tree
+// for float and >= 1.3x for bf16 (worst size counts); every LPC row within its bound.
+std::vector<acceptance> evaluate_coll(const std::vector<coll_row>& rows) {
+  acceptance f{"lpc_allreduce_speedup_float", "LPC AllReduce >= 2x faster than the DDA tree at >= 16 MiB, float", "", 1e30};
+  acceptance b{"lpc_allreduce_speedup_bf16", "LPC AllReduce >= 1.3x faster than the DDA tree at >= 16 MiB, bf16", "", 1e30};
+  acceptance e{"lpc_error_bound", "every LPC row's max error within the documented bound, AllReduce/AllGather ranks "
+                                  "bit-identical", "", 0};
+  for (const auto& r : rows) {
+    if (!r.error.empty() || r.algo != "lpc") continue;
+    e.evaluated = true;
+    if (!(r.tol_ok && r.identical)) e.worst += 1;
+    if (r.coll != "allreduce" || r.bytes < 16u * 1024 * 1024) continue;
+    acceptance& a = r.type == "float" ? f : b;
+    if (r.type != "float" && r.type != "bf16") continue;
+    a.evaluated = true;
+    a.worst = std::min(a.worst, r.x_plain);
+  }
+  f.pass = f.worst >= 2.0;
+  b.pass = b.worst >= 1.3;
+  e.pass = e.worst == 0;
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "worst speedup %.2fx", f.worst);
+  f.result = buf;
+  std::snprintf(buf, sizeof(buf), "worst speedup %.2fx", b.worst);
+  b.result = buf;
+  std::snprintf(buf, sizeof(buf), "%d rows outside", static_cast<int>(e.worst));
+  e.result = buf;
+  for (acceptance* a : {&f, &b, &e})
+    if (!a->evaluated) a->result = "not measured (no row in range)";
+  return {f, b, e};
+}
+
+void write_json(const options& o, const std::vector<row>& rows, const std::vector<coll_row>& crows,
+                const std::vector<acceptance>& acc) {
   std::ofstream f(o.json);
   if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + o.json);
   f << "{\n  \"tool\": \"rcclx-bench\",\n  \"command\": \"" << json_escape(o.command) << "\",\n";
@@ -618,6 +1031,25 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
       << ", \"ranks_identical\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << json_escape(r.error)
       << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
+  f << "  ],\n  \"collectives_definitions\": {\n"
+       "    \"size_bytes\": \"input bytes per rank S (allgather output N*S, reduce_scatter output S/N)\",\n"
+       "    \"wire_bytes\": \"bytes each rank reads from peers: allreduce 2(N-1)X/N, allgather (N-1)X, reduce_scatter and alltoall (N-1)X/N; X = S plain, Q = count*(1+scale bytes/block) lpc\",\n"
+       "    \"required_bytes\": \"HBM bytes of all N ranks: allreduce tree 5S / lpc 2S+3Q; allgather (2N+1)S / (N+1)S+NQ; reduce_scatter 3S-S/N / S+2Q+S/N; alltoall 2S+2(N-1)S/N / 2S+2(N-1)Q/N (per rank, times N)\",\n"
+       "    \"x_plain\": \"time of the plain row of the same size / time of this row\",\n"
+       "    \"bound\": \"documented error bound for inputs in [-1, 1) (docs/numerics.md section 8)\"\n"
+       "  },\n  \"collectives\": [\n";
+  for (std::size_t i = 0; i < crows.size(); ++i) {
+    const coll_row& r = crows[i];
+    f << "    {\"size_bytes\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \"" << r.type
+      << "\", \"collective\": \"" << r.coll << "\", \"algorithm\": \"" << r.algo << "\", \"format\": \"" << r.format
+      << "\", \"blocks_per_rank\": " << r.blocks << ", \"timing\": \"" << r.timing << "\", \"time_us\": " << num(r.time_us)
+      << ", \"copy_us\": " << num(r.copy_us) << ", \"x_plain\": " << num(r.x_plain) << ", \"wire_bytes\": " << num(r.wire_bytes)
+      << ", \"required_bytes\": " << num(r.required_bytes) << ", \"hbm_GBps\": " << num(r.hbm_gbps)
+      << ", \"hbm_efficiency\": " << num(r.hbm_eff) << ", \"max_abs_error\": " << num(r.max_err)
+      << ", \"error_bound\": " << num(r.bound) << ", \"within_bound\": " << (r.tol_ok ? "true" : "false")
+      << ", \"ranks_identical\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << json_escape(r.error)
+      << "\"}" << (i + 1 < crows.size() ? "," : "") << "\n";
+  }
   f << "  ],\n  \"acceptance\": [\n";
   for (std::size_t i = 0; i < acc.size(); ++i) {
     f << "    {\"name\": \"" << acc[i].name << "\", \"target\": \"" << json_escape(acc[i].target)
@@ -641,10 +1073,24 @@ void write_csv(const std::string& path, const std::vector<row>& rows) {
       << (r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL") << ",\"" << json_escape(r.error) << "\"\n";
 }
 
+void write_coll_csv(const std::string& path, const std::vector<coll_row>& rows) {
+  std::ofstream f(path);
+  if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + path);
+  f << "size_bytes,count,type,collective,algorithm,format,blocks,timing,time_us,x_plain,wire_bytes,required_bytes,"
+       "hbm_GBps,hbm_efficiency,max_abs_error,error_bound,ok,error\n";
+  for (const coll_row& r : rows)
+    f << r.bytes << ',' << r.count << ',' << r.type << ',' << r.coll << ',' << r.algo << ',' << r.format << ','
+      << r.blocks << ',' << r.timing << ',' << num(r.time_us) << ',' << num(r.x_plain) << ',' << num(r.wire_bytes) << ','
+      << num(r.required_bytes) << ',' << num(r.hbm_gbps) << ',' << num(r.hbm_eff) << ',' << num(r.max_err) << ','
+      << num(r.bound) << ',' << (r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL") << ",\""
+      << json_escape(r.error) << "\"\n";
+}
+
 // The PNG comes from plot.py (matplotlib), copied next to this executable by the build.
 void plot(const std::string& exe, const options& o) {
   const std::string dir = exe.find('/') == std::string::npos ? "." : exe.substr(0, exe.rfind('/'));
-  const std::string cmd = "python3 '" + dir + "/plot.py' '" + o.json + "' '" + o.png + "'";
+  const std::string cmd = "python3 '" + dir + "/plot.py' '" + o.json + "' '" + o.png + "'" +
+                          (o.coll_png.empty() ? std::string() : " '" + o.coll_png + "'");
   if (std::system(cmd.c_str()) != 0)
     std::printf("# plot: '%s' failed (python3 with matplotlib needed); the JSON has every number\n", cmd.c_str());
   else
@@ -664,20 +1110,32 @@ int main(int argc, char** argv) {
     std::printf("rcclx-bench: built for a GPU backend but no GPU is present\n");
     return 1;
   }
-  std::printf("# rcclx-bench: DDA AllReduce on %d emulated ranks, device: %s (%s), backend %s\n# command: %s\n",
-              o.num_ranks, bench::device_name().c_str(), rcclx::gpu::to_string(rcclx::gpu::current_arch()),
+  std::printf("# rcclx-bench: DDA AllReduce%s on %d emulated ranks, device: %s (%s), backend %s\n# command: %s\n",
+              o.collectives ? " and LPC vs plain collectives" : "", o.num_ranks, bench::device_name().c_str(),
+              rcclx::gpu::to_string(rcclx::gpu::current_arch()),
               on_host ? "host" : (rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip"), o.command.c_str());
   std::printf("# emulated launch: %d threads per block, at most %d blocks per rank (fewer when the grid of all ranks "
               "would not be resident), blocks per rank in column blk\n",
               o.threads, o.max_blocks);
-  print_definitions(o);
-  print_header();
   std::vector<row> rows;
+  std::vector<coll_row> crows;
   try {
-    for (const auto& t : o.types) {
-      if (t == "float") run_type<float>(o, t, rows);
-      else if (t == "bf16") run_type<rcclx::bf16>(o, t, rows);
-      else run_type<rcclx::fp16>(o, t, rows);
+    if (o.dda) {
+      print_definitions(o);
+      print_header();
+      for (const auto& t : o.types) {
+        if (t == "float") run_type<float>(o, t, rows);
+        else if (t == "bf16") run_type<rcclx::bf16>(o, t, rows);
+        else run_type<rcclx::fp16>(o, t, rows);
+      }
+    }
+    if (o.collectives) {
+      print_coll_definitions(o);
+      for (const auto& t : o.types) {
+        if (t == "float") run_coll_type<float>(o, t, crows);
+        else if (t == "bf16") run_coll_type<rcclx::bf16>(o, t, crows);
+        else std::printf("# (%s: the LPC collectives take float and bf16; no collectives rows)\n", t.c_str());
+      }
     }
   } catch (const std::exception& e) {
     std::printf("rcclx-bench: %s\n", e.what());
@@ -685,8 +1143,11 @@ int main(int argc, char** argv) {
   }
   bool correct = true;
   for (const auto& r : rows) correct = correct && r.error.empty() && r.tol_ok && r.identical;
-  const auto acc = evaluate(rows);
-  std::printf("# acceptance (informative, targets of the DDA issue):\n");
+  for (const auto& r : crows) correct = correct && r.error.empty() && r.tol_ok && r.identical;
+  auto acc = evaluate(rows);
+  const auto cacc = evaluate_coll(crows);
+  std::printf("# acceptance (informative, targets of the DDA and LPC issues):\n");
+  for (const auto& a : cacc) acc.push_back(a);
   for (const auto& a : acc) {
     if (!a.evaluated) continue;
     std::printf("#   %-30s %-5s %s  [%s]\n", a.name.c_str(), a.pass ? "PASS" : "MISS", a.result.c_str(),
@@ -695,10 +1156,11 @@ int main(int argc, char** argv) {
   std::printf("# correctness: %s\n", correct ? "every row within tolerance, all ranks bit-identical" : "FAILED rows above");
   try {
     if (!o.json.empty()) {
-      write_json(o, rows, acc);
+      write_json(o, rows, crows, acc);
       std::printf("# json: %s\n", o.json.c_str());
     }
     if (!o.csv.empty()) write_csv(o.csv, rows);
+    if (!o.coll_csv.empty() && !crows.empty()) write_coll_csv(o.coll_csv, crows);
     if (!o.png.empty() && !o.json.empty()) plot(argv[0], o);
   } catch (const std::exception& e) {
     std::printf("rcclx-bench: %s\n", e.what());

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Plot rcclx-bench JSON: time vs size per algorithm (one panel per element type), with the
-empty-kernel and copy baselines of the same run, and hbm% of the tree below.
+empty-kernel and copy baselines of the same run, and hbm% of the tree below; with a third argument,
+also the LPC vs plain collectives (time per collective and type, and the LPC speedup below).
 
-usage: plot.py rcclx-bench.json out.png
+usage: plot.py rcclx-bench.json out.png [collectives.png]
 """
 import json
 import sys
@@ -59,7 +60,48 @@ def main(src, dst):
     fig.savefig(dst, dpi=110)
 
 
+def plot_collectives(src, dst):
+    with open(src) as f:
+        data = json.load(f)
+    rows = [r for r in data.get("collectives", []) if not r["error"]]
+    if not rows:
+        return
+    types = sorted({r["type"] for r in rows})
+    colls = ["allreduce", "allgather", "reduce_scatter", "alltoall"]
+    fig, axes = plt.subplots(2, len(types), figsize=(7 * len(types), 9), squeeze=False)
+    for col, t in enumerate(types):
+        ax, ax2 = axes[0][col], axes[1][col]
+        for c in colls:
+            for algo, style in (("lpc", "-"), ("tree", ":"), ("direct", ":")):
+                rs = sorted([r for r in rows if r["type"] == t and r["collective"] == c and r["algorithm"] == algo],
+                            key=lambda r: r["size_bytes"])
+                if rs:
+                    ax.plot([r["size_bytes"] for r in rs], [r["time_us"] for r in rs], style, marker="o", ms=3,
+                            label="%s %s" % (c, algo))
+            rs = sorted([r for r in rows if r["type"] == t and r["collective"] == c and r["algorithm"] == "lpc"],
+                        key=lambda r: r["size_bytes"])
+            ax2.plot([r["size_bytes"] for r in rs], [r["x_plain"] for r in rs], marker="o", ms=3, label=c)
+        target = 2.0 if t == "float" else 1.3
+        ax2.axhline(target, color="r", lw=1, ls="--", label="AllReduce target %.1fx (>= 16 MiB)" % target)
+        ax2.axhline(1.0, color="k", lw=0.5)
+        for a in (ax, ax2):
+            a.set_xscale("log", base=2)
+            a.set_xlabel("input bytes per rank")
+            a.grid(True, which="both", alpha=0.3)
+            a.legend(fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel("time per call (us)")
+        ax.set_title("%s: LPC (FP8 wire) vs plain, %d emulated ranks, %s" % (t, data["num_ranks"], data["device"]))
+        ax2.set_ylabel("speedup of LPC over plain (x)")
+    fig.suptitle(data["command"], fontsize=8)
+    fig.tight_layout()
+    fig.savefig(dst, dpi=110)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2])
+    if any(r for r in json.load(open(sys.argv[1]))["rows"]):
+        main(sys.argv[1], sys.argv[2])
+    if len(sys.argv) == 4:
+        plot_collectives(sys.argv[1], sys.argv[3])

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../support/catch.hpp"
+#include "../support/rank_runner.hpp"
 #include "reference.hpp"
 
 namespace {
@@ -21,47 +22,9 @@ using rcclx::algorithm;
 using rcclx::reduce_op;
 constexpr int max_r = 8;
 
-// Runs fn(rank) for every rank "at once": threads on the host, one stream per rank on a GPU.
-struct rank_runner {
-  int n;
-  std::vector<rcclx::gpu::stream_t> streams;
-  explicit rank_runner(int num_ranks) : n(num_ranks) {
-    for (int r = 0; r < n; ++r) streams.push_back(rcclx::current_backend == rcclx::backend::host ? nullptr : rcclx::gpu::stream_create());
-  }
-  ~rank_runner() {
-    for (auto s : streams) rcclx::gpu::stream_destroy(s);
-  }
-  void run(const std::function<void(int, rcclx::gpu::stream_t)>& fn) {
-#if RCCLX_BACKEND_HOST
-    std::vector<std::thread> th;
-    std::vector<std::exception_ptr> errors(n);
-    for (int r = 0; r < n; ++r)
-      th.emplace_back([&, r] {
-        try {
-          fn(r, nullptr);
-        } catch (...) {
-          errors[r] = std::current_exception();
-        }
-      });
-    for (auto& t : th) t.join();
-    for (auto& e : errors)
-      if (e) std::rethrow_exception(e);
-#else
-    for (int r = 0; r < n; ++r) fn(r, streams[r]);
-    rcclx::gpu::device_synchronize();
-#endif
-  }
-};
-
-// Blocks per rank: the default on the host; on a GPU, few enough that every rank's kernel fits on
-// the device at once (ranks share one GPU here; each would have its own in a real job).
-int blocks_per_rank() { return rcclx::current_backend == rcclx::backend::host ? 0 : 4; }
-
-// Kernels of different ranks must run concurrently on one GPU; compute-sanitizer serialises
-// kernels (RCCLX_TEST_QUICK=1 marks those runs), so there they would only time out.
-bool concurrent_kernels_possible() {
-  return rcclx::current_backend == rcclx::backend::host || !rcclx_test::quick();
-}
+using rcclx_test::rank_runner;
+int blocks_per_rank() { return rcclx_test::launcher_blocks_per_rank(); }
+using rcclx_test::concurrent_kernels_possible;
 
 template <class T>
 struct rank_data {

@@ -14,7 +14,7 @@
 // rank launches the same grid (barriers pair block b of every rank). Pass num_blocks > 0 to force it
 // (then it must be the same on every rank).
 // Invalid arguments throw rcclx::error before anything is launched: op or algorithm out of range
-// (invalid_argument), algorithm::low_precision (unsupported: it comes with the LPC collectives),
+// (invalid_argument), algorithm::low_precision (unsupported: that is rcclx::lpc::allreduce),
 // num_ranks outside [2, MaxRanks], count * sizeof(T) above the buffers' capacity, input/output not
 // aligned to sizeof(T) (misaligned), symmetric buffers not 16-byte aligned (misaligned), partial
 // overlaps between input, output and own symmetric buffer, output == own symmetric buffer with
@@ -33,6 +33,7 @@
 #include "../core/peer_table.hpp"
 #include "../gpu/group.hpp"
 #include "../gpu/runtime.hpp"
+#include "detail/launch.hpp"
 #include "flat.hpp"
 #include "select.hpp"
 #include "tree.hpp"
@@ -90,17 +91,6 @@ inline algorithm resolve_algorithm(algorithm algo, std::size_t count, int num_ra
 
 namespace detail {
 
-inline std::string pointer_text(const void* p) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%p", p);
-  return buf;
-}
-
-inline bool overlaps(const void* a, const void* b, std::size_t bytes) {
-  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
-  return x < y + bytes && y < x + bytes;
-}
-
 // Checks that do not need the table's contents (also used for tables in device memory).
 template <class T>
 inline void validate_call(const char* who, int num_ranks, int max_ranks_of_table, const void* input,
@@ -113,9 +103,9 @@ inline void validate_call(const char* who, int num_ranks, int max_ranks_of_table
     throw error(errc::invalid_argument, w + ": algorithm = " + std::to_string(static_cast<int>(algo)) +
                                             " is not an rcclx::algorithm");
   if (algo == algorithm::low_precision)
-    throw error(errc::unsupported, w + ": algorithm::low_precision is not implemented by dda::allreduce "
-                                       "(it comes with the low-precision collectives, rcclx::lpc); use flat, "
-                                       "tree or automatic");
+    throw error(errc::unsupported, w + ": algorithm::low_precision is not a DDA algorithm: call "
+                                       "rcclx::lpc::allreduce (<rcclx/lpc/allreduce.hpp>), or use flat, tree "
+                                       "or automatic here");
   if (num_ranks < 2 || num_ranks > max_ranks_of_table)
     throw error(errc::invalid_argument, w + ": num_ranks = " + std::to_string(num_ranks) + " is outside [2, " +
                                             std::to_string(max_ranks_of_table) + "] (the table's MaxRanks)");
@@ -186,20 +176,6 @@ RCCLX_GLOBAL void __launch_bounds__(512)
     allreduce_kernel(core::peer_table<T, MaxRanks> t, const T* in, T* out, std::size_t count) {
   (void)run_block<ReduceOp, Algo>(gpu::block_group{}, t, in, out, count, static_cast<int>(blockIdx.x),
                                   static_cast<int>(gridDim.x));
-}
-
-// Records a launch the device-side checks reject (table in device memory, contents unknown to the
-// host), in the rank's error record: code mismatch, `observed` = which check failed.
-template <int MaxRanks>
-RCCLX_DEVICE inline void record_mismatch(const core::signal_pads<MaxRanks>& s, std::uint32_t what) {
-  if (gpu::compare_exchange_local(&s.err->code, 0u, 0xFFFFFFFFu) != 0u) return;
-  s.err->waiting_rank = static_cast<std::uint32_t>(s.rank);
-  s.err->missing_rank = static_cast<std::uint32_t>(s.rank);
-  s.err->kind = 0;
-  s.err->block = blockIdx.x;
-  s.err->call = 0;
-  s.err->observed = what;
-  gpu::store_release_system(&s.err->code, static_cast<std::uint32_t>(errc::mismatch));
 }
 
 template <class ReduceOp, algorithm Algo, class T, int MaxRanks>

@@ -33,6 +33,11 @@
 //   all_to_all:     rank r reads block r of peer p's send buffer   -> (N-1)/N * S read per rank
 // Every schedule must visit each (peer, chunk) pair of a collective exactly once per rank; the
 // tests check that for all N in [1, 16] and every schedule.
+//
+// Users: the gathers of dda::flat_allgather / flat_alltoall and of every lpc collective visit
+// peers in schedule order, skipping the step whose peer is the rank itself (step 0 for rotating
+// and xor_pairs, step r for linear). Reductions (reduce-scatter phases) load all N ranks at once
+// and combine them in rank order, so no result depends on the schedule (tested bit for bit).
 #pragma once
 
 #include "../config.hpp"

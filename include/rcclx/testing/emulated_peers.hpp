@@ -3,9 +3,12 @@
 //
 //   rcclx::testing::emulated_peers<float> peers(8, count);     // 8 ranks, count elements each
 //   for (int r = 0; r < 8; ++r) std::fill(peers.input(r).begin(), peers.input(r).end(), float(r));
-//   peers.allreduce(rcclx::algorithm::flat);                    // also tree, automatic
+//   peers.allreduce(rcclx::algorithm::flat);                    // also tree, low_precision, automatic
 //   peers.allreduce(rcclx::algorithm::tree, rcclx::reduce_op::max);
 //   const std::vector<float>& out = peers.output(3);            // rank 3's result
+//   peers.allgather(rcclx::algorithm::low_precision);           // output(r): 8 * count elements
+//   peers.reduce_scatter(rcclx::algorithm::flat);               // output(r): count / 8 (count % 8 == 0)
+//   peers.alltoall<rcclx::lpc::config<rcclx::fp8::e5m2>>(rcclx::algorithm::low_precision);
 //
 // Compiled for a GPU, all ranks run in ONE launch on the current device (every block resident, so
 // ranks can wait on each other); compiled by a plain C++ compiler, each (rank, block) is a
@@ -14,7 +17,11 @@
 // Every call uploads all inputs, overwrites all outputs with a poison pattern (so elements a
 // kernel never writes are caught), runs, waits, turns a timed-out barrier into rcclx::error, and
 // downloads all outputs. T: float, rcclx::bf16, rcclx::fp16, int32_t (others throw
-// errc::unsupported); num_ranks in [2, MaxRanks].
+// errc::unsupported; algorithm::low_precision takes float and bf16 only); num_ranks in [2, MaxRanks].
+// For AllGather, AlltoAll and ReduceScatter the plain algorithm is the one-shot direct access
+// (flat, tree and automatic-below-the-threshold all run it); automatic picks low_precision only
+// when enabled by the environment (lpc/select.hpp). The symmetric buffers are sized for every
+// collective and every LPC config (block sizes 16..512) at this count.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +34,8 @@
 #include "../core/ops.hpp"
 #include "../dda/allreduce.hpp"
 #include "../gpu/runtime.hpp"
+#include "../lpc/select.hpp"
+#include "../lpc/workspace.hpp"
 #include "detail/emulated_collectives.hpp"
 #include "emulated_world.hpp"
 #include "launch.hpp"
@@ -48,16 +57,17 @@ class emulated_peers {
  public:
   emulated_peers(int num_ranks, std::size_t count, emulated_options options = {})
       : num_ranks_(check_ranks(num_ranks)), count_(count), opt_(options),
-        world_(num_ranks, buffer_bytes(count), max_world_blocks(), options.timeout_ns) {
+        world_(num_ranks, buffer_bytes(check_ranks(num_ranks), count), max_world_blocks(), options.timeout_ns) {
     if constexpr (!core::is_reducible_v<T>)
       throw error(errc::unsupported, "emulated_peers: the element type is not supported (float, rcclx::bf16, "
                                      "rcclx::fp16 or int32_t)");
     if (opt_.threads < 0 || opt_.blocks_per_rank < 0)
       throw error(errc::invalid_argument, "emulated_peers: threads and blocks_per_rank must be >= 0");
     if (opt_.threads == 0) opt_.threads = dda::default_launch_config().threads;
-    const std::size_t bytes = buffer_bytes(count);
+    const std::size_t bytes = element_bytes(count);
     inputs_.assign(num_ranks, std::vector<T>(count));
     outputs_.assign(num_ranks, std::vector<T>(count));
+    out_count_ = count;
     for (int r = 0; r < num_ranks; ++r) {
       if (opt_.input_in_symmetric_buffer) {
         dev_in_.push_back(static_cast<T*>(world_.buffer(r)));
@@ -68,7 +78,8 @@ class emulated_peers {
       if (opt_.in_place) {
         dev_out_.push_back(dev_in_.back());
       } else {
-        owned_.push_back(gpu::device_malloc(bytes));
+        // Room for an AllGather's num_ranks * count elements.
+        owned_.push_back(gpu::device_malloc(element_bytes(count * static_cast<std::size_t>(num_ranks))));
         dev_out_.push_back(static_cast<T*>(owned_.back()));
       }
     }
@@ -86,15 +97,25 @@ class emulated_peers {
   // Rank r's input (count elements): fill before a call.
   std::vector<T>& input(int rank) { return inputs_.at(checked_rank(rank)); }
   const std::vector<T>& input(int rank) const { return inputs_.at(checked_rank(rank)); }
-  // Rank r's output after the last call.
+  // Rank r's output after the last call: count elements (AllReduce, AlltoAll), num_ranks * count
+  // (AllGather) or count / num_ranks (ReduceScatter).
   const std::vector<T>& output(int rank) const { return outputs_.at(checked_rank(rank)); }
 
-  // AllReduce of every rank's input into every rank's output.
+  // AllReduce of every rank's input into every rank's output. low_precision (or automatic when the
+  // environment enables it, see lpc/select.hpp) runs lpc::fp8_allreduce with Config.
+  template <class Config = lpc::default_config>
   void allreduce(algorithm algo = algorithm::automatic, reduce_op op = reduce_op::sum) {
     if constexpr (core::is_reducible_v<T>) {
-      dda::detail::validate_call<T>("emulated_peers::allreduce", num_ranks_, MaxRanks, dev_in_[0], dev_out_[0],
-                                    count_, op, algo, 0);
-      const algorithm a = dda::resolve_algorithm<T>(algo, count_, num_ranks_);
+      const char* who = "emulated_peers::allreduce";
+      check_op_and_algorithm(who, op, algo);
+      const algorithm a = lpc::resolve_algorithm<T>(lpc::collective::allreduce, algo, count_, num_ranks_);
+      if (a == algorithm::low_precision) {
+        core::with_op(op, [&](auto op_tag) {
+          run_collective<lpc::collective::allreduce, algorithm::low_precision, Config, decltype(op_tag)>(who, count_);
+        });
+        return;
+      }
+      dda::detail::validate_call<T>(who, num_ranks_, MaxRanks, dev_in_[0], dev_out_[0], count_, op, a, 0);
       if (a == algorithm::flat && opt_.in_place && opt_.input_in_symmetric_buffer)
         throw error(errc::invalid_argument, "emulated_peers::allreduce: algorithm::flat cannot write its output "
                                             "into the symmetric buffer (in_place with input_in_symmetric_buffer); "
@@ -106,6 +127,27 @@ class emulated_peers {
         else run_allreduce<op_t, algorithm::tree>();
       });
     }
+  }
+
+  // AllGather: output(r)[p * count + i] = input(p)[i] (low precision: after one FP8 round trip).
+  // Not with in_place (the output is num_ranks times larger).
+  template <class Config = lpc::default_config>
+  void allgather(algorithm algo = algorithm::automatic) {
+    dispatch<lpc::collective::allgather, Config>("emulated_peers::allgather", algo, reduce_op::sum);
+  }
+
+  // ReduceScatter: output(r)[i] = op over p of input(p)[r * count / num_ranks + i]; count must be a
+  // multiple of num_ranks. Not with in_place (the output is num_ranks times smaller).
+  template <class Config = lpc::default_config>
+  void reduce_scatter(algorithm algo = algorithm::automatic, reduce_op op = reduce_op::sum) {
+    dispatch<lpc::collective::reduce_scatter, Config>("emulated_peers::reduce_scatter", algo, op);
+  }
+
+  // AlltoAll: block i of rank r (count / num_ranks elements) lands at block r of rank i; count must
+  // be a multiple of num_ranks.
+  template <class Config = lpc::default_config>
+  void alltoall(algorithm algo = algorithm::automatic) {
+    dispatch<lpc::collective::alltoall, Config>("emulated_peers::alltoall", algo, reduce_op::sum);
   }
 
   // Runs f on every emulated rank: blocks_per_rank blocks of `threads` threads each (one thread per
@@ -145,17 +187,20 @@ class emulated_peers {
     for (int r = 0; r < num_ranks_; ++r) gpu::copy(dev_in_[r], inputs_[r].data(), count_ * sizeof(T));
   }
   void poison_outputs() {
-    std::vector<unsigned char> p(count_ * sizeof(T), opt_.poison);
+    std::vector<unsigned char> p(out_count_ * sizeof(T), opt_.poison);
     for (int r = 0; r < num_ranks_; ++r) {
       if (opt_.in_place) continue;  // the output is the input: already overwritten by the upload
       gpu::copy(dev_out_[r], p.data(), p.size());
     }
   }
   void download_outputs() {
-    for (int r = 0; r < num_ranks_; ++r) gpu::copy(outputs_[r].data(), dev_out_[r], count_ * sizeof(T));
+    for (int r = 0; r < num_ranks_; ++r) {
+      outputs_[r].resize(out_count_);
+      gpu::copy(outputs_[r].data(), dev_out_[r], out_count_ * sizeof(T));
+    }
   }
 
-  // What the last allreduce ran (automatic resolved) and with how many blocks per rank.
+  // What the last call ran (automatic resolved) and with how many blocks per rank.
   algorithm last_algorithm() const { return last_algorithm_; }
   int last_blocks_per_rank() const { return last_blocks_; }
 
@@ -165,14 +210,7 @@ class emulated_peers {
   int emulated_blocks(algorithm algo) const {
     const dda::launch_config cfg{opt_.threads, dda::default_launch_config().flat_max_blocks,
                                  dda::default_launch_config().tree_max_blocks};
-    int nb = opt_.blocks_per_rank > 0 ? opt_.blocks_per_rank : dda::num_blocks_for<T>(count_, algo, num_ranks_, cfg);
-    if (nb > world_.max_blocks()) nb = world_.max_blocks();
-    const int resident = max_blocks_per_rank<F>(num_ranks_, opt_.threads);
-    if (nb > resident) nb = resident;
-    if (nb < 1)
-      throw error(errc::unsupported, "emulated_peers: " + std::to_string(num_ranks_) + " ranks of blocks of " +
-                                         std::to_string(opt_.threads) + " threads cannot all be resident on this GPU");
-    return nb;
+    return fit_blocks<F>(dda::num_blocks_for<T>(count_, algo, num_ranks_, cfg));
   }
 
  private:
@@ -182,9 +220,27 @@ class emulated_peers {
                                               std::to_string(MaxRanks) + "]");
     return n;
   }
-  static std::size_t buffer_bytes(std::size_t count) {
+  static std::size_t element_bytes(std::size_t count) {
     const std::size_t b = count * sizeof(T);
     return b < 16 ? 16 : b;
+  }
+  // Symmetric buffer: the input (plain collectives) or the FP8 slots of any LPC collective and config.
+  static std::size_t buffer_bytes(int num_ranks, std::size_t count) {
+    std::size_t b = element_bytes(count);
+    if constexpr (lpc::is_element_v<T>) {
+      for (const lpc::collective c : {lpc::collective::allreduce, lpc::collective::allgather,
+                                      lpc::collective::reduce_scatter, lpc::collective::alltoall}) {
+        const std::size_t w[] = {
+            lpc::workspace_bytes<lpc::config<fp8::e4m3, 16>>(c, count, num_ranks),
+            lpc::workspace_bytes<lpc::config<fp8::e4m3, 32>>(c, count, num_ranks),
+            lpc::workspace_bytes<lpc::config<fp8::e4m3, 64>>(c, count, num_ranks),
+            lpc::workspace_bytes<lpc::config<fp8::e4m3, 128>>(c, count, num_ranks),
+            lpc::workspace_bytes<lpc::config<fp8::e4m3, 256>>(c, count, num_ranks),
+            lpc::workspace_bytes<lpc::config<fp8::e4m3, 512>>(c, count, num_ranks)};
+        for (const std::size_t x : w) b = x > b ? x : b;  // fp32 scales: the larger kind
+      }
+    }
+    return b;
   }
   static int max_world_blocks() {
     const auto cfg = dda::default_launch_config();
@@ -219,9 +275,101 @@ class emulated_peers {
     using kernel = detail::emulated_allreduce<Op, Algo, T, MaxRanks>;
     const int nb = emulated_blocks<kernel>(Algo);
     last_blocks_ = nb;
+    out_count_ = count_;
     before_call();
     if (count_ > 0) launch_emulated(num_ranks_, nb, opt_.threads, kernel{device_tables(), device_buffers(), count_});
     after_call();
+  }
+
+  void check_op_and_algorithm(const char* who, reduce_op op, algorithm algo) const {
+    if (!is_valid(op))
+      throw error(errc::invalid_argument, std::string(who) + ": op = " + std::to_string(static_cast<int>(op)) +
+                                              " is not a reduce_op (sum, min, max)");
+    if (!is_valid(algo))
+      throw error(errc::invalid_argument, std::string(who) + ": algorithm = " +
+                                              std::to_string(static_cast<int>(algo)) + " is not an rcclx::algorithm");
+  }
+
+  // AllGather, ReduceScatter, AlltoAll: checks, then the plain or the LPC functor.
+  template <lpc::collective Coll, class Config>
+  void dispatch(const char* who, algorithm algo, reduce_op op) {
+    check_op_and_algorithm(who, op, algo);
+    if (Coll != lpc::collective::allgather && count_ % static_cast<std::size_t>(num_ranks_) != 0)
+      throw error(errc::invalid_argument, std::string(who) + ": count = " + std::to_string(count_) +
+                                              " is not a multiple of num_ranks = " + std::to_string(num_ranks_) +
+                                              " (the input is split into num_ranks equal blocks)");
+    if (Coll != lpc::collective::alltoall && opt_.in_place)
+      throw error(errc::invalid_argument, std::string(who) + ": in_place is not possible (the output is not the "
+                                                             "input's size)");
+    const algorithm a = lpc::resolve_algorithm<T>(Coll, algo, count_, num_ranks_);
+    const std::size_t out = Coll == lpc::collective::allgather ? count_ * static_cast<std::size_t>(num_ranks_)
+                            : Coll == lpc::collective::reduce_scatter ? count_ / static_cast<std::size_t>(num_ranks_)
+                                                                      : count_;
+    core::with_op(op, [&](auto op_tag) {
+      using op_t = decltype(op_tag);
+      if (a == algorithm::low_precision) run_collective<Coll, algorithm::low_precision, Config, op_t>(who, out);
+      else run_collective<Coll, algorithm::flat, Config, op_t>(who, out);
+    });
+  }
+
+  template <lpc::collective Coll, algorithm Algo, class Config, class Op>
+  void run_collective(const char* who, std::size_t out_count) {
+    if constexpr (Algo == algorithm::low_precision) {
+      if constexpr (!lpc::is_element_v<T>) {
+        throw error(errc::unsupported, std::string(who) + ": algorithm::low_precision takes float or rcclx::bf16 "
+                                                          "elements, not " + core::type_name<T>());
+      } else {
+        if (opt_.input_in_symmetric_buffer)
+          throw error(errc::invalid_argument, std::string(who) + ": algorithm::low_precision keeps its FP8 data in "
+                                                                 "the symmetric buffer: the input cannot live there "
+                                                                 "(input_in_symmetric_buffer)");
+        dda::detail::check_schedule<typename Config::schedule>(who, num_ranks_);
+        using kernel = detail::emulated_collective<Coll, Algo, Config, Op, T, MaxRanks>;
+        launch_collective<Coll, Algo, Config, Op>(
+            out_count, lpc::num_blocks_for<Config>(Coll, count_, num_ranks_,
+                                                   lpc::launch_config{opt_.threads, resident_cap<kernel>()}));
+      }
+    } else if constexpr (Coll == lpc::collective::allreduce) {
+      static_assert(Coll != lpc::collective::allreduce, "the plain AllReduce is run_allreduce");
+    } else {
+      const std::size_t elems = Coll == lpc::collective::allgather ? count_ : count_ / static_cast<std::size_t>(num_ranks_);
+      using kernel = detail::emulated_collective<Coll, Algo, Config, Op, T, MaxRanks>;
+      launch_collective<Coll, Algo, Config, Op>(
+          out_count, dda::detail::blocks_for_elems<T>(elems, opt_.threads, resident_cap<kernel>()));
+    }
+  }
+
+  template <lpc::collective Coll, algorithm Algo, class Config, class Op>
+  void launch_collective(std::size_t out_count, int wanted_blocks) {
+    using kernel = detail::emulated_collective<Coll, Algo, Config, Op, T, MaxRanks>;
+    const int nb = fit_blocks<kernel>(wanted_blocks);
+    last_algorithm_ = Algo;
+    last_blocks_ = nb;
+    out_count_ = out_count;
+    before_call();
+    if (count_ > 0) launch_emulated(num_ranks_, nb, opt_.threads, kernel{device_tables(), device_buffers(), count_});
+    after_call();
+  }
+
+  // Most blocks per rank the pads and residency allow (the cap the balanced block counts start from).
+  template <class F>
+  int resident_cap() const {
+    const int resident = max_blocks_per_rank<F>(num_ranks_, opt_.threads);
+    const int cap = resident < world_.max_blocks() ? resident : world_.max_blocks();
+    return cap > 0 ? cap : 1;
+  }
+
+  // opt_.blocks_per_rank if set, else `wanted`; capped by the pads and by residency.
+  template <class F>
+  int fit_blocks(int wanted) const {
+    int nb = opt_.blocks_per_rank > 0 ? opt_.blocks_per_rank : wanted;
+    if (nb > world_.max_blocks()) nb = world_.max_blocks();
+    const int resident = max_blocks_per_rank<F>(num_ranks_, opt_.threads);
+    if (nb > resident) nb = resident;
+    if (nb < 1)
+      throw error(errc::unsupported, "emulated_peers: " + std::to_string(num_ranks_) + " ranks of blocks of " +
+                                         std::to_string(opt_.threads) + " threads cannot all be resident on this GPU");
+    return nb;
   }
 
   int num_ranks_;
@@ -233,6 +381,7 @@ class emulated_peers {
   std::vector<void*> owned_;
   algorithm last_algorithm_ = algorithm::automatic;
   int last_blocks_ = 0;
+  std::size_t out_count_ = 0;  // output elements of the last call
 };
 
 }  // namespace testing

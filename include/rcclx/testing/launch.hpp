@@ -12,7 +12,10 @@
 //   };
 //   rcclx::testing::launch_emulated(num_ranks, blocks_per_rank, 256, my_kernel{...});
 //
-// The functor must be trivially copyable (it is a kernel argument on GPUs).
+// The functor must be trivially copyable (it is a kernel argument on GPUs). A functor may declare
+// `static constexpr int max_threads_per_block = K;`: its kernel is then compiled with
+// __launch_bounds__(K), so the compiler keeps registers within what K threads can have (without a
+// bound a large kernel may take more than a 512-thread block can be given, and fail to launch).
 #pragma once
 
 #include <exception>
@@ -20,6 +23,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../gpu/group.hpp"
@@ -35,10 +39,20 @@ struct launch_index {
   int num_ranks;
 };
 
-#if RCCLX_BACKEND_GPU
 namespace detail {
+// Does F bound its block size (static constexpr int max_threads_per_block)?
+template <class F, class = void>
+struct max_threads_of {
+  static constexpr int value = 0;  // no bound declared
+};
 template <class F>
-RCCLX_GLOBAL void emulated_kernel(F f, int num_ranks, int blocks_per_rank) {
+struct max_threads_of<F, std::void_t<decltype(F::max_threads_per_block)>> {
+  static constexpr int value = F::max_threads_per_block;
+};
+
+#if RCCLX_BACKEND_GPU
+template <class F>
+RCCLX_DEVICE RCCLX_FORCEINLINE void run_emulated_block(const F& f, int num_ranks, int blocks_per_rank) {
   launch_index ix;
   ix.rank = static_cast<int>(blockIdx.x) / blocks_per_rank;
   ix.block = static_cast<int>(blockIdx.x) % blocks_per_rank;
@@ -46,8 +60,16 @@ RCCLX_GLOBAL void emulated_kernel(F f, int num_ranks, int blocks_per_rank) {
   ix.num_ranks = num_ranks;
   f(gpu::block_group{}, ix);
 }
-}  // namespace detail
+template <class F>
+RCCLX_GLOBAL void emulated_kernel(F f, int num_ranks, int blocks_per_rank) {
+  run_emulated_block(f, num_ranks, blocks_per_rank);
+}
+template <class F, int MaxThreads>
+RCCLX_GLOBAL void __launch_bounds__(MaxThreads) emulated_kernel_bounded(F f, int num_ranks, int blocks_per_rank) {
+  run_emulated_block(f, num_ranks, blocks_per_rank);
+}
 #endif
+}  // namespace detail
 
 // Largest blocks_per_rank that keeps every block of every rank resident (GPU), or a small
 // thread count on the host. Emulated ranks wait on each other inside one launch, so a block
@@ -55,7 +77,11 @@ RCCLX_GLOBAL void emulated_kernel(F f, int num_ranks, int blocks_per_rank) {
 template <class F>
 inline int max_blocks_per_rank(int num_ranks, int threads_per_block) {
 #if RCCLX_BACKEND_GPU
-  const int resident = gpu::max_resident_blocks(detail::emulated_kernel<F>, threads_per_block);
+  constexpr int bound = detail::max_threads_of<F>::value;
+  if (bound > 0 && threads_per_block > bound) return 0;  // the kernel cannot run blocks this large
+  int resident;
+  if constexpr (bound > 0) resident = gpu::max_resident_blocks(detail::emulated_kernel_bounded<F, bound>, threads_per_block);
+  else resident = gpu::max_resident_blocks(detail::emulated_kernel<F>, threads_per_block);
   return resident / num_ranks;
 #else
   (void)threads_per_block;
@@ -78,8 +104,13 @@ inline void launch_emulated(int num_ranks, int blocks_per_rank, int threads_per_
                     " blocks of " + std::to_string(threads_per_block) +
                     " threads cannot all be resident on this GPU (at most " + std::to_string(limit) +
                     " blocks per rank)");
-  detail::emulated_kernel<F><<<num_ranks * blocks_per_rank, threads_per_block, 0, stream>>>(f, num_ranks,
-                                                                                          blocks_per_rank);
+  constexpr int bound = detail::max_threads_of<F>::value;
+  if constexpr (bound > 0)
+    detail::emulated_kernel_bounded<F, bound>
+        <<<num_ranks * blocks_per_rank, threads_per_block, 0, stream>>>(f, num_ranks, blocks_per_rank);
+  else
+    detail::emulated_kernel<F><<<num_ranks * blocks_per_rank, threads_per_block, 0, stream>>>(f, num_ranks,
+                                                                                            blocks_per_rank);
   gpu::check_launch("launch_emulated");
 #else
   (void)threads_per_block;

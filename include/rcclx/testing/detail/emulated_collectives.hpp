@@ -1,13 +1,21 @@
 // rcclx/testing/detail/emulated_collectives.hpp: the device functors emulated_peers (and
-// rcclx-bench) launch with testing::launch_emulated: one per collective, each running one block of
-// one emulated rank. Adding a collective = adding a functor here and a method to emulated_peers.
+// rcclx-bench) launch with testing::launch_emulated: one per collective and algorithm, each running
+// one block of one emulated rank. Adding a collective = adding a functor here and a method to
+// emulated_peers.
 #pragma once
 
 #include <cstddef>
 
 #include "../../core/ops.hpp"
 #include "../../core/peer_table.hpp"
+#include "../../dda/allgather.hpp"
 #include "../../dda/allreduce.hpp"
+#include "../../dda/alltoall.hpp"
+#include "../../dda/reduce_scatter.hpp"
+#include "../../lpc/allgather.hpp"
+#include "../../lpc/allreduce.hpp"
+#include "../../lpc/alltoall.hpp"
+#include "../../lpc/reduce_scatter.hpp"
 #include "../launch.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -33,6 +41,45 @@ struct emulated_allreduce {
     const core::peer_table<T, MaxRanks>& t = tables[ix.rank];
     (void)dda::detail::run_block<ReduceOp, Algo>(g, t, buf.in[ix.rank], buf.out[ix.rank], count, ix.block,
                                                  ix.num_blocks);
+  }
+};
+
+// The other collectives: Algo flat = the one-shot direct algorithm (dda::flat_allgather etc.),
+// low_precision = the LPC device template with Config. ReduceOp is ignored where there is none.
+template <lpc::collective Coll, algorithm Algo, class Config, class ReduceOp, class T, int MaxRanks>
+struct emulated_collective {
+  static_assert(Algo == algorithm::flat || Algo == algorithm::low_precision, "flat or low_precision");
+  // At most 128 registers per thread, as in the ready-made kernels: blocks of up to 512 threads
+  // always launch (an unbounded LPC kernel can ask for more registers than that).
+  static constexpr int max_threads_per_block = 512;
+  const core::peer_table<T, MaxRanks>* tables;  // device memory, indexed by rank
+  rank_buffers<T, MaxRanks> buf;
+  std::size_t count;  // input elements per rank
+
+  template <class Group>
+  RCCLX_HOST_DEVICE void operator()(const Group& g, launch_index ix) const {
+    const core::peer_table<T, MaxRanks>& t = tables[ix.rank];
+    const T* in = buf.in[ix.rank];
+    T* out = buf.out[ix.rank];
+    if constexpr (Algo == algorithm::low_precision) {
+      if constexpr (Coll == lpc::collective::allreduce)
+        (void)lpc::fp8_allreduce<ReduceOp, Config>(g, t, in, out, count, ix.block, ix.num_blocks);
+      else if constexpr (Coll == lpc::collective::allgather)
+        (void)lpc::fp8_allgather<Config>(g, t, in, out, count, ix.block, ix.num_blocks);
+      else if constexpr (Coll == lpc::collective::reduce_scatter)
+        (void)lpc::fp8_reduce_scatter<ReduceOp, Config>(g, t, in, out, count, ix.block, ix.num_blocks);
+      else
+        (void)lpc::fp8_alltoall<Config>(g, t, in, out, count, ix.block, ix.num_blocks);
+    } else {
+      static_assert(Coll != lpc::collective::allreduce, "plain AllReduce: emulated_allreduce");
+      using schedule = typename Config::schedule;
+      if constexpr (Coll == lpc::collective::allgather)
+        (void)dda::flat_allgather<schedule>(g, t, in, out, count, ix.block, ix.num_blocks);
+      else if constexpr (Coll == lpc::collective::reduce_scatter)
+        (void)dda::flat_reduce_scatter<ReduceOp>(g, t, in, out, count, ix.block, ix.num_blocks);
+      else
+        (void)dda::flat_alltoall<schedule>(g, t, in, out, count, ix.block, ix.num_blocks);
+    }
   }
 };
 

@@ -35,16 +35,43 @@ struct launch_index {
   int num_ranks;
 };
 
+namespace detail {
+// A functor may declare `static constexpr int max_threads_per_block = N;`: its kernel is then
+// compiled with __launch_bounds__(N) (the register budget of N threads), as a ready-made kernel
+// launched with N threads would be.
+template <class F, class = void>
+struct max_threads_of {
+  static constexpr int value = 0;  // no bound
+};
+template <class F>
+struct max_threads_of<F, std::void_t<decltype(F::max_threads_per_block)>> {
+  static constexpr int value = F::max_threads_per_block;
+};
+}  // namespace detail
+
 #if RCCLX_BACKEND_GPU
 namespace detail {
 template <class F>
-RCCLX_GLOBAL void emulated_kernel(F f, int num_ranks, int blocks_per_rank) {
+RCCLX_DEVICE RCCLX_FORCEINLINE void emulated_body(const F& f, int num_ranks, int blocks_per_rank) {
   launch_index ix;
   ix.rank = static_cast<int>(blockIdx.x) / blocks_per_rank;
   ix.block = static_cast<int>(blockIdx.x) % blocks_per_rank;
   ix.num_blocks = blocks_per_rank;
   ix.num_ranks = num_ranks;
   f(gpu::block_group{}, ix);
+}
+template <class F>
+RCCLX_GLOBAL void emulated_kernel(F f, int num_ranks, int blocks_per_rank) {
+  emulated_body(f, num_ranks, blocks_per_rank);
+}
+template <class F, int MaxThreads>
+RCCLX_GLOBAL void __launch_bounds__(MaxThreads) emulated_kernel_bounded(F f, int num_ranks, int blocks_per_rank) {
+  emulated_body(f, num_ranks, blocks_per_rank);
+}
+template <class F>
+inline auto emulated_kernel_of() {
+  if constexpr (max_threads_of<F>::value > 0) return &emulated_kernel_bounded<F, max_threads_of<F>::value>;
+  else return &emulated_kernel<F>;
 }
 }  // namespace detail
 #endif
@@ -55,7 +82,7 @@ RCCLX_GLOBAL void emulated_kernel(F f, int num_ranks, int blocks_per_rank) {
 template <class F>
 inline int max_blocks_per_rank(int num_ranks, int threads_per_block) {
 #if RCCLX_BACKEND_GPU
-  const int resident = gpu::max_resident_blocks(detail::emulated_kernel<F>, threads_per_block);
+  const int resident = gpu::max_resident_blocks(detail::emulated_kernel_of<F>(), threads_per_block);
   return resident / num_ranks;
 #else
   (void)threads_per_block;
@@ -78,8 +105,12 @@ inline void launch_emulated(int num_ranks, int blocks_per_rank, int threads_per_
                     " blocks of " + std::to_string(threads_per_block) +
                     " threads cannot all be resident on this GPU (at most " + std::to_string(limit) +
                     " blocks per rank)");
-  detail::emulated_kernel<F><<<num_ranks * blocks_per_rank, threads_per_block, 0, stream>>>(f, num_ranks,
-                                                                                          blocks_per_rank);
+  if (detail::max_threads_of<F>::value > 0 && threads_per_block > detail::max_threads_of<F>::value)
+    throw error(errc::invalid_argument, "launch_emulated: threads_per_block = " + std::to_string(threads_per_block) +
+                                            " exceeds the functor's max_threads_per_block = " +
+                                            std::to_string(detail::max_threads_of<F>::value));
+  detail::emulated_kernel_of<F>()<<<num_ranks * blocks_per_rank, threads_per_block, 0, stream>>>(f, num_ranks,
+                                                                                               blocks_per_rank);
   gpu::check_launch("launch_emulated");
 #else
   (void)threads_per_block;

@@ -33,7 +33,9 @@ constexpr int threads = on_gpu ? fz::default_rmsnorm_launch_config().threads : 1
 constexpr std::size_t hidden_max = 8192;
 constexpr int vecs_per_thread = static_cast<int>(hidden_max / 8 / threads);  // bf16: 8 per 16-byte vector
 
-// Every emulated rank in one launch: block ix.block of rank ix.rank.
+// [fusion-rmsnorm-block]
+// Every emulated rank in one launch: block ix.block of rank ix.rank. In your own kernel, call
+// allreduce_rmsnorm_block with your rank's table and blockIdx.x / gridDim.x.
 template <rcclx::algorithm Algo, class Out>
 struct fused_layer_end {
   static constexpr int max_threads_per_block = threads;
@@ -47,6 +49,7 @@ struct fused_layer_end {
                                                                       ix.block, ix.num_blocks);
   }
 };
+// [fusion-rmsnorm-block]
 
 const char* backend_name() {
   switch (rcclx::current_backend) {

@@ -158,6 +158,35 @@ TEST_CASE("fused::allreduce_rmsnorm launcher: back-to-back calls, each rank at i
     for (const auto& p : problems) REQUIRE_NOTHROW(p->check(r));
 }
 
+TEST_CASE("fused::allreduce_rmsnorm launcher: the call quoted in docs/fusion.md", "[fused][launcher]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  if (!concurrent_kernels_possible()) return;
+  const int n = 3;
+  const std::size_t tokens = 7, hidden = 2048;
+  problem_buffers p(n, tokens, hidden, 77);
+  // [fusion-launcher-setup]
+  // Every rank: a symmetric buffer big enough for either algorithm, and signal pads with room for
+  // the barrier blocks of other collectives (8 here) plus 1 + max_tokens tile slots.
+  const int max_tokens = 64;
+  const rcclx::fused::tile_slots slots{8, max_tokens};
+  rcclx::testing::emulated_world<8> world(
+      n, rcclx::fused::allreduce_rmsnorm_workspace_bytes<rcclx::bf16>(max_tokens, hidden, rcclx::algorithm::tree),
+      rcclx::fused::pad_blocks_for(8, max_tokens));
+  // [fusion-launcher-setup]
+  rank_runner runner(n);
+  runner.run([&](int rank, rcclx::gpu::stream_t stream) {
+    rcclx::bf16 *x = p.x[rank], *residual = p.res[rank], *out = p.out[rank], *weight = p.weight;
+    // [fusion-launcher]
+    // Each rank (process) calls the launcher with its own view of the buffers, on its stream:
+    const rcclx::core::peer_table<rcclx::bf16, 8> table = world.table<rcclx::bf16>(rank);
+    const rcclx::fused::rmsnorm_args<rcclx::bf16> args{x, residual, weight, out, tokens, hidden, 1e-5f};
+    rcclx::fused::allreduce_rmsnorm(table, args, slots, rcclx::algorithm::automatic, stream, blocks_per_rank());
+    // [fusion-launcher]
+  });
+  world.throw_if_error();
+  for (int r = 0; r < n; ++r) REQUIRE_NOTHROW(p.check(r));
+}
+
 TEST_CASE("fused::add_rmsnorm launcher: the unfused second half", "[fused][launcher]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
   // add_rmsnorm on the float64-exact sum: with one "rank", the AllReduce is the identity.

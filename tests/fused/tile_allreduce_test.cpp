@@ -279,7 +279,7 @@ TEST_CASE("fused tile_allreduce: counters wrap around 2^32", "[fused]") {
   }
 }
 
-namespace {
+namespace fused_test {  // named: nvcc warns about row_wide "never referenced" in an anonymous namespace
 // A user row-wide stage: subtract the row's mean (tile = row, the whole row held by the block).
 template <int BlockThreads>
 struct center_rows {
@@ -311,6 +311,9 @@ struct center_rows {
     for (int i = 0; i < E; ++i) v[i] -= total / static_cast<float>(cols);
   }
 };
+}  // namespace fused_test
+
+namespace {
 
 struct centered_kernel {
   static constexpr int max_threads_per_block = threads;
@@ -321,7 +324,7 @@ struct centered_kernel {
 
   template <class G>
   RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
-    using stage = center_rows<threads>;
+    using stage = fused_test::center_rows<threads>;
     auto& tmp = rcclx::gpu::block_shared<typename stage::storage_type, struct center_tag>();
     const fz::row_tiles map{rows, cols};
     fz::tile_allreduce<float, max_r> ar(tables[ix.rank], slots, cols, static_cast<int>(rows));

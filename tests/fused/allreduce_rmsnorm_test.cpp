@@ -268,7 +268,7 @@ TEST_CASE("fused allreduce_rmsnorm: FP8 output saturates", "[fused][fp8]") {
 TEST_CASE("fused allreduce_rmsnorm: prefill shapes", "[fused][large]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
   using T = rcclx::bf16;
-  const std::size_t tokens = on_host ? (tsan ? 40 : 130) : (quick ? 300 : 2049);
+  const std::size_t tokens = on_host ? (tsan ? 40 : 130) : (quick ? 64 : 2049);
   const std::size_t hidden = on_host ? 1032 : 4096;
   bench_world<T, void> w(8, tokens, hidden);
   all_paths(w, make_problem<T>(8, tokens, hidden, 77));

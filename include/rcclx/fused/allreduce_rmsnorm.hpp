@@ -76,11 +76,10 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
   const row_tiles map{tokens, hidden};
   tile_allreduce<T, MaxRanks, Algo> ar(t, slots, hidden, rows);
 
-  // 1. This rank's rows into its symmetric buffer, each flagged as soon as it is there.
-  for (int i = block; i < rows; i += num_blocks) {
+  // 1. This rank's rows into its symmetric buffer, then all of them flagged at once.
+  for (int i = block; i < rows; i += num_blocks)
     detail::copy_vectors(g, ar.input(i), a.input + static_cast<std::size_t>(i) * hidden, vecs);
-    ar.publish(g, i);
-  }
+  ar.publish_strided(g, block, num_blocks);
 
   bool ok = true;
   if constexpr (Algo == algorithm::flat) {

@@ -177,18 +177,21 @@ class tile_allreduce {
   // ranks that read it (flat: all; tree: the owner).
   template <class Group>
   RCCLX_HOST_DEVICE void publish(const Group& g, int tile) const {
-    const core::signal_pads<MaxRanks>& s = t_->signals;
-    const int slot = slot_of(tile), r = s.rank, o = owner(tile);
     g.sync();  // the group's writes of the tile happen before the release below
-    for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
-      if (p == r) continue;
-      std::uint32_t* c = s.counter_slot(slot, p);
-      if (Algo == algorithm::flat || p == o || r == o) {
-        const std::uint32_t e = *c + 1u;
-        *c = e;
-        if (Algo == algorithm::flat || p == o) gpu::store_release_system(s.inbox_slot(p, slot, r), e);
-      }
-    }
+    // Thread p serves peer p here and in the waits, so the counter it advances is its own.
+    for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(tile, p);
+  }
+
+  // Group-collective: publish(g, t) for every tile t = first, first + step, ... below num_tiles(),
+  // after the group wrote all of them: one group sync, and every (tile, peer) flag stored by its own
+  // thread at once instead of one tile after another.
+  template <class Group>
+  RCCLX_HOST_DEVICE void publish_strided(const Group& g, int first, int step) const {
+    const int n = num_ranks();
+    const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
+    g.sync();
+    for (int i = g.thread_rank(); i < count * n; i += g.size()) announce(first + (i / n) * step, i % n);
+    g.sync();  // the waits read counters other threads advanced here
   }
 
   // Group-collective: waits until every rank published `tile` (flat, or tree on the owner).
@@ -307,6 +310,22 @@ class tile_allreduce {
   }
 
  private:
+  // The flag of `tile` for peer p: advance counter[tile][p] and store it into p's inbox, when p
+  // reads the tile (flat: every peer; tree: the owner). The owner of a tree tile advances every
+  // counter without storing: it waits for them.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void announce(int tile, int p) const {
+    const core::signal_pads<MaxRanks>& s = t_->signals;
+    const int slot = slot_of(tile), r = s.rank;
+    if (p == r) return;
+    const int o = owner(tile);
+    if (Algo == algorithm::flat || p == o || r == o) {
+      std::uint32_t* c = s.counter_slot(slot, p);
+      const std::uint32_t e = *c + 1u;
+      *c = e;
+      if (Algo == algorithm::flat || p == o) gpu::store_release_system(s.inbox_slot(p, slot, r), e);
+    }
+  }
+
   RCCLX_HOST_DEVICE static constexpr std::size_t half_need(std::size_t tile_elems, int num_tiles,
                                                            std::size_t results_bytes) {
     const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));

@@ -100,12 +100,11 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
       if (ok) ar.publish_result(g, i);
     }
     constexpr int out_unit = e * static_cast<int>(sizeof(out_t));  // bytes of one vector's outputs
+    if (ok) ok = ar.wait_results_strided(g, block, num_blocks);     // all of this block's rows at once
     for (int i = block; i < rows && ok; i += num_blocks) {
-      ok = ar.wait_result(g, i);
-      if (!ok) break;
       const int o = ar.owner(i);
       const std::size_t row = static_cast<std::size_t>(i) * hidden;
-      detail::copy_vectors(g, a.residual + row, res_of(o) + row, vecs);
+      detail::copy_units<16>(g, a.residual + row, res_of(o) + row, vecs);
       detail::copy_units<out_unit>(g, a.output + row, out_of(o) + row, vecs);
     }
   }

@@ -205,18 +205,22 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_vectors(const Group& g, void* dst,
     gpu::store16(d + i, gpu::load16(s + i));
 }
 
-// `units` units of Bytes (4, 8 or 16) bytes from src to dst, both aligned to Bytes.
+// `units` units of Bytes (4, 8 or 16) bytes from src to dst, both aligned to Bytes, spread over the
+// group; each thread has 4 loads in flight before it stores (src may be a peer's memory).
 template <int Bytes, class Group>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_units(const Group& g, void* dst, const void* src, std::size_t units) {
   static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16, "unit of 4, 8 or 16 bytes");
-  if constexpr (Bytes == 16) {
-    copy_vectors(g, dst, src, units);
-  } else {
-    using word = std::conditional_t<Bytes == 8, std::uint64_t, std::uint32_t>;
-    auto* d = static_cast<word*>(dst);
-    const auto* s = static_cast<const word*>(src);
-    for (std::size_t i = static_cast<std::size_t>(g.thread_rank()); i < units; i += static_cast<std::size_t>(g.size()))
-      d[i] = s[i];
+  using unit = std::conditional_t<Bytes == 16, gpu::vec16, std::conditional_t<Bytes == 8, std::uint64_t, std::uint32_t>>;
+  constexpr int batch = 4;
+  auto* d = static_cast<unit*>(dst);
+  const auto* s = static_cast<const unit*>(src);
+  const std::size_t gs = static_cast<std::size_t>(g.size());
+  for (std::size_t i = static_cast<std::size_t>(g.thread_rank()); i < units; i += gs * batch) {
+    unit v[batch] = {};
+    for (int k = 0; k < batch; ++k)
+      if (i + k * gs < units) v[k] = s[i + k * gs];
+    for (int k = 0; k < batch; ++k)
+      if (i + k * gs < units) d[i + k * gs] = v[k];
   }
 }
 

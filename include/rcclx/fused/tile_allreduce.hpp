@@ -238,6 +238,24 @@ class tile_allreduce {
     return !g.sync_or(failed);
   }
 
+  // Tree, group-collective: wait_result for every tile t = first, first + step, ... below
+  // num_tiles() at once (each thread polls the flags of other tiles), e.g. before copying a block's
+  // grid-stride tiles from their owners.
+  template <class Group>
+  RCCLX_HOST_DEVICE bool wait_results_strided(const Group& g, int first, int step) const {
+    const core::signal_pads<MaxRanks>& s = t_->signals;
+    const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
+    bool failed = false;
+    g.sync();  // the counters may have been advanced by other threads of the group (publish)
+    for (int i = g.thread_rank(); i < count && !failed; i += g.size()) {
+      const int tile = first + i * step, o = owner(tile), slot = slot_of(tile);
+      if (o == s.rank) continue;
+      failed = !core::detail::wait_flag(s, s.inbox_slot(s.rank, slot, o), *s.counter_slot(slot, o), tile, o,
+                                        core::barrier_kind::tile);
+    }
+    return !g.sync_or(failed);
+  }
+
   // Group-collective: the AllReduce of `tile`, handed to `epi` (a fused::epilogue, or any callable
   // with its signature) in chunks of VecsPerThread vectors per thread (thread i holds vectors
   // i, i + G, ... of the chunk, G = g.size()). map (tile_map, row_tiles) places the tile's elements

@@ -9,7 +9,8 @@
 //
 // Result (fused/rmsnorm_args.hpp): residual <- T(allreduce(x) + residual) and
 // out <- rmsnorm(residual) * weight, on every rank, bit-identical across ranks, across algorithms,
-// and to the unfused dda::allreduce followed by fused::add_rmsnorm.
+// and to the unfused dda::allreduce followed by fused::add_rmsnorm. The residual and the weight are
+// the same on every rank (as in tensor parallelism): tree uses the owner's copy of a row's residual.
 //
 // Built on fused::tile_allreduce with one tile per row (no block barrier; rows flagged as they are
 // ready). Row i belongs to block i % num_blocks on every rank, in every phase.
@@ -78,7 +79,7 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
 
   // 1. This rank's rows into its symmetric buffer, then all of them flagged at once.
   for (int i = block; i < rows; i += num_blocks)
-    detail::copy_vectors(g, ar.input(i), a.input + static_cast<std::size_t>(i) * hidden, vecs);
+    detail::copy_units<16>(g, ar.input(i), a.input + static_cast<std::size_t>(i) * hidden, vecs);
   ar.publish_strided(g, block, num_blocks);
 
   bool ok = true;

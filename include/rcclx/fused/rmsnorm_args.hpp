@@ -61,8 +61,9 @@ struct rmsnorm_args {
   static constexpr bool fp8_output = !std::is_same<T, Out>::value;
 
   const T* input;         // [tokens][hidden]: this rank's partial sums (add_rmsnorm: the AllReduce result)
-  T* residual;            // [tokens][hidden]: read, then overwritten with the new residual
-  const T* weight;        // [hidden]
+  T* residual;            // [tokens][hidden]: read, then overwritten with the new residual (the
+                          //   same on every rank: tree reads the copy of the row's owner)
+  const T* weight;        // [hidden], the same on every rank
   output_type* output;    // [tokens][hidden]
   std::size_t tokens;
   std::size_t hidden;     // a multiple of 16 / sizeof(T), at most max_hidden

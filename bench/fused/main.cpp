@@ -1,0 +1,775 @@
+// rcclx-bench-fused: fused against unfused on N emulated ranks (one GPU, or threads on the host),
+// both measured in the same run, the same way:
+//   AllReduce + residual + RMSNorm: fused::allreduce_rmsnorm (flat, tree, and the automatic choice)
+//     against rcclx's own unfused path: dda AllReduce (flat and tree; the faster one) followed by
+//     fused::add_rmsnorm, for decode (tokens 1..128) and prefill shapes, bf16 (and FP8 e4m3 output).
+//   GEMM + AllReduce: the tiled GEMM of examples/04_gemm_allreduce whose epilogue reduces its tiles
+//     across ranks, against the same GEMM writing its partial product into the symmetric buffer
+//     followed by the dda AllReduce (flat and tree, the faster one) of that buffer.
+// Every row is checked: fused and unfused outputs bit-identical on every rank (they compute the
+// same thing), and the fused output against a float64 reference on sampled rows.
+//
+//   rcclx-bench-fused --suite gpu --out DIR     # the lead's GPU suite: DIR/rcclx-bench-fused.{json,csv}
+//   rcclx-bench-fused --suite host              # a tiny sweep for CI on the host backend
+//   rcclx-bench-fused [--emulated N] [--iters I] [--warmup W] [--calls-per-graph K] [--json F] [--csv F]
+// Timing (bench/rcclx_bench/timing.hpp): K back-to-back calls captured in one graph, replay / K,
+// median of replays (events around single calls above 32 MiB per rank); the unfused path's two
+// kernels are captured together, so launch gaps count on both sides alike.
+// Exit status: 0 when every row is correct (performance targets are reported, not enforced).
+#include <rcclx/dda/allreduce.hpp>
+#include <rcclx/fused/add_rmsnorm.hpp>
+#include <rcclx/fused/allreduce_rmsnorm.hpp>
+#include <rcclx/gpu/arch.hpp>
+#include <rcclx/testing/detail/emulated_collectives.hpp>
+#include <rcclx/testing/detail/emulated_fused.hpp>
+#include <rcclx/testing/emulated_world.hpp>
+#include <rcclx/testing/launch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../examples/04_gemm_allreduce/gemm_allreduce.hpp"
+#include "../rcclx_bench/timing.hpp"
+
+namespace {
+
+namespace fz = rcclx::fused;
+namespace rt = rcclx::testing;
+using rcclx::algorithm;
+using T = rcclx::bf16;
+constexpr int max_r = 8;
+constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
+constexpr int barrier_blocks = 64;  // pad slots for the DDA AllReduce of the unfused paths
+// Emulated DDA launch shape: rcclx-bench's best for 8 ranks sharing one GPU.
+constexpr int dda_threads = on_host ? 1 : 256;
+constexpr int dda_max_blocks = on_host ? 4 : 48;
+
+struct shape {
+  std::size_t tokens, hidden;
+  bool fp8;
+};
+struct gemm_shape {
+  std::size_t M, N, K;
+};
+
+struct options {
+  int num_ranks = 8;
+  bench::timing_options timing{on_host ? 1 : 5, on_host ? 3 : 20, 32};
+  std::size_t graph_max_bytes = 32u << 20;
+  std::vector<shape> shapes;
+  std::vector<gemm_shape> gemms;
+  std::string json, csv, suite, command;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "rcclx-bench-fused: %s\n"
+               "usage: rcclx-bench-fused [--suite gpu|host] [--out DIR] [--emulated N] [--iters I] [--warmup W]\n"
+               "                         [--calls-per-graph K] [--json FILE] [--csv FILE]\n",
+               why.c_str());
+  std::exit(2);
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  for (int i = 0; i < argc; ++i) o.command += (i ? " " : "") + std::string(argv[i]);
+  std::string out_dir;
+  auto value = [&](int& i) -> std::string {
+    if (i + 1 >= argc) usage(std::string("missing value after ") + argv[i]);
+    return argv[++i];
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--suite") o.suite = value(i);
+    else if (a == "--out") out_dir = value(i);
+    else if (a == "--emulated") o.num_ranks = std::atoi(value(i).c_str());
+    else if (a == "--iters") o.timing.iters = std::max(1, std::atoi(value(i).c_str()));
+    else if (a == "--warmup") o.timing.warmup = std::max(0, std::atoi(value(i).c_str()));
+    else if (a == "--calls-per-graph") o.timing.calls_per_graph = std::max(1, std::atoi(value(i).c_str()));
+    else if (a == "--json") o.json = value(i);
+    else if (a == "--csv") o.csv = value(i);
+    else if (a == "-h" || a == "--help") usage("help");
+    else usage("unknown argument " + a);
+  }
+  if (o.suite.empty()) o.suite = on_host ? "host" : "gpu";
+  if (o.suite == "gpu") {
+    for (const std::size_t h : {4096, 8192})
+      for (const std::size_t t : {1, 2, 4, 8, 16, 32, 64, 128}) o.shapes.push_back({t, h, false});
+    for (const std::size_t t : {1, 16, 128}) o.shapes.push_back({t, 8192, true});
+    for (const shape s : {shape{512, 4096, false}, shape{2048, 4096, false}, shape{8192, 4096, false},
+                          shape{2048, 8192, false}, shape{2048, 8192, true}})
+      o.shapes.push_back(s);
+    o.gemms = {{16, 4096, 4096}, {64, 4096, 4096}, {128, 4096, 4096}, {512, 4096, 4096}};
+  } else if (o.suite == "host") {
+    o.num_ranks = 4;
+    o.timing = {1, 3, 4};
+    o.shapes = {{1, 1032, false}, {3, 2048, false}, {17, 1032, true}, {64, 1032, false}};
+    o.gemms = {{17, 128, 256}, {96, 256, 512}};
+  } else {
+    usage("unknown suite " + o.suite);
+  }
+  if (!out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(out_dir, ec);
+    if (o.json.empty()) o.json = out_dir + "/rcclx-bench-fused.json";
+    if (o.csv.empty()) o.csv = out_dir + "/rcclx-bench-fused.csv";
+  }
+  if (o.num_ranks < 2 || o.num_ranks > max_r) usage("--emulated must be in [2, 8]");
+  return o;
+}
+
+// ---- rows ----------------------------------------------------------------------------------------
+
+struct row {
+  std::string kind;  // "rmsnorm" or "gemm"
+  std::string shape, out;
+  std::size_t tokens = 0, hidden = 0, bytes = 0;  // bytes: the AllReduce's message per rank
+  std::string fused_auto_algo, unfused_best_algo;
+  int fused_blocks = 0, dda_blocks = 0;
+  double fused_flat_us = 0, fused_tree_us = 0, fused_auto_us = 0;
+  double unfused_flat_us = 0, unfused_tree_us = 0, unfused_best_us = 0;
+  double first_kernel_us = 0;  // unfused, first kernel alone: the DDA AllReduce (rmsnorm) or the GEMM
+  double speedup = 0;          // unfused_best / fused_auto
+  double speedup_best = 0;     // unfused_best / the faster fused algorithm
+  double max_err = 0;
+  bool identical = true, tol_ok = true;
+  std::string timing, error;
+};
+
+double speedup_of(const row& r) { return r.fused_auto_us > 0 ? r.unfused_best_us / r.fused_auto_us : 0; }
+double best_speedup_of(const row& r) {
+  const double f = r.fused_tree_us > 0 ? std::min(r.fused_flat_us, r.fused_tree_us) : r.fused_flat_us;
+  return f > 0 ? r.unfused_best_us / f : 0;
+}
+
+// ---- the AllReduce + residual + RMSNorm section --------------------------------------------------
+
+template <class Out>
+class rmsnorm_runner {
+ public:
+  using out_t = fz::output_t<T, Out>;
+
+  rmsnorm_runner(const options& o, std::size_t max_count, std::size_t max_tokens, std::size_t max_hidden,
+                 std::size_t workspace_bytes)
+      : o_(o), n_(o.num_ranks),
+        world_(o.num_ranks, std::max(workspace_bytes, max_count * sizeof(T)),
+               fz::pad_blocks_for(barrier_blocks, static_cast<int>(max_tokens)), 30ull * 1000 * 1000 * 1000),
+        slots_{barrier_blocks, static_cast<int>(max_tokens)} {
+    for (int r = 0; r < n_; ++r) {
+      x_.push_back(alloc<T>(max_count));
+      res_.push_back(alloc<T>(max_count));
+      pristine_.push_back(alloc<T>(max_count));
+      sum_.push_back(alloc<T>(max_count));
+      out_.push_back(alloc<out_t>(max_count));
+    }
+    weight_ = alloc<T>(max_hidden);
+    scale_ = alloc<float>(1);
+    stream_ = on_host ? rcclx::gpu::stream_t{} : rcclx::gpu::stream_create();
+  }
+  ~rmsnorm_runner() {
+    for (void* p : owned_) rcclx::gpu::device_free(p);
+    rcclx::gpu::stream_destroy(stream_);
+  }
+
+  row run(const shape& s) {
+    row r;
+    r.kind = "rmsnorm";
+    r.tokens = s.tokens;
+    r.hidden = s.hidden;
+    r.bytes = s.tokens * s.hidden * sizeof(T);
+    r.out = fz::rmsnorm_args<T, Out>::fp8_output ? "e4m3" : "bf16";
+    r.shape = std::to_string(s.tokens) + "x" + std::to_string(s.hidden);
+    const bool graph = !on_host && r.bytes <= o_.graph_max_bytes;
+    bench::timing_mode mode = on_host ? bench::timing_mode::wall : (graph ? bench::timing_mode::graph : bench::timing_mode::events);
+    r.timing = bench::to_string(mode);
+    try {
+      fill(s);
+      const algorithm automatic = fz::resolve_rmsnorm_algorithm<T>(algorithm::automatic, s.tokens, s.hidden, n_);
+      r.fused_auto_algo = rcclx::to_string(automatic);
+      // Correctness first, on fresh inputs: fused (both algorithms) == unfused, and the reference.
+      const auto fused_flat = outputs_after([&](rcclx::gpu::stream_t st) { fused(s, algorithm::flat, st); });
+      const auto fused_tree = outputs_after([&](rcclx::gpu::stream_t st) { fused(s, algorithm::tree, st); });
+      const auto unfused_flat = outputs_after([&](rcclx::gpu::stream_t st) { unfused(s, algorithm::flat, st); });
+      r.identical = fused_flat == fused_tree && fused_flat == unfused_flat;
+      check_reference(s, fused_flat, r);
+      // Then the timings, each on the state the previous left (the residual keeps growing: same speed).
+      bool fell_back = false;
+      auto time = [&](auto&& f) {
+        const double us = bench::time_us(mode, o_.timing, stream_, f, &fell_back);
+        rcclx::gpu::device_synchronize();
+        world_.throw_if_error();
+        return us;
+      };
+      r.fused_flat_us = time([&](rcclx::gpu::stream_t st) { fused(s, algorithm::flat, st); });
+      r.fused_tree_us = time([&](rcclx::gpu::stream_t st) { fused(s, algorithm::tree, st); });
+      r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
+      r.unfused_flat_us = time([&](rcclx::gpu::stream_t st) { unfused(s, algorithm::flat, st); });
+      r.unfused_tree_us = time([&](rcclx::gpu::stream_t st) { unfused(s, algorithm::tree, st); });
+      const bool flat_best = r.unfused_flat_us <= r.unfused_tree_us;
+      r.unfused_best_us = flat_best ? r.unfused_flat_us : r.unfused_tree_us;
+      r.unfused_best_algo = flat_best ? "flat" : "tree";
+      r.first_kernel_us = time([&](rcclx::gpu::stream_t st) { dda(s, flat_best ? algorithm::flat : algorithm::tree, st); });
+      r.fused_blocks = fused_blocks(s, automatic);
+      r.speedup = speedup_of(r);
+      r.speedup_best = best_speedup_of(r);
+      if (fell_back) r.timing = "events*";
+    } catch (const std::exception& e) {
+      r.error = e.what();
+      rcclx::gpu::device_synchronize();
+      world_.reset();
+    }
+    return r;
+  }
+
+ private:
+  template <class U>
+  U* alloc(std::size_t count) {
+    owned_.push_back(rcclx::gpu::device_malloc(count * sizeof(U) + 64));
+    return static_cast<U*>(owned_.back());
+  }
+
+  std::vector<fz::rmsnorm_args<T, Out>> args(const shape& s, bool unfused) const {
+    std::vector<fz::rmsnorm_args<T, Out>> a(n_);
+    for (int r = 0; r < n_; ++r)
+      a[r] = {unfused ? sum_[r] : x_[r], res_[r], weight_, out_[r], s.tokens, s.hidden, 1e-6f, scale_};
+    return a;
+  }
+
+  int fused_blocks(const shape& s, algorithm a) const {
+    int used = 0;
+    rt::detail::with_emulated_rmsnorm<T, Out, max_r>(a, s.hidden, [&](auto k) {
+      used = rt::detail::emulated_fused_blocks<decltype(k)>(n_, s.tokens);
+    });
+    return used;
+  }
+
+  void fused(const shape& s, algorithm a, rcclx::gpu::stream_t st) {
+    const auto v = args(s, false);
+    rt::detail::launch_allreduce_rmsnorm<T, Out, max_r>(world_, v.data(), slots_, a, 0, st);
+  }
+
+  void dda(const shape& s, algorithm a, rcclx::gpu::stream_t st) {
+    const std::size_t count = s.tokens * s.hidden;
+    rt::detail::rank_buffers<T, max_r> b{};
+    for (int r = 0; r < n_; ++r) {
+      b.in[r] = x_[r];
+      b.out[r] = sum_[r];
+    }
+    const rcclx::dda::launch_config cfg{dda_threads, dda_max_blocks, dda_max_blocks};
+    auto go = [&](auto k) {
+      int nb = rcclx::dda::num_blocks_for<T>(count, a, n_, cfg);
+      nb = std::max(1, std::min({nb, barrier_blocks, rt::max_blocks_per_rank<decltype(k)>(n_, dda_threads)}));
+      rt::launch_emulated(n_, nb, dda_threads, k, st);
+    };
+    const auto* tables = world_.template device_tables<T>();
+    if (a == algorithm::flat) go(rt::detail::emulated_allreduce<rcclx::core::op_sum, algorithm::flat, T, max_r>{tables, b, count});
+    else go(rt::detail::emulated_allreduce<rcclx::core::op_sum, algorithm::tree, T, max_r>{tables, b, count});
+  }
+
+  void unfused(const shape& s, algorithm a, rcclx::gpu::stream_t st) {
+    dda(s, a, st);
+    const auto v = args(s, true);
+    rt::detail::launch_add_rmsnorm<T, Out, max_r>(n_, v.data(), 0, st);
+  }
+
+  // Inputs: x uniform in [-1, 1) per rank, residual the same on every rank (kept in `pristine`).
+  void fill(const shape& s) {
+    const std::size_t count = s.tokens * s.hidden;
+    std::mt19937 g(static_cast<unsigned>(count + s.hidden));
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    hx_.assign(n_, std::vector<T>(count));
+    for (auto& v : hx_)
+      for (auto& e : v) e = T(d(g));
+    hres_.resize(count);
+    for (auto& e : hres_) e = T(d(g));
+    hw_.resize(s.hidden);
+    for (auto& e : hw_) e = T(1.0f + 0.25f * d(g));
+    for (int r = 0; r < n_; ++r) {
+      rcclx::gpu::copy(x_[r], hx_[r].data(), count * sizeof(T));
+      rcclx::gpu::copy(pristine_[r], hres_.data(), count * sizeof(T));
+    }
+    rcclx::gpu::copy(weight_, hw_.data(), s.hidden * sizeof(T));
+    const float scale = 0.03f;
+    rcclx::gpu::copy(scale_, &scale, sizeof(float));
+    count_ = count;
+  }
+
+  // Every rank's output and new residual after `f`, starting from the pristine residual.
+  template <class F>
+  std::vector<std::vector<unsigned char>> outputs_after(F&& f) {
+    for (int r = 0; r < n_; ++r) rcclx::gpu::copy(res_[r], pristine_[r], count_ * sizeof(T));
+    rcclx::gpu::device_synchronize();
+    f(stream_);
+    rcclx::gpu::device_synchronize();
+    world_.throw_if_error();
+    std::vector<std::vector<unsigned char>> all;
+    for (int r = 0; r < n_; ++r) {
+      all.emplace_back(count_ * sizeof(out_t));
+      rcclx::gpu::copy(all.back().data(), out_[r], all.back().size());
+      all.emplace_back(count_ * sizeof(T));
+      rcclx::gpu::copy(all.back().data(), res_[r], all.back().size());
+    }
+    return all;
+  }
+
+  // Rank 0 against float64 on up to 64 sampled rows (same bounds as tests/fused/reference.hpp,
+  // simplified: first-order, doubled).
+  void check_reference(const shape& s, const std::vector<std::vector<unsigned char>>& got, row& r) {
+    const std::size_t h = s.hidden;
+    const std::size_t step = std::max<std::size_t>(1, s.tokens / 64);
+    const double u = 0x1p-8, u32 = 0x1p-24;
+    for (std::size_t i = 0; i < s.tokens; i += step) {
+      std::vector<double> rr(h), er(h);
+      double ss = 0, dss = 0, mag2 = 0;
+      for (std::size_t j = 0; j < h; ++j) {
+        double sum = 0, sabs = 0;
+        for (int q = 0; q < n_; ++q) {
+          const double v = static_cast<float>(hx_[q][i * h + j]);
+          sum += v;
+          sabs += std::fabs(v);
+        }
+        const double es = (n_ - 1) * u32 * sabs + u * std::fabs(sum);
+        rr[j] = sum + static_cast<float>(hres_[i * h + j]);
+        er[j] = es + (u + u32) * (std::fabs(rr[j]) + es);
+        ss += rr[j] * rr[j];
+        dss += 2 * std::fabs(rr[j]) * er[j] + er[j] * er[j];
+        mag2 += (std::fabs(rr[j]) + er[j]) * (std::fabs(rr[j]) + er[j]);
+      }
+      const double ms = ss / h, f = 1.0 / std::sqrt(ms + 1e-6);
+      const double ef = (dss / h + (h + 16) * u32 * mag2 / h) / (2 * (ms + 1e-6)) + 3 * u32;
+      for (std::size_t j = 0; j < h; ++j) {
+        const double w = static_cast<float>(hw_[j]);
+        const double y = rr[j] * f * w;
+        const double ey = std::fabs(w) * f * er[j] + std::fabs(y) * (ef + 2 * u32);
+        double gotv, tol;
+        if constexpr (fz::rmsnorm_args<T, Out>::fp8_output) {
+          gotv = rcclx::fp8::decode<Out>(got[0][i * h + j]) * 0.03;
+          tol = 2 * (ey + 0x1p-4 * (std::fabs(y) + ey) + 0.03 * 0x1p-10 + u32 * std::fabs(y));
+        } else {
+          T t;
+          std::memcpy(&t, got[0].data() + (i * h + j) * sizeof(T), sizeof(T));
+          gotv = static_cast<float>(t);
+          tol = 2 * (ey + u * (std::fabs(y) + ey));
+        }
+        const double e = std::fabs(gotv - y);
+        r.max_err = std::max(r.max_err, e);
+        if (!(e <= tol)) r.tol_ok = false;
+      }
+    }
+  }
+
+  const options& o_;
+  int n_;
+  rt::emulated_world<max_r> world_;
+  fz::tile_slots slots_;
+  std::vector<T*> x_, res_, pristine_, sum_;
+  std::vector<out_t*> out_;
+  T* weight_ = nullptr;
+  float* scale_ = nullptr;
+  std::size_t count_ = 0;
+  std::vector<std::vector<T>> hx_;
+  std::vector<T> hres_, hw_;
+  std::vector<void*> owned_;
+  rcclx::gpu::stream_t stream_{};
+};
+
+// ---- the GEMM + AllReduce section ----------------------------------------------------------------
+
+class gemm_runner {
+ public:
+  gemm_runner(const options& o, std::size_t max_mn, std::size_t max_mk, std::size_t max_kn, int max_tiles)
+      : o_(o), n_(o.num_ranks),
+        world_(o.num_ranks,
+               std::max(fz::tile_allreduce<T, max_r>::workspace_bytes(gemm_example::BM * gemm_example::BN, max_tiles),
+                        max_mn * sizeof(T)),
+               fz::pad_blocks_for(barrier_blocks, max_tiles), 30ull * 1000 * 1000 * 1000),
+        slots_{barrier_blocks, max_tiles} {
+    for (int r = 0; r < n_; ++r) {
+      a_.push_back(alloc<T>(max_mk));
+      b_.push_back(alloc<T>(max_kn));
+      c_.push_back(alloc<T>(max_mn));
+    }
+    stream_ = on_host ? rcclx::gpu::stream_t{} : rcclx::gpu::stream_create();
+  }
+  ~gemm_runner() {
+    for (void* p : owned_) rcclx::gpu::device_free(p);
+    rcclx::gpu::stream_destroy(stream_);
+  }
+
+  row run(const gemm_shape& s) {
+    row r;
+    r.kind = "gemm";
+    r.out = "bf16";
+    r.tokens = s.M;
+    r.hidden = s.N;
+    r.bytes = s.M * s.N * sizeof(T);
+    r.shape = std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K);
+    const bench::timing_mode mode = on_host ? bench::timing_mode::wall : bench::timing_mode::graph;
+    r.timing = bench::to_string(mode);
+    try {
+      if (s.K % n_ != 0 || s.N % 8 != 0) throw rcclx::error(rcclx::errc::invalid_argument, "K % ranks or N % 8");
+      const std::size_t K_r = s.K / n_;
+      fill(s, K_r);
+      const fz::tile_map map{s.M, s.N, gemm_example::BM, gemm_example::BN};
+      const int tiles = static_cast<int>(map.num_tiles());
+      if (tiles > slots_.max_tiles) throw rcclx::error(rcclx::errc::invalid_argument, "too many tiles");
+      gemm_example::gemm_allreduce fused_k{};
+      gemm_example::gemm_partials partial_k{};
+      fused_k.tables = world_.device_tables<T>();
+      for (int q = 0; q < n_; ++q) {
+        fused_k.A[q] = partial_k.A[q] = a_[q];
+        fused_k.B[q] = partial_k.B[q] = b_[q];
+        fused_k.C[q] = c_[q];
+        partial_k.out[q] = static_cast<T*>(world_.buffer(q));  // the symmetric buffer: no copy in the AllReduce
+      }
+      fused_k.bias = nullptr;
+      fused_k.M = partial_k.M = s.M;
+      fused_k.N = partial_k.N = s.N;
+      fused_k.K_r = partial_k.K_r = K_r;
+      fused_k.slots = slots_;
+      const int cap = on_host ? 4 : 1 << 20;
+      const int fused_blocks = std::max(1, std::min({tiles, cap, rt::max_blocks_per_rank<gemm_example::gemm_allreduce>(n_, gemm_example::threads)}));
+      const int gemm_blocks = std::max(1, std::min({tiles, on_host ? 4 : 1 << 20, rt::max_blocks_per_rank<gemm_example::gemm_partials>(n_, gemm_example::threads)}));
+      r.fused_blocks = fused_blocks;
+      auto fused = [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, fused_blocks, gemm_example::threads, fused_k, st); };
+      auto gemm = [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, gemm_blocks, gemm_example::threads, partial_k, st); };
+      auto unfused = [&](algorithm a, rcclx::gpu::stream_t st) {
+        gemm(st);
+        dda(s.M * s.N, a, st);
+      };
+      // Correctness: fused == unfused (flat) on every rank, and the reference on sampled rows.
+      const auto f = outputs_after(fused, s);
+      const auto u = outputs_after([&](rcclx::gpu::stream_t st) { unfused(algorithm::flat, st); }, s);
+      r.identical = f == u;
+      check_reference(s, K_r, f[0], r);
+      bool fell_back = false;
+      auto time = [&](auto&& fn) {
+        const double us = bench::time_us(mode, o_.timing, stream_, fn, &fell_back);
+        rcclx::gpu::device_synchronize();
+        world_.throw_if_error();
+        return us;
+      };
+      r.fused_flat_us = r.fused_auto_us = time(fused);
+      r.fused_auto_algo = "flat";
+      r.unfused_flat_us = time([&](rcclx::gpu::stream_t st) { unfused(algorithm::flat, st); });
+      r.unfused_tree_us = time([&](rcclx::gpu::stream_t st) { unfused(algorithm::tree, st); });
+      const bool flat_best = r.unfused_flat_us <= r.unfused_tree_us;
+      r.unfused_best_us = flat_best ? r.unfused_flat_us : r.unfused_tree_us;
+      r.unfused_best_algo = flat_best ? "flat" : "tree";
+      r.first_kernel_us = time(gemm);
+      r.speedup = r.speedup_best = speedup_of(r);
+      if (fell_back) r.timing = "events*";
+    } catch (const std::exception& e) {
+      r.error = e.what();
+      rcclx::gpu::device_synchronize();
+      world_.reset();
+    }
+    return r;
+  }
+
+ private:
+  template <class U>
+  U* alloc(std::size_t count) {
+    owned_.push_back(rcclx::gpu::device_malloc(count * sizeof(U) + 64));
+    return static_cast<U*>(owned_.back());
+  }
+
+  void dda(std::size_t count, algorithm a, rcclx::gpu::stream_t st) {
+    rt::detail::rank_buffers<T, max_r> b{};
+    for (int q = 0; q < n_; ++q) {
+      b.in[q] = static_cast<const T*>(world_.buffer(q));
+      b.out[q] = c_[q];
+    }
+    const rcclx::dda::launch_config cfg{dda_threads, dda_max_blocks, dda_max_blocks};
+    auto go = [&](auto k) {
+      int nb = rcclx::dda::num_blocks_for<T>(count, a, n_, cfg);
+      nb = std::max(1, std::min({nb, barrier_blocks, rt::max_blocks_per_rank<decltype(k)>(n_, dda_threads)}));
+      rt::launch_emulated(n_, nb, dda_threads, k, st);
+    };
+    const auto* tables = world_.device_tables<T>();
+    if (a == algorithm::flat) go(rt::detail::emulated_allreduce<rcclx::core::op_sum, algorithm::flat, T, max_r>{tables, b, count});
+    else go(rt::detail::emulated_allreduce<rcclx::core::op_sum, algorithm::tree, T, max_r>{tables, b, count});
+  }
+
+  void fill(const gemm_shape& s, std::size_t K_r) {
+    std::mt19937 g(static_cast<unsigned>(s.M * 31 + s.N));
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    ha_.assign(n_, std::vector<T>(s.M * K_r));
+    hb_.assign(n_, std::vector<T>(K_r * s.N));
+    for (int q = 0; q < n_; ++q) {
+      for (auto& e : ha_[q]) e = T(d(g));
+      for (auto& e : hb_[q]) e = T(d(g));
+      rcclx::gpu::copy(a_[q], ha_[q].data(), ha_[q].size() * sizeof(T));
+      rcclx::gpu::copy(b_[q], hb_[q].data(), hb_[q].size() * sizeof(T));
+    }
+  }
+
+  template <class F>
+  std::vector<std::vector<unsigned char>> outputs_after(F&& f, const gemm_shape& s) {
+    std::vector<unsigned char> poison(s.M * s.N * sizeof(T), 0x5A);
+    for (int q = 0; q < n_; ++q) rcclx::gpu::copy(c_[q], poison.data(), poison.size());
+    rcclx::gpu::device_synchronize();
+    f(stream_);
+    rcclx::gpu::device_synchronize();
+    world_.throw_if_error();
+    std::vector<std::vector<unsigned char>> all;
+    for (int q = 0; q < n_; ++q) {
+      all.emplace_back(poison.size());
+      rcclx::gpu::copy(all.back().data(), c_[q], poison.size());
+    }
+    return all;
+  }
+
+  // Rank 0's C on up to 16 sampled rows against float64 (bounds as in examples/04).
+  void check_reference(const gemm_shape& s, std::size_t K_r, const std::vector<unsigned char>& c, row& r) {
+    const std::size_t step = std::max<std::size_t>(1, s.M / 16);
+    for (std::size_t i = 0; i < s.M; i += step) {
+      for (std::size_t j = 0; j < s.N; ++j) {
+        double sum = 0, tol = 0;
+        for (int q = 0; q < n_; ++q) {
+          double part = 0, mag = 0;
+          for (std::size_t k = 0; k < K_r; ++k) {
+            const double x = static_cast<double>(static_cast<float>(ha_[q][i * K_r + k])) *
+                             static_cast<float>(hb_[q][k * s.N + j]);
+            part += x;
+            mag += std::fabs(x);
+          }
+          sum += part;
+          tol += 0x1p-8 * std::fabs(part) + 2.0 * K_r * 0x1p-24 * mag + n_ * 0x1p-24 * (std::fabs(part) + 1);
+        }
+        tol += 0x1p-8 * std::fabs(sum) + 1e-6;
+        T t;
+        std::memcpy(&t, c.data() + (i * s.N + j) * sizeof(T), sizeof(T));
+        const double e = std::fabs(static_cast<float>(t) - sum);
+        r.max_err = std::max(r.max_err, e);
+        if (!(e <= tol)) r.tol_ok = false;
+      }
+    }
+  }
+
+  const options& o_;
+  int n_;
+  rt::emulated_world<max_r> world_;
+  fz::tile_slots slots_;
+  std::vector<T*> a_, b_, c_;
+  std::vector<std::vector<T>> ha_, hb_;
+  std::vector<void*> owned_;
+  rcclx::gpu::stream_t stream_{};
+};
+
+// ---- reports -------------------------------------------------------------------------------------
+
+void print_header() {
+  std::printf("%-8s %-16s %-5s %-6s %4s %10s %10s %10s %10s %10s %10s %8s %8s %9s %s\n", "kind", "shape", "out",
+              "auto", "blk", "fused_flat", "fused_tree", "fused_auto", "unf_flat", "unf_tree", "first_k", "speedup",
+              "x_best", "max_err", "ok");
+}
+
+void print_row(const row& r) {
+  if (!r.error.empty()) {
+    std::printf("%-8s %-16s %-5s ERROR: %s\n", r.kind.c_str(), r.shape.c_str(), r.out.c_str(), r.error.c_str());
+    return;
+  }
+  std::printf("%-8s %-16s %-5s %-6s %4d %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %7.2fx %7.2fx %9.3g %s\n",
+              r.kind.c_str(), r.shape.c_str(), r.out.c_str(), r.fused_auto_algo.c_str(), r.fused_blocks, r.fused_flat_us,
+              r.fused_tree_us, r.fused_auto_us, r.unfused_flat_us, r.unfused_tree_us, r.first_kernel_us, r.speedup,
+              r.speedup_best, r.max_err, r.tol_ok && r.identical ? "ok" : (r.identical ? "TOL" : "DIFF"));
+  std::fflush(stdout);
+}
+
+struct acceptance {
+  std::string name, target, result;
+  double worst = 0;
+  bool evaluated = false, pass = false;
+};
+
+std::vector<acceptance> evaluate(const std::vector<row>& rows) {
+  acceptance norm{"fused_rmsnorm_decode", "fused AllReduce+residual+RMSNorm >= 1.3x faster than unfused "
+                                          "(best of dda flat/tree + add_rmsnorm) for tokens <= 128, bf16 output", "", 1e30};
+  acceptance gemm{"fused_gemm_allreduce", "fused GEMM+AllReduce faster than the GEMM followed by the best dda AllReduce",
+                  "", 1e30};
+  for (const auto& r : rows) {
+    if (!r.error.empty()) continue;
+    if (r.kind == "rmsnorm" && r.out == "bf16" && r.tokens <= 128) {
+      norm.evaluated = true;
+      norm.worst = std::min(norm.worst, r.speedup);
+    }
+    if (r.kind == "gemm") {
+      gemm.evaluated = true;
+      gemm.worst = std::min(gemm.worst, r.speedup);
+    }
+  }
+  norm.pass = norm.worst >= 1.3;
+  gemm.pass = gemm.worst > 1.0;
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "worst speedup %.2fx", norm.worst);
+  norm.result = norm.evaluated ? buf : "not measured";
+  std::snprintf(buf, sizeof(buf), "worst speedup %.2fx", gemm.worst);
+  gemm.result = gemm.evaluated ? buf : "not measured";
+  return {norm, gemm};
+}
+
+std::string num(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  return buf;
+}
+
+std::string esc(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out;
+}
+
+void write_json(const options& o, const std::vector<row>& rows, const std::vector<acceptance>& acc) {
+  std::ofstream f(o.json);
+  if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + o.json);
+  f << "{\n  \"tool\": \"rcclx-bench-fused\",\n  \"command\": \"" << esc(o.command) << "\",\n  \"backend\": \""
+    << (on_host ? "host" : (rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip")) << "\",\n  \"device\": \""
+    << esc(bench::device_name()) << "\",\n  \"arch\": \"" << rcclx::gpu::to_string(rcclx::gpu::current_arch())
+    << "\",\n  \"num_ranks\": " << o.num_ranks << ",\n  \"iters\": " << o.timing.iters
+    << ",\n  \"calls_per_graph\": " << o.timing.calls_per_graph << ",\n";
+  f << "  \"definitions\": {\n"
+       "    \"fused\": \"rmsnorm: fused::allreduce_rmsnorm (one kernel); gemm: examples/04 gemm_allreduce (one kernel)\",\n"
+       "    \"unfused\": \"rmsnorm: dda AllReduce (flat or tree) then fused::add_rmsnorm; gemm: the same GEMM into the "
+       "symmetric buffer then the dda AllReduce (flat or tree) of it; unfused_best: the faster\",\n"
+       "    \"first_kernel_us\": \"the unfused path's first kernel alone (rmsnorm: the best dda AllReduce; gemm: the GEMM)\",\n"
+       "    \"speedup\": \"unfused_best_us / fused_auto_us (what the automatic choice gives)\",\n"
+       "    \"speedup_best_fused\": \"unfused_best_us / min(fused_flat_us, fused_tree_us)\",\n"
+       "    \"timing\": \"graph: K back-to-back calls per graph, replay/K, median; events: single calls; wall: host\"\n"
+       "  },\n  \"rows\": [\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const row& r = rows[i];
+    f << "    {\"kind\": \"" << r.kind << "\", \"shape\": \"" << r.shape << "\", \"tokens\": " << r.tokens
+      << ", \"hidden\": " << r.hidden << ", \"bytes_per_rank\": " << r.bytes << ", \"output\": \"" << r.out
+      << "\", \"fused_auto_algorithm\": \"" << r.fused_auto_algo << "\", \"fused_blocks_per_rank\": " << r.fused_blocks
+      << ", \"timing\": \"" << r.timing << "\", \"fused_flat_us\": " << num(r.fused_flat_us)
+      << ", \"fused_tree_us\": " << num(r.fused_tree_us) << ", \"fused_auto_us\": " << num(r.fused_auto_us)
+      << ", \"unfused_flat_us\": " << num(r.unfused_flat_us) << ", \"unfused_tree_us\": " << num(r.unfused_tree_us)
+      << ", \"unfused_best_us\": " << num(r.unfused_best_us) << ", \"unfused_best_algorithm\": \"" << r.unfused_best_algo
+      << "\", \"first_kernel_us\": " << num(r.first_kernel_us) << ", \"speedup\": " << num(r.speedup)
+      << ", \"speedup_best_fused\": " << num(r.speedup_best)
+      << ", \"max_abs_error\": " << num(r.max_err) << ", \"within_tolerance\": " << (r.tol_ok ? "true" : "false")
+      << ", \"fused_equals_unfused\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << esc(r.error) << "\"}"
+      << (i + 1 < rows.size() ? "," : "") << "\n";
+  }
+  f << "  ],\n  \"acceptance\": [\n";
+  for (std::size_t i = 0; i < acc.size(); ++i)
+    f << "    {\"name\": \"" << acc[i].name << "\", \"target\": \"" << esc(acc[i].target) << "\", \"evaluated\": "
+      << (acc[i].evaluated ? "true" : "false") << ", \"pass\": " << (acc[i].evaluated && acc[i].pass ? "true" : "false")
+      << ", \"result\": \"" << esc(acc[i].result) << "\"}" << (i + 1 < acc.size() ? "," : "") << "\n";
+  f << "  ]\n}\n";
+}
+
+void write_csv(const std::string& path, const std::vector<row>& rows) {
+  std::ofstream f(path);
+  if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + path);
+  f << "kind,shape,tokens,hidden,bytes_per_rank,output,fused_auto_algorithm,fused_blocks,timing,fused_flat_us,"
+       "fused_tree_us,fused_auto_us,unfused_flat_us,unfused_tree_us,unfused_best_us,unfused_best_algorithm,"
+       "first_kernel_us,speedup,speedup_best_fused,max_abs_error,ok,error\n";
+  for (const row& r : rows)
+    f << r.kind << ',' << r.shape << ',' << r.tokens << ',' << r.hidden << ',' << r.bytes << ',' << r.out << ','
+      << r.fused_auto_algo << ',' << r.fused_blocks << ',' << r.timing << ',' << num(r.fused_flat_us) << ','
+      << num(r.fused_tree_us) << ',' << num(r.fused_auto_us) << ',' << num(r.unfused_flat_us) << ','
+      << num(r.unfused_tree_us) << ',' << num(r.unfused_best_us) << ',' << r.unfused_best_algo << ','
+      << num(r.first_kernel_us) << ',' << num(r.speedup) << ',' << num(r.speedup_best) << ',' << num(r.max_err) << ','
+      << (r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL") << ",\"" << esc(r.error) << "\"\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const options o = parse(argc, argv);
+  if (!on_host && rcclx::gpu::device_count() == 0) {
+    std::printf("rcclx-bench-fused: built for a GPU backend but no GPU is present\n");
+    return 1;
+  }
+  std::printf("# rcclx-bench-fused: fused vs unfused on %d emulated ranks, device: %s (%s), backend %s\n# command: %s\n",
+              o.num_ranks, bench::device_name().c_str(), rcclx::gpu::to_string(rcclx::gpu::current_arch()),
+              on_host ? "host" : (rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip"), o.command.c_str());
+  std::printf("# times in us per call; %s\n# unfused = rcclx's own kernels: dda AllReduce (flat | tree) + add_rmsnorm, "
+              "or the GEMM + dda AllReduce; speedup = best unfused / fused (automatic); x_best = best unfused / best "
+              "fused; first_k = the unfused first kernel alone\n",
+              on_host ? "wall clock (host backend), median"
+                      : "graphs of back-to-back calls (replay / calls, median) up to 32 MiB per rank, events above");
+  print_header();
+  std::vector<row> rows;
+  try {
+    std::size_t max_count = 16, max_tokens = 1, max_hidden = 8, workspace = 16;
+    for (const auto& s : o.shapes) {
+      max_count = std::max(max_count, s.tokens * s.hidden);
+      max_tokens = std::max(max_tokens, s.tokens);
+      max_hidden = std::max(max_hidden, s.hidden);
+      // bf16 output needs the most (the FP8 runner's published rows are smaller)
+      workspace = std::max(workspace, fz::allreduce_rmsnorm_workspace_bytes<T>(s.tokens, s.hidden, algorithm::tree));
+    }
+    {
+      rmsnorm_runner<T> bf(o, max_count, max_tokens, max_hidden, workspace);
+      for (const auto& s : o.shapes)
+        if (!s.fp8) {
+          rows.push_back(bf.run(s));
+          print_row(rows.back());
+        }
+    }
+    {
+      rmsnorm_runner<rcclx::fp8::e4m3> q(o, max_count, max_tokens, max_hidden, workspace);
+      for (const auto& s : o.shapes)
+        if (s.fp8) {
+          rows.push_back(q.run(s));
+          print_row(rows.back());
+        }
+    }
+    std::size_t max_mn = 16, max_mk = 16, max_kn = 16;
+    int max_tiles = 1;
+    for (const auto& g : o.gemms) {
+      max_mn = std::max(max_mn, g.M * g.N);
+      max_mk = std::max(max_mk, g.M * g.K / o.num_ranks);
+      max_kn = std::max(max_kn, g.K / o.num_ranks * g.N);
+      max_tiles = std::max(max_tiles, static_cast<int>(fz::tile_map{g.M, g.N, gemm_example::BM, gemm_example::BN}.num_tiles()));
+    }
+    if (!o.gemms.empty()) {
+      gemm_runner gr(o, max_mn, max_mk, max_kn, max_tiles);
+      for (const auto& g : o.gemms) {
+        rows.push_back(gr.run(g));
+        print_row(rows.back());
+      }
+    }
+  } catch (const std::exception& e) {
+    std::printf("rcclx-bench-fused: %s\n", e.what());
+    return 1;
+  }
+  bool correct = true;
+  for (const auto& r : rows) correct = correct && r.error.empty() && r.tol_ok && r.identical;
+  const auto acc = evaluate(rows);
+  std::printf("# acceptance (targets of issue 7%s):\n", on_host ? "; host timings mean nothing" : "");
+  for (const auto& a : acc)
+    std::printf("#   %-22s %-5s %s  [%s]\n", a.name.c_str(), !a.evaluated ? "n/a" : (a.pass ? "PASS" : "MISS"),
+                a.result.c_str(), a.target.c_str());
+  std::printf("# correctness: %s\n", correct ? "every row: fused == unfused bit for bit on every rank, within the "
+                                               "float64 tolerance"
+                                             : "FAILED rows above");
+  try {
+    if (!o.json.empty()) {
+      write_json(o, rows, acc);
+      std::printf("# json: %s\n", o.json.c_str());
+    }
+    if (!o.csv.empty()) write_csv(o.csv, rows);
+  } catch (const std::exception& e) {
+    std::printf("rcclx-bench-fused: %s\n", e.what());
+    return 1;
+  }
+  return correct ? 0 : 1;
+}

@@ -1,0 +1,150 @@
+// examples/04_gemm_allreduce/gemm_allreduce.hpp: the fused GEMM + AllReduce kernel of example 04 (also
+// timed by rcclx-bench-fused against the unfused GEMM followed by the DDA AllReduce): a plain tiled
+// GEMM (64 x 64 output tiles through shared memory, a 4 x 4 register tile per thread) whose epilogue
+// writes each finished tile into the symmetric buffer, publishes it, and reduces the previous tile
+// while the peers finish this one. Walkthrough: docs/fusion.md.
+#pragma once
+
+#include <rcclx/fused/stages.hpp>
+#include <rcclx/fused/tile_allreduce.hpp>
+#include <rcclx/gpu/shared.hpp>
+#include <rcclx/testing/launch.hpp>
+
+#include <cstddef>
+
+namespace gemm_example {
+
+using T = rcclx::bf16;
+constexpr int max_ranks = 8;
+constexpr int BM = 64, BN = 64, BK = 16;  // output tile, and the K step staged in shared memory
+constexpr int micro_tiles = (BM / 4) * (BN / 4);  // 4 x 4 outputs each: 256 per tile
+constexpr bool on_gpu = rcclx::current_backend != rcclx::backend::host;
+constexpr int threads = on_gpu ? micro_tiles : 1;  // a host "block" is one thread doing all 256
+
+// The BM x BN tile (tm, tn) of A * B (A: M x K, B: K x N, row-major) in FP32: thread i of the group
+// computes micro tiles i, i + G, ... (MicroPerThread of them).
+template <int MicroPerThread, class Group>
+RCCLX_HOST_DEVICE void gemm_tile(const Group& g, const T* A, const T* B, std::size_t M, std::size_t N, std::size_t K,
+                                 std::size_t tm, std::size_t tn, float (&acc)[MicroPerThread][4][4]) {
+  float(&As)[BK][BM + 4] = rcclx::gpu::block_shared<float[BK][BM + 4], struct a_stage>();  // +4: fewer bank conflicts
+  float(&Bs)[BK][BN] = rcclx::gpu::block_shared<float[BK][BN], struct b_stage>();
+  const int tid = g.thread_rank(), gs = g.size();
+  for (auto& u : acc)
+    for (auto& row : u)
+      for (float& x : row) x = 0.0f;
+  for (std::size_t k0 = 0; k0 < K; k0 += BK) {
+    g.sync();  // everyone is done with the previous stage
+    for (int i = tid; i < BM * BK; i += gs) {
+      const std::size_t r = tm * BM + i / BK, c = k0 + i % BK;
+      As[i % BK][i / BK] = r < M && c < K ? static_cast<float>(A[r * K + c]) : 0.0f;
+    }
+    for (int i = tid; i < BK * BN; i += gs) {
+      const std::size_t r = k0 + i / BN, c = tn * BN + i % BN;
+      Bs[i / BN][i % BN] = r < K && c < N ? static_cast<float>(B[r * N + c]) : 0.0f;
+    }
+    g.sync();
+    for (int u = 0; u < MicroPerThread; ++u) {
+      const int id = tid + u * gs, mu = id / (BN / 4), nu = id % (BN / 4);
+      for (int kk = 0; kk < BK; ++kk) {
+        float a[4], b[4];
+        for (int i = 0; i < 4; ++i) a[i] = As[kk][mu * 4 + i];
+        for (int j = 0; j < 4; ++j) b[j] = Bs[kk][nu * 4 + j];
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j) acc[u][i][j] += a[i] * b[j];
+      }
+    }
+  }
+}
+
+// [fusion-stage]
+// Your own epilogue stage: any trivially copyable functor with this call operator. It sees the
+// reduced values of E consecutive columns of one output row, in FP32, and may change them.
+struct add_bias {
+  const float* bias;  // [N]; nullptr: no bias
+  template <int E>
+  RCCLX_HOST_DEVICE void operator()(const rcclx::fused::position& p, float (&v)[E]) const {
+    if (!bias) return;
+    for (int i = 0; i < E; ++i) v[i] += bias[p.col + i];
+  }
+};
+// [fusion-stage]
+
+// [fusion-kernel]
+// One block of one emulated rank (testing::launch_emulated); in a real job this is the body of
+// your __global__ kernel with ix.rank = the process's rank, ix.block = blockIdx.x.
+struct gemm_allreduce {
+  const rcclx::core::peer_table<T, max_ranks>* tables;  // every rank's view (device memory)
+  const T* A[max_ranks];                               // rank r: M x K_r
+  const T* B[max_ranks];                               // rank r: K_r x N
+  T* C[max_ranks];                                     // rank r's copy of the result: M x N
+  const float* bias;
+  std::size_t M, N, K_r;
+  rcclx::fused::tile_slots slots;                      // signal-pad slots for the tile flags
+
+  template <class Group>
+  RCCLX_HOST_DEVICE void operator()(const Group& g, rcclx::testing::launch_index ix) const {
+    namespace fz = rcclx::fused;
+    constexpr int mpt = on_gpu ? 1 : micro_tiles;  // micro tiles per thread
+    const auto& t = tables[ix.rank];
+    const fz::tile_map map{M, N, BM, BN};          // tile t = (t / tiles_per_row, t % tiles_per_row)
+    const int tiles = static_cast<int>(map.num_tiles());
+    fz::tile_allreduce<T, max_ranks> ar(t, slots, map.tile_elems(), tiles);  // flat: every rank reduces
+    const fz::epilogue<add_bias, fz::store<T>> epi{{bias}, {C[ix.rank], N}};
+    bool ok = true;
+    int previous = -1;
+    for (int tile = ix.block; tile < tiles; tile += ix.num_blocks) {
+      // 1. This rank's partial product of the tile, in registers.
+      float acc[mpt][4][4];
+      const std::size_t tm = tile / map.tiles_per_row(), tn = tile % map.tiles_per_row();
+      gemm_tile<mpt>(g, A[ix.rank], B[ix.rank], M, N, K_r, tm, tn, acc);
+      // 2. Epilogue part one: into this rank's symmetric buffer (row-major BM x BN), flag up.
+      T* slot = ar.input(tile);
+      for (int u = 0; u < mpt; ++u) {
+        const int id = g.thread_rank() + u * g.size(), mu = id / (BN / 4), nu = id % (BN / 4);
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j) slot[(mu * 4 + i) * BN + nu * 4 + j] = T(acc[u][i][j]);
+      }
+      ar.publish(g, tile);
+      // 3. Epilogue part two, one tile behind: the peers have had a whole tile's time to finish
+      //    `previous`; sum it over the ranks, add the bias, store C.
+      if (previous >= 0 && ok) ok = ar.reduce<2>(g, previous, map, epi);
+      previous = tile;
+    }
+    if (previous >= 0 && ok) ok = ar.reduce<2>(g, previous, map, epi);
+    ar.finish(g, ix.num_blocks);  // every block, once: the next call uses the other buffer half
+  }
+};
+// [fusion-kernel]
+
+// The unfused first half, for comparison: the same GEMM, each rank's partial product written
+// row-major (M x N) to out[rank] (e.g. its symmetric buffer, for a DDA AllReduce to sum).
+struct gemm_partials {
+  const T* A[max_ranks];
+  const T* B[max_ranks];
+  T* out[max_ranks];
+  std::size_t M, N, K_r;
+
+  template <class Group>
+  RCCLX_HOST_DEVICE void operator()(const Group& g, rcclx::testing::launch_index ix) const {
+    constexpr int mpt = on_gpu ? 1 : micro_tiles;
+    const rcclx::fused::tile_map map{M, N, BM, BN};
+    const int tiles = static_cast<int>(map.num_tiles());
+    for (int tile = ix.block; tile < tiles; tile += ix.num_blocks) {
+      float acc[mpt][4][4];
+      const std::size_t tm = tile / map.tiles_per_row(), tn = tile % map.tiles_per_row();
+      gemm_tile<mpt>(g, A[ix.rank], B[ix.rank], M, N, K_r, tm, tn, acc);
+      for (int u = 0; u < mpt; ++u) {
+        const int id = g.thread_rank() + u * g.size(), mu = id / (BN / 4), nu = id % (BN / 4);
+        for (int i = 0; i < 4; ++i) {
+          const std::size_t row = tm * BM + mu * 4 + i;
+          for (int j = 0; j < 4; ++j) {
+            const std::size_t col = tn * BN + nu * 4 + j;
+            if (row < M && col < N) out[ix.rank][row * N + col] = T(acc[u][i][j]);
+          }
+        }
+      }
+    }
+  }
+};
+
+}  // namespace gemm_example

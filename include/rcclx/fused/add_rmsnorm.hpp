@@ -1,0 +1,95 @@
+// rcclx/fused/add_rmsnorm.hpp: residual add + RMSNorm (+ optional FP8 output) on one GPU, no
+// communication: the second half of the unfused path (dda::allreduce, then this kernel), with the
+// same epilogue and therefore the same bits as fused::allreduce_rmsnorm.
+//
+//   rcclx::dda::allreduce(t, x, sum, count);                       // sum = allreduce(x)
+//   rcclx::fused::rmsnorm_args<rcclx::bf16> a{sum, residual, weight, out, tokens, hidden, 1e-6f};
+//   rcclx::fused::add_rmsnorm(a, stream);                           // residual += sum; out = rmsnorm
+//
+// One block per row (grid-stride over rows): it loads its row (1 read of S), adds the residual
+// (1 read, 1 write), block-reduces the sum of squares, writes the output. Traffic: 3 S + S_out.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "../core/error.hpp"
+#include "../gpu/group.hpp"
+#include "../gpu/runtime.hpp"
+#include "allreduce_rmsnorm.hpp"
+#include "rmsnorm_args.hpp"
+
+#if RCCLX_BACKEND_HOST
+#  include <thread>
+#  include <vector>
+#endif
+
+RCCLX_NAMESPACE_BEGIN
+namespace fused {
+
+// One block: rows block, block + num_blocks, ... Group-collective; the same shape rules as
+// allreduce_rmsnorm_block (BlockThreads threads, VecsPerThread * BlockThreads vectors >= a row).
+template <int VecsPerThread, int BlockThreads, class T, class Out, class Group>
+RCCLX_HOST_DEVICE void add_rmsnorm_block(const Group& g, const rmsnorm_args<T, Out>& a, int block, int num_blocks) {
+  using traits = core::value_traits<T>;
+  constexpr int e = gpu::elems_per_vec16<T>;
+  const std::size_t hidden = a.hidden, vecs = hidden / e;
+  const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
+  const row_tiles map{a.tokens, hidden};
+  const auto epi = detail::make_rmsnorm_epilogue<T, Out, BlockThreads>(a, a.residual, a.output);
+  for (std::size_t i = static_cast<std::size_t>(block); i < a.tokens; i += static_cast<std::size_t>(num_blocks)) {
+    float v[VecsPerThread][e];
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int k = 0; k < VecsPerThread; ++k) {
+      const std::size_t vi = static_cast<std::size_t>(k) * gs + tid;  // the same vectors as the fused kernel
+      if (vi < vecs) traits::unpack(gpu::load16(a.input + i * hidden + vi * e), v[k]);
+    }
+    epi(g, v, held_vectors<row_tiles, e>{map, i, tid, gs, vecs});
+  }
+}
+
+namespace detail {
+#if RCCLX_BACKEND_GPU
+template <int VPT, int BT, class T, class Out>
+RCCLX_GLOBAL void __launch_bounds__(BT) add_rmsnorm_kernel(rmsnorm_args<T, Out> a) {
+  add_rmsnorm_block<VPT, BT>(gpu::block_group{}, a, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
+}
+#endif
+}  // namespace detail
+
+// residual <- T(input + residual); output <- rmsnorm(residual) * weight (T or FP8 codes). GPU:
+// enqueues one kernel on `stream`; host backend: runs its blocks as threads and returns when done.
+// The argument checks of allreduce_rmsnorm apply (except those about a peer table).
+template <class T, class Out>
+void add_rmsnorm(const rmsnorm_args<T, Out>& args, gpu::stream_t stream = {}, int num_blocks = 0) {
+  const char* who = "rcclx::fused::add_rmsnorm";
+  detail::check_rmsnorm_args(who, args);
+  if (num_blocks < 0)
+    throw error(errc::invalid_argument, std::string(who) + ": num_blocks = " + std::to_string(num_blocks) +
+                                            " is negative (0 picks the default)");
+  if (args.tokens == 0) return;
+  const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
+  // Not limited by residency (no block waits for another): one block per row up to a large cap.
+  const int nb = num_blocks > 0 ? num_blocks
+                                : static_cast<int>(args.tokens < 65535 ? args.tokens : std::size_t{65535});
+  detail::with_vecs_per_thread<T>(detail::vecs_per_thread<T>(args.hidden, cfg.threads), [&](auto vpt_tag) {
+    constexpr int vpt = decltype(vpt_tag)::value;
+#if RCCLX_BACKEND_GPU
+    constexpr int bt = default_rmsnorm_launch_config().threads;
+    detail::add_rmsnorm_kernel<vpt, bt, T, Out><<<nb, bt, 0, stream>>>(args);
+    gpu::check_launch("rcclx::fused::add_rmsnorm");
+#else
+    (void)stream;
+    const int blocks = nb < cfg.max_blocks ? nb : cfg.max_blocks;
+    std::vector<std::thread> threads;
+    for (int b = 0; b < blocks; ++b)
+      threads.emplace_back([=] { add_rmsnorm_block<vpt, 1>(gpu::thread_group{}, args, b, blocks); });
+    for (auto& th : threads) th.join();
+#endif
+  });
+}
+
+}  // namespace fused
+RCCLX_NAMESPACE_END

@@ -1,0 +1,290 @@
+// rcclx/fused/allreduce_rmsnorm.hpp: AllReduce + residual add + RMSNorm (+ optional FP8 output) in
+// one kernel, for decode and prefill shapes: the device template (usable inside your kernel) and
+// the host launcher for one rank.
+//
+//   // rank r, its table t (symmetric buffers + signal pads with room for the tile slots):
+//   rcclx::fused::rmsnorm_args<rcclx::bf16> a{x, residual, weight, out, tokens, hidden, 1e-6f};
+//   rcclx::fused::allreduce_rmsnorm(t, a, rcclx::fused::tile_slots{64, max_tokens});   // automatic
+//   rcclx::fused::allreduce_rmsnorm(t, a, slots, rcclx::algorithm::tree, stream);
+//
+// Result (fused/rmsnorm_args.hpp): residual <- T(allreduce(x) + residual) and
+// out <- rmsnorm(residual) * weight, on every rank, bit-identical across ranks, across algorithms,
+// and to the unfused dda::allreduce followed by fused::add_rmsnorm. The residual and the weight are
+// the same on every rank (as in tensor parallelism): tree uses the owner's copy of a row's residual.
+//
+// Built on fused::tile_allreduce with one tile per row (no block barrier; rows flagged as they are
+// ready). Row i belongs to block i % num_blocks on every rank, in every phase.
+//   flat (one-shot, decode): each block copies its rows of x into the symmetric buffer and flags
+//     them for every rank, then, per row, waits for the row of every rank, sums it in rank order in
+//     FP32, adds the residual, block-reduces the sum of squares, normalises and writes. Steps: 1.
+//     Traffic per rank, S = tokens * hidden * sizeof(T): reads S + N*S (N-1 of it from peers), writes
+//     S (copy) + S (residual) + S_out; flags: (N-1) per row.
+//   tree (two-shot, prefill): rows split into N contiguous chunks; rank c reduces chunk c, adds the
+//     residual, normalises, and publishes the new residual and output rows in its buffer; every
+//     rank then copies every row from its owner. Steps: 2. Traffic per rank: reads S + S (own chunk
+//     from N ranks) + (S + S_out) (gather, (N-1)/N of it from peers), writes S (copy) +
+//     (S + S_out)/N (results) + S + S_out (outputs); flags: 2(N-1) per row, spread over the owners.
+// Symmetric buffer needed per rank: 2 * S (flat), 2 * (S + round16(S) + S_out) (tree): two halves,
+// alternating between calls. Signal-pad slots: 1 + tokens from slots.first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "../core/barrier.hpp"
+#include "../core/error.hpp"
+#include "../core/ops.hpp"
+#include "../core/peer_table.hpp"
+#include "../dda/allreduce.hpp"
+#include "../dda/select.hpp"
+#include "../gpu/group.hpp"
+#include "../gpu/runtime.hpp"
+#include "rmsnorm_args.hpp"
+#include "tile_allreduce.hpp"
+
+#if RCCLX_BACKEND_HOST
+#  include <thread>
+#  include <vector>
+#endif
+
+RCCLX_NAMESPACE_BEGIN
+namespace fused {
+
+// Bytes of symmetric buffer one rank needs for a call (both halves).
+template <class T, class Out = T>
+RCCLX_HOST_DEVICE constexpr std::size_t allreduce_rmsnorm_workspace_bytes(std::size_t tokens, std::size_t hidden,
+                                                                          algorithm algo) {
+  const std::size_t s = detail::round16(tokens * hidden * sizeof(T));
+  const std::size_t s_out = detail::round16(tokens * hidden * sizeof(output_t<T, Out>));
+  return algo == algorithm::tree ? 2 * (s + s + s_out) : 2 * s;
+}
+
+// One block of one rank. Group-collective (every thread of g); launch BlockThreads threads per block
+// (the row sum is a block reduction over exactly that many; 1 on the host backend) and hold a row:
+// VecsPerThread * BlockThreads * (16 / sizeof(T)) >= hidden. Every rank runs the same grid.
+// Returns false if a peer never arrived (the error is recorded in t.signals): leave the kernel.
+template <algorithm Algo, int VecsPerThread, int BlockThreads, class T, class Out, int MaxRanks, class Group>
+RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_table<T, MaxRanks>& t,
+                                               const rmsnorm_args<T, Out>& a, tile_slots slots, int block,
+                                               int num_blocks) {
+  static_assert(Algo == algorithm::flat || Algo == algorithm::tree, "allreduce_rmsnorm_block: flat or tree");
+  using out_t = output_t<T, Out>;
+  constexpr int e = gpu::elems_per_vec16<T>;
+  const std::size_t tokens = a.tokens, hidden = a.hidden, vecs = hidden / e;
+  const int rows = static_cast<int>(tokens);
+  const row_tiles map{tokens, hidden};
+  tile_allreduce<T, MaxRanks, Algo> ar(t, slots, hidden, rows);
+
+  // 1. This rank's rows into its symmetric buffer, then all of them flagged at once.
+  for (int i = block; i < rows; i += num_blocks)
+    detail::copy_units<16>(g, ar.input(i), a.input + static_cast<std::size_t>(i) * hidden, vecs);
+  ar.publish_strided(g, block, num_blocks);
+
+  bool ok = true;
+  if constexpr (Algo == algorithm::flat) {
+    // 2. Every row, reduced here: outputs go straight to the caller's arrays.
+    const auto epi = detail::make_rmsnorm_epilogue<T, Out, BlockThreads>(a, a.residual, a.output);
+    for (int i = block; i < rows && ok; i += num_blocks) ok = ar.template reduce<VecsPerThread>(g, i, map, epi);
+  } else {
+    // 2. This rank's chunk: reduced, normalised, published in its buffer (new residual rows, then
+    //    output rows), 3. every row copied from its owner (this rank's own rows too).
+    const std::size_t res_bytes = detail::round16(tokens * hidden * sizeof(T));
+    const auto res_of = [&](int r) { return reinterpret_cast<T*>(ar.results(r)); };
+    const auto out_of = [&](int r) { return reinterpret_cast<out_t*>(ar.results(r) + res_bytes); };
+    const int me = ar.rank();
+    const auto epi = detail::make_rmsnorm_epilogue<T, Out, BlockThreads>(a, res_of(me), out_of(me));
+    for (int i = block; i < rows && ok; i += num_blocks) {
+      if (!ar.owns(i)) continue;
+      ok = ar.template reduce_owned<VecsPerThread>(g, i, map, epi);
+      if (ok) ar.publish_result(g, i);
+    }
+    constexpr int out_unit = e * static_cast<int>(sizeof(out_t));  // bytes of one vector's outputs
+    if (ok) ok = ar.wait_results_strided(g, block, num_blocks);     // all of this block's rows at once
+    for (int i = block; i < rows && ok; i += num_blocks) {
+      const int o = ar.owner(i);
+      const std::size_t row = static_cast<std::size_t>(i) * hidden;
+      detail::copy_units<16>(g, a.residual + row, res_of(o) + row, vecs);
+      detail::copy_units<out_unit>(g, a.output + row, out_of(o) + row, vecs);
+    }
+  }
+  ar.finish(g, num_blocks);
+  return ok;
+}
+
+// Blocks per rank of a call: a function of the arguments only, so every rank launches the same grid.
+RCCLX_HOST_DEVICE constexpr int rmsnorm_blocks_for(std::size_t tokens,
+                                                   const rmsnorm_launch_config& cfg = default_rmsnorm_launch_config()) {
+  return tokens == 0 ? 0 : (tokens < static_cast<std::size_t>(cfg.max_blocks) ? static_cast<int>(tokens) : cfg.max_blocks);
+}
+
+// The algorithm a call runs: `algo`, or for automatic the DDA table's choice for S bytes per rank
+// (dda/select.hpp, with its environment overrides).
+template <class T>
+inline algorithm resolve_rmsnorm_algorithm(algorithm algo, std::size_t tokens, std::size_t hidden, int num_ranks) {
+  return algo == algorithm::automatic ? dda::select_algorithm(tokens * hidden * sizeof(T), num_ranks) : algo;
+}
+
+namespace detail {
+
+template <class T, int MaxRanks>
+inline void check_rmsnorm_call(const char* who, algorithm algo, int num_blocks) {
+  const std::string w(who);
+  if (!is_valid(algo))
+    throw error(errc::invalid_argument, w + ": algorithm = " + std::to_string(static_cast<int>(algo)) +
+                                            " is not an rcclx::algorithm");
+  if (algo == algorithm::low_precision)
+    throw error(errc::unsupported, w + ": algorithm::low_precision is not available for the fused kernels; use flat, "
+                                       "tree or automatic");
+  if (num_blocks < 0)
+    throw error(errc::invalid_argument, w + ": num_blocks = " + std::to_string(num_blocks) +
+                                            " is negative (0 picks the default)");
+}
+
+template <class T, class Out, int MaxRanks>
+inline void check_rmsnorm_table(const char* who, const core::peer_table<T, MaxRanks>& t, const rmsnorm_args<T, Out>& a,
+                                tile_slots slots, algorithm resolved) {
+  const std::size_t s = round16(a.tokens * a.hidden * sizeof(T));
+  const std::size_t s_out = round16(a.tokens * a.hidden * sizeof(output_t<T, Out>));
+  const int rows = static_cast<int>(a.tokens);
+  if (resolved == algorithm::flat)
+    tile_allreduce<T, MaxRanks, algorithm::flat>::check(who, t, slots, a.hidden, rows);
+  else
+    tile_allreduce<T, MaxRanks, algorithm::tree>::check(who, t, slots, a.hidden, rows, s + s_out);
+  const std::string w(who);
+  const void* own = t.data[t.rank()];
+  const std::size_t cap = t.capacity_bytes;
+  if (overlap(a.input, s, own, cap) || overlap(a.residual, s, own, cap) || overlap(a.output, s_out, own, cap))
+    throw error(errc::invalid_argument, w + ": input, residual and output must not lie in this rank's symmetric "
+                                            "buffer (the kernel uses it as its workspace)");
+}
+
+#if RCCLX_BACKEND_GPU
+template <algorithm Algo, int VPT, int BT, class T, class Out, int MaxRanks>
+RCCLX_GLOBAL void __launch_bounds__(BT)
+    allreduce_rmsnorm_kernel(core::peer_table<T, MaxRanks> t, rmsnorm_args<T, Out> a, tile_slots slots) {
+  (void)allreduce_rmsnorm_block<Algo, VPT, BT>(gpu::block_group{}, t, a, slots, static_cast<int>(blockIdx.x),
+                                               static_cast<int>(gridDim.x));
+}
+
+template <algorithm Algo, int VPT, int BT, class T, class Out, int MaxRanks>
+RCCLX_GLOBAL void __launch_bounds__(BT)
+    allreduce_rmsnorm_kernel_indirect(const core::peer_table<T, MaxRanks>* table, int num_ranks,
+                                      rmsnorm_args<T, Out> a, tile_slots slots) {
+  const core::peer_table<T, MaxRanks>& t = *table;
+  // The host could not read the table: check what it could not (uniform: every block leaves together).
+  std::uint32_t bad = 0;
+  if (t.num_ranks() != num_ranks) bad = 1;
+  else if (allreduce_rmsnorm_workspace_bytes<T, Out>(a.tokens, a.hidden, Algo) / 2 > ((t.capacity_bytes / 2) & ~std::size_t{15})) bad = 2;
+  else if (slots.end() > t.signals.max_blocks) bad = 3;
+  if (bad) {
+    if (threadIdx.x == 0) dda::detail::record_mismatch(t.signals, bad);
+    return;
+  }
+  (void)allreduce_rmsnorm_block<Algo, VPT, BT>(gpu::block_group{}, t, a, slots, static_cast<int>(blockIdx.x),
+                                               static_cast<int>(gridDim.x));
+}
+#endif
+
+template <algorithm Algo, class T, class Out, int MaxRanks, class TableArg>
+inline void launch_rmsnorm(const TableArg& table_arg, int num_ranks, const rmsnorm_args<T, Out>& a, tile_slots slots,
+                           gpu::stream_t stream, int num_blocks, const rmsnorm_launch_config& cfg) {
+  (void)num_ranks;
+  with_vecs_per_thread<T>(vecs_per_thread<T>(a.hidden, cfg.threads), [&](auto vpt_tag) {
+    constexpr int vpt = decltype(vpt_tag)::value;
+#if RCCLX_BACKEND_GPU
+    constexpr int bt = default_rmsnorm_launch_config().threads;
+    if constexpr (std::is_pointer<TableArg>::value) {
+      allreduce_rmsnorm_kernel_indirect<Algo, vpt, bt, T, Out, MaxRanks>
+          <<<num_blocks, bt, 0, stream>>>(table_arg, num_ranks, a, slots);
+    } else {
+      allreduce_rmsnorm_kernel<Algo, vpt, bt, T, Out, MaxRanks><<<num_blocks, bt, 0, stream>>>(table_arg, a, slots);
+    }
+    gpu::check_launch("rcclx::fused::allreduce_rmsnorm");
+#else
+    (void)stream;
+    const core::peer_table<T, MaxRanks>* tp;
+    if constexpr (std::is_pointer<TableArg>::value) tp = table_arg;
+    else tp = &table_arg;
+    std::vector<std::thread> threads;
+    threads.reserve(static_cast<std::size_t>(num_blocks));
+    for (int b = 0; b < num_blocks; ++b)
+      threads.emplace_back([=] {
+        (void)allreduce_rmsnorm_block<Algo, vpt, 1>(gpu::thread_group{}, *tp, a, slots, b, num_blocks);
+      });
+    for (auto& th : threads) th.join();
+    core::throw_if_error(*tp->signals.err);
+#endif
+  });
+}
+
+}  // namespace detail
+
+// AllReduce + residual add + RMSNorm for this rank (table.rank()). Out: T, or an rcclx::fp8 format
+// (then args.output holds codes and args.scale the scale). slots: the signal-pad slots of the tile
+// flags, slots.max_tiles >= args.tokens, apart from barrier blocks used on the same pads.
+// GPU backends: enqueues one kernel on `stream`; a peer that never arrives is recorded in the rank's
+// pad. Host backend: runs this rank's blocks as threads and throws rcclx::error(timeout) naming the
+// missing rank. Errors before launch: invalid algorithm (invalid_argument) or low_precision
+// (unsupported); hidden not a positive multiple of 16 / sizeof(T) (invalid_argument) or above
+// max_hidden (unsupported); eps negative or not finite; a null or non-16-byte-aligned pointer
+// (invalid_argument / misaligned); input, residual and output overlapping each other or the
+// symmetric buffer; tokens above slots.max_tiles; slots beyond the pads' max_blocks; a symmetric
+// buffer too small for the call (allreduce_rmsnorm_workspace_bytes). tokens == 0 does nothing.
+template <class T, class Out, int MaxRanks>
+void allreduce_rmsnorm(const core::peer_table<T, MaxRanks>& table, const rmsnorm_args<T, Out>& args, tile_slots slots,
+                       algorithm algo = algorithm::automatic, gpu::stream_t stream = {}, int num_blocks = 0) {
+  const char* who = "rcclx::fused::allreduce_rmsnorm";
+  detail::check_rmsnorm_call<T, MaxRanks>(who, algo, num_blocks);
+  detail::check_rmsnorm_args(who, args);
+  if (table.num_ranks() < 2 || table.num_ranks() > MaxRanks)
+    throw error(errc::invalid_argument, std::string(who) + ": the table's num_ranks = " +
+                                            std::to_string(table.num_ranks()) + " is outside [2, " +
+                                            std::to_string(MaxRanks) + "]");
+  const algorithm a = resolve_rmsnorm_algorithm<T>(algo, args.tokens, args.hidden, table.num_ranks());
+  detail::check_rmsnorm_table(who, table, args, slots, a);
+  if (args.tokens == 0) return;
+  const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
+  const int nb = num_blocks > 0 ? num_blocks : rmsnorm_blocks_for(args.tokens, cfg);
+  if (a == algorithm::flat)
+    detail::launch_rmsnorm<algorithm::flat, T, Out, MaxRanks>(table, table.num_ranks(), args, slots, stream, nb, cfg);
+  else
+    detail::launch_rmsnorm<algorithm::tree, T, Out, MaxRanks>(table, table.num_ranks(), args, slots, stream, nb, cfg);
+}
+
+// The same with the table in device memory (a captured graph whose table is patched later). The
+// kernel checks the rank count, the buffer capacity and the pad slots, and records errc::mismatch
+// in the rank's error record instead of running when they do not fit.
+template <class T, class Out, int MaxRanks>
+void allreduce_rmsnorm(const core::peer_table<T, MaxRanks>* device_table, int num_ranks,
+                       const rmsnorm_args<T, Out>& args, tile_slots slots, algorithm algo = algorithm::automatic,
+                       gpu::stream_t stream = {}, int num_blocks = 0) {
+  const char* who = "rcclx::fused::allreduce_rmsnorm(device table)";
+  if (!device_table) throw error(errc::invalid_argument, std::string(who) + ": device_table is null");
+  detail::check_rmsnorm_call<T, MaxRanks>(who, algo, num_blocks);
+  detail::check_rmsnorm_args(who, args);
+  if (num_ranks < 2 || num_ranks > MaxRanks)
+    throw error(errc::invalid_argument, std::string(who) + ": num_ranks = " + std::to_string(num_ranks) +
+                                            " is outside [2, " + std::to_string(MaxRanks) + "]");
+  if (args.tokens > static_cast<std::size_t>(slots.max_tiles) || slots.first < 0)
+    throw error(errc::invalid_argument, std::string(who) + ": tokens = " + std::to_string(args.tokens) +
+                                            " exceeds tile_slots.max_tiles = " + std::to_string(slots.max_tiles));
+  const algorithm a = resolve_rmsnorm_algorithm<T>(algo, args.tokens, args.hidden, num_ranks);
+#if RCCLX_BACKEND_HOST
+  if (device_table->num_ranks() != num_ranks)
+    throw error(errc::mismatch, std::string(who) + ": num_ranks = " + std::to_string(num_ranks) +
+                                    " but the table has " + std::to_string(device_table->num_ranks()));
+  detail::check_rmsnorm_table(who, *device_table, args, slots, a);
+#endif
+  if (args.tokens == 0) return;
+  const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
+  const int nb = num_blocks > 0 ? num_blocks : rmsnorm_blocks_for(args.tokens, cfg);
+  if (a == algorithm::flat)
+    detail::launch_rmsnorm<algorithm::flat, T, Out, MaxRanks>(device_table, num_ranks, args, slots, stream, nb, cfg);
+  else
+    detail::launch_rmsnorm<algorithm::tree, T, Out, MaxRanks>(device_table, num_ranks, args, slots, stream, nb, cfg);
+}
+
+}  // namespace fused
+RCCLX_NAMESPACE_END

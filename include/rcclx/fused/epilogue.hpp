@@ -1,0 +1,169 @@
+// rcclx/fused/epilogue.hpp: composable epilogues for fused collectives (CUTLASS-style fusion
+// callbacks): a chain of stages applied in order to the FP32 values of every 16-byte vector of a
+// reduced tile, where a row-wide stage (RMSNorm) first gets a sum over the whole row.
+//
+//   namespace fz = rcclx::fused;
+//   using epi_t = fz::epilogue<fz::residual_add<rcclx::bf16>, fz::rms_norm<rcclx::bf16, 512>,
+//                              fz::fp8_out<rcclx::fp8::e4m3>>;
+//   epi_t epi{{residual, residual, hidden}, {weight, 1e-6f, hidden, &tmp}, {out, hidden, scale}};
+//   ar.reduce<2>(g, row, fz::row_tiles{tokens, hidden}, epi);            // fused/tile_allreduce.hpp
+//
+// Stage contract (every stage is trivially copyable: it travels inside kernel arguments):
+//   template <int E> RCCLX_HOST_DEVICE void operator()(const position& p, float (&v)[E]) const;
+//     v holds E consecutive elements of one output row, the first at (p.row, p.col); the stage may
+//     rewrite v (the next stage sees the new values), read or write memory at those positions, or
+//     both. It is called only for vectors inside the output. E = 16 / sizeof(T) of the tile type.
+//   A row-wide stage also declares `static constexpr bool row_wide = true;` and has
+//     template <int E> float row_partial(const position&, const float (&v)[E]) const;
+//     template <class Group> float row_combine(const Group& g, float partial) const;
+//     template <int E> void operator()(const position& p, float (&v)[E], float row_total) const;
+//   The driver sums row_partial over every vector the thread holds, row_combine sums those over
+//   the group (group-collective: every thread calls it), and each vector is then transformed with
+//   the total. A group must then hold the whole row: one row per tile, and all of the tile's
+//   vectors in registers (VecsPerThread x group size >= vectors per tile; see tile_allreduce).
+// Stages run one after another over all the vectors a thread holds (stage-major), so a stage sees
+// the outputs of every earlier stage for the whole row.
+#pragma once
+
+#include <cstddef>
+#include <type_traits>
+
+#include "../config.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace fused {
+
+// Where a vector lands in the output: row and first column (the vector covers [col, col + E)).
+struct position {
+  std::size_t row;
+  std::size_t col;
+};
+
+// Row-major tiles of a row-major output matrix: tile t covers rows [tr * tile_rows, ...) and columns
+// [tc * tile_cols, ...) with (tr, tc) = (t / tiles_per_row, t % tiles_per_row); inside its slot a
+// tile is row-major too (element (i, j) at i * tile_cols + j). tile_cols must be a multiple of the
+// vector width, and so must cols (a vector never straddles the edge of the output). Tiles at the
+// bottom and right edges may stick out of the output: those vectors are not passed to the stages.
+struct tile_map {
+  std::size_t rows, cols;            // the output
+  std::size_t tile_rows, tile_cols;  // one tile
+
+  RCCLX_HOST_DEVICE constexpr std::size_t tile_elems() const { return tile_rows * tile_cols; }
+  RCCLX_HOST_DEVICE constexpr std::size_t tiles_per_row() const { return (cols + tile_cols - 1) / tile_cols; }
+  RCCLX_HOST_DEVICE constexpr std::size_t num_tiles() const {
+    return (rows + tile_rows - 1) / tile_rows * tiles_per_row();
+  }
+  // Position of element `elem` of tile `tile`.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE position at(std::size_t tile, std::size_t elem) const {
+    const std::size_t tpr = tiles_per_row();
+    return position{(tile / tpr) * tile_rows + elem / tile_cols, (tile % tpr) * tile_cols + elem % tile_cols};
+  }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool contains(const position& p) const { return p.row < rows && p.col < cols; }
+};
+
+// One tile per row of `cols` elements (the ready-made AllReduce + RMSNorm kernels): tile = row,
+// element = column, no division on the way.
+struct row_tiles {
+  std::size_t rows, cols;
+
+  RCCLX_HOST_DEVICE constexpr std::size_t tile_elems() const { return cols; }
+  RCCLX_HOST_DEVICE constexpr std::size_t num_tiles() const { return rows; }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE position at(std::size_t tile, std::size_t elem) const {
+    return position{tile, elem};
+  }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool contains(const position& p) const { return p.row < rows && p.col < cols; }
+};
+
+// The vectors of one tile a thread holds in one epilogue call: its k-th (k < VecsPerThread) is
+// vector first + k * stride of the tile (vectors of E elements), if that is below `count` and
+// inside the output. Positions are recomputed when asked for rather than kept in registers.
+template <class Map, int E>
+struct held_vectors {
+  Map map;
+  std::size_t tile;
+  std::size_t first, stride, count;  // in vectors
+
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE position at(int k) const {
+    return map.at(tile, (first + static_cast<std::size_t>(k) * stride) * E);
+  }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool holds(int k) const {
+    return first + static_cast<std::size_t>(k) * stride < count && map.contains(at(k));
+  }
+};
+
+namespace detail {
+
+template <class S, class = void>
+struct is_row_wide : std::false_type {};
+template <class S>
+struct is_row_wide<S, std::enable_if_t<S::row_wide>> : std::true_type {};
+
+// One stage over every vector a thread holds.
+template <class Stage, int VPT, int E, class Group, class Held>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void apply_stage(const Stage& s, const Group& g, float (&v)[VPT][E],
+                                                     const Held& h) {
+  if constexpr (is_row_wide<Stage>::value) {
+    float partial = 0.0f;  // in vector order: the same on every rank
+    for (int k = 0; k < VPT; ++k)
+      if (h.holds(k)) partial += s.row_partial(h.at(k), v[k]);
+    const float total = s.row_combine(g, partial);
+    for (int k = 0; k < VPT; ++k)
+      if (h.holds(k)) s(h.at(k), v[k], total);
+  } else {
+    (void)g;
+    for (int k = 0; k < VPT; ++k)
+      if (h.holds(k)) s(h.at(k), v[k]);
+  }
+}
+
+template <class... Stages>
+struct stage_list;
+
+template <>
+struct stage_list<> {
+  template <int VPT, int E, class Group, class Held>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void run(const Group&, float (&)[VPT][E], const Held&) const {}
+};
+
+template <class S0, class... Rest>
+struct stage_list<S0, Rest...> {
+  S0 head;
+  stage_list<Rest...> tail;
+
+  stage_list() = default;
+  RCCLX_HOST_DEVICE stage_list(const S0& h, const Rest&... t) : head(h), tail(t...) {}
+
+  template <int VPT, int E, class Group, class Held>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void run(const Group& g, float (&v)[VPT][E], const Held& h) const {
+    apply_stage(head, g, v, h);
+    tail.run(g, v, h);
+  }
+};
+
+}  // namespace detail
+
+// A chain of stages, applied in the order given. Trivially copyable when its stages are.
+template <class... Stages>
+class epilogue {
+ public:
+  static_assert(sizeof...(Stages) >= 1, "rcclx::fused::epilogue needs at least one stage");
+  // True when some stage needs a row-wide sum: then a group must hold whole rows (see the header).
+  static constexpr bool row_wide = (detail::is_row_wide<Stages>::value || ...);
+
+  epilogue() = default;
+  RCCLX_HOST_DEVICE epilogue(const Stages&... stages) : stages_(stages...) {}
+
+  // Group-collective when row_wide (every thread of g calls it, also one that holds no vector).
+  // v[k]: the values of the thread's k-th vector, at h.at(k), used where h.holds(k).
+  template <int VPT, int E, class Group, class Map>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const Group& g, float (&v)[VPT][E],
+                                                      const held_vectors<Map, E>& h) const {
+    stages_.run(g, v, h);
+  }
+
+ private:
+  detail::stage_list<Stages...> stages_;
+};
+
+}  // namespace fused
+RCCLX_NAMESPACE_END

@@ -1,0 +1,230 @@
+// rcclx/fused/rmsnorm_args.hpp: the arguments of the ready-made residual-add + RMSNorm kernels
+// (fused with an AllReduce in fused/allreduce_rmsnorm.hpp, alone in fused/add_rmsnorm.hpp), their
+// launch shape and their checks.
+//
+//   rcclx::fused::rmsnorm_args<rcclx::bf16> a{x, residual, weight, out, tokens, hidden, 1e-6f};
+//   rcclx::fused::rmsnorm_args<rcclx::bf16, rcclx::fp8::e4m3> q{x, residual, weight, codes, tokens,
+//                                                                hidden, 1e-6f, scale};
+//
+// What the kernels compute, per row i of `tokens` rows of `hidden` elements (s = the AllReduce of
+// every rank's input, rounded once to T, as dda::allreduce returns it; add_rmsnorm takes s as input):
+//   residual[i] <- T(s[i] + residual[i])                           (FP32 add, one rounding)
+//   output[i]   <- Out(residual[i] * rsqrt(mean(residual[i]^2) + eps) * weight)   (FP32)
+// Out = T: rounded to nearest even; Out = an rcclx::fp8 format: codes of the value times 1 / *scale,
+// saturating (vLLM's fused_add_rms_norm + static FP8 quantisation).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <type_traits>
+
+#include "../core/error.hpp"
+#include "../core/ops.hpp"
+#include "../fp8/format.hpp"
+#include "../gpu/memory.hpp"
+#include "../gpu/shared.hpp"
+#include "stages.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace fused {
+
+// Longest row (hidden) the ready-made kernels take: a block holds a whole row in registers.
+inline constexpr std::size_t max_hidden = 16384;
+
+namespace detail {
+template <class T, class Out, class = void>
+struct output_of {
+  static_assert(std::is_same<T, Out>::value,
+                "rcclx::fused::rmsnorm_args: Out must be T (same-type output) or an rcclx::fp8 format tag");
+  using type = T;
+  using stage = store<T>;
+};
+template <class T, class Out>
+struct output_of<T, Out, std::enable_if_t<fp8::is_format_v<Out>>> {
+  using type = std::uint8_t;
+  using stage = fp8_out<Out>;
+};
+}  // namespace detail
+
+// Element type of the output array: T, or std::uint8_t (FP8 codes) when Out is an FP8 format.
+template <class T, class Out>
+using output_t = typename detail::output_of<T, Out>::type;
+
+template <class T, class Out = T>
+struct rmsnorm_args {
+  static_assert(detail::is_float_type_v<T>, "rcclx::fused::rmsnorm_args: T must be float, rcclx::bf16 or rcclx::fp16");
+  using value_type = T;
+  using output_type = output_t<T, Out>;
+  static constexpr bool fp8_output = !std::is_same<T, Out>::value;
+
+  const T* input;         // [tokens][hidden]: this rank's partial sums (add_rmsnorm: the AllReduce result)
+  T* residual;            // [tokens][hidden]: read, then overwritten with the new residual (the
+                          //   same on every rank: tree reads the copy of the row's owner)
+  const T* weight;        // [hidden], the same on every rank
+  output_type* output;    // [tokens][hidden]
+  std::size_t tokens;
+  std::size_t hidden;     // a multiple of 16 / sizeof(T), at most max_hidden
+  float eps;
+  const float* scale = nullptr;  // FP8 output: the per-tensor scale, in device memory
+};
+
+// The epilogue of the ready-made kernels, for blocks of BlockThreads threads.
+template <class T, class Out, int BlockThreads>
+using rmsnorm_epilogue = epilogue<residual_add<T>, rms_norm<T, BlockThreads>, typename detail::output_of<T, Out>::stage>;
+
+// Threads per block and the cap on blocks per rank of the ready-made kernels.
+struct rmsnorm_launch_config {
+  int threads;
+  int max_blocks;
+};
+
+RCCLX_HOST_DEVICE constexpr rmsnorm_launch_config default_rmsnorm_launch_config() {
+#if RCCLX_BACKEND_GPU
+  // 512 threads: a 16 KiB bf16 row is 2 vectors per thread, so one block reads a whole row from all
+  // peers in one round of loads. 64 blocks of 512 fit at once on every supported GPU.
+  return {512, 64};
+#else
+  return {1, 4};
+#endif
+}
+
+namespace detail {
+
+struct rmsnorm_storage_tag;
+
+template <class T, class Out, int BlockThreads>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE rmsnorm_epilogue<T, Out, BlockThreads> make_rmsnorm_epilogue(
+    const rmsnorm_args<T, Out>& a, T* residual_out, output_t<T, Out>* out) {
+  using norm_t = rms_norm<T, BlockThreads>;
+  auto& tmp = gpu::block_shared<typename norm_t::storage_type, rmsnorm_storage_tag>();
+  using out_stage = typename output_of<T, Out>::stage;
+  out_stage o{};
+  if constexpr (rmsnorm_args<T, Out>::fp8_output) {
+    o = out_stage{out, a.hidden, a.scale};
+  } else {
+    o = out_stage{out, a.hidden};
+  }
+  return rmsnorm_epilogue<T, Out, BlockThreads>(residual_add<T>{a.residual, residual_out, a.hidden},
+                                                norm_t{a.weight, a.eps, a.hidden, &tmp}, o);
+}
+
+// Vectors per thread a block of `threads` needs to hold a row of `hidden` elements of T.
+template <class T>
+inline int vecs_per_thread(std::size_t hidden, int threads) {
+  const std::size_t vecs = hidden / gpu::elems_per_vec16<T>;
+  const std::size_t need = (vecs + static_cast<std::size_t>(threads) - 1) / static_cast<std::size_t>(threads);
+  int v = 1;
+  while (static_cast<std::size_t>(v) < need) v *= 2;
+  return v;
+}
+
+// Largest VecsPerThread the ready-made kernels are instantiated for (rows up to max_hidden).
+template <class T>
+constexpr int max_vecs_per_thread() {
+#if RCCLX_BACKEND_GPU
+  return static_cast<int>(max_hidden / gpu::elems_per_vec16<T> / 512);
+#else
+  return static_cast<int>(max_hidden / gpu::elems_per_vec16<T>);  // one thread holds the row
+#endif
+}
+
+// Calls f(std::integral_constant<int, VPT>{}) for the smallest instantiated VPT >= vpt.
+template <class T, int V = 1, class F>
+inline void with_vecs_per_thread(int vpt, F&& f) {
+#if RCCLX_BACKEND_GPU
+  if constexpr (V < max_vecs_per_thread<T>()) {
+    if (vpt > V) {
+      with_vecs_per_thread<T, V * 2>(vpt, f);
+      return;
+    }
+  }
+  f(std::integral_constant<int, V>{});
+#else
+  (void)vpt;
+  f(std::integral_constant<int, max_vecs_per_thread<T>()>{});
+#endif
+}
+
+inline std::string ptr_text(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%p", p);
+  return buf;
+}
+
+inline bool overlap(const void* a, std::size_t abytes, const void* b, std::size_t bbytes) {
+  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+  return abytes && bbytes && x < y + bbytes && y < x + abytes;
+}
+
+// Checks shared by every launcher: shapes, pointers, alignment, aliasing.
+template <class T, class Out>
+inline void check_rmsnorm_args(const char* who, const rmsnorm_args<T, Out>& a) {
+  const std::string w(who);
+  constexpr int e = gpu::elems_per_vec16<T>;
+  if (a.hidden == 0 || a.hidden % e != 0)
+    throw error(errc::invalid_argument, w + ": hidden = " + std::to_string(a.hidden) + " must be a positive multiple of " +
+                                            std::to_string(e) + " (rows are read as 16-byte vectors of " +
+                                            core::type_name<T>() + "; pad the rows)");
+  if (a.hidden > max_hidden)
+    throw error(errc::unsupported, w + ": hidden = " + std::to_string(a.hidden) + " exceeds rcclx::fused::max_hidden = " +
+                                       std::to_string(max_hidden) + " (a block holds a whole row in registers)");
+  if (!(a.eps >= 0.0f) || !std::isfinite(a.eps))
+    throw error(errc::invalid_argument, w + ": eps = " + std::to_string(a.eps) + " must be finite and >= 0");
+  if (a.tokens > (std::size_t{1} << 31) / a.hidden)
+    throw error(errc::invalid_argument, w + ": tokens = " + std::to_string(a.tokens) + " is too large");
+  if (a.tokens == 0) return;
+  auto need = [&](const void* p, const char* name) {
+    if (!p) throw error(errc::invalid_argument, w + ": " + name + " must not be null");
+    if (!gpu::is_aligned(p, 16))
+      throw error(errc::misaligned, w + ": " + name + " = " + ptr_text(p) + " is not 16-byte aligned");
+  };
+  need(a.input, "input");
+  need(a.residual, "residual");
+  need(a.weight, "weight");
+  need(a.output, "output");
+  if (rmsnorm_args<T, Out>::fp8_output && !a.scale)
+    throw error(errc::invalid_argument, w + ": scale must point to the FP8 output's scale (device memory)");
+  const std::size_t rows = a.tokens * a.hidden;
+  const std::size_t in_b = rows * sizeof(T), out_b = rows * sizeof(output_t<T, Out>);
+  if (overlap(a.input, in_b, a.residual, in_b))
+    throw error(errc::invalid_argument, w + ": input and residual overlap (they must be disjoint)");
+  if (overlap(a.input, in_b, a.output, out_b))
+    throw error(errc::invalid_argument, w + ": input and output overlap (they must be disjoint)");
+  if (overlap(a.residual, in_b, a.output, out_b))
+    throw error(errc::invalid_argument, w + ": residual and output overlap (they must be disjoint)");
+}
+
+// 16-byte vectors [0, vecs) of src to dst, spread over the group.
+template <class Group>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_vectors(const Group& g, void* dst, const void* src, std::size_t vecs) {
+  auto* d = static_cast<gpu::vec16*>(dst);
+  const auto* s = static_cast<const gpu::vec16*>(src);
+  for (std::size_t i = static_cast<std::size_t>(g.thread_rank()); i < vecs; i += static_cast<std::size_t>(g.size()))
+    gpu::store16(d + i, gpu::load16(s + i));
+}
+
+// `units` units of Bytes (4, 8 or 16) bytes from src to dst, both aligned to Bytes, spread over the
+// group; each thread has 4 loads in flight before it stores (src may be a peer's memory).
+template <int Bytes, class Group>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_units(const Group& g, void* dst, const void* src, std::size_t units) {
+  static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16, "unit of 4, 8 or 16 bytes");
+  using unit = std::conditional_t<Bytes == 16, gpu::vec16, std::conditional_t<Bytes == 8, std::uint64_t, std::uint32_t>>;
+  constexpr int batch = 4;
+  auto* d = static_cast<unit*>(dst);
+  const auto* s = static_cast<const unit*>(src);
+  const std::size_t gs = static_cast<std::size_t>(g.size());
+  for (std::size_t i = static_cast<std::size_t>(g.thread_rank()); i < units; i += gs * batch) {
+    unit v[batch] = {};
+    for (int k = 0; k < batch; ++k)
+      if (i + k * gs < units) v[k] = s[i + k * gs];
+    for (int k = 0; k < batch; ++k)
+      if (i + k * gs < units) d[i + k * gs] = v[k];
+  }
+}
+
+}  // namespace detail
+}  // namespace fused
+RCCLX_NAMESPACE_END

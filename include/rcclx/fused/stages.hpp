@@ -1,0 +1,196 @@
+// rcclx/fused/stages.hpp: the ready-made epilogue stages: residual add, RMSNorm with weight, FP8
+// output with a per-tensor scale, and a plain store. Chain them with fused::epilogue; your own
+// functor is a stage too (see fused/epilogue.hpp for the contract).
+//
+//   namespace fz = rcclx::fused;
+//   auto& tmp = rcclx::gpu::block_shared<fz::rms_norm<rcclx::bf16, 512>::storage_type, struct norm_tag>();
+//   fz::epilogue<fz::residual_add<rcclx::bf16>, fz::rms_norm<rcclx::bf16, 512>, fz::store<rcclx::bf16>> epi{
+//       {residual, residual, hidden},      // residual += v; v = the new residual (rounded to bf16)
+//       {weight, 1e-6f, hidden, &tmp},     // v = v / sqrt(mean(v^2) + eps) * weight
+//       {out, hidden}};                    // out = bf16(v)
+//
+// Every pointer is 16-byte aligned and every leading dimension (ld, in elements) a multiple of the
+// vector width E, so each vector is one aligned access. Arithmetic is FP32 throughout; a value is
+// rounded only where a stage writes it to memory (and residual_add's result, see below), so a
+// chain computes exactly what separate kernels reading and writing those arrays would.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "../core/ops.hpp"
+#include "../fp8/packed.hpp"
+#include "../gpu/group.hpp"
+#include "../gpu/memory.hpp"
+#include "../gpu/reduce.hpp"
+#include "epilogue.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace fused {
+
+namespace detail {
+
+template <class T>
+inline constexpr bool is_float_type_v =
+    std::is_same<T, float>::value || std::is_same<T, bf16>::value || std::is_same<T, fp16>::value;
+
+// E consecutive elements of T at p, widened to float: one 16-byte load when E elements are 16
+// bytes, element by element otherwise (a stage whose type differs from the tile's).
+template <class T, int E>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_elems(const T* p, float (&out)[E]) {
+  using traits = core::value_traits<T>;
+  if constexpr (E == gpu::elems_per_vec16<T>) {
+    traits::unpack(gpu::load16(p), out);
+  } else {
+    for (int i = 0; i < E; ++i) out[i] = traits::load(p[i]);
+  }
+}
+
+// Rounds E floats to T (nearest even) and stores them; `rounded` receives the stored values.
+template <class T, int E>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_elems(T* p, const float (&in)[E], float (&rounded)[E]) {
+  using traits = core::value_traits<T>;
+  if constexpr (E == gpu::elems_per_vec16<T>) {
+    const gpu::vec16 v = traits::pack(in);
+    if (p) gpu::store16(p, v);
+    traits::unpack(v, rounded);
+  } else {
+    for (int i = 0; i < E; ++i) {
+      const T x = traits::store(in[i]);
+      if (p) p[i] = x;
+      rounded[i] = traits::load(x);
+    }
+  }
+}
+
+template <class T, int E>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_elems(T* p, const float (&in)[E]) {
+  float unused[E];
+  store_elems<T, E>(p, in, unused);
+}
+
+#if RCCLX_BACKEND_GPU
+template <int BlockThreads>
+struct row_sum {
+  using storage_type = typename gpu::block_reduce<float, BlockThreads>::storage_type;
+};
+#else
+template <int BlockThreads>
+struct row_sum {
+  using storage_type = typename gpu::thread_reduce<float>::storage_type;
+};
+#endif
+
+}  // namespace detail
+
+// v += residual (in FP32), then v is rounded to T: the new residual, written to `updated` (which may
+// be `residual` itself: in place, as vLLM's / TRT-LLM's fused_add_rms_norm). Later stages see the
+// rounded value, i.e. what a separate kernel reading the updated residual back would see.
+template <class T>
+struct residual_add {
+  static_assert(detail::is_float_type_v<T>, "rcclx::fused::residual_add: T must be float, rcclx::bf16 or rcclx::fp16");
+  const T* residual;  // read at residual[row * ld + col]
+  T* updated;         // the new residual goes to updated[row * ld + col]; nullptr: not written
+  std::size_t ld;
+
+  template <int E>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position& p, float (&v)[E]) const {
+    const std::size_t off = p.row * ld + p.col;
+    float r[E];
+    detail::load_elems<T>(residual + off, r);
+    for (int i = 0; i < E; ++i) r[i] = v[i] + r[i];
+    detail::store_elems<T>(updated ? updated + off : nullptr, r, v);
+  }
+};
+
+// RMSNorm with weight: v = v * (1 / sqrt(sum(v^2) / cols + eps)) * weight[col], in FP32 (the
+// factor: a correctly rounded sqrt and division, the same bits on every backend; only the order
+// of the row sum depends on the group size). Row-wide: a group holds whole rows of `cols` elements.
+// BlockThreads: the exact block size the kernel is launched with (the row sum is a
+// gpu::block_reduce over it); ignored on the host backend, where a block is one thread.
+template <class T, int BlockThreads>
+struct rms_norm {
+  static_assert(detail::is_float_type_v<T>, "rcclx::fused::rms_norm: T must be float, rcclx::bf16 or rcclx::fp16");
+  static constexpr bool row_wide = true;
+  // Scratch of the row sum: put it in shared memory (gpu::block_shared) and pass its address.
+  using storage_type = typename detail::row_sum<BlockThreads>::storage_type;
+
+  const T* weight;  // [cols]; nullptr: no weight (plain RMS normalisation)
+  float eps;
+  std::size_t cols;  // row length: the mean divides by it
+  storage_type* tmp;
+
+  template <int E>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float row_partial(const position&, const float (&v)[E]) const {
+    float s = 0.0f;
+    for (int i = 0; i < E; ++i) s += v[i] * v[i];
+    return s;
+  }
+
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float row_combine(const Group& g, float partial) const {
+    if constexpr (std::is_same<Group, gpu::thread_group>::value) {
+      (void)g;
+      return partial;
+    } else {
+#if RCCLX_BACKEND_GPU
+      static_assert(std::is_same<Group, gpu::block_group>::value,
+                    "rcclx::fused::rms_norm: the row sum runs over a whole block (gpu::block_group)");
+      (void)g;
+      return gpu::block_reduce<float, BlockThreads>().sum(partial, *tmp);
+#else
+      return partial;
+#endif
+    }
+  }
+
+  template <int E>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position& p, float (&v)[E], float row_total) const {
+    const float inv_rms = 1.0f / sqrtf(row_total / static_cast<float>(cols) + eps);
+    float w[E];
+    if (weight) {
+      detail::load_elems<T>(weight + p.col, w);
+    } else {
+      for (int i = 0; i < E; ++i) w[i] = 1.0f;
+    }
+    for (int i = 0; i < E; ++i) v[i] = v[i] * inv_rms * w[i];
+  }
+};
+
+// FP8 output with a per-tensor scale: out = encode(v * (1 / *scale)), saturating, round to nearest
+// even (rcclx::fp8 codecs: hardware conversion where the device has one, bit-identical software
+// elsewhere). The scale lives in device memory so a captured graph picks up a new value (vLLM's
+// static_scaled_fp8_quant). v is left unchanged. `out` is aligned to E bytes at least.
+template <class Format, fp8::overflow Mode = fp8::overflow::saturate>
+struct fp8_out {
+  static_assert(fp8::is_format_v<Format>, "rcclx::fused::fp8_out: Format must be an rcclx::fp8 format tag");
+  std::uint8_t* out;   // codes at out[row * ld + col]
+  std::size_t ld;
+  const float* scale;  // dequantize with code * *scale
+
+  template <int E>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position& p, float (&v)[E]) const {
+    const float inv = 1.0f / *scale;
+    float q[E];
+    for (int i = 0; i < E; ++i) q[i] = v[i] * inv;
+    fp8::encode_packed<Format, Mode>(q).store(out + p.row * ld + p.col);
+  }
+};
+
+// out = T(v) (round to nearest even). v is left unchanged (a later stage may store it again).
+template <class T>
+struct store {
+  static_assert(detail::is_float_type_v<T>, "rcclx::fused::store: T must be float, rcclx::bf16 or rcclx::fp16");
+  T* out;  // at out[row * ld + col]
+  std::size_t ld;
+
+  template <int E>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position& p, float (&v)[E]) const {
+    detail::store_elems<T>(out + p.row * ld + p.col, v);
+  }
+};
+
+}  // namespace fused
+RCCLX_NAMESPACE_END

@@ -1,0 +1,411 @@
+// rcclx/fused/tile_allreduce.hpp: tile-level AllReduce for use inside your own kernel: a producer
+// writes a tile into its symmetric buffer and raises the tile's flag; the tile's reducer reduces it
+// as soon as the flags of all ranks are up, and hands the sums to an epilogue. No block barrier.
+//
+//   // every block of every rank, same grid, tile t handled by the same block on every rank:
+//   rcclx::fused::tile_allreduce<rcclx::bf16, 8> ar(table, slots, tile_elems, num_tiles);
+//   for (int t = blockIdx.x; t < num_tiles; t += gridDim.x) {
+//     compute_tile(t, ar.input(t));            // this rank's contribution, tile_elems elements
+//     ar.publish(g, t);                        // flag up for the ranks that read it
+//   }
+//   for (int t = blockIdx.x; t < num_tiles; t += gridDim.x)
+//     if (!ar.reduce<1>(g, t, map, epi)) break;  // waits for every rank's tile t; epi gets the sums
+//   ar.finish(g, gridDim.x);                   // every block, once, even after a failure
+//
+// Algorithms (Algo):
+//   flat: every rank reduces every tile from all N buffers. Per tile: N-1 flag stores, N-1 polls,
+//         N tile reads (N-1 from peers). One step; the decode-size choice.
+//   tree: tile t's owner (tiles split into N contiguous chunks, chunk c owned by rank c) reduces it,
+//         writes the result into its own buffer and raises a result flag on every other rank, which
+//         then reads the result from the owner. Per tile: 2(N-1) flag stores (1 per producer, N-1 by
+//         the owner), N reads by the owner, 1 read by each other rank: 2(N-1)/N of a tile crosses
+//         links per rank (the ring minimum). Two steps.
+// Every rank's epilogue sees the same values: the AllReduce result rounded once to T (as
+// dda::allreduce would output it), widened to FP32, reduced in rank order 0..N-1 in FP32. Flat and
+// tree give the same bits.
+//
+// Protocol. Flags live in the peer table's signal pads, in the slot range `slots` (one slot per
+// tile plus a control slot): keep it apart from the blocks that barrier-based collectives (dda) use
+// on the same pads. Slot s of rank r has, like a barrier block, an inbox word per sender (written
+// only by that sender, store-release at system scope) and a counter per peer (touched only by r):
+// publishing tile t to peer p advances counter[t][p] to e and stores e into p's inbox[t][r]; a wait
+// for p is a bounded load-acquire spin until inbox[t][p] reaches counter[t][p]. Counters live on the
+// device and only grow (modulo 2^32), so the protocol is graph-replay-safe and needs no reset;
+// waits expire after the pads' timeout and record an error (barrier_kind::tile, block = the tile).
+// Buffers: each call uses one half of every symmetric buffer, alternating from call to call (the
+// control slot holds a per-rank call counter, advanced by the last block to reach finish()). The tile
+// flags of call k+1 prove the peers finished call k (each peer publishes them after its call k
+// ended), so when call k+2 overwrites call k's half nobody reads it any more: no end barrier, and
+// the tile count and size may change from call to call.
+//
+// Rules: every rank runs every call with the same num_tiles and tile_elems; every block constructs
+// the object and calls finish() once (with the grid's block count); within a call, one block per
+// rank handles tile t for everything (input, publish, reduce), and it is the same block index on
+// every rank; every rank reduces every tile (flat) or calls reduce on every tile (tree); all blocks
+// of all ranks are resident at once (blocks wait for blocks of other ranks). One call per kernel:
+// the call counter advances when the kernel's blocks finish.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "../core/barrier.hpp"
+#include "../core/error.hpp"
+#include "../core/ops.hpp"
+#include "../core/peer_table.hpp"
+#include "../dda/detail/tiles.hpp"
+#include "../gpu/atomic.hpp"
+#include "../gpu/memory.hpp"
+#include "epilogue.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace fused {
+
+// The signal-pad slots (blocks of core::signal_pads) a tile-level AllReduce uses: `first` is its
+// control slot, tile t uses slot first + 1 + t. The pads need max_blocks >= end().
+struct tile_slots {
+  int first;      // first slot (e.g. the number of barrier blocks other collectives may use)
+  int max_tiles;  // tiles a call may have
+
+  RCCLX_HOST_DEVICE constexpr int end() const { return first + 1 + max_tiles; }
+};
+
+// Pad slots (max_blocks) for barrier-based collectives with up to barrier_blocks blocks plus tile
+// AllReduces with up to max_tiles tiles at tile_slots{barrier_blocks, max_tiles}.
+RCCLX_HOST_DEVICE constexpr int pad_blocks_for(int barrier_blocks, int max_tiles) {
+  return barrier_blocks + 1 + max_tiles;
+}
+
+namespace detail {
+RCCLX_HOST_DEVICE constexpr std::size_t round16(std::size_t b) { return (b + 15) / 16 * 16; }
+inline constexpr std::size_t default_results = ~std::size_t{0};
+}  // namespace detail
+
+template <class T, int MaxRanks = max_ranks, algorithm Algo = algorithm::flat, class ReduceOp = core::op_sum>
+class tile_allreduce {
+  static_assert(Algo == algorithm::flat || Algo == algorithm::tree,
+                "rcclx::fused::tile_allreduce: Algo must be algorithm::flat or algorithm::tree");
+  static_assert(std::is_same<T, float>::value || std::is_same<T, bf16>::value || std::is_same<T, fp16>::value,
+                "rcclx::fused::tile_allreduce: T must be float, rcclx::bf16 or rcclx::fp16");
+
+ public:
+  using value_type = T;
+  static constexpr int vec_elems = gpu::elems_per_vec16<T>;
+  static constexpr algorithm algo = Algo;
+
+  // Bytes each symmetric buffer needs: two halves, each with every tile's input (num_tiles x
+  // tile_elems elements) and, for tree, results_bytes of published results (default: one tile of
+  // T per tile).
+  RCCLX_HOST_DEVICE static constexpr std::size_t workspace_bytes(std::size_t tile_elems, int num_tiles,
+                                                                 std::size_t results_bytes = detail::default_results) {
+    return 2 * half_need(tile_elems, num_tiles, results_bytes);
+  }
+
+  // Host-side checks of a call (throws rcclx::error naming the argument and the limit). The device
+  // API trusts its arguments; this is what a launcher should call first.
+  static void check(const char* who, const core::peer_table<T, MaxRanks>& t, tile_slots slots, std::size_t tile_elems,
+                    int num_tiles, std::size_t results_bytes = detail::default_results) {
+    const std::string w(who);
+    if (tile_elems == 0 || tile_elems % vec_elems != 0)
+      throw error(errc::invalid_argument, w + ": tile_elems = " + std::to_string(tile_elems) +
+                                              " must be a positive multiple of " + std::to_string(vec_elems) +
+                                              " (16-byte vectors of " + core::type_name<T>() + ")");
+    if (num_tiles < 0 || num_tiles > slots.max_tiles)
+      throw error(errc::invalid_argument, w + ": num_tiles = " + std::to_string(num_tiles) + " is outside [0, " +
+                                              std::to_string(slots.max_tiles) + "] (tile_slots.max_tiles)");
+    if (slots.first < 0 || slots.max_tiles < 0 || slots.end() > t.signals.max_blocks)
+      throw error(errc::invalid_argument,
+                  w + ": tile_slots{first = " + std::to_string(slots.first) + ", max_tiles = " +
+                      std::to_string(slots.max_tiles) + "} needs signal-pad slots [" + std::to_string(slots.first) +
+                      ", " + std::to_string(slots.end()) + ") but the pads have max_blocks = " +
+                      std::to_string(t.signals.max_blocks));
+    for (int p = 0; p < t.num_ranks(); ++p) {
+      if (!t.data[p]) throw error(errc::invalid_argument, w + ": table.data[" + std::to_string(p) + "] is null");
+      if (!gpu::is_aligned(t.data[p], 16))
+        throw error(errc::misaligned, w + ": table.data[" + std::to_string(p) + "] is not 16-byte aligned");
+    }
+    const std::size_t need = workspace_bytes(tile_elems, num_tiles, results_bytes);
+    if (need / 2 > half_bytes(t.capacity_bytes))
+      throw error(errc::invalid_argument, w + ": " + std::to_string(num_tiles) + " tiles of " +
+                                              std::to_string(tile_elems) + " elements need " + std::to_string(need) +
+                                              " bytes of symmetric buffer (two halves" +
+                                              (Algo == algorithm::tree ? std::string(", with results") : std::string()) +
+                                              ") but it has " + std::to_string(t.capacity_bytes));
+  }
+
+  // This rank's view `t` (kept by reference: it must outlive the object, e.g. a kernel argument or
+  // a table in device memory). Reads the call counter: construct once per block per call.
+  RCCLX_HOST_DEVICE tile_allreduce(const core::peer_table<T, MaxRanks>& t, tile_slots slots, std::size_t tile_elems,
+                                   int num_tiles)
+      : t_(&t), slots_(slots), tile_elems_(tile_elems), num_tiles_(num_tiles) {
+    const std::uint32_t call = *t.signals.counter_slot(slots.first, 0);
+    arrived_before_ = *t.signals.inbox_slot(t.rank(), slots.first, 0);
+    base_ = (call & 1u) ? half_bytes(t.capacity_bytes) : 0;
+    results_ = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
+  }
+
+  RCCLX_HOST_DEVICE int num_tiles() const { return num_tiles_; }
+  RCCLX_HOST_DEVICE std::size_t tile_elems() const { return tile_elems_; }
+  RCCLX_HOST_DEVICE int rank() const { return t_->rank(); }
+  RCCLX_HOST_DEVICE int num_ranks() const { return t_->num_ranks(); }
+
+  // The rank that reduces `tile`: tree: the owner of its chunk; flat: every rank (this one).
+  RCCLX_HOST_DEVICE int owner(int tile) const {
+    if constexpr (Algo == algorithm::flat) {
+      return rank();
+    } else {
+      const int n = num_ranks();
+      const int per = num_tiles_ > n ? (num_tiles_ + n - 1) / n : 1;
+      return tile / per;
+    }
+  }
+  RCCLX_HOST_DEVICE bool owns(int tile) const { return owner(tile) == rank(); }
+
+  // Where this rank writes its contribution to `tile` (tile_elems elements, 16-byte aligned).
+  RCCLX_HOST_DEVICE T* input(int tile) const { return input_of(rank(), tile); }
+
+  // Tree: this call's result area of `rank` (results_bytes bytes, 16-byte aligned). The generic
+  // reduce() keeps tile t's T result at offset t * tile_elems * sizeof(T); a kernel with its own
+  // payload (reduce_owned + publish_result) lays it out as it likes.
+  RCCLX_HOST_DEVICE unsigned char* results(int r) const {
+    return reinterpret_cast<unsigned char*>(t_->data[r]) + base_ + results_;
+  }
+
+  // Group-collective, after the whole group wrote input(tile): raises the tile's flag for the
+  // ranks that read it (flat: all; tree: the owner).
+  template <class Group>
+  RCCLX_HOST_DEVICE void publish(const Group& g, int tile) const {
+    g.sync();  // the group's writes of the tile happen before the release below
+    // Thread p serves peer p here and in the waits, so the counter it advances is its own.
+    for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(tile, p);
+  }
+
+  // Group-collective: publish(g, t) for every tile t = first, first + step, ... below num_tiles(),
+  // after the group wrote all of them: one group sync, and every (tile, peer) flag stored by its own
+  // thread at once instead of one tile after another.
+  template <class Group>
+  RCCLX_HOST_DEVICE void publish_strided(const Group& g, int first, int step) const {
+    const int n = num_ranks();
+    const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
+    g.sync();
+    for (int i = g.thread_rank(); i < count * n; i += g.size()) announce(first + (i / n) * step, i % n);
+    g.sync();  // the waits read counters other threads advanced here
+  }
+
+  // Group-collective: waits until every rank published `tile` (flat, or tree on the owner).
+  // False if a wait expired (the error is recorded): leave without touching peer memory.
+  template <class Group>
+  RCCLX_HOST_DEVICE bool wait_inputs(const Group& g, int tile) const {
+    const core::signal_pads<MaxRanks>& s = t_->signals;
+    const int slot = slot_of(tile);
+    bool failed = false;
+    for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
+      if (p == s.rank) continue;
+      failed = !core::detail::wait_flag(s, s.inbox_slot(s.rank, slot, p), *s.counter_slot(slot, p), tile, p,
+                                        core::barrier_kind::tile);
+    }
+    return !g.sync_or(failed);
+  }
+
+  // Tree, group-collective on the owner after the whole group wrote the tile's result: raises the
+  // result flag on every other rank.
+  template <class Group>
+  RCCLX_HOST_DEVICE void publish_result(const Group& g, int tile) const {
+    const core::signal_pads<MaxRanks>& s = t_->signals;
+    const int slot = slot_of(tile);
+    g.sync();
+    for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
+      if (p == s.rank) continue;
+      gpu::store_release_system(s.inbox_slot(p, slot, s.rank), *s.counter_slot(slot, p));
+    }
+  }
+
+  // Tree, group-collective: waits for the owner's result of `tile` (returns true at once on the owner).
+  template <class Group>
+  RCCLX_HOST_DEVICE bool wait_result(const Group& g, int tile) const {
+    const core::signal_pads<MaxRanks>& s = t_->signals;
+    const int slot = slot_of(tile), o = owner(tile);
+    bool failed = false;
+    if (o != s.rank) {
+      for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
+        if (p != o) continue;
+        failed = !core::detail::wait_flag(s, s.inbox_slot(s.rank, slot, o), *s.counter_slot(slot, o), tile, o,
+                                          core::barrier_kind::tile);
+      }
+    }
+    return !g.sync_or(failed);
+  }
+
+  // Tree, group-collective: wait_result for every tile t = first, first + step, ... below
+  // num_tiles() at once (each thread polls the flags of other tiles), e.g. before copying a block's
+  // grid-stride tiles from their owners.
+  template <class Group>
+  RCCLX_HOST_DEVICE bool wait_results_strided(const Group& g, int first, int step) const {
+    const core::signal_pads<MaxRanks>& s = t_->signals;
+    const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
+    bool failed = false;
+    g.sync();  // the counters may have been advanced by other threads of the group (publish)
+    for (int i = g.thread_rank(); i < count && !failed; i += g.size()) {
+      const int tile = first + i * step, o = owner(tile), slot = slot_of(tile);
+      if (o == s.rank) continue;
+      failed = !core::detail::wait_flag(s, s.inbox_slot(s.rank, slot, o), *s.counter_slot(slot, o), tile, o,
+                                        core::barrier_kind::tile);
+    }
+    return !g.sync_or(failed);
+  }
+
+  // Group-collective: the AllReduce of `tile`, handed to `epi` (a fused::epilogue, or any callable
+  // with its signature) in chunks of VecsPerThread vectors per thread (thread i holds vectors
+  // i, i + G, ... of the chunk, G = g.size()). map (tile_map, row_tiles) places the tile's elements
+  // in the output; vectors outside it are reduced but not passed on. With a row-wide epilogue the whole tile
+  // must fit in one chunk: VecsPerThread * G >= tile_elems / vec_elems.
+  // flat: waits for every rank and reduces. tree: the owner waits, reduces, stores the T result in
+  // results(owner) and publishes it; the others wait for it and read it. False if a wait expired.
+  template <int VecsPerThread, class Group, class Map, class Epilogue>
+  RCCLX_HOST_DEVICE bool reduce(const Group& g, int tile, const Map& map, const Epilogue& epi) const {
+    if constexpr (Algo == algorithm::flat) {
+      return reduce_owned<VecsPerThread>(g, tile, map, epi);
+    } else {
+      const int r = rank(), o = owner(tile);
+      const std::size_t tile_off = static_cast<std::size_t>(tile) * tile_elems_;
+      if (o == r) {
+        if (!wait_inputs(g, tile)) return false;
+        T* res = reinterpret_cast<T*>(results(r)) + tile_off;
+        const auto src = sources(tile);
+        visit<VecsPerThread>(g, tile, map, epi, [&](std::size_t vi, gpu::vec16& v) {
+          v = dda::detail::reduce_vec<ReduceOp>(src, vi * vec_elems);
+          gpu::store16(res + vi * vec_elems, v);
+        });
+        publish_result(g, tile);
+        return true;
+      }
+      if (!wait_result(g, tile)) return false;
+      const T* res = reinterpret_cast<const T*>(results(o)) + tile_off;
+      visit<VecsPerThread>(g, tile, map, epi,
+                           [&](std::size_t vi, gpu::vec16& v) { v = gpu::load16(res + vi * vec_elems); });
+      return true;
+    }
+  }
+
+  // Group-collective, flat or tree owner only: waits for every rank's `tile`, reduces it and hands
+  // it to `epi`, publishing nothing. A tree kernel with its own result payload (e.g. normalised rows)
+  // writes it into results(rank()) from its epilogue and then calls publish_result.
+  template <int VecsPerThread, class Group, class Map, class Epilogue>
+  RCCLX_HOST_DEVICE bool reduce_owned(const Group& g, int tile, const Map& map, const Epilogue& epi) const {
+    if (!wait_inputs(g, tile)) return false;
+    const auto src = sources(tile);
+    visit<VecsPerThread>(g, tile, map, epi, [&](std::size_t vi, gpu::vec16& v) {
+      v = dda::detail::reduce_vec<ReduceOp>(src, vi * vec_elems);
+    });
+    return true;
+  }
+
+  // Every block, once per call, after its last use of the object: the last block of this rank to
+  // get here advances the call counter (the next call uses the other half of the buffers).
+  template <class Group>
+  RCCLX_HOST_DEVICE void finish(const Group& g, int num_blocks) const {
+    if (num_tiles_ <= 0) return;  // an empty call touched nothing: it keeps the half
+    g.sync();
+    if (g.thread_rank() == 0) {
+      // Control slot of this rank: counter[0] = calls completed, counter[1] = blocks that finished
+      // (ever), own inbox[0] = that count when the current call began. Relative counts, so any
+      // common starting value works (emulated_world::reset(value) sets them all to value).
+      const core::signal_pads<MaxRanks>& s = t_->signals;
+      std::uint32_t* call = s.counter_slot(slots_.first, 0);
+      std::uint32_t* arrived = s.counter_slot(slots_.first, 1);
+      std::uint32_t* arrived_before = s.inbox_slot(s.rank, slots_.first, 0);
+#if RCCLX_DEVICE_COMPILE
+      gpu::fence_system();  // this block's reads of the control words (constructor) come first
+#endif                      // (on the host the acq_rel fetch_add below orders them)
+      const std::uint32_t now = gpu::fetch_add_local(arrived, 1u) + 1u;
+      if (now - arrived_before_ == static_cast<std::uint32_t>(num_blocks)) {
+        gpu::store_relaxed_system(arrived_before, now);
+        gpu::store_relaxed_system(call, *call + 1u);
+      }
+    }
+  }
+
+ private:
+  // The flag of `tile` for peer p: advance counter[tile][p] and store it into p's inbox, when p
+  // reads the tile (flat: every peer; tree: the owner). The owner of a tree tile advances every
+  // counter without storing: it waits for them.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void announce(int tile, int p) const {
+    const core::signal_pads<MaxRanks>& s = t_->signals;
+    const int slot = slot_of(tile), r = s.rank;
+    if (p == r) return;
+    const int o = owner(tile);
+    if (Algo == algorithm::flat || p == o || r == o) {
+      std::uint32_t* c = s.counter_slot(slot, p);
+      const std::uint32_t e = *c + 1u;
+      *c = e;
+      if (Algo == algorithm::flat || p == o) gpu::store_release_system(s.inbox_slot(p, slot, r), e);
+    }
+  }
+
+  RCCLX_HOST_DEVICE static constexpr std::size_t half_need(std::size_t tile_elems, int num_tiles,
+                                                           std::size_t results_bytes) {
+    const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
+    if (Algo == algorithm::flat) return in;
+    return in + detail::round16(results_bytes == detail::default_results ? in : results_bytes);
+  }
+
+  // Bytes of one half: the halves sit at 0 and half_bytes (16-byte aligned).
+  RCCLX_HOST_DEVICE static constexpr std::size_t half_bytes(std::size_t capacity) {
+    return (capacity / 2) & ~std::size_t{15};
+  }
+
+  RCCLX_HOST_DEVICE int slot_of(int tile) const { return slots_.first + 1 + tile; }
+
+  RCCLX_HOST_DEVICE T* input_of(int r, int tile) const {
+    return reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(t_->data[r]) + base_) +
+           static_cast<std::size_t>(tile) * tile_elems_;
+  }
+
+  // Every rank's input of `tile`, copied out of the table once (the table may live in global memory).
+  RCCLX_HOST_DEVICE dda::detail::peer_ptrs<T, MaxRanks> sources(int tile) const {
+    dda::detail::peer_ptrs<T, MaxRanks> src(*t_);
+    const std::size_t off = base_ / sizeof(T) + static_cast<std::size_t>(tile) * tile_elems_;
+    for (int j = 0; j < MaxRanks; ++j)
+      if (j < src.n) src.p[j] += off;
+    return src;
+  }
+
+  // Runs `get(vector_index, v)` for the vectors of `tile` this thread holds, chunk by chunk, and
+  // the epilogue on each chunk.
+  template <int VPT, class Group, class Map, class Epilogue, class Get>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void visit(const Group& g, int tile, const Map& map, const Epilogue& epi,
+                                                 Get&& get) const {
+    using traits = core::value_traits<T>;
+    constexpr int e = vec_elems;
+    const std::size_t vecs = tile_elems_ / e, gs = static_cast<std::size_t>(g.size());
+    const std::size_t tid = static_cast<std::size_t>(g.thread_rank());
+    for (std::size_t c = 0; c < vecs; c += gs * VPT) {
+      float v[VPT][e];
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int k = 0; k < VPT; ++k) {
+        const std::size_t vi = c + static_cast<std::size_t>(k) * gs + tid;
+        if (vi < vecs) {
+          gpu::vec16 x;
+          get(vi, x);
+          traits::unpack(x, v[k]);
+        }
+      }
+      epi(g, v, held_vectors<Map, e>{map, static_cast<std::size_t>(tile), c + tid, gs, vecs});
+    }
+  }
+
+  const core::peer_table<T, MaxRanks>* t_;
+  tile_slots slots_;
+  std::size_t tile_elems_;
+  int num_tiles_;
+  std::uint32_t arrived_before_ = 0;  // blocks finished before this call (control slot)
+  std::size_t base_ = 0;     // byte offset of this call's half
+  std::size_t results_ = 0;  // byte offset of the results inside a half
+};
+
+}  // namespace fused
+RCCLX_NAMESPACE_END

@@ -1,0 +1,104 @@
+// rcclx/testing/detail/emulated_fused.hpp: the fused kernels on N emulated ranks in one launch
+// (testing::launch_emulated), for tests and benchmarks: AllReduce + residual + RMSNorm on every
+// rank, and the unfused residual + RMSNorm on every rank's AllReduce result.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+
+#include "../../fused/add_rmsnorm.hpp"
+#include "../../fused/allreduce_rmsnorm.hpp"
+#include "../emulated_world.hpp"
+#include "../launch.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace testing {
+namespace detail {
+
+// Threads per block of the emulated fused kernels (the ready-made kernels' block size).
+inline constexpr int fused_threads = fused::default_rmsnorm_launch_config().threads;
+
+template <algorithm Algo, int VPT, int BT, class T, class Out, int MaxRanks>
+struct emulated_allreduce_rmsnorm {
+  static constexpr int max_threads_per_block = fused_threads;  // the ready-made kernels' register budget
+  const core::peer_table<T, MaxRanks>* tables;  // device memory, indexed by rank
+  fused::rmsnorm_args<T, Out> args[MaxRanks];
+  fused::tile_slots slots;
+
+  template <class Group>
+  RCCLX_HOST_DEVICE void operator()(const Group& g, launch_index ix) const {
+    (void)fused::allreduce_rmsnorm_block<Algo, VPT, BT>(g, tables[ix.rank], args[ix.rank], slots, ix.block,
+                                                        ix.num_blocks);
+  }
+};
+
+template <int VPT, int BT, class T, class Out, int MaxRanks>
+struct emulated_add_rmsnorm {
+  static constexpr int max_threads_per_block = fused_threads;
+  fused::rmsnorm_args<T, Out> args[MaxRanks];
+
+  template <class Group>
+  RCCLX_HOST_DEVICE void operator()(const Group& g, launch_index ix) const {
+    fused::add_rmsnorm_block<VPT, BT>(g, args[ix.rank], ix.block, ix.num_blocks);
+  }
+};
+
+// Calls f(kernel_type_tag) with the emulated AllReduce + RMSNorm functor type for `algo` (flat or
+// tree) and the row length.
+template <class T, class Out, int MaxRanks, class F>
+inline void with_emulated_rmsnorm(algorithm algo, std::size_t hidden, F&& f) {
+  fused::detail::with_vecs_per_thread<T>(fused::detail::vecs_per_thread<T>(hidden, fused_threads), [&](auto vpt) {
+    constexpr int v = decltype(vpt)::value;
+    constexpr int bt = rcclx::current_backend == backend::host ? 1 : fused_threads;
+    if (algo == algorithm::tree) f(emulated_allreduce_rmsnorm<algorithm::tree, v, bt, T, Out, MaxRanks>{});
+    else f(emulated_allreduce_rmsnorm<algorithm::flat, v, bt, T, Out, MaxRanks>{});
+  });
+}
+
+// Blocks per rank for `tokens` rows: the launcher's choice, capped so that every block of every
+// emulated rank is resident (the kernels wait across ranks) and by `cap` when positive.
+template <class F>
+inline int emulated_fused_blocks(int num_ranks, std::size_t tokens, int cap = 0) {
+  int nb = fused::rmsnorm_blocks_for(tokens);
+  if (cap > 0) nb = std::min(nb, cap);
+  return std::max(1, std::min(nb, max_blocks_per_rank<F>(num_ranks, fused_threads)));
+}
+
+// Runs fused::allreduce_rmsnorm on every rank of `world` (args[r]: rank r's arguments) in one
+// launch; blocks_per_rank 0: the launcher's choice capped by residency. Returns the blocks used.
+template <class T, class Out, int MaxRanks>
+inline int launch_allreduce_rmsnorm(const emulated_world<MaxRanks>& world, const fused::rmsnorm_args<T, Out>* args,
+                                    fused::tile_slots slots, algorithm algo, int blocks_per_rank = 0,
+                                    gpu::stream_t stream = {}) {
+  int used = 0;
+  with_emulated_rmsnorm<T, Out, MaxRanks>(algo, args[0].hidden, [&](auto k) {
+    using kernel = decltype(k);
+    kernel f{};
+    f.tables = world.template device_tables<T>();
+    for (int r = 0; r < world.num_ranks(); ++r) f.args[r] = args[r];
+    f.slots = slots;
+    used = blocks_per_rank > 0 ? blocks_per_rank : emulated_fused_blocks<kernel>(world.num_ranks(), args[0].tokens);
+    if (args[0].tokens > 0) launch_emulated(world.num_ranks(), used, fused_threads, f, stream);
+  });
+  return used;
+}
+
+// Runs fused::add_rmsnorm for every rank in one launch.
+template <class T, class Out, int MaxRanks>
+inline void launch_add_rmsnorm(int num_ranks, const fused::rmsnorm_args<T, Out>* args, int blocks_per_rank = 0,
+                               gpu::stream_t stream = {}) {
+  fused::detail::with_vecs_per_thread<T>(fused::detail::vecs_per_thread<T>(args[0].hidden, fused_threads),
+                                         [&](auto vpt) {
+    constexpr int v = decltype(vpt)::value;
+    constexpr int bt = rcclx::current_backend == backend::host ? 1 : fused_threads;
+    emulated_add_rmsnorm<v, bt, T, Out, MaxRanks> f{};
+    for (int r = 0; r < num_ranks; ++r) f.args[r] = args[r];
+    int nb = blocks_per_rank > 0 ? blocks_per_rank : fused::rmsnorm_blocks_for(args[0].tokens);
+    nb = std::max(1, std::min(nb, max_blocks_per_rank<decltype(f)>(num_ranks, fused_threads)));
+    if (args[0].tokens > 0) launch_emulated(num_ranks, nb, fused_threads, f, stream);
+  });
+}
+
+}  // namespace detail
+}  // namespace testing
+RCCLX_NAMESPACE_END

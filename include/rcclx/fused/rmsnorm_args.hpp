@@ -197,31 +197,40 @@ inline void check_rmsnorm_args(const char* who, const rmsnorm_args<T, Out>& a) {
     throw error(errc::invalid_argument, w + ": residual and output overlap (they must be disjoint)");
 }
 
-// 16-byte vectors [0, vecs) of src to dst, spread over the group.
-template <class Group>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_vectors(const Group& g, void* dst, const void* src, std::size_t vecs) {
-  auto* d = static_cast<gpu::vec16*>(dst);
-  const auto* s = static_cast<const gpu::vec16*>(src);
-  for (std::size_t i = static_cast<std::size_t>(g.thread_rank()); i < vecs; i += static_cast<std::size_t>(g.size()))
-    gpu::store16(d + i, gpu::load16(s + i));
-}
-
 // `units` units of Bytes (4, 8 or 16) bytes from src to dst, both aligned to Bytes, spread over the
-// group; each thread has 4 loads in flight before it stores (src may be a peer's memory).
+// group; each thread has 4 loads in flight before it stores (src may be a peer's memory). Full
+// batches run unconditionally (their registers stay registers: the gfx942 ISA check forbids
+// scratch), the rest one unit at a time.
 template <int Bytes, class Group>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_units(const Group& g, void* dst, const void* src, std::size_t units) {
   static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16, "unit of 4, 8 or 16 bytes");
-  using unit = std::conditional_t<Bytes == 16, gpu::vec16, std::conditional_t<Bytes == 8, std::uint64_t, std::uint32_t>>;
-  constexpr int batch = 4;
-  auto* d = static_cast<unit*>(dst);
-  const auto* s = static_cast<const unit*>(src);
+  constexpr std::size_t batch = 4;
   const std::size_t gs = static_cast<std::size_t>(g.size());
-  for (std::size_t i = static_cast<std::size_t>(g.thread_rank()); i < units; i += gs * batch) {
-    unit v[batch] = {};
-    for (int k = 0; k < batch; ++k)
-      if (i + k * gs < units) v[k] = s[i + k * gs];
-    for (int k = 0; k < batch; ++k)
-      if (i + k * gs < units) d[i + k * gs] = v[k];
+  std::size_t i = static_cast<std::size_t>(g.thread_rank());
+  if constexpr (Bytes == 16) {
+    auto* d = static_cast<unsigned char*>(dst);
+    const auto* s = static_cast<const unsigned char*>(src);
+    for (; i + (batch - 1) * gs < units; i += gs * batch) {
+      const gpu::vec16 v0 = gpu::load16(s + 16 * i), v1 = gpu::load16(s + 16 * (i + gs)),
+                       v2 = gpu::load16(s + 16 * (i + 2 * gs)), v3 = gpu::load16(s + 16 * (i + 3 * gs));
+      gpu::store16(d + 16 * i, v0);
+      gpu::store16(d + 16 * (i + gs), v1);
+      gpu::store16(d + 16 * (i + 2 * gs), v2);
+      gpu::store16(d + 16 * (i + 3 * gs), v3);
+    }
+    for (; i < units; i += gs) gpu::store16(d + 16 * i, gpu::load16(s + 16 * i));
+  } else {
+    using word = std::conditional_t<Bytes == 8, std::uint64_t, std::uint32_t>;
+    auto* d = static_cast<word*>(dst);
+    const auto* s = static_cast<const word*>(src);
+    for (; i + (batch - 1) * gs < units; i += gs * batch) {
+      const word v0 = s[i], v1 = s[i + gs], v2 = s[i + 2 * gs], v3 = s[i + 3 * gs];
+      d[i] = v0;
+      d[i + gs] = v1;
+      d[i + 2 * gs] = v2;
+      d[i + 3 * gs] = v3;
+    }
+    for (; i < units; i += gs) d[i] = s[i];
   }
 }
 

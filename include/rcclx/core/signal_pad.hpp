@@ -4,10 +4,14 @@
 //     inbox   [max_blocks][MaxRanks] u32   slot [b][s] written only by rank s (block b), release
 //     counters[max_blocks][MaxRanks] u32   slot [b][p] touched only by rank r (block b): barriers
 //                                          completed with peer p, the value it sends next time + 1
+//     ll_epoch[max_blocks] u32             slot [b] touched only by rank r (block b): LL calls made
 //     error    error_record                first bounded-wait expiry on this rank
+//     ll       [2][2 * ll_bytes] bytes     (256-aligned) one-shot LL packets (core/ll.hpp): two
+//                                          halves alternating by call parity, written only by rank
+//                                          r, read by every peer; 2 bytes of packet per byte of data
 //
 //   rcclx::core::signal_pads<8> s = ...;          // trivially copyable, passed to kernels by value
-//   std::size_t bytes = rcclx::core::signal_pad_bytes<8>(max_blocks);
+//   std::size_t bytes = rcclx::core::signal_pad_bytes<8>(max_blocks, ll_bytes);
 //
 // One aligned 32-bit word per (block, sender): no byte writes into a shared word (vLLM PR 2760),
 // and no read-modify-write on a peer's memory (not supported across PCIe).
@@ -36,14 +40,29 @@ RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_counters_offset(int max_block
 }
 
 template <int MaxRanks>
-RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_error_offset(int max_blocks) {
+RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_ll_epoch_offset(int max_blocks) {
   return 2 * signal_pad_counters_offset<MaxRanks>(max_blocks);
 }
 
-// Bytes of one rank's pad (rounded to 256 so pads can be packed in one allocation).
 template <int MaxRanks>
-RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_bytes(int max_blocks) {
+RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_error_offset(int max_blocks) {
+  return signal_pad_ll_epoch_offset<MaxRanks>(max_blocks) + static_cast<std::size_t>(max_blocks) * sizeof(std::uint32_t);
+}
+
+template <int MaxRanks>
+RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_ll_offset(int max_blocks) {
   return (signal_pad_error_offset<MaxRanks>(max_blocks) + sizeof(error_record) + 255) / 256 * 256;
+}
+
+// Default data capacity of the one-shot LL region (bytes of payload per call): the small-message
+// range where the LL one-shot beats every barrier-based algorithm. The region takes 4x this.
+inline constexpr std::size_t default_ll_bytes = 256 * 1024;
+
+// Bytes of one rank's pad (a multiple of 256 so pads can be packed in one allocation). ll_bytes:
+// the largest payload (bytes per rank) of a one-shot LL call; a multiple of 16; 0 disables LL.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_bytes(int max_blocks, std::size_t ll_bytes = default_ll_bytes) {
+  return signal_pad_ll_offset<MaxRanks>(max_blocks) + 4 * ((ll_bytes + 255) / 256 * 256);
 }
 
 // Device handle over the pads of all ranks, as seen from `rank`.
@@ -58,6 +77,7 @@ struct signal_pads {
   int rank;
   int num_ranks;
   int max_blocks;                  // blocks per kernel the pads have room for
+  std::uint32_t ll_bytes;          // payload capacity of the LL region (0: no LL region)
   std::uint64_t timeout_ns;        // bound of every wait; 0 means default_timeout_ns
 
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* inbox_slot(int owner, int block, int sender) const {
@@ -66,10 +86,22 @@ struct signal_pads {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* counter_slot(int block, int peer) const {
     return counters + static_cast<std::size_t>(block) * MaxRanks + peer;
   }
+  // LL calls block `block` of this rank has made (its flag of the next call is this + 1).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* ll_epoch_slot(int block) const {
+    return counters + static_cast<std::size_t>(max_blocks) * MaxRanks + block;
+  }
+  // The LL half of `owner` for calls of this parity (2 * ll_bytes bytes, 256-byte aligned).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned char* ll_region(int owner, std::uint32_t parity) const {
+    const std::size_t half = 2 * ((static_cast<std::size_t>(ll_bytes) + 255) / 256 * 256);
+    return reinterpret_cast<unsigned char*>(inbox[owner]) - signal_pad_inbox_offset<MaxRanks>() +
+           signal_pad_ll_offset<MaxRanks>(max_blocks) + (parity & 1u) * half;
+  }
 
   // Builds the view of `rank` from the pad base of every rank (as mapped in this address space).
+  // ll_bytes must be the value the pads were sized with (signal_pad_bytes), the same on every rank.
   static signal_pads from_bases(void* const* pad_bases, int rank, int num_ranks, int max_blocks,
-                                std::uint64_t timeout_ns = default_timeout_ns) {
+                                std::uint64_t timeout_ns = default_timeout_ns,
+                                std::size_t ll_bytes = default_ll_bytes) {
     if (num_ranks < 2 || num_ranks > MaxRanks)
       throw error(errc::invalid_argument, "num_ranks = " + std::to_string(num_ranks) +
                                               " is outside [2, " + std::to_string(MaxRanks) + "]");
@@ -77,6 +109,9 @@ struct signal_pads {
       throw error(errc::invalid_argument, "rank = " + std::to_string(rank) + " is outside [0, " +
                                               std::to_string(num_ranks) + ")");
     if (max_blocks < 1) throw error(errc::invalid_argument, "max_blocks must be >= 1");
+    if (ll_bytes % 16 != 0 || ll_bytes > 0x7FFFFFF0u)
+      throw error(errc::invalid_argument, "ll_bytes = " + std::to_string(ll_bytes) +
+                                              " must be a multiple of 16 below 2 GiB");
     signal_pads s{};
     for (int p = 0; p < num_ranks; ++p) {
       s.inbox[p] = reinterpret_cast<std::uint32_t*>(static_cast<char*>(pad_bases[p]) +
@@ -88,6 +123,7 @@ struct signal_pads {
     s.rank = rank;
     s.num_ranks = num_ranks;
     s.max_blocks = max_blocks;
+    s.ll_bytes = static_cast<std::uint32_t>(ll_bytes);
     s.timeout_ns = timeout_ns;
     return s;
   }

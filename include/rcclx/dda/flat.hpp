@@ -6,27 +6,41 @@
 //                                                            in, out, count, blockIdx.x, gridDim.x);
 //   if (!ok) return;   // a peer never arrived: the error is recorded in table.signals, leave
 //
-// Algorithm (per block b, for the tiles it owns, see dda/detail/tiles.hpp):
+// flat_allreduce runs one of two protocols, chosen per call from the pads (the same on every rank):
+//
+// LL one-shot (flat_allreduce_ll; when count * sizeof(T) fits table.signals.ll_bytes): no barrier.
+//   1. write own input as LL packets (data + flag in each 64-bit word, core/ll.hpp) into own LL half
+//   2. per owned vector: load the packets of every peer (up to 8 peers in flight), re-poll the ones
+//      whose flags are not this call's yet (bounded), reduce in rank order 0..N-1 in fp32 (own data
+//      from the input), write the result.
+//   Steps: 1, no fence and no flag round trip: a peer's data is usable the moment it lands. Traffic
+//   per rank for S bytes: reads S (input, twice) + 2(N-1)S (peers' packets), writes 2S (packets) + S
+//   (output). The symmetric buffer is not used: input and output may be any memory (including the
+//   symmetric buffer), in place or not.
+//
+// Barrier one-shot (flat_allreduce_barrier; larger messages or pads without an LL region):
 //   1. copy own input into own symmetric buffer (skipped when input already is that buffer)
 //   2. start barrier (block b of every rank)
 //   3. read the same tiles from all N symmetric buffers (16-byte loads, up to 8 peers in flight),
 //      reduce in rank order 0..N-1 in fp32 (int32 for int32), write the full result to output
 //   4. end barrier: nobody overwrites a buffer a peer is still reading
-// Steps: 2 barriers, 1 data phase. Traffic per rank for S bytes: reads S (input) + N*S (all
-// buffers, of which (N-1)*S from peers), writes S (symmetric copy) + S (output); the copy
-// disappears when the input is the symmetric buffer. Latency-bound for small S: one round trip of
-// peer loads between two barriers. Results are bit-identical on every rank (and to tree_allreduce).
+//   Steps: 2 barriers, 1 data phase. Traffic per rank: reads S (input) + N*S (all buffers, (N-1)*S
+//   from peers), writes S (symmetric copy) + S (output); the copy disappears when the input is the
+//   symmetric buffer. Output must not be own symmetric buffer (peers read it meanwhile).
+//
+// Both give the same bits on every rank (and the same as tree_allreduce): the same values, added in
+// the same order. Element positions are split between blocks by tiles (dda/detail/tiles.hpp).
 //
 // Preconditions (the host launcher dda::allreduce checks them): the same count, group size and
 // num_blocks on every rank; block < table.signals.max_blocks; table.data[p] 16-byte aligned;
-// count <= table.capacity(); input and output aligned to sizeof(T), each either equal to or disjoint
-// from the other and from own symmetric buffer, and output != own symmetric buffer (peers read it
-// while this rank writes its result: use tree_allreduce for that).
+// count <= table.capacity() (barrier protocol); input and output aligned to sizeof(T), each either
+// equal to or disjoint from the other (and, barrier protocol, from own symmetric buffer).
 #pragma once
 
 #include <cstddef>
 
 #include "../core/barrier.hpp"
+#include "../core/ll.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
 #include "detail/tiles.hpp"
@@ -34,12 +48,129 @@
 RCCLX_NAMESPACE_BEGIN
 namespace dda {
 
-// ReduceOp: core::op_sum, core::op_min or core::op_max. Group-collective: every thread of g calls it.
-// Returns false if a barrier timed out (the error is recorded; the caller must leave the kernel).
+namespace detail {
+
+// Reduces LL packet `vi` across ranks in rank order 0..n-1: this rank's vector is `mine`, every
+// peer's comes from its LL half (loads of a batch of peers issued before any wait). False if a wait
+// expired (the error is recorded).
+template <class ReduceOp, class T, int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool ll_reduce_vec(const core::signal_pads<MaxRanks>& s,
+                                                       const core::ll_halves<MaxRanks>& h, std::size_t vi,
+                                                       const gpu::vec16& mine, std::uint32_t flag, int block,
+                                                       gpu::vec16& out) {
+  using traits = core::value_traits<T>;
+  using acc_t = typename traits::acc_type;
+  constexpr int e = gpu::elems_per_vec16<T>;
+  constexpr int batch = MaxRanks < RCCLX_DETAIL_DDA_PEER_BATCH ? MaxRanks : RCCLX_DETAIL_DDA_PEER_BATCH;
+  const ReduceOp op{};
+  acc_t acc[e] = {};
+  for (int p0 = 0; p0 < MaxRanks; p0 += batch) {
+    if (p0 >= h.n) break;
+    gpu::vec16 v[batch];
+    bool ready[batch];
+    for (int j = 0; j < batch; ++j) {
+      const int p = p0 + j;
+      ready[j] = true;
+      if (p >= h.n) continue;
+      if (p == h.rank) v[j] = mine;
+      else ready[j] = core::ll_try_read(h.p[p], vi, flag, v[j]);
+    }
+    for (int j = 0; j < batch; ++j) {
+      const int p = p0 + j;
+      if (p < h.n && !ready[j] && !core::ll_wait(s, h.p[p], vi, flag, block, p, v[j])) return false;
+    }
+    for (int j = 0; j < batch; ++j) {
+      const int p = p0 + j;
+      if (p >= h.n) continue;
+      acc_t x[e];
+      traits::unpack(v[j], x);
+      if (p == 0) {
+        for (int i = 0; i < e; ++i) acc[i] = x[i];
+      } else {
+        for (int i = 0; i < e; ++i) acc[i] = op(acc[i], x[i]);
+      }
+    }
+  }
+  out = traits::pack(acc);
+  return true;
+}
+
+// The partial vector at vector index pv: its elements, zero-padded to 16 bytes.
+template <class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE gpu::vec16 load_partial(const T* src, std::size_t pv, int elems) {
+  constexpr int e = gpu::elems_per_vec16<T>;
+  gpu::vec16 v{};
+  // A constant trip count with the bound as a condition: constant byte offsets, so v stays in
+  // registers (a loop up to `elems` indexes v dynamically and puts it in scratch).
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+  for (int i = 0; i < e; ++i)
+    if (i < elems) __builtin_memcpy(reinterpret_cast<unsigned char*>(&v) + i * sizeof(T), src + pv * e + i, sizeof(T));
+  return v;
+}
+
+template <class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_partial(T* dst, std::size_t pv, int elems, const gpu::vec16& v) {
+  constexpr int e = gpu::elems_per_vec16<T>;
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+  for (int i = 0; i < e; ++i)
+    if (i < elems) __builtin_memcpy(dst + pv * e + i, reinterpret_cast<const unsigned char*>(&v) + i * sizeof(T), sizeof(T));
+}
+
+}  // namespace detail
+
+// The LL one-shot (see the header comment). Needs count * sizeof(T) <= table.signals.ll_bytes.
+// ReduceOp: core::op_sum, op_min or op_max. Group-collective. False if a peer never arrived.
 template <class ReduceOp, class T, int MaxRanks, class Group>
-RCCLX_HOST_DEVICE bool flat_allreduce(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
-                                      T* output, std::size_t count, int block, int num_blocks) {
-  static_assert(core::is_reducible_v<T>, "dda::flat_allreduce: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
+RCCLX_HOST_DEVICE bool flat_allreduce_ll(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
+                                         T* output, std::size_t count, int block, int num_blocks) {
+  static_assert(core::is_reducible_v<T>, "dda::flat_allreduce_ll: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
+  if (count == 0) return true;  // the same on every rank: no call, no epoch
+  constexpr int e = gpu::elems_per_vec16<T>;
+  const core::signal_pads<MaxRanks>& s = t.signals;
+  const std::uint32_t flag = core::ll_begin(g, s, block);
+  const detail::layout<T> l(count, g.size(), block, num_blocks);
+  const int tid = g.thread_rank();
+  const detail::tile_range all{0, l.tiles};
+  const bool in_aligned = gpu::is_aligned(input, 16), out_aligned = gpu::is_aligned(output, 16);
+  unsigned char* own = s.ll_region(s.rank, flag);
+  // 1. Publish this rank's owned vectors.
+  detail::for_each_owned<1>(
+      l, tid, all,
+      [&](const auto& vi, const auto& ok) {
+        if (ok[0]) core::ll_write(own, vi[0], detail::load_vec(input + vi[0] * e, in_aligned), flag);
+      },
+      [&](std::size_t pv) { core::ll_write(own, pv, detail::load_partial(input, pv, l.partial_elems()), flag); });
+  // 2. Reduce them from every rank's packets as they arrive.
+  const core::ll_halves<MaxRanks> h(s, flag);
+  bool failed = false;
+  detail::for_each_owned<1>(
+      l, tid, all,
+      [&](const auto& vi, const auto& ok) {
+        if (!ok[0] || failed) return;
+        gpu::vec16 r;
+        const gpu::vec16 mine = detail::load_vec(input + vi[0] * e, in_aligned);
+        failed = !detail::ll_reduce_vec<ReduceOp, T>(s, h, vi[0], mine, flag, block, r);
+        if (!failed) detail::store_vec(output + vi[0] * e, r, out_aligned);
+      },
+      [&](std::size_t pv) {
+        if (failed) return;
+        gpu::vec16 r;
+        const gpu::vec16 mine = detail::load_partial(input, pv, l.partial_elems());
+        failed = !detail::ll_reduce_vec<ReduceOp, T>(s, h, pv, mine, flag, block, r);
+        if (!failed) detail::store_partial(output, pv, l.partial_elems(), r);
+      });
+  return !g.sync_or(failed);
+}
+
+// The barrier one-shot (see the header comment).
+template <class ReduceOp, class T, int MaxRanks, class Group>
+RCCLX_HOST_DEVICE bool flat_allreduce_barrier(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
+                                              T* output, std::size_t count, int block, int num_blocks) {
+  static_assert(core::is_reducible_v<T>, "dda::flat_allreduce_barrier: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
   if (count == 0) return true;  // the same on every rank: no barrier needed
   const detail::layout<T> l(count, g.size(), block, num_blocks);
   const int tid = g.thread_rank();
@@ -49,6 +180,21 @@ RCCLX_HOST_DEVICE bool flat_allreduce(const Group& g, const core::peer_table<T, 
   if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
   detail::reduce_owned<ReduceOp>(l, tid, all, t, output, static_cast<T*>(nullptr));
   return core::barrier(g, t.signals, block, core::barrier_kind::end);
+}
+
+// Does a flat call of `count` elements run the LL one-shot on these pads?
+template <class T, int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_uses_ll(const core::signal_pads<MaxRanks>& s, std::size_t count) {
+  return core::ll_fits(s, count * sizeof(T));
+}
+
+// ReduceOp: core::op_sum, core::op_min or core::op_max. Group-collective: every thread of g calls it.
+// Returns false if a peer never arrived (the error is recorded; the caller must leave the kernel).
+template <class ReduceOp, class T, int MaxRanks, class Group>
+RCCLX_HOST_DEVICE bool flat_allreduce(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
+                                      T* output, std::size_t count, int block, int num_blocks) {
+  if (flat_uses_ll<T>(t.signals, count)) return flat_allreduce_ll<ReduceOp>(g, t, input, output, count, block, num_blocks);
+  return flat_allreduce_barrier<ReduceOp>(g, t, input, output, count, block, num_blocks);
 }
 
 }  // namespace dda

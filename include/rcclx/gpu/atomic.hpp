@@ -64,6 +64,39 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_relaxed_system(std::uint32_t* p, 
 #endif
 }
 
+// ---- 16-byte packets of two 64-bit words ------------------------------------------------------
+// Each 64-bit word is single-copy atomic (the LL protocol puts data and flag in one word: a reader
+// sees both or neither); the two words of a packet carry no order between them. No fence, no
+// acquire: the flag travels with the data. NVIDIA: one ld/st.relaxed.sys.v2.u64 (PTX treats a
+// vector access as one access per element: 64-bit elements keep each word atomic). AMD: two 64-bit
+// atomics at system scope. Host: two __atomic accesses.
+
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_packet_system(void* p, std::uint64_t lo, std::uint64_t hi) {
+  auto* q = static_cast<std::uint64_t*>(p);
+#if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
+  __hip_atomic_store(q, lo, __ATOMIC_RELAXED, RCCLX_DETAIL_HIP_FLAG_SCOPE);
+  __hip_atomic_store(q + 1, hi, __ATOMIC_RELAXED, RCCLX_DETAIL_HIP_FLAG_SCOPE);
+#elif RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+  asm volatile("st.relaxed.sys.global.v2.u64 [%0], {%1, %2};" ::"l"(q), "l"(lo), "l"(hi) : "memory");
+#else
+  __atomic_store_n(q, lo, __ATOMIC_RELAXED);
+  __atomic_store_n(q + 1, hi, __ATOMIC_RELAXED);
+#endif
+}
+
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_packet_system(const void* p, std::uint64_t& lo, std::uint64_t& hi) {
+  const auto* q = static_cast<const std::uint64_t*>(p);
+#if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
+  lo = __hip_atomic_load(q, __ATOMIC_RELAXED, RCCLX_DETAIL_HIP_FLAG_SCOPE);
+  hi = __hip_atomic_load(q + 1, __ATOMIC_RELAXED, RCCLX_DETAIL_HIP_FLAG_SCOPE);
+#elif RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+  asm volatile("ld.relaxed.sys.global.v2.u64 {%0, %1}, [%2];" : "=l"(lo), "=l"(hi) : "l"(q) : "memory");
+#else
+  lo = __atomic_load_n(q, __ATOMIC_RELAXED);
+  hi = __atomic_load_n(q + 1, __ATOMIC_RELAXED);
+#endif
+}
+
 // ---- device (agent) scope: words only this GPU / process touches ------------------------------
 
 // Compare-and-swap on a word owned by the calling rank (its own error record). Returns the old value.

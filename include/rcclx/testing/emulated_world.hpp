@@ -3,6 +3,7 @@
 // The building block of emulated_peers and of users' tests of their own fused kernels.
 //
 //   rcclx::testing::emulated_world<8> world(num_ranks, buffer_bytes, max_blocks);
+//   // optional: timeout_ns, and ll_bytes (payload capacity of the one-shot LL region, core/ll.hpp)
 //   auto t = world.table<float>(rank);          // rcclx::core::peer_table<float, 8>
 //   ... launch ...
 //   world.throw_if_error();                      // a timed-out barrier becomes rcclx::error
@@ -22,13 +23,17 @@ template <int MaxRanks = max_ranks>
 class emulated_world {
  public:
   emulated_world(int num_ranks, std::size_t buffer_bytes, int max_blocks,
-                 std::uint64_t timeout_ns = core::default_timeout_ns)
-      : num_ranks_(num_ranks), buffer_bytes_(buffer_bytes), max_blocks_(max_blocks), timeout_ns_(timeout_ns) {
+                 std::uint64_t timeout_ns = core::default_timeout_ns, std::size_t ll_bytes = core::default_ll_bytes)
+      : num_ranks_(num_ranks), buffer_bytes_(buffer_bytes), max_blocks_(max_blocks), timeout_ns_(timeout_ns),
+        ll_bytes_(ll_bytes) {
     if (num_ranks < 2 || num_ranks > MaxRanks)
       throw error(errc::invalid_argument, "emulated_world: num_ranks = " + std::to_string(num_ranks) +
                                               " is outside [2, " + std::to_string(MaxRanks) + "]");
     if (max_blocks < 1) throw error(errc::invalid_argument, "emulated_world: max_blocks must be >= 1");
-    pad_bytes_ = core::signal_pad_bytes<MaxRanks>(max_blocks);
+    if (ll_bytes % 16 != 0)
+      throw error(errc::invalid_argument, "emulated_world: ll_bytes = " + std::to_string(ll_bytes) +
+                                              " must be a multiple of 16");
+    pad_bytes_ = core::signal_pad_bytes<MaxRanks>(max_blocks, ll_bytes);
     pads_ = static_cast<char*>(gpu::signal_malloc(pad_bytes_ * num_ranks));
     buffers_.resize(num_ranks, nullptr);
     for (int r = 0; r < num_ranks; ++r) buffers_[r] = gpu::device_malloc(buffer_bytes);
@@ -50,13 +55,14 @@ class emulated_world {
   int num_ranks() const { return num_ranks_; }
   int max_blocks() const { return max_blocks_; }
   std::size_t buffer_bytes() const { return buffer_bytes_; }
+  std::size_t ll_bytes() const { return ll_bytes_; }
   void* buffer(int rank) const { return buffers_.at(rank); }
   void* pad(int rank) const { return pads_ + pad_bytes_ * rank; }
 
   core::signal_pads<MaxRanks> signals(int rank) const {
     void* bases[MaxRanks] = {};
     for (int r = 0; r < num_ranks_; ++r) bases[r] = pad(r);
-    return core::signal_pads<MaxRanks>::from_bases(bases, rank, num_ranks_, max_blocks_, timeout_ns_);
+    return core::signal_pads<MaxRanks>::from_bases(bases, rank, num_ranks_, max_blocks_, timeout_ns_, ll_bytes_);
   }
 
   template <class T>
@@ -92,8 +98,8 @@ class emulated_world {
     for (const auto& e : errors()) core::throw_if_error(e);
   }
 
-  // Sets every counter and inbox flag to `value` and clears the error records: the state after
-  // `value` barriers. reset() (value 0) is required after an error; tests use other values to
+  // Sets every counter, inbox flag and LL epoch to `value`, clears the error records and the LL
+  // packets: the state after `value` barriers. reset() (value 0) is required after an error; tests use other values to
   // exercise counter wrap-around.
   void reset(std::uint32_t value = 0) {
     gpu::device_synchronize();
@@ -108,6 +114,7 @@ class emulated_world {
   std::size_t buffer_bytes_;
   int max_blocks_;
   std::uint64_t timeout_ns_;
+  std::size_t ll_bytes_;
   std::size_t pad_bytes_ = 0;
   char* pads_ = nullptr;
   std::vector<void*> buffers_;

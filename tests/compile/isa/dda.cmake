@@ -18,3 +18,11 @@ rcclx_isa_test(isa_gfx942_dda_eight_peer_loads_in_flight isa_dda_reduce.cpp gfx9
   REQUIRE "${_first_seven}${_load}" "global_store_dwordx4"
   FORBID "scratch_load" "scratch_store"
   NEGATIVE "RCCLX_DETAIL_DDA_PEER_BATCH=4")
+
+# 3. The LL one-shot: packets stored and loaded as 64-bit words at system scope (sc0 sc1), no
+#    acquire (no buffer_inv: the flag travels with the data), no scratch. Negative control: flags at
+#    agent scope lose sc0, and the check must fail.
+rcclx_isa_test(isa_gfx942_dda_ll_packets_no_acquire isa_dda_ll.cpp gfx942
+  REQUIRE "global_load_dwordx2[^\n]*sc0 sc1" "global_store_dwordx2[^\n]*sc0 sc1" "private_segment_fixed_size: 0\n"
+  FORBID "buffer_inv" "scratch_load" "scratch_store"
+  NEGATIVE "RCCLX_DETAIL_HIP_FLAG_SCOPE=__HIP_MEMORY_SCOPE_AGENT")

@@ -65,6 +65,9 @@ struct options {
   int num_ranks = 8;
   bench::timing_options timing{on_host ? 1 : 5, on_host ? 3 : 20, 32};
   std::size_t graph_max_bytes = 32u << 20;
+  // LL regions of the pads (--ll-blocks, --ll-block-bytes; 0 turns LL off): on GPUs 64 x 64 KiB, so
+  // every decode shape (up to 128 x 8192 bf16: 2 rows of 16 KiB per block) runs the LL one-shot.
+  rcclx::core::ll_layout ll = on_host ? rcclx::core::default_ll_layout() : rcclx::core::ll_layout{64, 64 * 1024};
   std::vector<shape> shapes;
   std::vector<gemm_shape> gemms;
   std::string json, csv, suite, command;
@@ -74,7 +77,7 @@ struct options {
   std::fprintf(stderr,
                "rcclx-bench-fused: %s\n"
                "usage: rcclx-bench-fused [--suite gpu|host] [--out DIR] [--emulated N] [--iters I] [--warmup W]\n"
-               "                         [--calls-per-graph K] [--json FILE] [--csv FILE]\n",
+               "                         [--calls-per-graph K] [--json FILE] [--csv FILE] [--ll-blocks N] [--ll-block-bytes B]\n",
                why.c_str());
   std::exit(2);
 }
@@ -93,6 +96,8 @@ options parse(int argc, char** argv) {
     else if (a == "--out") out_dir = value(i);
     else if (a == "--emulated") o.num_ranks = std::atoi(value(i).c_str());
     else if (a == "--iters") o.timing.iters = std::max(1, std::atoi(value(i).c_str()));
+    else if (a == "--ll-blocks") o.ll.blocks = std::atoi(value(i).c_str());
+    else if (a == "--ll-block-bytes") o.ll.block_bytes = static_cast<std::size_t>(std::atoll(value(i).c_str()));
     else if (a == "--warmup") o.timing.warmup = std::max(0, std::atoi(value(i).c_str()));
     else if (a == "--calls-per-graph") o.timing.calls_per_graph = std::max(1, std::atoi(value(i).c_str()));
     else if (a == "--json") o.json = value(i);
@@ -162,7 +167,7 @@ class rmsnorm_runner {
                  std::size_t workspace_bytes)
       : o_(o), n_(o.num_ranks),
         world_(o.num_ranks, std::max(workspace_bytes, max_count * sizeof(T)),
-               fz::pad_blocks_for(barrier_blocks, static_cast<int>(max_tokens)), 30ull * 1000 * 1000 * 1000),
+               fz::pad_blocks_for(barrier_blocks, static_cast<int>(max_tokens)), 30ull * 1000 * 1000 * 1000, o.ll),
         slots_{barrier_blocks, static_cast<int>(max_tokens)} {
     for (int r = 0; r < n_; ++r) {
       x_.push_back(alloc<T>(max_count));

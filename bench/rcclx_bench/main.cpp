@@ -63,6 +63,7 @@ struct options {
   // ready-made kernels' 512 (3 blocks of ~72 registers per SM instead of 1): more warps per SM.
   int threads = on_host ? 1 : 256;               // --threads
   int max_blocks = on_host ? 4 : 48;             // --max-blocks: per rank, also capped by residency
+  rcclx::core::ll_layout ll = rcclx::core::default_ll_layout();  // --ll-blocks / --ll-block-bytes (0: LL off)
   std::size_t registered_flat_max = 0;           // suite: also flat with registered input up to this size
   int procs = 0;                                 // --procs N: one process per rank (procs.hpp)
   bool procs_child = false;                      // --procs-child: this process is one rank (launcher)
@@ -81,7 +82,7 @@ struct options {
                "usage: rcclx-bench [--emulated N] [--min-bytes B] [--max-bytes B] [--type float|bf16|fp16[,..]]\n"
                "                   [--op sum|min|max] [--algo flat|tree|automatic|all] [--iters I] [--warmup W]\n"
                "                   [--graph] [--graph-max-bytes B] [--calls-per-graph K] [--input-in-symmetric]\n"
-               "                   [--threads T] [--max-blocks B]\n"
+               "                   [--threads T] [--max-blocks B] [--ll-blocks N] [--ll-block-bytes B]\n"
                "                   [--procs N [--no-compare] | --procs-child]   one process per rank (see procs.hpp)\n"
                "                   [--collectives] [--collectives-only] [--coll-min-bytes B] [--coll-max-bytes B]\n"
                "                   [--json FILE] [--csv FILE] [--png FILE] [--suite gpu|host --out DIR]\n"
@@ -140,6 +141,8 @@ options parse(int argc, char** argv) {
     else if (a == "--input-in-symmetric") o.registered = true;
     else if (a == "--threads") o.threads = std::atoi(value(i).c_str());
     else if (a == "--max-blocks") o.max_blocks = std::atoi(value(i).c_str());
+    else if (a == "--ll-blocks") o.ll.blocks = std::atoi(value(i).c_str());
+    else if (a == "--ll-block-bytes") o.ll.block_bytes = parse_size(value(i));
     else if (a == "--procs") o.procs = std::atoi(value(i).c_str());
     else if (a == "--procs-child") o.procs_child = true;
     else if (a == "--no-compare") o.procs_compare = false;
@@ -343,7 +346,7 @@ class runner {
  public:
   runner(const options& o, const std::string& type)
       : o_(o), type_(type), n_(o.num_ranks),
-        world_(o.num_ranks, o.max_bytes < 16 ? 16 : o.max_bytes, o.max_blocks, 30ull * 1000 * 1000 * 1000),
+        world_(o.num_ranks, o.max_bytes < 16 ? 16 : o.max_bytes, o.max_blocks, 30ull * 1000 * 1000 * 1000, o.ll),
         cfg_{o.threads, o.max_blocks, o.max_blocks} {
     const std::size_t bytes = o.max_bytes < 16 ? 16 : o.max_bytes;
     for (int r = 0; r < n_; ++r) {
@@ -1007,6 +1010,7 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
     << "\",\n  \"device\": \"" << json_escape(bench::device_name()) << "\",\n  \"arch\": \""
     << rcclx::gpu::to_string(rcclx::gpu::current_arch()) << "\",\n";
   f << "  \"threads_per_block\": " << o.threads << ",\n  \"max_blocks_per_rank\": " << o.max_blocks << ",\n";
+  f << "  \"ll_blocks\": " << o.ll.blocks << ",\n  \"ll_block_bytes\": " << o.ll.block_bytes << ",\n";
   f << "  \"num_ranks\": " << o.num_ranks << ",\n  \"iters\": " << o.timing.iters << ",\n  \"warmup\": "
     << o.timing.warmup << ",\n  \"calls_per_graph\": " << o.timing.calls_per_graph << ",\n";
   f << "  \"definitions\": {\n"

@@ -133,7 +133,10 @@ TEST_CASE("dda::allreduce launcher: invalid arguments are clear errors", "[dda][
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
   const int n = 2;
   const std::size_t cap = 1024;
-  rcclx::testing::emulated_world<max_r> world(n, cap * sizeof(float), 4);
+  // Pads without LL regions: every flat call takes the barrier protocol, whose buffer rules
+  // (capacity, output != own buffer) are checked here; the LL one-shot's are in ll_test.cpp.
+  rcclx::testing::emulated_world<max_r> world(n, cap * sizeof(float), 4, rcclx::core::default_timeout_ns,
+                                              rcclx::core::ll_layout{0, 0});
   const auto t = world.table<float>(0);
   float* in = static_cast<float*>(rcclx::gpu::device_malloc(4 * cap * sizeof(float)));
   float* out = in + 2 * cap;

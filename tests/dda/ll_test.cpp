@@ -50,8 +50,15 @@ void check(const rcclx::testing::emulated_peers<T, max_r>& peers, const std::vec
 
 rcclx::testing::emulated_options no_ll() {
   rcclx::testing::emulated_options o;
-  o.ll_bytes = 0;
+  o.ll = {0, 0};
   return o;
+}
+
+// Did the last flat call of `peers` (its grid) take the LL one-shot?
+template <class T>
+bool used_ll(const rcclx::testing::emulated_peers<T, max_r>& peers, std::size_t count) {
+  const int threads = rcclx::dda::default_launch_config().threads;
+  return rcclx::dda::flat_uses_ll<T>(peers.table(0).signals, count, threads, peers.last_blocks_per_rank());
 }
 
 }  // namespace
@@ -66,12 +73,14 @@ TEMPLATE_TEST_CASE("dda flat: LL and barrier protocols agree bit for bit with a 
       CAPTURE(n, count, rcclx::to_string(op));
       rcclx::testing::emulated_peers<T, max_r> ll(n, count);
       rcclx::testing::emulated_peers<T, max_r> barrier(n, count, no_ll());
-      REQUIRE(rcclx::dda::flat_uses_ll<T>(ll.table(0).signals, count));
-      REQUIRE_FALSE(rcclx::dda::flat_uses_ll<T>(barrier.table(0).signals, count));
       const auto in = fill(ll, static_cast<std::uint64_t>(op) + 1);
       for (int r = 0; r < n; ++r) barrier.input(r) = in[r];
       ll.allreduce(algorithm::flat, op);
       barrier.allreduce(algorithm::flat, op);
+      const bool via_ll = used_ll(ll, count);
+      CAPTURE(via_ll);
+      if (count * sizeof(T) <= 16 * 1024) REQUIRE(via_ll);  // small messages always take the LL one-shot
+      REQUIRE_FALSE(used_ll(barrier, count));
       check(ll, in, op);
       check(barrier, in, op);
       REQUIRE(rcclx_test::bitwise_equal(ll.output(0), barrier.output(0)));
@@ -91,12 +100,13 @@ TEST_CASE("dda flat LL: in place and output in the symmetric buffer", "[dda][ll]
   check(peers, in, reduce_op::sum);
   // The LL protocol does not read the symmetric buffer: the output may be it.
   auto t = peers.table(0);
-  REQUIRE_NOTHROW(rcclx::dda::detail::validate_table("test", t, peers.device_input(0), t.data[0], count,
-                                                     algorithm::flat, 1));
+  REQUIRE(rcclx::dda::flat_uses_ll<float>(t.signals, 1000, rcclx::dda::default_launch_config().threads, 2));
+  REQUIRE_NOTHROW(rcclx::dda::detail::validate_table("test", t, peers.device_input(0), t.data[0], 1000,
+                                                     algorithm::flat, 2));
   rcclx::testing::emulated_peers<float, max_r> big(n, count, no_ll());
   auto tb = big.table(0);
-  REQUIRE_THROWS_AS(rcclx::dda::detail::validate_table("test", tb, big.device_input(0), tb.data[0], count,
-                                                       algorithm::flat, 1),
+  REQUIRE_THROWS_AS(rcclx::dda::detail::validate_table("test", tb, big.device_input(0), tb.data[0], 1000,
+                                                       algorithm::flat, 2),
                     rcclx::error);
 }
 

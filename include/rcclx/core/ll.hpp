@@ -1,28 +1,32 @@
 // rcclx/core/ll.hpp: the LL ("low latency") packet protocol: data and its flag travel in one 64-bit
 // word, so a reader that sees the flag has the data: no barrier, no fence, no acquire.
 //
+//   if (!rcclx::core::ll_fits(pads, num_blocks, bytes_of_this_block)) ...  // barrier-based fallback
 //   const std::uint32_t flag = rcclx::core::ll_begin(g, pads, block);   // once per call and block
-//   unsigned char* mine = pads.ll_region(pads.rank, flag);
+//   unsigned char* mine = pads.ll_region(pads.rank, flag, block);
 //   rcclx::core::ll_write(mine, i, v, flag);                              // publish 16 bytes
-//   if (!rcclx::core::ll_read(pads, pads.ll_region(p, flag), i, flag, block, p, v)) return false;
+//   if (!rcclx::core::ll_wait(pads, pads.ll_region(p, flag, block), i, flag, block, p, v)) return false;
 //
 // Packet: 16 bytes of data become two 16-byte lines of two 64-bit words {data32 | flag32 << 32};
 // each word is stored and loaded single-copy atomic (gpu::store_packet_system), so the flag proves
 // the 32 data bits next to it. Half of every line is flag: 2 bytes move per byte of data, which is
 // why LL serves small messages (latency-bound) and two-phase algorithms serve large ones.
 //
-// Flags and buffer reuse. Block b of every rank keeps a call counter (signal pad ll_epoch[b]);
-// call k of block b writes flag k (never 0: zeroed memory is "nothing yet") into the half k % 2 of
-// its own LL region. Readers compare for equality, so packets of older calls are never mistaken for
-// new ones and nothing is ever cleared. Two halves suffice: a rank writes half k % 2 again in call
-// k + 2 only after finishing call k + 1, which needed every peer's call k + 1 packets, which each
-// peer wrote after it finished reading call k. The counter lives in device memory and is advanced
-// by the device: graph replays continue the sequence.
+// Regions, flags and reuse. Block b of a rank publishes only into its own block region b (two
+// halves), and block b of every peer reads only that region: every packet in region b was written
+// by block b, whatever the sizes and grids of earlier calls. Block b keeps a call counter (signal
+// pad ll_epoch[b]); its call k writes flag k (never 0: zeroed memory is "nothing yet") into half
+// k % 2. Readers compare for equality; block b's flags only grow, so a packet of an older call is
+// never taken for a new one (until the 32-bit counter comes round again, 2^32 calls of block b later,
+// to a packet never overwritten since) and nothing is ever cleared. Two halves suffice: block b
+// writes half k % 2 again in call k + 2 only after finishing call k + 1, which needed block b of
+// every peer's call k + 1 packets, which that block wrote after it finished reading call k: program
+// order of one block, so it also holds for several calls inside one kernel. The counter lives in
+// device memory and is advanced by the device: graph replays continue the sequence.
 //
-// Rules: every rank makes the same sequence of LL calls per block index (same grid); within one
-// kernel, positions are owned by the same block index in every call (separate launches may change
-// the grid freely: stream order gives the argument above); every wait is bounded by the pads'
-// timeout and records barrier_kind::ll naming the missing rank. An error leaves the pads to reset.
+// Rules: every rank makes the same sequence of LL calls per block index (same grid); every wait is
+// bounded by the pads' timeout and records barrier_kind::ll naming the missing rank. An error
+// leaves the pads to reset.
 #pragma once
 
 #include <cstddef>
@@ -37,14 +41,12 @@
 RCCLX_NAMESPACE_BEGIN
 namespace core {
 
-// Bytes of LL region one call with `bytes` of payload uses per rank and half (16-byte vectors,
-// the last one padded).
-RCCLX_HOST_DEVICE constexpr std::size_t ll_payload_bytes(std::size_t bytes) { return (bytes + 15) / 16 * 16; }
-
-// Does a call with `bytes` of payload per rank fit the pads' LL region?
+// Can a call of num_blocks blocks, each publishing at most block_bytes of payload (whole 16-byte
+// vectors), run on these pads' LL regions? The same answer on every rank (same pads layout).
 template <int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool ll_fits(const signal_pads<MaxRanks>& s, std::size_t bytes) {
-  return ll_payload_bytes(bytes) <= static_cast<std::size_t>(s.ll_bytes);
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool ll_fits(const signal_pads<MaxRanks>& s, int num_blocks, std::size_t block_bytes) {
+  return num_blocks >= 1 && static_cast<std::uint32_t>(num_blocks) <= s.ll_blocks &&
+         block_bytes <= static_cast<std::size_t>(s.ll_block_bytes);
 }
 
 // Group-collective, once per call by every block that takes part: this call's flag for `block`.
@@ -66,7 +68,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint64_t ll_word(std::uint32_t data, st
 }
 }  // namespace detail
 
-// Publishes the 16-byte vector `v` as packet `index` of an LL half (32 bytes at 32 * index).
+// Publishes the 16-byte vector `v` as packet `index` of an LL region (32 bytes at 32 * index).
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void ll_write(unsigned char* half, std::size_t index, const gpu::vec16& v,
                                                   std::uint32_t flag) {
   unsigned char* p = half + 32 * index;
@@ -89,7 +91,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool ll_try_read(const unsigned char* half, 
          static_cast<std::uint32_t>(c >> 32) == flag && static_cast<std::uint32_t>(d >> 32) == flag;
 }
 
-// Polls packet `index` of peer `peer`'s half until it carries `flag`. False if the pads' bound
+// Polls packet `index` of peer `peer`'s region until it carries `flag`. False if the pads' bound
 // expired (the record names this rank, `peer`, barrier_kind::ll, `block` and the flag) or another
 // thread of this rank already failed.
 template <int MaxRanks>
@@ -113,18 +115,56 @@ RCCLX_HOST_DEVICE inline bool ll_wait(const signal_pads<MaxRanks>& s, const unsi
   }
 }
 
-// The LL halves of every rank for one call, copied out of the pads once (the pads may live in
-// global memory: emulated tables, graphs).
+// Block `block`'s LL regions of every rank for one call, copied out of the pads once (the pads may
+// live in global memory: emulated tables, graphs).
 template <int MaxRanks>
 struct ll_halves {
   const unsigned char* p[MaxRanks];
   int n;
   int rank;
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE ll_halves(const signal_pads<MaxRanks>& s, std::uint32_t flag)
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE ll_halves(const signal_pads<MaxRanks>& s, std::uint32_t flag, int block)
       : n(s.num_ranks), rank(s.rank) {
-    for (int j = 0; j < MaxRanks; ++j) p[j] = j < n ? s.ll_region(j, flag) : nullptr;
+    for (int j = 0; j < MaxRanks; ++j) p[j] = j < n ? s.ll_region(j, flag, block) : nullptr;
   }
 };
+
+// Polls packet `index` of the peers p0 + j whose bit j is set in `pending` until each carries
+// `flag`, filling v[j]. One loop for the whole batch (not one per peer: the code and the registers
+// of a single retry path). False if the bound expired (the record names the first missing peer)
+// or another thread of this rank already failed.
+template <int Batch, int MaxRanks>
+RCCLX_HOST_DEVICE inline bool ll_wait_batch(const signal_pads<MaxRanks>& s, const ll_halves<MaxRanks>& h, int p0,
+                                            std::size_t index, std::uint32_t flag, int block, gpu::vec16 (&v)[Batch],
+                                            std::uint32_t pending) {
+  const std::uint64_t limit = s.timeout_ns ? s.timeout_ns : default_timeout_ns;
+  const std::uint64_t t0 = gpu::clock_ns();
+  for (std::uint32_t spins = 1;; ++spins) {
+    for (int j = 0; j < Batch; ++j)
+      if ((pending >> j) & 1u)
+        if (ll_try_read(h.p[p0 + j], index, flag, v[j])) pending &= ~(1u << j);
+    if (pending == 0u) return true;
+    if ((spins & 63u) == 0u) {
+      if (gpu::load_relaxed_system(&s.err->code) != 0u) return false;
+      if (gpu::clock_ns() - t0 > limit) {
+        // The first missing peer, found with constant indices (a dynamic index into h.p or v
+        // would move them to scratch memory).
+        int missing = 0;
+        std::uint32_t seen = 0;  // the flag the packet holds
+        for (int j = Batch - 1; j >= 0; --j) {
+          if ((pending >> j) & 1u) {
+            std::uint64_t a, b;
+            gpu::load_packet_system(h.p[p0 + j] + 32 * index, a, b);
+            missing = p0 + j;
+            seen = static_cast<std::uint32_t>(a >> 32);
+          }
+        }
+        detail::record_timeout(s, block, missing, barrier_kind::ll, flag, seen);
+        return false;
+      }
+      gpu::spin_pause();
+    }
+  }
+}
 
 }  // namespace core
 RCCLX_NAMESPACE_END

@@ -19,7 +19,7 @@
 // aligned to sizeof(T) (misaligned), symmetric buffers not 16-byte aligned (misaligned), partial
 // overlaps between input, output and own symmetric buffer, output == own symmetric buffer with
 // flat above the pads' LL size (peers still read it; tree allows it), num_blocks above the pads'
-// max_blocks. A flat call that fits the LL region (signal pads' ll_bytes) does not use the symmetric
+// max_blocks. A flat call that fits the LL regions (dda::flat_uses_ll) does not use the symmetric
 // buffer at all: no capacity or aliasing rule applies to it.
 #pragma once
 
@@ -143,7 +143,8 @@ inline void validate_table(const char* who, const core::peer_table<T, MaxRanks>&
                                         " is not 16-byte aligned (symmetric buffers are accessed with 16-byte vectors)");
   }
   const std::size_t bytes = count * sizeof(T);
-  const bool ll = resolved == algorithm::flat && flat_uses_ll<T>(t.signals, count);  // no symmetric buffer used
+  const bool ll = resolved == algorithm::flat &&  // the LL one-shot uses no symmetric buffer
+                  flat_uses_ll<T>(t.signals, count, default_launch_config().threads, num_blocks);
   if (!ll && bytes > t.capacity_bytes)
     throw error(errc::invalid_argument, w + ": count = " + std::to_string(count) + " (" + std::to_string(bytes) +
                                             " bytes) exceeds the symmetric buffer capacity of " +
@@ -159,10 +160,11 @@ inline void validate_table(const char* who, const core::peer_table<T, MaxRanks>&
   if (output != own && overlaps(output, own, bytes))
     throw error(errc::invalid_argument, w + ": output overlaps this rank's symmetric buffer without being it");
   if (resolved == algorithm::flat && !ll && output == own)
-    throw error(errc::invalid_argument, w + ": with algorithm::flat above the LL size (signal pads' ll_bytes = " +
-                                            std::to_string(t.signals.ll_bytes) + ") the output must not be this "
-                                            "rank's symmetric buffer (peers read it while the result is written): "
-                                            "use algorithm::tree, or another output");
+    throw error(errc::invalid_argument, w + ": with algorithm::flat above the LL size (the signal pads' LL regions: " +
+                                            std::to_string(t.signals.ll_blocks) + " x " +
+                                            std::to_string(t.signals.ll_block_bytes) + " bytes) the output must not "
+                                            "be this rank's symmetric buffer (peers read it while the result is "
+                                            "written): use algorithm::tree, or another output");
 }
 
 // One block of one rank: the algorithm as a compile-time choice.
@@ -190,7 +192,10 @@ RCCLX_GLOBAL void __launch_bounds__(512)
   // The host could not check the table: the same checks here (uniform: every block leaves together).
   std::uint32_t bad = 0;
   if (t.num_ranks() != num_ranks) bad = 1;
-  else if (!(Algo == algorithm::flat && flat_uses_ll<T>(t.signals, count)) && count * sizeof(T) > t.capacity_bytes) bad = 2;
+  else if (!(Algo == algorithm::flat && flat_uses_ll<T>(t.signals, count, static_cast<int>(blockDim.x),
+                                                       static_cast<int>(gridDim.x))) &&
+           count * sizeof(T) > t.capacity_bytes)
+    bad = 2;
   else if (static_cast<int>(gridDim.x) > t.signals.max_blocks) bad = 3;
   if (bad) {
     if (threadIdx.x == 0) record_mismatch(t.signals, bad);

@@ -8,8 +8,9 @@
 //
 // flat_allreduce runs one of two protocols, chosen per call from the pads (the same on every rank):
 //
-// LL one-shot (flat_allreduce_ll; when count * sizeof(T) fits table.signals.ll_bytes): no barrier.
-//   1. write own input as LL packets (data + flag in each 64-bit word, core/ll.hpp) into own LL half
+// LL one-shot (flat_allreduce_ll; when each block's tiles fit its LL region, flat_uses_ll): no barrier.
+//   1. write own input as LL packets (data + flag in each 64-bit word, core/ll.hpp) into the block's
+//      own LL region (its owned tiles back to back)
 //   2. per owned vector: load the packets of every peer (up to 8 peers in flight), re-poll the ones
 //      whose flags are not this call's yet (bounded), reduce in rank order 0..N-1 in fp32 (own data
 //      from the input), write the result.
@@ -67,18 +68,15 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool ll_reduce_vec(const core::signal_pads<M
   for (int p0 = 0; p0 < MaxRanks; p0 += batch) {
     if (p0 >= h.n) break;
     gpu::vec16 v[batch];
-    bool ready[batch];
+    std::uint32_t pending = 0;  // peers of the batch whose packet has not landed yet
     for (int j = 0; j < batch; ++j) {
       const int p = p0 + j;
-      ready[j] = true;
       if (p >= h.n) continue;
       if (p == h.rank) v[j] = mine;
-      else ready[j] = core::ll_try_read(h.p[p], vi, flag, v[j]);
+      else if (!core::ll_try_read(h.p[p], vi, flag, v[j])) pending |= 1u << j;
     }
-    for (int j = 0; j < batch; ++j) {
-      const int p = p0 + j;
-      if (p < h.n && !ready[j] && !core::ll_wait(s, h.p[p], vi, flag, block, p, v[j])) return false;
-    }
+    if (RCCLX_UNLIKELY(pending != 0u) && !core::ll_wait_batch<batch>(s, h, p0, vi, flag, block, v, pending))
+      return false;
     for (int j = 0; j < batch; ++j) {
       const int p = p0 + j;
       if (p >= h.n) continue;
@@ -122,7 +120,22 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_partial(T* dst, std::size_t pv, i
 
 }  // namespace detail
 
-// The LL one-shot (see the header comment). Needs count * sizeof(T) <= table.signals.ll_bytes.
+// Packets each block publishes for `count` elements: the owned tiles of the busiest block.
+template <class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::size_t ll_block_bytes_for(std::size_t count, int group_size, int num_blocks) {
+  const detail::layout<T> l(count, group_size, 0, num_blocks);
+  const std::size_t nb = static_cast<std::size_t>(num_blocks);
+  return (l.tiles + nb - 1) / nb * static_cast<std::size_t>(group_size) * 16;
+}
+
+// Does a flat call of `count` elements with this grid run the LL one-shot on these pads?
+template <class T, int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_uses_ll(const core::signal_pads<MaxRanks>& s, std::size_t count,
+                                                      int group_size, int num_blocks) {
+  return core::ll_fits(s, num_blocks, ll_block_bytes_for<T>(count, group_size, num_blocks));
+}
+
+// The LL one-shot (see the header comment). Needs flat_uses_ll.
 // ReduceOp: core::op_sum, op_min or op_max. Group-collective. False if a peer never arrived.
 template <class ReduceOp, class T, int MaxRanks, class Group>
 RCCLX_HOST_DEVICE bool flat_allreduce_ll(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
@@ -136,16 +149,19 @@ RCCLX_HOST_DEVICE bool flat_allreduce_ll(const Group& g, const core::peer_table<
   const int tid = g.thread_rank();
   const detail::tile_range all{0, l.tiles};
   const bool in_aligned = gpu::is_aligned(input, 16), out_aligned = gpu::is_aligned(output, 16);
-  unsigned char* own = s.ll_region(s.rank, flag);
+  unsigned char* own = s.ll_region(s.rank, flag, block);
+  // Owned vector vi (tile vi / G, the block's (vi / G) / num_blocks-th) is packet `local(vi)`.
+  const std::size_t g_size = static_cast<std::size_t>(l.tile_vecs), nb = static_cast<std::size_t>(num_blocks);
+  const auto local = [&](std::size_t vi) { return (vi / g_size) / nb * g_size + vi % g_size; };
   // 1. Publish this rank's owned vectors.
   detail::for_each_owned<1>(
       l, tid, all,
       [&](const auto& vi, const auto& ok) {
-        if (ok[0]) core::ll_write(own, vi[0], detail::load_vec(input + vi[0] * e, in_aligned), flag);
+        if (ok[0]) core::ll_write(own, local(vi[0]), detail::load_vec(input + vi[0] * e, in_aligned), flag);
       },
-      [&](std::size_t pv) { core::ll_write(own, pv, detail::load_partial(input, pv, l.partial_elems()), flag); });
+      [&](std::size_t pv) { core::ll_write(own, local(pv), detail::load_partial(input, pv, l.partial_elems()), flag); });
   // 2. Reduce them from every rank's packets as they arrive.
-  const core::ll_halves<MaxRanks> h(s, flag);
+  const core::ll_halves<MaxRanks> h(s, flag, block);
   bool failed = false;
   detail::for_each_owned<1>(
       l, tid, all,
@@ -153,14 +169,14 @@ RCCLX_HOST_DEVICE bool flat_allreduce_ll(const Group& g, const core::peer_table<
         if (!ok[0] || failed) return;
         gpu::vec16 r;
         const gpu::vec16 mine = detail::load_vec(input + vi[0] * e, in_aligned);
-        failed = !detail::ll_reduce_vec<ReduceOp, T>(s, h, vi[0], mine, flag, block, r);
+        failed = !detail::ll_reduce_vec<ReduceOp, T>(s, h, local(vi[0]), mine, flag, block, r);
         if (!failed) detail::store_vec(output + vi[0] * e, r, out_aligned);
       },
       [&](std::size_t pv) {
         if (failed) return;
         gpu::vec16 r;
         const gpu::vec16 mine = detail::load_partial(input, pv, l.partial_elems());
-        failed = !detail::ll_reduce_vec<ReduceOp, T>(s, h, pv, mine, flag, block, r);
+        failed = !detail::ll_reduce_vec<ReduceOp, T>(s, h, local(pv), mine, flag, block, r);
         if (!failed) detail::store_partial(output, pv, l.partial_elems(), r);
       });
   return !g.sync_or(failed);
@@ -182,18 +198,12 @@ RCCLX_HOST_DEVICE bool flat_allreduce_barrier(const Group& g, const core::peer_t
   return core::barrier(g, t.signals, block, core::barrier_kind::end);
 }
 
-// Does a flat call of `count` elements run the LL one-shot on these pads?
-template <class T, int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_uses_ll(const core::signal_pads<MaxRanks>& s, std::size_t count) {
-  return core::ll_fits(s, count * sizeof(T));
-}
-
 // ReduceOp: core::op_sum, core::op_min or core::op_max. Group-collective: every thread of g calls it.
 // Returns false if a peer never arrived (the error is recorded; the caller must leave the kernel).
 template <class ReduceOp, class T, int MaxRanks, class Group>
 RCCLX_HOST_DEVICE bool flat_allreduce(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
                                       T* output, std::size_t count, int block, int num_blocks) {
-  if (flat_uses_ll<T>(t.signals, count)) return flat_allreduce_ll<ReduceOp>(g, t, input, output, count, block, num_blocks);
+  if (flat_uses_ll<T>(t.signals, count, g.size(), num_blocks)) return flat_allreduce_ll<ReduceOp>(g, t, input, output, count, block, num_blocks);
   return flat_allreduce_barrier<ReduceOp>(g, t, input, output, count, block, num_blocks);
 }
 

@@ -14,6 +14,8 @@
 //
 // Built on fused::tile_allreduce with one tile per row (no block barrier; rows flagged as they are
 // ready). Row i belongs to block i % num_blocks on every rank, in every phase.
+//   flat, LL (one-shot, decode; when each block's rows fit its LL region): allreduce_rmsnorm_ll_block,
+//     no flags, no symmetric buffer, no tile slots.
 //   flat (one-shot, decode): each block copies its rows of x into the symmetric buffer and flags
 //     them for every rank, then, per row, waits for the row of every rank, sums it in rank order in
 //     FP32, adds the residual, block-reduces the sum of squares, normalises and writes. Steps: 1.
@@ -35,6 +37,7 @@
 
 #include "../core/barrier.hpp"
 #include "../core/error.hpp"
+#include "../core/ll.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
 #include "../dda/allreduce.hpp"
@@ -61,6 +64,61 @@ RCCLX_HOST_DEVICE constexpr std::size_t allreduce_rmsnorm_workspace_bytes(std::s
   return algo == algorithm::tree ? 2 * (s + s + s_out) : 2 * s;
 }
 
+// The LL one-shot of the flat variant (core/ll.hpp; used when each block's rows fit its LL region,
+// rmsnorm_uses_ll): each block writes its rows of x as LL packets into its own LL region, then per row
+// loads every peer's packets as they land (no flag round trip, no fence), sums in rank order in
+// FP32 (own row from x), and runs the same epilogue. Steps: 1. Traffic per rank: reads S (x) +
+// 2(N-1)S (packets) + S (residual), writes 2S (packets) + S (residual) + S_out. Neither the
+// symmetric buffer nor the tile slots are touched.
+template <int VecsPerThread, int BlockThreads, class T, class Out, int MaxRanks, class Group>
+RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll_block(const Group& g, const core::peer_table<T, MaxRanks>& t,
+                                                  const rmsnorm_args<T, Out>& a, int block, int num_blocks) {
+  using traits = core::value_traits<T>;
+  constexpr int e = gpu::elems_per_vec16<T>;
+  const core::signal_pads<MaxRanks>& s = t.signals;
+  const std::size_t hidden = a.hidden, vecs = hidden / e;
+  const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
+  const std::size_t nb = static_cast<std::size_t>(num_blocks);
+  const row_tiles map{a.tokens, hidden};
+  const std::uint32_t flag = core::ll_begin(g, s, block);
+  unsigned char* own = s.ll_region(s.rank, flag, block);
+  // Row i is the block's (i / num_blocks)-th: its packets start at (i / num_blocks) * vecs.
+  for (std::size_t i = static_cast<std::size_t>(block); i < a.tokens; i += nb)
+    for (std::size_t vi = tid; vi < vecs; vi += gs)
+      core::ll_write(own, i / nb * vecs + vi, gpu::load16(a.input + i * hidden + vi * e), flag);
+  const core::ll_halves<MaxRanks> h(s, flag, block);
+  const auto epi = detail::make_rmsnorm_epilogue<T, Out, BlockThreads>(a, a.residual, a.output);
+  bool failed = false;
+  for (std::size_t i = static_cast<std::size_t>(block); i < a.tokens; i += nb) {
+    float v[VecsPerThread][e];
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int k = 0; k < VecsPerThread; ++k) {
+      const std::size_t vi = static_cast<std::size_t>(k) * gs + tid;  // the vectors add_rmsnorm holds
+      if (vi < vecs && !failed) {
+        gpu::vec16 r;
+        failed = !dda::detail::ll_reduce_vec<core::op_sum, T>(s, h, i / nb * vecs + vi, gpu::load16(a.input + i * hidden + vi * e),
+                                                             flag, block, r);
+        traits::unpack(r, v[k]);
+      }
+    }
+    if (g.sync_or(failed)) return false;  // uniform before the epilogue's block reductions
+    epi(g, v, held_vectors<row_tiles, e>{map, i, tid, gs, vecs});
+  }
+  return !g.sync_or(failed);
+}
+
+// Does a flat allreduce_rmsnorm of this shape and grid run the LL one-shot on these pads? Block b
+// publishes rows b, b + num_blocks, ...: the busiest block's rows must fit one LL region.
+template <class T, int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool rmsnorm_uses_ll(const core::signal_pads<MaxRanks>& s, std::size_t tokens,
+                                                         std::size_t hidden, int num_blocks) {
+  if (num_blocks < 1) return false;
+  const std::size_t nb = static_cast<std::size_t>(num_blocks);
+  return core::ll_fits(s, num_blocks, (tokens + nb - 1) / nb * hidden * sizeof(T));
+}
+
 // One block of one rank. Group-collective (every thread of g); launch BlockThreads threads per block
 // (the row sum is a block reduction over exactly that many; 1 on the host backend) and hold a row:
 // VecsPerThread * BlockThreads * (16 / sizeof(T)) >= hidden. Every rank runs the same grid.
@@ -70,6 +128,10 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
                                                const rmsnorm_args<T, Out>& a, tile_slots slots, int block,
                                                int num_blocks) {
   static_assert(Algo == algorithm::flat || Algo == algorithm::tree, "allreduce_rmsnorm_block: flat or tree");
+  if constexpr (Algo == algorithm::flat) {
+    if (rmsnorm_uses_ll<T>(t.signals, a.tokens, a.hidden, num_blocks))
+      return allreduce_rmsnorm_ll_block<VecsPerThread, BlockThreads>(g, t, a, block, num_blocks);
+  }
   using out_t = output_t<T, Out>;
   constexpr int e = gpu::elems_per_vec16<T>;
   const std::size_t tokens = a.tokens, hidden = a.hidden, vecs = hidden / e;

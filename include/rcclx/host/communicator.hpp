@@ -65,9 +65,9 @@ struct communicator_options {
   int max_blocks = 64;
   // Bound of every device-side wait; a peer that does not arrive within it becomes an error.
   std::uint64_t timeout_ns = core::default_timeout_ns;
-  // Largest payload (bytes per rank) of the barrier-free one-shot LL AllReduce (core/ll.hpp); the
-  // signal pad holds 4x this. A multiple of 16; 0 turns LL off (flat then uses two barriers).
-  std::size_t ll_bytes = core::default_ll_bytes;
+  // LL regions of the signal pads for the barrier-free one-shot (core/ll.hpp): blocks x block_bytes
+  // of payload per call (the pad holds 4x that). {0, 0} turns LL off (flat then uses two barriers).
+  core::ll_layout ll = core::default_ll_layout();
   // Opened peer allocations kept by the LRU cache beyond those in use.
   std::size_t cache_capacity = 128;
   // Gather a call descriptor before each collective so that ranks disagreeing on count, type,
@@ -102,7 +102,9 @@ struct rank_setup {
   std::int32_t pid;
   std::int32_t backend;
   std::int32_t max_blocks;
-  std::int32_t ll_bytes;
+  std::int32_t ll_blocks;
+  std::uint32_t ll_block_bytes;
+  std::uint32_t reserved;
   std::uint64_t buffer_bytes;
   std::uint64_t timeout_ns;
   exported_memory data;
@@ -166,11 +168,9 @@ class communicator {
                                               " is below the minimum of 256");
     if (opts_.max_captured_collectives < 0)
       throw error(errc::invalid_argument, "communicator: max_captured_collectives must be >= 0");
-    if (opts_.ll_bytes % 16 != 0 || opts_.ll_bytes > (std::size_t(1) << 30))
-      throw error(errc::invalid_argument, "communicator: ll_bytes = " + std::to_string(opts_.ll_bytes) +
-                                              " must be a multiple of 16, at most 1 GiB");
+    core::check_ll_layout(opts_.ll);
     opts_.buffer_bytes = (opts_.buffer_bytes + 255) / 256 * 256;
-    pad_bytes_ = core::signal_pad_bytes<MaxRanks>(opts_.max_blocks, opts_.ll_bytes);
+    pad_bytes_ = core::signal_pad_bytes<MaxRanks>(opts_.max_blocks, opts_.ll);
 
     // 1. Allocate and export this rank's workspace.
     detail::rank_setup mine{};
@@ -199,7 +199,8 @@ class communicator {
     mine.pid = static_cast<std::int32_t>(::getpid());
     mine.backend = static_cast<std::int32_t>(current_backend);
     mine.max_blocks = opts_.max_blocks;
-    mine.ll_bytes = static_cast<std::int32_t>(opts_.ll_bytes);
+    mine.ll_blocks = opts_.ll.blocks;
+    mine.ll_block_bytes = static_cast<std::uint32_t>(opts_.ll.block_bytes);
     mine.buffer_bytes = opts_.buffer_bytes;
     mine.timeout_ns = opts_.timeout_ns;
     const std::vector<detail::rank_setup> all = exchange(mine, err, errc::runtime);
@@ -223,7 +224,8 @@ class communicator {
     differ("the backend", [](const detail::rank_setup& s) { return static_cast<long long>(s.backend); });
     differ("communicator_options::buffer_bytes", [](const detail::rank_setup& s) { return static_cast<long long>(s.buffer_bytes); });
     differ("communicator_options::max_blocks", [](const detail::rank_setup& s) { return static_cast<long long>(s.max_blocks); });
-    differ("communicator_options::ll_bytes", [](const detail::rank_setup& s) { return static_cast<long long>(s.ll_bytes); });
+    differ("communicator_options::ll.blocks", [](const detail::rank_setup& s) { return static_cast<long long>(s.ll_blocks); });
+    differ("communicator_options::ll.block_bytes", [](const detail::rank_setup& s) { return static_cast<long long>(s.ll_block_bytes); });
     for (int r = 0; r < n_ && mismatch.empty(); ++r)
       if (all[static_cast<std::size_t>(r)].rank != r)
         mismatch = "communicator set-up: the bootstrap's slot " + std::to_string(r) + " holds rank " +
@@ -248,7 +250,7 @@ class communicator {
       for (int p = 0; p < n_; ++p) table_.data[p] = static_cast<unsigned char*>(data_bases[p]);
       table_.capacity_bytes = opts_.buffer_bytes;
       table_.signals = core::signal_pads<MaxRanks>::from_bases(pad_bases, rank_, n_, opts_.max_blocks, opts_.timeout_ns,
-                                                               opts_.ll_bytes);
+                                                               opts_.ll);
       gpu::copy(table_dev_.get(), &table_, sizeof(table_));
       err.clear();
     } catch (const std::exception& e) {

@@ -49,7 +49,7 @@ struct emulated_options {
   bool in_place = false;       // output buffer = input buffer
   bool input_in_symmetric_buffer = false;  // inputs live in the symmetric buffers (the kernel copies nothing)
   std::uint64_t timeout_ns = core::default_timeout_ns;  // bound of every barrier wait
-  std::size_t ll_bytes = core::default_ll_bytes;  // LL region of the pads (flat up to this size is barrier-free; 0: off)
+  core::ll_layout ll = core::default_ll_layout();  // LL regions of the pads (barrier-free flat); {0, 0}: off
   unsigned char poison = 0x5A;  // byte written over every output before a call
 };
 
@@ -59,7 +59,7 @@ class emulated_peers {
   emulated_peers(int num_ranks, std::size_t count, emulated_options options = {})
       : num_ranks_(check_ranks(num_ranks)), count_(count), opt_(options),
         world_(num_ranks, buffer_bytes(check_ranks(num_ranks), count), max_world_blocks(), options.timeout_ns,
-               options.ll_bytes) {
+               options.ll) {
     if constexpr (!core::is_reducible_v<T>)
       throw error(errc::unsupported, "emulated_peers: the element type is not supported (float, rcclx::bf16, "
                                      "rcclx::fp16 or int32_t)");

@@ -3,7 +3,7 @@
 // The building block of emulated_peers and of users' tests of their own fused kernels.
 //
 //   rcclx::testing::emulated_world<8> world(num_ranks, buffer_bytes, max_blocks);
-//   // optional: timeout_ns, and ll_bytes (payload capacity of the one-shot LL region, core/ll.hpp)
+//   // optional: timeout_ns, and the LL regions of the pads (core::ll_layout, core/ll.hpp)
 //   auto t = world.table<float>(rank);          // rcclx::core::peer_table<float, 8>
 //   ... launch ...
 //   world.throw_if_error();                      // a timed-out barrier becomes rcclx::error
@@ -23,17 +23,15 @@ template <int MaxRanks = max_ranks>
 class emulated_world {
  public:
   emulated_world(int num_ranks, std::size_t buffer_bytes, int max_blocks,
-                 std::uint64_t timeout_ns = core::default_timeout_ns, std::size_t ll_bytes = core::default_ll_bytes)
+                 std::uint64_t timeout_ns = core::default_timeout_ns, core::ll_layout ll = core::default_ll_layout())
       : num_ranks_(num_ranks), buffer_bytes_(buffer_bytes), max_blocks_(max_blocks), timeout_ns_(timeout_ns),
-        ll_bytes_(ll_bytes) {
+        ll_(ll) {
     if (num_ranks < 2 || num_ranks > MaxRanks)
       throw error(errc::invalid_argument, "emulated_world: num_ranks = " + std::to_string(num_ranks) +
                                               " is outside [2, " + std::to_string(MaxRanks) + "]");
     if (max_blocks < 1) throw error(errc::invalid_argument, "emulated_world: max_blocks must be >= 1");
-    if (ll_bytes % 16 != 0)
-      throw error(errc::invalid_argument, "emulated_world: ll_bytes = " + std::to_string(ll_bytes) +
-                                              " must be a multiple of 16");
-    pad_bytes_ = core::signal_pad_bytes<MaxRanks>(max_blocks, ll_bytes);
+    core::check_ll_layout(ll);
+    pad_bytes_ = core::signal_pad_bytes<MaxRanks>(max_blocks, ll);
     pads_ = static_cast<char*>(gpu::signal_malloc(pad_bytes_ * num_ranks));
     buffers_.resize(num_ranks, nullptr);
     for (int r = 0; r < num_ranks; ++r) buffers_[r] = gpu::device_malloc(buffer_bytes);
@@ -55,14 +53,14 @@ class emulated_world {
   int num_ranks() const { return num_ranks_; }
   int max_blocks() const { return max_blocks_; }
   std::size_t buffer_bytes() const { return buffer_bytes_; }
-  std::size_t ll_bytes() const { return ll_bytes_; }
+  core::ll_layout ll() const { return ll_; }
   void* buffer(int rank) const { return buffers_.at(rank); }
   void* pad(int rank) const { return pads_ + pad_bytes_ * rank; }
 
   core::signal_pads<MaxRanks> signals(int rank) const {
     void* bases[MaxRanks] = {};
     for (int r = 0; r < num_ranks_; ++r) bases[r] = pad(r);
-    return core::signal_pads<MaxRanks>::from_bases(bases, rank, num_ranks_, max_blocks_, timeout_ns_, ll_bytes_);
+    return core::signal_pads<MaxRanks>::from_bases(bases, rank, num_ranks_, max_blocks_, timeout_ns_, ll_);
   }
 
   template <class T>
@@ -103,7 +101,7 @@ class emulated_world {
   // exercise counter wrap-around.
   void reset(std::uint32_t value = 0) {
     gpu::device_synchronize();
-    const std::size_t words = core::signal_pad_error_offset<MaxRanks>(max_blocks_) / sizeof(std::uint32_t);
+    const std::size_t words = core::signal_pad_error_offset<MaxRanks>(max_blocks_, ll_.blocks) / sizeof(std::uint32_t);
     std::vector<std::uint32_t> host(pad_bytes_ / sizeof(std::uint32_t), 0u);
     for (std::size_t i = 0; i < words; ++i) host[i] = value;
     for (int r = 0; r < num_ranks_; ++r) gpu::copy(pad(r), host.data(), pad_bytes_);
@@ -114,7 +112,7 @@ class emulated_world {
   std::size_t buffer_bytes_;
   int max_blocks_;
   std::uint64_t timeout_ns_;
-  std::size_t ll_bytes_;
+  core::ll_layout ll_;
   std::size_t pad_bytes_ = 0;
   char* pads_ = nullptr;
   std::vector<void*> buffers_;

@@ -204,6 +204,7 @@ namespace {
 // writing to its own output slice: checks that ownership by tile keeps consecutive calls with
 // different partitions race-free without any grid-wide sync.
 struct calls_in_one_kernel {
+  static constexpr int max_threads_per_block = 512;  // the ready-made kernels' register budget
   const rcclx::core::peer_table<float, max_r>* tables;
   rcclx::testing::detail::rank_buffers<float, max_r> buf;
   std::size_t max_count;

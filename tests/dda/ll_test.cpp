@@ -145,6 +145,7 @@ TEST_CASE("dda flat LL: back-to-back calls with changing sizes and algorithms", 
 namespace {
 // An LL AllReduce on which rank `absent` never arrives.
 struct missing_rank_ll {
+  static constexpr int max_threads_per_block = 512;  // the ready-made kernels' register budget
   const rcclx::core::peer_table<float, max_r>* tables;
   rcclx::testing::detail::rank_buffers<float, max_r> buf;
   std::size_t count;

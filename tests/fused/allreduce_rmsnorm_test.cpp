@@ -145,6 +145,37 @@ results run_fused(bench_world<T, F>& w, const problem<T>& p, algorithm algo, int
   return download(w, p.tokens * p.hidden);
 }
 
+// The flat variant over the LL one-shot (fused::allreduce_rmsnorm_ll_block), called directly.
+template <int VPT, int BT, class T, class Out>
+struct ll_rmsnorm_kernel {
+  static constexpr int max_threads_per_block = rt::detail::fused_threads;
+  const rcclx::core::peer_table<T, max_r>* tables;
+  fz::rmsnorm_args<T, Out> args[max_r];
+  template <class Group>
+  RCCLX_HOST_DEVICE void operator()(const Group& g, rcclx::testing::launch_index ix) const {
+    (void)fz::allreduce_rmsnorm_ll_block<VPT, BT>(g, tables[ix.rank], args[ix.rank], ix.block, ix.num_blocks);
+  }
+};
+
+template <class T, class F>
+results run_fused_ll(bench_world<T, F>& w, const problem<T>& p, int blocks) {
+  upload(w, p);
+  const auto a = w.args(p.tokens, p.hidden, false);
+  using O = out_arg_t<T, F>;
+  fz::detail::with_vecs_per_thread<T>(fz::detail::vecs_per_thread<T>(p.hidden, rt::detail::fused_threads), [&](auto vpt) {
+    constexpr int v = decltype(vpt)::value;
+    constexpr int bt = on_host ? 1 : rt::detail::fused_threads;
+    ll_rmsnorm_kernel<v, bt, T, O> k{};
+    k.tables = w.world.template device_tables<T>();
+    for (int r = 0; r < w.n; ++r) k.args[r] = a[static_cast<std::size_t>(r)];
+    REQUIRE(fz::rmsnorm_uses_ll<T>(w.world.template table<T>(0).signals, p.tokens, p.hidden, blocks));
+    rt::launch_emulated(w.n, blocks, rt::detail::fused_threads, k);
+  });
+  rcclx::gpu::device_synchronize();
+  w.world.throw_if_error();
+  return download(w, p.tokens * p.hidden);
+}
+
 // The unfused path with rcclx's own kernels: DDA flat AllReduce of x into sum, then add_rmsnorm.
 template <class T, class F>
 results run_unfused(bench_world<T, F>& w, const problem<T>& p) {
@@ -208,6 +239,13 @@ void all_paths(bench_world<T, F>& w, const problem<T>& p) {
   const results unfused = run_unfused(w, p);
   check<T, F>(unfused, p, e);
   REQUIRE(unfused == flat);
+  // The LL variant, where the rows of each block fit its LL region: the same bits again.
+  const int blocks = static_cast<int>(std::min<std::size_t>(p.tokens, 4));
+  if (fz::rmsnorm_uses_ll<T>(w.world.template table<T>(0).signals, p.tokens, p.hidden, blocks)) {
+    const results ll = run_fused_ll(w, p, blocks);
+    check<T, F>(ll, p, e);
+    REQUIRE(ll == flat);
+  }
 }
 
 template <class T, class F>

@@ -144,11 +144,31 @@ RCCLX_HOST_DEVICE bool flat_allreduce_ll(const Group& g, const core::peer_table<
   if (count == 0) return true;  // the same on every rank: no call, no epoch
   constexpr int e = gpu::elems_per_vec16<T>;
   const core::signal_pads<MaxRanks>& s = t.signals;
-  const std::uint32_t flag = core::ll_begin(g, s, block);
   const detail::layout<T> l(count, g.size(), block, num_blocks);
   const int tid = g.thread_rank();
-  const detail::tile_range all{0, l.tiles};
   const bool in_aligned = gpu::is_aligned(input, 16), out_aligned = gpu::is_aligned(output, 16);
+  if (l.tiles <= static_cast<std::size_t>(num_blocks)) {
+    // Latency path (at most one vector per thread: every small message): the input load is issued
+    // before the epoch load, so the two round trips overlap; vector block * G + tid is packet tid.
+    const std::size_t vi = static_cast<std::size_t>(block) * static_cast<std::size_t>(l.tile_vecs) + tid;
+    const bool full = vi < l.full_vecs, part = !full && vi == l.full_vecs && l.has_partial();
+    gpu::vec16 mine{};
+    if (full) mine = detail::load_vec(input + vi * e, in_aligned);
+    else if (part) mine = detail::load_partial(input, vi, l.partial_elems());
+    const std::uint32_t flag = core::ll_begin(g, s, block);
+    bool failed = false;
+    if (full || part) {
+      core::ll_write(s.ll_region(s.rank, flag, block), static_cast<std::size_t>(tid), mine, flag);
+      const core::ll_halves<MaxRanks> h(s, flag, block);
+      gpu::vec16 r;
+      failed = !detail::ll_reduce_vec<ReduceOp, T>(s, h, static_cast<std::size_t>(tid), mine, flag, block, r);
+      if (!failed && full) detail::store_vec(output + vi * e, r, out_aligned);
+      if (!failed && part) detail::store_partial(output, vi, l.partial_elems(), r);
+    }
+    return !g.sync_or(failed);
+  }
+  const std::uint32_t flag = core::ll_begin(g, s, block);
+  const detail::tile_range all{0, l.tiles};
   unsigned char* own = s.ll_region(s.rank, flag, block);
   // Owned vector vi (tile vi / G, the block's (vi / G) / num_blocks-th) is packet `local(vi)`.
   const std::size_t g_size = static_cast<std::size_t>(l.tile_vecs), nb = static_cast<std::size_t>(num_blocks);

@@ -14,8 +14,8 @@
 //
 // Built on fused::tile_allreduce with one tile per row (no block barrier; rows flagged as they are
 // ready). Row i belongs to block i % num_blocks on every rank, in every phase.
-//   flat, LL (one-shot, decode; when each block's rows fit its LL region): allreduce_rmsnorm_ll_block,
-//     no flags, no symmetric buffer, no tile slots.
+//   (allreduce_rmsnorm_ll_block below is the flat variant over the LL protocol: a device template you
+//   may call instead of the flat block; measured slower on one H200, so the launchers do not pick it.)
 //   flat (one-shot, decode): each block copies its rows of x into the symmetric buffer and flags
 //     them for every rank, then, per row, waits for the row of every rank, sums it in rank order in
 //     FP32, adds the residual, block-reduces the sum of squares, normalises and writes. Steps: 1.
@@ -64,12 +64,14 @@ RCCLX_HOST_DEVICE constexpr std::size_t allreduce_rmsnorm_workspace_bytes(std::s
   return algo == algorithm::tree ? 2 * (s + s + s_out) : 2 * s;
 }
 
-// The LL one-shot of the flat variant (core/ll.hpp; used when each block's rows fit its LL region,
-// rmsnorm_uses_ll): each block writes its rows of x as LL packets into its own LL region, then per row
+// The flat variant over the LL one-shot (core/ll.hpp), for a kernel whose rows fit the LL regions
+// (rmsnorm_uses_ll): each block writes its rows of x as LL packets into its own LL region, then per row
 // loads every peer's packets as they land (no flag round trip, no fence), sums in rank order in
 // FP32 (own row from x), and runs the same epilogue. Steps: 1. Traffic per rank: reads S (x) +
 // 2(N-1)S (packets) + S (residual), writes 2S (packets) + S (residual) + S_out. Neither the
-// symmetric buffer nor the tile slots are touched.
+// symmetric buffer nor the tile slots are touched. Same bits as the flat block. Measured on one H200
+// with 8 emulated ranks (docs/performance.md) it is slower than the tile-flag flat block: one block
+// reads every peer's whole row, and LL packets double those bytes; the launchers do not use it.
 template <int VecsPerThread, int BlockThreads, class T, class Out, int MaxRanks, class Group>
 RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll_block(const Group& g, const core::peer_table<T, MaxRanks>& t,
                                                   const rmsnorm_args<T, Out>& a, int block, int num_blocks) {
@@ -128,10 +130,6 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
                                                const rmsnorm_args<T, Out>& a, tile_slots slots, int block,
                                                int num_blocks) {
   static_assert(Algo == algorithm::flat || Algo == algorithm::tree, "allreduce_rmsnorm_block: flat or tree");
-  if constexpr (Algo == algorithm::flat) {
-    if (rmsnorm_uses_ll<T>(t.signals, a.tokens, a.hidden, num_blocks))
-      return allreduce_rmsnorm_ll_block<VecsPerThread, BlockThreads>(g, t, a, block, num_blocks);
-  }
   using out_t = output_t<T, Out>;
   constexpr int e = gpu::elems_per_vec16<T>;
   const std::size_t tokens = a.tokens, hidden = a.hidden, vecs = hidden / e;

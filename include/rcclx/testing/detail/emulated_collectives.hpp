@@ -32,6 +32,9 @@ struct rank_buffers {
 // DDA AllReduce (flat or tree, chosen at compile time) on every emulated rank.
 template <class ReduceOp, algorithm Algo, class T, int MaxRanks>
 struct emulated_allreduce {
+  // The ready-made kernels' register budget (__launch_bounds__(512)): without it the compiler may
+  // give the flat/tree body more registers than a 512-thread block can have, and it cannot launch.
+  static constexpr int max_threads_per_block = 512;
   const core::peer_table<T, MaxRanks>* tables;  // device memory, indexed by rank
   rank_buffers<T, MaxRanks> buf;
   std::size_t count;

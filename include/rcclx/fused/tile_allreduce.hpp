@@ -416,7 +416,7 @@ class tile_allreduce {
       const std::size_t first = base_ / sizeof(T) + static_cast<std::size_t>(tile) * tile_elems_;
       visit<VPT>(g, tile, map, epi, [&](std::size_t vi, gpu::vec16& out) {
         const std::size_t off = first + vi * vec_elems;
-        acc_t acc[vec_elems];
+        acc_t acc[vec_elems] = {};  // set by rank 0's vector (n >= 1)
 #if RCCLX_DEVICE_COMPILE
 #  pragma unroll
 #endif
@@ -462,6 +462,8 @@ class tile_allreduce {
           gpu::vec16 x;
           get(c + static_cast<std::size_t>(k) * gs + tid, x);
           traits::unpack(x, v[k]);
+        } else {
+          for (float& x : v[k]) x = 0.0f;  // not passed to the stages
         }
       }
       epi(g, v, held);

@@ -139,7 +139,7 @@ struct row {
   std::string shape, out;
   std::size_t tokens = 0, hidden = 0, bytes = 0;  // bytes: the AllReduce's message per rank
   std::string fused_auto_algo, unfused_best_algo;
-  int fused_blocks = 0, dda_blocks = 0;
+  int fused_blocks = 0, unfused_blocks = 0;  // blocks per rank (gemm: fused kernel, plain GEMM)
   double fused_flat_us = 0, fused_tree_us = 0, fused_auto_us = 0;
   double unfused_flat_us = 0, unfused_tree_us = 0, unfused_best_us = 0;
   double first_kernel_us = 0;  // unfused, first kernel alone: the DDA AllReduce (rmsnorm) or the GEMM
@@ -445,6 +445,7 @@ class gemm_runner {
       const int fused_blocks = std::max(1, std::min({tiles, cap, rt::max_blocks_per_rank<gemm_example::gemm_allreduce>(n_, gemm_example::threads)}));
       const int gemm_blocks = std::max(1, std::min({tiles, on_host ? 4 : 1 << 20, rt::max_blocks_per_rank<gemm_example::gemm_partials>(n_, gemm_example::threads)}));
       r.fused_blocks = fused_blocks;
+      r.unfused_blocks = gemm_blocks;  // the same when both kernels get the same occupancy (they should)
       auto fused = [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, fused_blocks, gemm_example::threads, fused_k, st); };
       auto gemm = [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, gemm_blocks, gemm_example::threads, partial_k, st); };
       auto unfused = [&](algorithm a, rcclx::gpu::stream_t st) {
@@ -660,7 +661,7 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
     const row& r = rows[i];
     f << "    {\"kind\": \"" << r.kind << "\", \"shape\": \"" << r.shape << "\", \"tokens\": " << r.tokens
       << ", \"hidden\": " << r.hidden << ", \"bytes_per_rank\": " << r.bytes << ", \"output\": \"" << r.out
-      << "\", \"fused_auto_algorithm\": \"" << r.fused_auto_algo << "\", \"fused_blocks_per_rank\": " << r.fused_blocks
+      << "\", \"fused_auto_algorithm\": \"" << r.fused_auto_algo << "\", \"fused_blocks_per_rank\": " << r.fused_blocks << ", \"unfused_gemm_blocks_per_rank\": " << r.unfused_blocks
       << ", \"timing\": \"" << r.timing << "\", \"fused_flat_us\": " << num(r.fused_flat_us)
       << ", \"fused_tree_us\": " << num(r.fused_tree_us) << ", \"fused_auto_us\": " << num(r.fused_auto_us)
       << ", \"unfused_flat_us\": " << num(r.unfused_flat_us) << ", \"unfused_tree_us\": " << num(r.unfused_tree_us)

@@ -20,6 +20,9 @@ constexpr int BM = 64, BN = 64, BK = 16;  // output tile, and the K step staged 
 constexpr int micro_tiles = (BM / 4) * (BN / 4);  // 4 x 4 outputs each: 256 per tile
 constexpr bool on_gpu = rcclx::current_backend != rcclx::backend::host;
 constexpr int threads = on_gpu ? micro_tiles : 1;  // a host "block" is one thread doing all 256
+// Blocks per SM both kernels are compiled for (__launch_bounds__): what the GEMM alone reaches
+// (40 registers on sm_90), so the fused kernel gets the same persistent grid as the plain GEMM.
+constexpr int blocks_per_sm = 6;
 
 // The BM x BN tile (tm, tn) of A * B (A: M x K, B: K x N, row-major) in FP32: thread i of the group
 // computes micro tiles i, i + G, ... (MicroPerThread of them).
@@ -29,18 +32,24 @@ RCCLX_HOST_DEVICE void gemm_tile(const Group& g, const T* A, const T* B, std::si
   float(&As)[BK][BM + 4] = rcclx::gpu::block_shared<float[BK][BM + 4], struct a_stage>();  // +4: fewer bank conflicts
   float(&Bs)[BK][BN] = rcclx::gpu::block_shared<float[BK][BN], struct b_stage>();
   const int tid = g.thread_rank(), gs = g.size();
+  // The tile's corner in A and B, and how much of it lies inside them (int from here on: a tile is small).
+  const T* a = A + tm * BM * K;
+  const T* b = B + tn * BN;
+  const int rows = static_cast<int>(M - tm * BM < BM ? M - tm * BM : BM);
+  const int cols = static_cast<int>(N - tn * BN < BN ? N - tn * BN : BN);
   for (auto& u : acc)
     for (auto& row : u)
       for (float& x : row) x = 0.0f;
-  for (std::size_t k0 = 0; k0 < K; k0 += BK) {
+  for (std::size_t k0 = 0; k0 < K; k0 += BK, a += BK, b += BK * N) {
+    const int depth = static_cast<int>(K - k0 < BK ? K - k0 : BK);
     g.sync();  // everyone is done with the previous stage
     for (int i = tid; i < BM * BK; i += gs) {
-      const std::size_t r = tm * BM + i / BK, c = k0 + i % BK;
-      As[i % BK][i / BK] = r < M && c < K ? static_cast<float>(A[r * K + c]) : 0.0f;
+      const int r = i / BK, c = i % BK;
+      As[c][r] = r < rows && c < depth ? static_cast<float>(a[r * K + c]) : 0.0f;
     }
     for (int i = tid; i < BK * BN; i += gs) {
-      const std::size_t r = k0 + i / BN, c = tn * BN + i % BN;
-      Bs[i / BN][i % BN] = r < K && c < N ? static_cast<float>(B[r * N + c]) : 0.0f;
+      const int r = i / BN, c = i % BN;
+      Bs[r][c] = r < depth && c < cols ? static_cast<float>(b[r * N + c]) : 0.0f;
     }
     g.sync();
     for (int u = 0; u < MicroPerThread; ++u) {
@@ -52,6 +61,21 @@ RCCLX_HOST_DEVICE void gemm_tile(const Group& g, const T* A, const T* B, std::si
         for (int i = 0; i < 4; ++i)
           for (int j = 0; j < 4; ++j) acc[u][i][j] += a[i] * b[j];
       }
+    }
+  }
+}
+
+// Stores thread-held micro tiles of a BM x BN tile to dst (row-major, leading dimension ld),
+// rounded to T, leaving out rows >= rows and columns >= cols (outside the output).
+template <int MicroPerThread, class Group>
+RCCLX_HOST_DEVICE void store_tile(const Group& g, const float (&acc)[MicroPerThread][4][4], T* dst, std::size_t ld,
+                                  std::size_t rows, std::size_t cols) {
+  for (int u = 0; u < MicroPerThread; ++u) {
+    const int id = g.thread_rank() + u * g.size(), mu = id / (BN / 4), nu = id % (BN / 4);
+    if (static_cast<std::size_t>(nu * 4) >= cols) continue;  // cols is a multiple of 4
+    for (int i = 0; i < 4 && static_cast<std::size_t>(mu * 4 + i) < rows; ++i) {
+      T* row = dst + (mu * 4 + i) * ld + nu * 4;
+      for (int j = 0; j < 4; ++j) row[j] = T(acc[u][i][j]);
     }
   }
 }
@@ -73,6 +97,9 @@ struct add_bias {
 // One block of one emulated rank (testing::launch_emulated); in a real job this is the body of
 // your __global__ kernel with ix.rank = the process's rank, ix.block = blockIdx.x.
 struct gemm_allreduce {
+  // Compiled for 256-thread blocks, 6 resident per SM (CUDA; 6 waves per SIMD on AMD): the plain
+  // GEMM's occupancy, so the fused kernel runs the GEMM exactly as fast.
+  static constexpr int max_threads_per_block = threads, min_blocks_per_multiprocessor = blocks_per_sm;
   const rcclx::core::peer_table<T, max_ranks>* tables;  // every rank's view (device memory)
   const T* A[max_ranks];                               // rank r: M x K_r
   const T* B[max_ranks];                               // rank r: K_r x N
@@ -88,29 +115,27 @@ struct gemm_allreduce {
     const auto& t = tables[ix.rank];
     const fz::tile_map map{M, N, BM, BN};          // tile t = (t / tiles_per_row, t % tiles_per_row)
     const int tiles = static_cast<int>(map.num_tiles());
-    fz::tile_allreduce<T, max_ranks> ar(t, slots, map.tile_elems(), tiles);  // flat: every rank reduces
-    const fz::epilogue<add_bias, fz::store<T>> epi{{bias}, {C[ix.rank], N}};
-    bool ok = true;
-    int previous = -1;
+    // This call's half of the rank's symmetric buffer: tile t's partial product goes to
+    // inputs + t * tile_elems. Only this pointer lives through the GEMM loop; the AllReduce object
+    // is built after it, so the reduction takes no registers from the GEMM.
+    T* const inputs = fz::tile_allreduce<T, max_ranks>(t, slots, map.tile_elems(), tiles).input(0);
+    // 1. This block's GEMM tiles, one after another; each partial product, rounded to bf16 as an
+    //    unfused GEMM would store it, goes into the symmetric buffer (row-major BM x BN; what lies
+    //    outside C is left out: reduce skips it too).
     for (int tile = ix.block; tile < tiles; tile += ix.num_blocks) {
-      // 1. This rank's partial product of the tile, in registers.
       float acc[mpt][4][4];
       const std::size_t tm = tile / map.tiles_per_row(), tn = tile % map.tiles_per_row();
       gemm_tile<mpt>(g, A[ix.rank], B[ix.rank], M, N, K_r, tm, tn, acc);
-      // 2. Epilogue part one: into this rank's symmetric buffer (row-major BM x BN), flag up.
-      T* slot = ar.input(tile);
-      for (int u = 0; u < mpt; ++u) {
-        const int id = g.thread_rank() + u * g.size(), mu = id / (BN / 4), nu = id % (BN / 4);
-        for (int i = 0; i < 4; ++i)
-          for (int j = 0; j < 4; ++j) slot[(mu * 4 + i) * BN + nu * 4 + j] = T(acc[u][i][j]);
-      }
-      ar.publish(g, tile);
-      // 3. Epilogue part two, one tile behind: the peers have had a whole tile's time to finish
-      //    `previous`; sum it over the ranks, add the bias, store C.
-      if (previous >= 0 && ok) ok = ar.reduce<2>(g, previous, map, epi);
-      previous = tile;
+      store_tile<mpt>(g, acc, inputs + tile * map.tile_elems(), BN, M - tm * BM, N - tn * BN);
     }
-    if (previous >= 0 && ok) ok = ar.reduce<2>(g, previous, map, epi);
+    // 2. The same tiles summed over the ranks, plus the bias, into C. The blocks with this index on
+    //    the other ranks computed the same tiles at the same pace, so the flags are (nearly) all up:
+    //    one wait for all of them, then the reductions back to back, peer loads 4 at a time.
+    fz::tile_allreduce<T, max_ranks> ar(t, slots, map.tile_elems(), tiles);  // flat: every rank reduces
+    const fz::epilogue<add_bias, fz::store<T>> epi{{bias}, {C[ix.rank], N}};
+    ar.publish_strided(g, ix.block, ix.num_blocks);
+    bool ok = ar.wait_inputs_strided(g, ix.block, ix.num_blocks);
+    for (int tile = ix.block; tile < tiles && ok; tile += ix.num_blocks) ok = ar.reduce<1, 4>(g, tile, map, epi);
     ar.finish(g, ix.num_blocks);  // every block, once: the next call uses the other buffer half
   }
 };
@@ -119,6 +144,7 @@ struct gemm_allreduce {
 // The unfused first half, for comparison: the same GEMM, each rank's partial product written
 // row-major (M x N) to out[rank] (e.g. its symmetric buffer, for a DDA AllReduce to sum).
 struct gemm_partials {
+  static constexpr int max_threads_per_block = threads, min_blocks_per_multiprocessor = blocks_per_sm;
   const T* A[max_ranks];
   const T* B[max_ranks];
   T* out[max_ranks];
@@ -133,16 +159,7 @@ struct gemm_partials {
       float acc[mpt][4][4];
       const std::size_t tm = tile / map.tiles_per_row(), tn = tile % map.tiles_per_row();
       gemm_tile<mpt>(g, A[ix.rank], B[ix.rank], M, N, K_r, tm, tn, acc);
-      for (int u = 0; u < mpt; ++u) {
-        const int id = g.thread_rank() + u * g.size(), mu = id / (BN / 4), nu = id % (BN / 4);
-        for (int i = 0; i < 4; ++i) {
-          const std::size_t row = tm * BM + mu * 4 + i;
-          for (int j = 0; j < 4; ++j) {
-            const std::size_t col = tn * BN + nu * 4 + j;
-            if (row < M && col < N) out[ix.rank][row * N + col] = T(acc[u][i][j]);
-          }
-        }
-      }
+      store_tile<mpt>(g, acc, out[ix.rank] + tm * BM * N + tn * BN, N, M - tm * BM, N - tn * BN);
     }
   }
 };

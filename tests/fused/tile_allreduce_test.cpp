@@ -74,24 +74,27 @@ struct tile_kernel {
     const int tiles = static_cast<int>(map.num_tiles());
     fz::tile_allreduce<T, max_r, Algo> ar(tables[ix.rank], slots, map.tile_elems(), tiles);
     const chain_t<T> epi{{2.0f, 0.5f}, {residual, nullptr, map.cols}, {out[ix.rank], map.cols}, {out16[ix.rank], map.cols}};
-    // lag 0: publish each tile, reduce all at the end; 1: reduce one tile behind (the GEMM
-    // pattern); 2: write all, publish_strided, reduce all.
+    // lag 0: publish each tile, reduce all at the end; 1: reduce one tile behind; 2: write all,
+    // publish_strided, reduce all; 3 (example 04's GEMM): write all, publish_strided, one
+    // wait_inputs_strided, reduce all with 2 peers' loads in flight.
     bool ok = true;
     int previous = -1;
     for (int t = ix.block; t < tiles; t += ix.num_blocks) {
       T* in = ar.input(t);
       for (std::size_t e = static_cast<std::size_t>(g.thread_rank()); e < map.tile_elems(); e += static_cast<std::size_t>(g.size()))
         in[e] = T(tile_value(ix.rank, call, static_cast<std::size_t>(t), e));
-      if (lag == 2) continue;
+      if (lag >= 2) continue;
       ar.publish(g, t);
       if (lag == 1) {
         if (previous >= 0 && ok) ok = ar.template reduce<VPT>(g, previous, map, epi);
         previous = t;
       }
     }
-    if (lag == 2) ar.publish_strided(g, ix.block, ix.num_blocks);
+    if (lag >= 2) ar.publish_strided(g, ix.block, ix.num_blocks);
+    if (lag == 3) ok = ar.wait_inputs_strided(g, ix.block, ix.num_blocks);
     if (lag == 1 && previous >= 0 && ok) ok = ar.template reduce<VPT>(g, previous, map, epi);
-    for (int t = ix.block; t < tiles && lag != 1 && ok; t += ix.num_blocks) ok = ar.template reduce<VPT>(g, t, map, epi);
+    for (int t = ix.block; t < tiles && lag != 1 && ok; t += ix.num_blocks)
+      ok = lag == 3 ? ar.template reduce<VPT, 2>(g, t, map, epi) : ar.template reduce<VPT>(g, t, map, epi);
     ar.finish(g, ix.num_blocks);
   }
 };
@@ -233,7 +236,7 @@ TEMPLATE_TEST_CASE("fused tile_allreduce: flat and tree, all at once and one til
   tile_world<T> w(n, max_tile_elems * max_tiles, max_tiles, 64 * 64);
   std::uint32_t call = 1;
   for (const auto& map : maps()) {
-    for (const int lag : {0, 1, 2}) {
+    for (const int lag : {0, 1, 2, 3}) {
       for (const int blocks : on_host ? std::vector<int>{1, 3} : std::vector<int>{1, 7}) {
         CAPTURE(n, map.rows, map.cols, map.tile_rows, map.tile_cols, lag, blocks);
         const tile_out flat = run_tiles<T, algorithm::flat, 1>(w, map, call, lag, blocks);
@@ -260,7 +263,7 @@ TEST_CASE("fused tile_allreduce: back-to-back calls with changing tile shapes", 
   for (int c = 0; c < calls; ++c) {
     const auto& map = ms[g() % ms.size()];
     const bool tree = g() % 2;
-    const int lag = static_cast<int>(g() % 3), blocks = 1 + static_cast<int>(g() % (on_host ? 3 : 8));
+    const int lag = static_cast<int>(g() % 4), blocks = 1 + static_cast<int>(g() % (on_host ? 3 : 8));
     CAPTURE(c, map.rows, map.cols, tree, lag, blocks);
     // The call number is in every value: a stale tile from any earlier call is a wrong result.
     const auto o = tree ? run_tiles<T, algorithm::tree, 1>(w, map, c, lag, blocks)

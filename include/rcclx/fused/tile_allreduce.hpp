@@ -81,6 +81,7 @@ RCCLX_HOST_DEVICE constexpr int pad_blocks_for(int barrier_blocks, int max_tiles
 namespace detail {
 RCCLX_HOST_DEVICE constexpr std::size_t round16(std::size_t b) { return (b + 15) / 16 * 16; }
 inline constexpr std::size_t default_results = ~std::size_t{0};
+inline constexpr int all_peers = RCCLX_DETAIL_DDA_PEER_BATCH;  // reduce's default PeersInFlight
 }  // namespace detail
 
 template <class T, int MaxRanks = max_ranks, algorithm Algo = algorithm::flat, class ReduceOp = core::op_sum>
@@ -209,6 +210,26 @@ class tile_allreduce {
     return !g.sync_or(failed);
   }
 
+  // Group-collective: wait_inputs for every tile t = first, first + step, ... below num_tiles() at
+  // once (each thread polls the flags of other (tile, peer) pairs), e.g. before reducing a block's
+  // grid-stride tiles: one flag latency instead of one per tile. Flat, or tree where this rank owns
+  // the tiles (tiles it does not own are skipped).
+  template <class Group>
+  RCCLX_HOST_DEVICE bool wait_inputs_strided(const Group& g, int first, int step) const {
+    const core::signal_pads<MaxRanks>& s = t_->signals;
+    const int n = s.num_ranks;
+    const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
+    bool failed = false;
+    g.sync();  // the counters may have been advanced by other threads of the group (publish)
+    for (int i = g.thread_rank(); i < count * n && !failed; i += g.size()) {
+      const int tile = first + (i / n) * step, p = i % n, slot = slot_of(tile);
+      if (p == s.rank || owner(tile) != s.rank) continue;
+      failed = !core::detail::wait_flag(s, s.inbox_slot(s.rank, slot, p), *s.counter_slot(slot, p), tile, p,
+                                        core::barrier_kind::tile);
+    }
+    return !g.sync_or(failed);
+  }
+
   // Tree, group-collective on the owner after the whole group wrote the tile's result: raises the
   // result flag on every other rank.
   template <class Group>
@@ -259,23 +280,26 @@ class tile_allreduce {
   // Group-collective: the AllReduce of `tile`, handed to `epi` (a fused::epilogue, or any callable
   // with its signature) in chunks of VecsPerThread vectors per thread (thread i holds vectors
   // i, i + G, ... of the chunk, G = g.size()). map (tile_map, row_tiles) places the tile's elements
-  // in the output; vectors outside it are reduced but not passed on. With a row-wide epilogue the whole tile
-  // must fit in one chunk: VecsPerThread * G >= tile_elems / vec_elems.
+  // in the output; vectors outside it (the padding of edge tiles) are neither read nor passed on,
+  // so producers need not write them. With a row-wide epilogue the whole tile must fit in one
+  // chunk: VecsPerThread * G >= tile_elems / vec_elems.
+  // PeersInFlight: peers' vectors loaded at once per held vector (registers: 16 bytes each) before
+  // they are summed. The default (8) hides the most latency; a kernel whose occupancy is set by
+  // another phase (a GEMM main loop) passes fewer so the reduction needs no more registers than
+  // that phase: the sum is the same (rank order), it only takes more round trips.
   // flat: waits for every rank and reduces. tree: the owner waits, reduces, stores the T result in
   // results(owner) and publishes it; the others wait for it and read it. False if a wait expired.
-  template <int VecsPerThread, class Group, class Map, class Epilogue>
+  template <int VecsPerThread, int PeersInFlight = detail::all_peers, class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE bool reduce(const Group& g, int tile, const Map& map, const Epilogue& epi) const {
     if constexpr (Algo == algorithm::flat) {
-      return reduce_owned<VecsPerThread>(g, tile, map, epi);
+      return reduce_owned<VecsPerThread, PeersInFlight>(g, tile, map, epi);
     } else {
       const int r = rank(), o = owner(tile);
       const std::size_t tile_off = static_cast<std::size_t>(tile) * tile_elems_;
       if (o == r) {
         if (!wait_inputs(g, tile)) return false;
         T* res = reinterpret_cast<T*>(results(r)) + tile_off;
-        const auto src = sources(tile);
-        visit<VecsPerThread>(g, tile, map, epi, [&](std::size_t vi, gpu::vec16& v) {
-          v = dda::detail::reduce_vec<ReduceOp>(src, vi * vec_elems);
+        reduce_visit<VecsPerThread, PeersInFlight>(g, tile, map, epi, [&](std::size_t vi, const gpu::vec16& v) {
           gpu::store16(res + vi * vec_elems, v);
         });
         publish_result(g, tile);
@@ -292,13 +316,10 @@ class tile_allreduce {
   // Group-collective, flat or tree owner only: waits for every rank's `tile`, reduces it and hands
   // it to `epi`, publishing nothing. A tree kernel with its own result payload (e.g. normalised rows)
   // writes it into results(rank()) from its epilogue and then calls publish_result.
-  template <int VecsPerThread, class Group, class Map, class Epilogue>
+  template <int VecsPerThread, int PeersInFlight = detail::all_peers, class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE bool reduce_owned(const Group& g, int tile, const Map& map, const Epilogue& epi) const {
     if (!wait_inputs(g, tile)) return false;
-    const auto src = sources(tile);
-    visit<VecsPerThread>(g, tile, map, epi, [&](std::size_t vi, gpu::vec16& v) {
-      v = dda::detail::reduce_vec<ReduceOp>(src, vi * vec_elems);
-    });
+    reduce_visit<VecsPerThread, PeersInFlight>(g, tile, map, epi, [](std::size_t, const gpu::vec16&) {});
     return true;
   }
 
@@ -372,8 +393,57 @@ class tile_allreduce {
     return src;
   }
 
-  // Runs `get(vector_index, v)` for the vectors of `tile` this thread holds, chunk by chunk, and
-  // the epilogue on each chunk.
+  // visit() with every held vector summed over the ranks (then passed to `sink(vi, sum)`).
+  template <int VPT, int PeersInFlight, class Group, class Map, class Epilogue, class Sink>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_visit(const Group& g, int tile, const Map& map, const Epilogue& epi,
+                                                        Sink&& sink) const {
+    static_assert(PeersInFlight >= 1, "rcclx::fused::tile_allreduce: PeersInFlight must be >= 1");
+    constexpr int batch = PeersInFlight < RCCLX_DETAIL_DDA_PEER_BATCH ? PeersInFlight : RCCLX_DETAIL_DDA_PEER_BATCH;
+    if constexpr (batch >= RCCLX_DETAIL_DDA_PEER_BATCH || batch >= MaxRanks) {
+      // Every peer at once (the DDA kernels' loop): pointers copied out of the table once per tile.
+      const auto src = sources(tile);
+      visit<VPT>(g, tile, map, epi, [&](std::size_t vi, gpu::vec16& v) {
+        v = dda::detail::reduce_vec<ReduceOp>(src, vi * vec_elems);
+        sink(vi, v);
+      });
+    } else {
+      // `batch` peers at a time, addresses taken from the table at each use (no pointer array held
+      // in registers); the same rank-order sum as dda::detail::reduce_vec, so the same bits.
+      using traits = core::value_traits<T>;
+      using acc_t = typename traits::acc_type;
+      const ReduceOp op{};
+      const int n = num_ranks();
+      const std::size_t first = base_ / sizeof(T) + static_cast<std::size_t>(tile) * tile_elems_;
+      visit<VPT>(g, tile, map, epi, [&](std::size_t vi, gpu::vec16& out) {
+        const std::size_t off = first + vi * vec_elems;
+        acc_t acc[vec_elems] = {};  // set by rank 0's vector (n >= 1)
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+        for (int p0 = 0; p0 < MaxRanks; p0 += batch) {  // compile-time trip count: constant indices
+          if (p0 >= n) break;
+          gpu::vec16 v[batch] = {};
+          for (int j = 0; j < batch; ++j)
+            if (p0 + j < n) v[j] = gpu::load16(t_->data[p0 + j] + off);
+          for (int j = 0; j < batch; ++j) {
+            if (p0 + j >= n) continue;
+            if (p0 + j == 0) {
+              traits::unpack(v[j], acc);
+            } else {
+              acc_t x[vec_elems];
+              traits::unpack(v[j], x);
+              for (int i = 0; i < vec_elems; ++i) acc[i] = op(acc[i], x[i]);
+            }
+          }
+        }
+        out = traits::pack(acc);
+        sink(vi, out);
+      });
+    }
+  }
+
+  // Runs `get(vector_index, v)` for the vectors of `tile` this thread holds that lie inside the
+  // output, chunk by chunk, and the epilogue on each chunk.
   template <int VPT, class Group, class Map, class Epilogue, class Get>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void visit(const Group& g, int tile, const Map& map, const Epilogue& epi,
                                                  Get&& get) const {
@@ -383,18 +453,20 @@ class tile_allreduce {
     const std::size_t tid = static_cast<std::size_t>(g.thread_rank());
     for (std::size_t c = 0; c < vecs; c += gs * VPT) {
       float v[VPT][e];
+      const held_vectors<Map, e> held{map, static_cast<std::size_t>(tile), c + tid, gs, vecs};
 #if RCCLX_DEVICE_COMPILE
 #  pragma unroll
 #endif
       for (int k = 0; k < VPT; ++k) {
-        const std::size_t vi = c + static_cast<std::size_t>(k) * gs + tid;
-        if (vi < vecs) {
+        if (held.holds(k)) {
           gpu::vec16 x;
-          get(vi, x);
+          get(c + static_cast<std::size_t>(k) * gs + tid, x);
           traits::unpack(x, v[k]);
+        } else {
+          for (float& x : v[k]) x = 0.0f;  // not passed to the stages
         }
       }
-      epi(g, v, held_vectors<Map, e>{map, static_cast<std::size_t>(tile), c + tid, gs, vecs});
+      epi(g, v, held);
     }
   }
 

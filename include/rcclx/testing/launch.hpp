@@ -16,6 +16,10 @@
 // `static constexpr int max_threads_per_block = K;`: its kernel is then compiled with
 // __launch_bounds__(K), so the compiler keeps registers within what K threads can have (without a
 // bound a large kernel may take more than a 512-thread block can be given, and fail to launch).
+// It may also declare `static constexpr int min_blocks_per_multiprocessor = M;` (with
+// max_threads_per_block): __launch_bounds__(K, M), so the compiler keeps registers low enough for M
+// such blocks per SM (CUDA) / M waves per SIMD (HIP: one wave per SIMD per 256-thread block) to be
+// resident, e.g. to give a fused kernel the occupancy of the plain kernel it extends.
 #pragma once
 
 #include <exception>
@@ -49,6 +53,15 @@ template <class F>
 struct max_threads_of<F, std::void_t<decltype(F::max_threads_per_block)>> {
   static constexpr int value = F::max_threads_per_block;
 };
+template <class F, class = void>
+struct min_blocks_of {
+  static constexpr int value = 0;  // no bound declared
+};
+template <class F>
+struct min_blocks_of<F, std::void_t<decltype(F::min_blocks_per_multiprocessor)>> {
+  static constexpr int value = F::min_blocks_per_multiprocessor;
+  static_assert(max_threads_of<F>::value > 0, "min_blocks_per_multiprocessor needs max_threads_per_block");
+};
 
 #if RCCLX_BACKEND_GPU
 template <class F>
@@ -68,6 +81,19 @@ template <class F, int MaxThreads>
 RCCLX_GLOBAL void __launch_bounds__(MaxThreads) emulated_kernel_bounded(F f, int num_ranks, int blocks_per_rank) {
   run_emulated_block(f, num_ranks, blocks_per_rank);
 }
+template <class F, int MaxThreads, int MinBlocks>
+RCCLX_GLOBAL void __launch_bounds__(MaxThreads, MinBlocks)
+    emulated_kernel_occupancy(F f, int num_ranks, int blocks_per_rank) {
+  run_emulated_block(f, num_ranks, blocks_per_rank);
+}
+// The kernel launch_emulated uses for F.
+template <class F>
+constexpr auto emulated_kernel_for() {
+  constexpr int bound = max_threads_of<F>::value, min_blocks = min_blocks_of<F>::value;
+  if constexpr (bound > 0 && min_blocks > 0) return &emulated_kernel_occupancy<F, bound, min_blocks>;
+  else if constexpr (bound > 0) return &emulated_kernel_bounded<F, bound>;
+  else return &emulated_kernel<F>;
+}
 #endif
 }  // namespace detail
 
@@ -79,10 +105,7 @@ inline int max_blocks_per_rank(int num_ranks, int threads_per_block) {
 #if RCCLX_BACKEND_GPU
   constexpr int bound = detail::max_threads_of<F>::value;
   if (bound > 0 && threads_per_block > bound) return 0;  // the kernel cannot run blocks this large
-  int resident;
-  if constexpr (bound > 0) resident = gpu::max_resident_blocks(detail::emulated_kernel_bounded<F, bound>, threads_per_block);
-  else resident = gpu::max_resident_blocks(detail::emulated_kernel<F>, threads_per_block);
-  return resident / num_ranks;
+  return gpu::max_resident_blocks(detail::emulated_kernel_for<F>(), threads_per_block) / num_ranks;
 #else
   (void)threads_per_block;
   (void)num_ranks;
@@ -104,13 +127,15 @@ inline void launch_emulated(int num_ranks, int blocks_per_rank, int threads_per_
                     " blocks of " + std::to_string(threads_per_block) +
                     " threads cannot all be resident on this GPU (at most " + std::to_string(limit) +
                     " blocks per rank)");
-  constexpr int bound = detail::max_threads_of<F>::value;
-  if constexpr (bound > 0)
-    detail::emulated_kernel_bounded<F, bound>
-        <<<num_ranks * blocks_per_rank, threads_per_block, 0, stream>>>(f, num_ranks, blocks_per_rank);
+  constexpr int bound = detail::max_threads_of<F>::value, min_blocks = detail::min_blocks_of<F>::value;
+  const int grid = num_ranks * blocks_per_rank;
+  if constexpr (bound > 0 && min_blocks > 0)
+    detail::emulated_kernel_occupancy<F, bound, min_blocks><<<grid, threads_per_block, 0, stream>>>(f, num_ranks,
+                                                                                                  blocks_per_rank);
+  else if constexpr (bound > 0)
+    detail::emulated_kernel_bounded<F, bound><<<grid, threads_per_block, 0, stream>>>(f, num_ranks, blocks_per_rank);
   else
-    detail::emulated_kernel<F><<<num_ranks * blocks_per_rank, threads_per_block, 0, stream>>>(f, num_ranks,
-                                                                                            blocks_per_rank);
+    detail::emulated_kernel<F><<<grid, threads_per_block, 0, stream>>>(f, num_ranks, blocks_per_rank);
   gpu::check_launch("launch_emulated");
 #else
   (void)threads_per_block;

@@ -130,6 +130,20 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T from_float(float x) {
   }
 }
 
+// Two floats -> two bf16 (round to nearest even; NaN -> quiet NaN with its sign, as bf16(float)),
+// `lo` in the low half. NVIDIA sm_80+ rounds both with one cvt.rn.bf16x2.f32 (the same bits for
+// every non-NaN input, subnormals included; NaN pairs take the software path for the payload).
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t float2_to_bf16x2(float lo, float hi) {
+#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE && RCCLX_CUDA_ARCH >= 800
+  if (lo == lo && hi == hi) {
+    std::uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));  // first source -> upper half
+    return r;
+  }
+#endif
+  return static_cast<std::uint32_t>(bf16::from_float(lo)) | (static_cast<std::uint32_t>(bf16::from_float(hi)) << 16);
+}
+
 template <class Format, overflow Mode, path Path, int N, class T>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE packed<N> encode_packed_impl(const T (&x)[N]) {
   packed<N> r;

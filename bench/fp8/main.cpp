@@ -325,7 +325,8 @@ std::string tuning_cpp() {
   add(f8::bulk_prefetch, "bulk_prefetch");
   add(f8::bulk_load_no_l1, "bulk_load_no_l1");
   return "bulk_tuning<" + std::to_string(Tn::unroll) + ", " + std::to_string(Tn::lane_elems) + ", " +
-         (f.empty() ? "0" : f) + ", " + std::to_string(Tn::waves) + ", " + std::to_string(Tn::threads) + ">";
+         (f.empty() ? "0" : f) + ", " + std::to_string(Tn::waves) + ", " + std::to_string(Tn::threads) + ", " +
+         std::to_string(Tn::min_blocks) + ">";
 }
 template <class Tn>
 std::string tuning_label() {
@@ -337,6 +338,7 @@ std::string tuning_label() {
   if (Tn::flags & f8::bulk_load_no_l1) s += " ld.noL1";
   s += Tn::waves == 0 ? " grid=tiles" : Tn::waves == 1 ? "" : " waves" + std::to_string(Tn::waves);
   if (Tn::threads != 256) s += " T" + std::to_string(Tn::threads);
+  if (Tn::min_blocks) s += " minB" + std::to_string(Tn::min_blocks);
   return s;
 }
 

@@ -267,7 +267,7 @@ struct block_dequantize {
   }
 
   // bf16 output as packed pairs (element 2i in the low half of w[i]), ready for vector stores.
-  // Same bits as the element form; NVIDIA sm_80+ rounds two values per cvt.rn.bf16x2.f32.
+  // Same bits as the element form (see detail::floats_to_bf16_pairs).
   template <int N>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void to_bf16_pairs(const packed<N>& q, scale_type s, std::uint32_t (&w)[N / 2]) const {
     static_assert(N % 2 == 0, "to_bf16_pairs: an even number of codes");
@@ -275,7 +275,8 @@ struct block_dequantize {
     float f[N];
     decode_packed<Format, Path>(q, f);
     RCCLX_DETAIL_FP8_UNROLL
-    for (int i = 0; i < N / 2; ++i) w[i] = detail::float2_to_bf16x2(f[2 * i] * m, f[2 * i + 1] * m);
+    for (int i = 0; i < N; ++i) f[i] *= m;
+    detail::floats_to_bf16_pairs(f, w);
   }
 
   // Memory form: out[i] = decode(in[i]) * scale for i in [0, count).

@@ -56,7 +56,10 @@ enum bulk_flag : int {
 //   Waves      launchers only: grid = Waves x the blocks resident on the device at once, each thread
 //              looping over rounds (grid-stride); 0 = one round per thread (a block per tile)
 //   Threads    launchers only: threads per block (a multiple of 64, at most 1024)
-template <int Unroll, int LaneElems = 0, int Flags = 0, int Waves = 1, int Threads = 256>
+//   MinBlocks  launchers only, NVIDIA: __launch_bounds__(Threads, MinBlocks) asks for registers so
+//              that MinBlocks blocks fit per SM (8 x 256 threads = full occupancy = <= 32
+//              registers); 0 = no constraint
+template <int Unroll, int LaneElems = 0, int Flags = 0, int Waves = 1, int Threads = 256, int MinBlocks = 0>
 struct bulk_tuning {
   static_assert(Unroll >= 1 && Unroll <= 8, "bulk_tuning: Unroll must be in [1, 8]");
   static_assert(LaneElems >= 0, "bulk_tuning: LaneElems must be >= 0 (0 = default)");
@@ -69,6 +72,8 @@ struct bulk_tuning {
   static constexpr int flags = Flags;
   static constexpr int waves = Waves;
   static constexpr int threads = Threads;
+  static constexpr int min_blocks = MinBlocks;
+  static_assert(MinBlocks >= 0 && MinBlocks * Threads <= 2048, "bulk_tuning: MinBlocks x Threads must be <= 2048");
 };
 
 namespace detail {
@@ -228,9 +233,9 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_elements(const T* p, T (&x)[E]) {
 }
 
 // Fragment f of in[0, n): elements [f*E, f*E + E), zero past n (all zero when f*E >= n).
-template <int E, int Flags, class T>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_fragment(const T* in, std::size_t n, std::size_t f, T (&x)[E]) {
-  const std::size_t first = f * E;
+template <int E, int Flags, class T, class I>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_fragment(const T* in, I n, I f, T (&x)[E]) {
+  const I first = f * E;
   if (first + E <= n) {
     load_elements<E, Flags>(in + first, x);
   } else {
@@ -290,10 +295,9 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_codes(std::uint8_t* p, const pack
 }
 
 // Fragment f of payload[0, n) (codes past n are not written).
-template <int E, int Flags>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_code_fragment(std::uint8_t* payload, std::size_t n, std::size_t f,
-                                                             const packed<E>& q) {
-  const std::size_t first = f * E;
+template <int E, int Flags, class I>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_code_fragment(std::uint8_t* payload, I n, I f, const packed<E>& q) {
+  const I first = f * E;
   if (first + E <= n) {
 #if RCCLX_DEVICE_COMPILE
     store_codes<Flags>(payload + first, q);
@@ -333,20 +337,18 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T element_of_words(const std::uint32_t* w, i
 
 }  // namespace detail
 
-// Grid-stride body of quantize_blocks, for your own kernels. Call from `num_threads` threads with
-// ids `thread` in [0, num_threads), all of them (the lanes sharing a block exchange values, so
-// warps must be whole and converged: num_threads a multiple of 32, thread ids consecutive within
-// a warp, e.g. blockIdx.x * blockDim.x + threadIdx.x with blockDim.x a multiple of 32).
-//
-// Work is cut in rounds of Unroll x num_threads fragments; a lane loads its Unroll fragments of a
-// round (all in flight), then converts and stores them. The round count is the same for every
-// thread, so lanes sharing a block always run together. Rounds that lie wholly inside [0, n) (all
-// but the last) take a path without per-fragment bounds checks.
-template <class Format, int BlockSize = 32, scale_kind Scale = scale_kind::fp32, path Path = path::automatic,
-          class T, class Tuning = typename detail::bulk_defaults<T, Scale>::quantize>
-RCCLX_HOST_DEVICE void quantize_blocks_range(const T* in, std::size_t n, std::uint8_t* payload,
-                                             scale_type_t<Scale>* scales, std::size_t thread,
-                                             std::size_t num_threads) {
+namespace detail {
+
+// Element and fragment indices are 32-bit when n and the rounds fit (fewer registers and
+// instructions per fragment; every bulk launch below 2^31 elements), 64-bit otherwise.
+template <int E>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool bulk_fits_32(std::size_t n, std::size_t round) {
+  return n <= 0x7FFFFFFFu && round <= 0x0FFFFFFFu / E;
+}
+
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
+RCCLX_HOST_DEVICE void quantize_body(const T* in, I n, std::uint8_t* payload, scale_type_t<Scale>* scales, I thread,
+                                     I num_threads) {
   static_assert(detail::is_block_element_v<T>, "quantize_blocks: elements must be float or rcclx::bf16");
   constexpr int E = detail::quantize_lane_elems<Tuning, BlockSize, T>();
   constexpr int U = Tuning::unroll;
@@ -355,12 +357,12 @@ RCCLX_HOST_DEVICE void quantize_blocks_range(const T* in, std::size_t n, std::ui
   static_assert(E >= 1 && BlockSize % E == 0, "quantize_blocks: LaneElems must divide BlockSize");
   static_assert(BlockSize >= E, "quantize_blocks: BlockSize must be at least 16 bytes of elements (4 float, 8 bf16)");
   static_assert(lanes <= 32, "quantize_blocks: a block may span at most 32 lanes (raise LaneElems)");
-  const std::size_t num_frags = (n + E - 1) / E, full_frags = n / E, round = U * num_threads;
+  const I num_frags = (n + E - 1) / E, full_frags = n / E, round = U * num_threads;
   const bool leader = thread % lanes == 0;  // fragment indices keep thread % lanes (num_threads % 32 == 0)
   const block_quantize<Format, BlockSize, Scale, Path> quant{};
 
   // Loads round `base` into x; fragments past n read as zeros (their codes are not stored).
-  auto load_round = [&](std::size_t base, T (&x)[U][E]) {
+  auto load_round = [&](I base, T (&x)[U][E]) {
     if (base + round <= full_frags) {  // the same answer in every thread
       RCCLX_DETAIL_FP8_UNROLL
       for (int u = 0; u < U; ++u) detail::load_elements<E, F>(in + (base + u * num_threads + thread) * E, x[u]);
@@ -372,7 +374,7 @@ RCCLX_HOST_DEVICE void quantize_blocks_range(const T* in, std::size_t n, std::ui
 
   T x[U][E];
   if constexpr ((F & bulk_prefetch) != 0) load_round(0, x);
-  for (std::size_t base = 0; base < num_frags; base += round) {
+  for (I base = 0; base < num_frags; base += round) {
     T next[U][E];
     if constexpr ((F & bulk_prefetch) != 0) {
       load_round(base + round, next);  // all zeros (no access) past the end
@@ -382,7 +384,7 @@ RCCLX_HOST_DEVICE void quantize_blocks_range(const T* in, std::size_t n, std::ui
     const bool whole = base + round <= full_frags;
     RCCLX_DETAIL_FP8_UNROLL
     for (int u = 0; u < U; ++u) {
-      const std::size_t f = base + u * num_threads + thread;
+      const I f = base + u * num_threads + thread;
       packed<E> q;
       const auto s = quant(x[u], q);
       if (whole) {
@@ -407,13 +409,10 @@ RCCLX_HOST_DEVICE void quantize_blocks_range(const T* in, std::size_t n, std::ui
   }
 }
 
-// Grid-stride body of dequantize_blocks (no cooperation between threads needed). Rounds as in
-// quantize_blocks_range; each fragment is LaneElems codes (default: 16 bytes of output) and its
-// block's scale.
-template <class Format, int BlockSize = 32, scale_kind Scale = scale_kind::fp32, path Path = path::automatic,
-          class T, class Tuning = typename detail::bulk_defaults<T, Scale>::dequantize>
-RCCLX_HOST_DEVICE void dequantize_blocks_range(const std::uint8_t* payload, const scale_type_t<Scale>* scales,
-                                               std::size_t n, T* out, std::size_t thread, std::size_t num_threads) {
+
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
+RCCLX_HOST_DEVICE void dequantize_body(const std::uint8_t* payload, const scale_type_t<Scale>* scales, I n, T* out,
+                                       I thread, I num_threads) {
   static_assert(detail::is_block_element_v<T>, "dequantize_blocks: elements must be float or rcclx::bf16");
   constexpr int E = detail::dequantize_lane_elems<Tuning, T>();
   constexpr int U = Tuning::unroll;
@@ -422,21 +421,21 @@ RCCLX_HOST_DEVICE void dequantize_blocks_range(const std::uint8_t* payload, cons
   static_assert(BlockSize % E == 0, "dequantize_blocks: BlockSize must be a multiple of LaneElems");
   static_assert((E * sizeof(T)) % 16 == 0, "dequantize_blocks: LaneElems must make whole 16-byte stores");
   using scale_t = scale_type_t<Scale>;
-  const std::size_t num_frags = (n + E - 1) / E, full_frags = n / E, round = U * num_threads;
+  const I num_frags = (n + E - 1) / E, full_frags = n / E, round = U * num_threads;
   const block_dequantize<Format, BlockSize, Scale, Path> dequant{};
 
-  auto load_round = [&](std::size_t base, packed<E> (&q)[U], scale_t (&s)[U]) {
+  auto load_round = [&](I base, packed<E> (&q)[U], scale_t (&s)[U]) {
     if (base + round <= full_frags) {
       RCCLX_DETAIL_FP8_UNROLL
       for (int u = 0; u < U; ++u) {
-        const std::size_t f = base + u * num_threads + thread;
+        const I f = base + u * num_threads + thread;
         q[u] = detail::load_codes<F, E>(payload + f * E);
         s[u] = scales[f / (BlockSize / E)];
       }
     } else {
       RCCLX_DETAIL_FP8_UNROLL
       for (int u = 0; u < U; ++u) {
-        const std::size_t f = base + u * num_threads + thread;
+        const I f = base + u * num_threads + thread;
         for (int i = 0; i < packed<E>::num_words; ++i) q[u].w[i] = 0;
         s[u] = scale_t{};
         if (f < num_frags) {
@@ -456,7 +455,7 @@ RCCLX_HOST_DEVICE void dequantize_blocks_range(const std::uint8_t* payload, cons
   packed<E> q[U];
   scale_t s[U];
   if constexpr ((F & bulk_prefetch) != 0) load_round(0, q, s);
-  for (std::size_t base = 0; base < num_frags; base += round) {
+  for (I base = 0; base < num_frags; base += round) {
     packed<E> next_q[U];
     scale_t next_s[U];
     if constexpr ((F & bulk_prefetch) != 0) {
@@ -467,7 +466,7 @@ RCCLX_HOST_DEVICE void dequantize_blocks_range(const std::uint8_t* payload, cons
     const bool whole = base + round <= full_frags;
     RCCLX_DETAIL_FP8_UNROLL
     for (int u = 0; u < U; ++u) {
-      const std::size_t f = base + u * num_threads + thread;
+      const I f = base + u * num_threads + thread;
       std::uint32_t w[W];
       detail::dequantize_words<decltype(dequant), E, T>(dequant, q[u], s[u], w);
       if (whole || (f + 1) * E <= n) {
@@ -496,7 +495,57 @@ RCCLX_HOST_DEVICE void dequantize_blocks_range(const std::uint8_t* payload, cons
   }
 }
 
+}  // namespace detail
+
+// Grid-stride body of quantize_blocks, for your own kernels. Call from `num_threads` threads with
+// ids `thread` in [0, num_threads), all of them (the lanes sharing a block exchange values, so
+// warps must be whole and converged: num_threads a multiple of 32, thread ids consecutive within
+// a warp, e.g. blockIdx.x * blockDim.x + threadIdx.x with blockDim.x a multiple of 32).
+//
+// Work is cut in rounds of Unroll x num_threads fragments; a lane loads its Unroll fragments of a
+// round (all in flight), then converts and stores them. The round count is the same for every
+// thread, so lanes sharing a block always run together. Rounds that lie wholly inside [0, n) (all
+// but the last) take a path without per-fragment bounds checks.
+template <class Format, int BlockSize = 32, scale_kind Scale = scale_kind::fp32, path Path = path::automatic,
+          class T, class Tuning = typename detail::bulk_defaults<T, Scale>::quantize>
+RCCLX_HOST_DEVICE void quantize_blocks_range(const T* in, std::size_t n, std::uint8_t* payload,
+                                             scale_type_t<Scale>* scales, std::size_t thread,
+                                             std::size_t num_threads) {
+  constexpr int U = Tuning::unroll;
+  constexpr int E = detail::quantize_lane_elems<Tuning, BlockSize, T>();
+  if (detail::bulk_fits_32<E>(n, U * num_threads)) {
+    detail::quantize_body<Format, BlockSize, Scale, Path, T, Tuning, std::uint32_t>(
+        in, static_cast<std::uint32_t>(n), payload, scales, static_cast<std::uint32_t>(thread),
+        static_cast<std::uint32_t>(num_threads));
+  } else {
+    detail::quantize_body<Format, BlockSize, Scale, Path, T, Tuning, std::size_t>(in, n, payload, scales, thread,
+                                                                                 num_threads);
+  }
+}
+
+// Grid-stride body of dequantize_blocks (no cooperation between threads needed). Rounds as in
+// quantize_blocks_range; each fragment is LaneElems codes (default: 16 bytes of output) and its
+// block's scale.
+template <class Format, int BlockSize = 32, scale_kind Scale = scale_kind::fp32, path Path = path::automatic,
+          class T, class Tuning = typename detail::bulk_defaults<T, Scale>::dequantize>
+RCCLX_HOST_DEVICE void dequantize_blocks_range(const std::uint8_t* payload, const scale_type_t<Scale>* scales,
+                                               std::size_t n, T* out, std::size_t thread, std::size_t num_threads) {
+  constexpr int U = Tuning::unroll;
+  constexpr int E = detail::dequantize_lane_elems<Tuning, T>();
+  if (detail::bulk_fits_32<E>(n, U * num_threads)) {
+    detail::dequantize_body<Format, BlockSize, Scale, Path, T, Tuning, std::uint32_t>(
+        payload, scales, static_cast<std::uint32_t>(n), out, static_cast<std::uint32_t>(thread),
+        static_cast<std::uint32_t>(num_threads));
+  } else {
+    detail::dequantize_body<Format, BlockSize, Scale, Path, T, Tuning, std::size_t>(payload, scales, n, out, thread,
+                                                                                   num_threads);
+  }
+}
+
 #if RCCLX_BACKEND_GPU
+// The kernels; the _bounded twins carry __launch_bounds__ for Tuning::min_blocks > 0 (a kernel
+// without the attribute keeps the compiler's own register heuristics, which a bound of
+// (Threads, 1) would change).
 template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning>
 RCCLX_GLOBAL void quantize_blocks_kernel(const T* in, std::size_t n, std::uint8_t* payload,
                                          scale_type_t<Scale>* scales) {
@@ -512,6 +561,48 @@ RCCLX_GLOBAL void dequantize_blocks_kernel(const std::uint8_t* payload, const sc
       payload, scales, n, out, static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x,
       static_cast<std::size_t>(gridDim.x) * blockDim.x);
 }
+
+#  if RCCLX_BACKEND_CUDA
+#    define RCCLX_DETAIL_FP8_BULK_BOUNDS(Tn) __launch_bounds__(Tn::threads, Tn::min_blocks)
+#  else  // HIP's second argument means something else (waves per EU); the thread bound only
+#    define RCCLX_DETAIL_FP8_BULK_BOUNDS(Tn) __launch_bounds__(Tn::threads)
+#  endif
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning>
+RCCLX_GLOBAL void RCCLX_DETAIL_FP8_BULK_BOUNDS(Tuning)
+    quantize_blocks_kernel_bounded(const T* in, std::size_t n, std::uint8_t* payload, scale_type_t<Scale>* scales) {
+  quantize_blocks_range<Format, BlockSize, Scale, Path, T, Tuning>(
+      in, n, payload, scales, static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+      static_cast<std::size_t>(gridDim.x) * blockDim.x);
+}
+
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning>
+RCCLX_GLOBAL void RCCLX_DETAIL_FP8_BULK_BOUNDS(Tuning)
+    dequantize_blocks_kernel_bounded(const std::uint8_t* payload, const scale_type_t<Scale>* scales, std::size_t n,
+                                     T* out) {
+  dequantize_blocks_range<Format, BlockSize, Scale, Path, T, Tuning>(
+      payload, scales, n, out, static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+      static_cast<std::size_t>(gridDim.x) * blockDim.x);
+}
+#  undef RCCLX_DETAIL_FP8_BULK_BOUNDS
+
+namespace detail {
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning>
+constexpr auto quantize_kernel_of() {
+  if constexpr (Tuning::min_blocks > 0) {
+    return &quantize_blocks_kernel_bounded<Format, BlockSize, Scale, Path, T, Tuning>;
+  } else {
+    return &quantize_blocks_kernel<Format, BlockSize, Scale, Path, T, Tuning>;
+  }
+}
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning>
+constexpr auto dequantize_kernel_of() {
+  if constexpr (Tuning::min_blocks > 0) {
+    return &dequantize_blocks_kernel_bounded<Format, BlockSize, Scale, Path, T, Tuning>;
+  } else {
+    return &dequantize_blocks_kernel<Format, BlockSize, Scale, Path, T, Tuning>;
+  }
+}
+}  // namespace detail
 #endif
 
 namespace detail {
@@ -557,7 +648,7 @@ inline void quantize_blocks(const T* in, std::size_t n, std::uint8_t* payload, s
   detail::check_bulk_pointer(payload, 16, "quantize_blocks", "payload");
   detail::check_bulk_pointer(scales, alignof(scale_type_t<Scale>), "quantize_blocks", "scales");
 #if RCCLX_BACKEND_GPU
-  constexpr auto kernel = quantize_blocks_kernel<Format, BlockSize, Scale, Path, T, Tuning>;
+  constexpr auto kernel = detail::quantize_kernel_of<Format, BlockSize, Scale, Path, T, Tuning>();
   constexpr int E = detail::quantize_lane_elems<Tuning, BlockSize, T>();
   kernel<<<detail::bulk_grid<kernel, Tuning>((n + E - 1) / E), Tuning::threads, 0, stream>>>(in, n, payload, scales);
   gpu::check_launch("rcclx::fp8::quantize_blocks");
@@ -579,7 +670,7 @@ inline void dequantize_blocks(const std::uint8_t* payload, const scale_type_t<Sc
   detail::check_bulk_pointer(scales, alignof(scale_type_t<Scale>), "dequantize_blocks", "scales");
   detail::check_bulk_pointer(out, 16, "dequantize_blocks", "out");
 #if RCCLX_BACKEND_GPU
-  constexpr auto kernel = dequantize_blocks_kernel<Format, BlockSize, Scale, Path, T, Tuning>;
+  constexpr auto kernel = detail::dequantize_kernel_of<Format, BlockSize, Scale, Path, T, Tuning>();
   constexpr int E = detail::dequantize_lane_elems<Tuning, T>();
   kernel<<<detail::bulk_grid<kernel, Tuning>((n + E - 1) / E), Tuning::threads, 0, stream>>>(payload, scales, n, out);
   gpu::check_launch("rcclx::fp8::dequantize_blocks");

@@ -347,16 +347,20 @@ struct tunings {};
 using f8::bulk_tuning;
 constexpr int PF = f8::bulk_prefetch, SS = f8::bulk_store_streaming, LS = f8::bulk_load_streaming,
               NL = f8::bulk_load_no_l1;
-// Candidates (the first of each list is the tuning the previous defaults used).
+// Candidates. The first of each list is the tuning of the previous defaults; registers per thread
+// (nvcc 13, sm_90) decide the occupancy: <= 32 gives 2048 threads per SM, 40 gives 1536; MinBlocks 8
+// (the sixth argument) asks for 32.
 using quantize_f32_candidates =
     tunings<bulk_tuning<2>, bulk_tuning<2, 0, PF>, bulk_tuning<1, 0, PF>, bulk_tuning<1>, bulk_tuning<2, 0, SS>,
-            bulk_tuning<2, 0, PF | SS>, bulk_tuning<2, 0, PF | LS>, bulk_tuning<2, 0, PF, 0>, bulk_tuning<4>>;
+            bulk_tuning<2, 0, PF | SS>, bulk_tuning<2, 0, PF | LS>, bulk_tuning<2, 0, PF, 0>, bulk_tuning<4>,
+            bulk_tuning<2, 0, 0, 1, 256, 8>, bulk_tuning<2, 0, SS, 1, 256, 8>, bulk_tuning<1, 0, PF, 1, 256, 8>>;
 using quantize_bf16_candidates =
-    tunings<bulk_tuning<1>, bulk_tuning<1, 0, PF>, bulk_tuning<2>, bulk_tuning<2, 0, PF>, bulk_tuning<1, 0, PF | SS>,
-            bulk_tuning<1, 0, PF | LS>, bulk_tuning<1, 0, PF | LS | SS>, bulk_tuning<1, 0, PF | NL>,
-            bulk_tuning<2, 0, PF | SS>, bulk_tuning<1, 16>, bulk_tuning<1, 16, PF>, bulk_tuning<1, 0, PF, 2>,
-            bulk_tuning<1, 0, PF, 0>, bulk_tuning<1, 0, 0, 0>, bulk_tuning<2, 0, 0, 0>, bulk_tuning<1, 0, PF, 1, 512>,
-            bulk_tuning<1, 0, PF, 1, 128>, bulk_tuning<4>>;
+    tunings<bulk_tuning<1>, bulk_tuning<1, 0, PF, 1, 256, 8>, bulk_tuning<1, 0, PF>, bulk_tuning<2>,
+            bulk_tuning<2, 0, PF>, bulk_tuning<1, 0, PF | SS, 1, 256, 8>, bulk_tuning<1, 0, PF | LS, 1, 256, 8>,
+            bulk_tuning<1, 0, PF | LS | SS, 1, 256, 8>, bulk_tuning<1, 0, PF | NL, 1, 256, 8>, bulk_tuning<1, 0, SS>,
+            bulk_tuning<1, 16>, bulk_tuning<1, 16, PF>, bulk_tuning<1, 0, PF, 2, 256, 8>,
+            bulk_tuning<1, 0, PF, 0, 256, 8>, bulk_tuning<1, 0, 0, 0>, bulk_tuning<2, 0, 0, 0>,
+            bulk_tuning<1, 0, PF, 1, 512, 4>, bulk_tuning<1, 0, PF, 1, 128, 16>, bulk_tuning<4>>;
 using dequantize_f32_candidates =
     tunings<bulk_tuning<2, 0, SS>, bulk_tuning<2, 0, SS | PF>, bulk_tuning<1, 0, SS | PF>, bulk_tuning<1, 0, SS>,
             bulk_tuning<4, 0, SS>, bulk_tuning<2, 0, PF>, bulk_tuning<2, 0, SS | PF | LS>, bulk_tuning<2, 0, SS | PF | NL>,
@@ -364,9 +368,10 @@ using dequantize_f32_candidates =
             bulk_tuning<2, 0, SS | PF, 1, 512>>;
 using dequantize_bf16_candidates =
     tunings<bulk_tuning<2, 0, SS>, bulk_tuning<2, 0, SS | PF>, bulk_tuning<1, 0, SS>, bulk_tuning<1, 0, SS | PF>,
-            bulk_tuning<4, 0, SS>, bulk_tuning<4, 0, SS | PF>, bulk_tuning<2>, bulk_tuning<2, 0, PF>,
-            bulk_tuning<2, 0, SS | PF | LS>, bulk_tuning<2, 0, SS | PF | NL>, bulk_tuning<2, 0, SS, 0>,
-            bulk_tuning<1, 0, SS, 0>, bulk_tuning<2, 0, SS | PF, 2>, bulk_tuning<2, 0, SS | PF, 1, 512>>;
+            bulk_tuning<4, 0, SS>, bulk_tuning<4, 0, SS | PF>, bulk_tuning<4, 0, SS | PF, 1, 256, 8>, bulk_tuning<2>,
+            bulk_tuning<2, 0, PF>, bulk_tuning<2, 0, SS | PF | LS>, bulk_tuning<2, 0, SS | PF | NL>,
+            bulk_tuning<2, 0, SS, 0>, bulk_tuning<1, 0, SS, 0>, bulk_tuning<2, 0, SS | PF, 2>,
+            bulk_tuning<2, 0, SS | PF, 1, 512>>;
 
 template <class T> T* elems(buffers& b);
 template <> float* elems<float>(buffers& b) { return b.f32; }

@@ -82,17 +82,26 @@ namespace detail {
 // Each `using` is spelled exactly as the tuning sweep prints its candidates ("tune ... <tuning>").
 // History (H200, 64 Mi elements, vs a copy of the same bytes): quantize f32 U4 92% -> U2 97.7%;
 // bf16 U4 80.7% -> U1 87.4%; dequantize f32 U4 88% -> U2 + streaming stores 90.4%.
+// Current choice (reasoned, not yet measured; the sweep's "best" lines say what to paste here):
+//  - f32 quantize: unchanged, U2 (measured best of U1/U2/U4/U8).
+//  - bf16 quantize: a 16-byte load holds 8 elements, twice the math per load of f32, so a lane
+//    that waits for its load and then converts leaves the memory idle while it converts:
+//    prefetch issues the next round's load first. MinBlocks 8 holds the kernel at 32 registers
+//    (2048 threads per SM; without it prefetch costs 40 registers = 1536 threads).
+//  - dequantize: U2 with streaming stores (measured) plus prefetch; 32 registers either way.
 #if RCCLX_BACKEND_GPU
 template <class T, scale_kind Scale>
 struct bulk_defaults {  // bf16 (the primary template also serves unsupported types until their static_assert)
-  using quantize = bulk_tuning<1, 0, bulk_prefetch>;
-  using dequantize = bulk_tuning<2, 0, bulk_store_streaming | bulk_prefetch>;
+  using quantize = bulk_tuning<1, 0, bulk_prefetch, 1, 256, 8>;
+  using dequantize = bulk_tuning<2, 0, bulk_store_streaming | bulk_prefetch, 1, 256, 0>;
 };
 template <scale_kind Scale>
 struct bulk_defaults<float, Scale> {
-  using quantize = bulk_tuning<2, 0, 0>;
-  using dequantize = bulk_tuning<2, 0, bulk_store_streaming | bulk_prefetch>;
+  using quantize = bulk_tuning<2, 0, 0, 1, 256, 0>;
+  using dequantize = bulk_tuning<2, 0, bulk_store_streaming | bulk_prefetch, 1, 256, 0>;
 };
+// A default per scale kind too: specialise, e.g. `template <> struct bulk_defaults<bf16,
+// scale_kind::e8m0> { using quantize = ...; using dequantize = ...; };` right here.
 #else
 template <class T, scale_kind Scale>
 struct bulk_defaults {  // host backend: one thread converts whole blocks
@@ -543,23 +552,24 @@ RCCLX_HOST_DEVICE void dequantize_blocks_range(const std::uint8_t* payload, cons
 }
 
 #if RCCLX_BACKEND_GPU
-// The kernels; the _bounded twins carry __launch_bounds__ for Tuning::min_blocks > 0 (a kernel
-// without the attribute keeps the compiler's own register heuristics, which a bound of
-// (Threads, 1) would change).
-template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning>
+// The kernels, one per index width I (the launchers pick 32-bit indices whenever they fit, so that
+// kernel never holds the registers of the 64-bit body); the _bounded twins carry
+// __launch_bounds__ for Tuning::min_blocks > 0 (a kernel without the attribute keeps the
+// compiler's own register heuristics, which a bound of (Threads, 1) would change).
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
 RCCLX_GLOBAL void quantize_blocks_kernel(const T* in, std::size_t n, std::uint8_t* payload,
                                          scale_type_t<Scale>* scales) {
-  quantize_blocks_range<Format, BlockSize, Scale, Path, T, Tuning>(
-      in, n, payload, scales, static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x,
-      static_cast<std::size_t>(gridDim.x) * blockDim.x);
+  detail::quantize_body<Format, BlockSize, Scale, Path, T, Tuning, I>(
+      in, static_cast<I>(n), payload, scales, static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x,
+      static_cast<I>(gridDim.x) * blockDim.x);
 }
 
-template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning>
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
 RCCLX_GLOBAL void dequantize_blocks_kernel(const std::uint8_t* payload, const scale_type_t<Scale>* scales,
                                            std::size_t n, T* out) {
-  dequantize_blocks_range<Format, BlockSize, Scale, Path, T, Tuning>(
-      payload, scales, n, out, static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x,
-      static_cast<std::size_t>(gridDim.x) * blockDim.x);
+  detail::dequantize_body<Format, BlockSize, Scale, Path, T, Tuning, I>(
+      payload, scales, static_cast<I>(n), out, static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x,
+      static_cast<I>(gridDim.x) * blockDim.x);
 }
 
 #  if RCCLX_BACKEND_CUDA
@@ -567,39 +577,39 @@ RCCLX_GLOBAL void dequantize_blocks_kernel(const std::uint8_t* payload, const sc
 #  else  // HIP's second argument means something else (waves per EU); the thread bound only
 #    define RCCLX_DETAIL_FP8_BULK_BOUNDS(Tn) __launch_bounds__(Tn::threads)
 #  endif
-template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning>
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
 RCCLX_GLOBAL void RCCLX_DETAIL_FP8_BULK_BOUNDS(Tuning)
     quantize_blocks_kernel_bounded(const T* in, std::size_t n, std::uint8_t* payload, scale_type_t<Scale>* scales) {
-  quantize_blocks_range<Format, BlockSize, Scale, Path, T, Tuning>(
-      in, n, payload, scales, static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x,
-      static_cast<std::size_t>(gridDim.x) * blockDim.x);
+  detail::quantize_body<Format, BlockSize, Scale, Path, T, Tuning, I>(
+      in, static_cast<I>(n), payload, scales, static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x,
+      static_cast<I>(gridDim.x) * blockDim.x);
 }
 
-template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning>
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
 RCCLX_GLOBAL void RCCLX_DETAIL_FP8_BULK_BOUNDS(Tuning)
     dequantize_blocks_kernel_bounded(const std::uint8_t* payload, const scale_type_t<Scale>* scales, std::size_t n,
                                      T* out) {
-  dequantize_blocks_range<Format, BlockSize, Scale, Path, T, Tuning>(
-      payload, scales, n, out, static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x,
-      static_cast<std::size_t>(gridDim.x) * blockDim.x);
+  detail::dequantize_body<Format, BlockSize, Scale, Path, T, Tuning, I>(
+      payload, scales, static_cast<I>(n), out, static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x,
+      static_cast<I>(gridDim.x) * blockDim.x);
 }
 #  undef RCCLX_DETAIL_FP8_BULK_BOUNDS
 
 namespace detail {
-template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning>
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
 constexpr auto quantize_kernel_of() {
   if constexpr (Tuning::min_blocks > 0) {
-    return &quantize_blocks_kernel_bounded<Format, BlockSize, Scale, Path, T, Tuning>;
+    return &quantize_blocks_kernel_bounded<Format, BlockSize, Scale, Path, T, Tuning, I>;
   } else {
-    return &quantize_blocks_kernel<Format, BlockSize, Scale, Path, T, Tuning>;
+    return &quantize_blocks_kernel<Format, BlockSize, Scale, Path, T, Tuning, I>;
   }
 }
-template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning>
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
 constexpr auto dequantize_kernel_of() {
   if constexpr (Tuning::min_blocks > 0) {
-    return &dequantize_blocks_kernel_bounded<Format, BlockSize, Scale, Path, T, Tuning>;
+    return &dequantize_blocks_kernel_bounded<Format, BlockSize, Scale, Path, T, Tuning, I>;
   } else {
-    return &dequantize_blocks_kernel<Format, BlockSize, Scale, Path, T, Tuning>;
+    return &dequantize_blocks_kernel<Format, BlockSize, Scale, Path, T, Tuning, I>;
   }
 }
 }  // namespace detail
@@ -648,9 +658,15 @@ inline void quantize_blocks(const T* in, std::size_t n, std::uint8_t* payload, s
   detail::check_bulk_pointer(payload, 16, "quantize_blocks", "payload");
   detail::check_bulk_pointer(scales, alignof(scale_type_t<Scale>), "quantize_blocks", "scales");
 #if RCCLX_BACKEND_GPU
-  constexpr auto kernel = detail::quantize_kernel_of<Format, BlockSize, Scale, Path, T, Tuning>();
+  constexpr auto kernel32 = detail::quantize_kernel_of<Format, BlockSize, Scale, Path, T, Tuning, std::uint32_t>();
+  constexpr auto kernel64 = detail::quantize_kernel_of<Format, BlockSize, Scale, Path, T, Tuning, std::size_t>();
   constexpr int E = detail::quantize_lane_elems<Tuning, BlockSize, T>();
-  kernel<<<detail::bulk_grid<kernel, Tuning>((n + E - 1) / E), Tuning::threads, 0, stream>>>(in, n, payload, scales);
+  const unsigned grid = detail::bulk_grid<kernel32, Tuning>((n + E - 1) / E);
+  if (detail::bulk_fits_32<E>(n, std::size_t(Tuning::unroll) * grid * Tuning::threads)) {
+    kernel32<<<grid, Tuning::threads, 0, stream>>>(in, n, payload, scales);
+  } else {
+    kernel64<<<grid, Tuning::threads, 0, stream>>>(in, n, payload, scales);
+  }
   gpu::check_launch("rcclx::fp8::quantize_blocks");
 #else
   (void)stream;
@@ -670,9 +686,15 @@ inline void dequantize_blocks(const std::uint8_t* payload, const scale_type_t<Sc
   detail::check_bulk_pointer(scales, alignof(scale_type_t<Scale>), "dequantize_blocks", "scales");
   detail::check_bulk_pointer(out, 16, "dequantize_blocks", "out");
 #if RCCLX_BACKEND_GPU
-  constexpr auto kernel = detail::dequantize_kernel_of<Format, BlockSize, Scale, Path, T, Tuning>();
+  constexpr auto kernel32 = detail::dequantize_kernel_of<Format, BlockSize, Scale, Path, T, Tuning, std::uint32_t>();
+  constexpr auto kernel64 = detail::dequantize_kernel_of<Format, BlockSize, Scale, Path, T, Tuning, std::size_t>();
   constexpr int E = detail::dequantize_lane_elems<Tuning, T>();
-  kernel<<<detail::bulk_grid<kernel, Tuning>((n + E - 1) / E), Tuning::threads, 0, stream>>>(payload, scales, n, out);
+  const unsigned grid = detail::bulk_grid<kernel32, Tuning>((n + E - 1) / E);
+  if (detail::bulk_fits_32<E>(n, std::size_t(Tuning::unroll) * grid * Tuning::threads)) {
+    kernel32<<<grid, Tuning::threads, 0, stream>>>(payload, scales, n, out);
+  } else {
+    kernel64<<<grid, Tuning::threads, 0, stream>>>(payload, scales, n, out);
+  }
   gpu::check_launch("rcclx::fp8::dequantize_blocks");
 #else
   (void)stream;

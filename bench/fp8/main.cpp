@@ -3,13 +3,16 @@
 // PyTorch's own FP8 conversions (bench/fp8/torch_baseline.py, run with python3 when available).
 //
 //   rcclx-bench-fp8 --suite gpu --out DIR [--mib 256] [--iters 50] [--no-torch] [--python python3]
-//   rcclx-bench-fp8 --suite smoke          (host backend: a tiny sweep that checks the results)
+//   rcclx-bench-fp8 --suite smoke [--tune] (host backend: a tiny run that checks the results; --tune
+//                                          adds the tuning sweep, to check its plumbing)
 //
 // Bytes moved count reads + writes (elements, codes and scales). Each figure is the median of
 // --iters timed launches (CUDA/HIP events around each launch) alternating between two buffer
 // sets, each far beyond the L2 (256 MiB of float32 input by default). Targets (issue 4): every
 // kernel >= 90% of the copy bandwidth; dequantize e4m3 -> float >= 2x PyTorch's x.float().
-// Writes DIR/fp8_bench.json and DIR/fp8_bench.csv.
+// Writes DIR/fp8_bench.json and DIR/fp8_bench.csv, and (GPU suite) DIR/fp8_tune.csv: the tuning
+// sweep, every candidate fp8::bulk_tuning of the 8 target kernels against a copy of the same bytes,
+// its output checked against the default's (--no-tune skips it).
 #include <rcclx/fp8/quantize_blocks.hpp>
 #include <rcclx/gpu/runtime.hpp>
 
@@ -277,6 +280,175 @@ bool check_sample(const T* d_in, const std::uint8_t* d_q, const f8::scale_type_t
   return true;
 }
 
+// ---- tuning sweep -----------------------------------------------------------------------------------
+// Every candidate tuning of the bulk kernels, timed against a copy of the same bytes in the same
+// run, its output compared (digest of codes + scales, or of the values) with the default's.
+#if RCCLX_BACKEND_GPU
+RCCLX_GLOBAL void digest_kernel(const std::uint32_t* p, std::size_t words, unsigned long long* out) {
+  unsigned long long h = 0;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < words; i += std::size_t(gridDim.x) * blockDim.x)
+    h += static_cast<unsigned long long>(p[i] + 1u) * (mix(i) | 1u);
+  atomicAdd(out, h);
+}
+#endif
+// Order-independent digest of a device buffer (bytes a multiple of 4).
+std::uint64_t digest(const void* p, std::size_t bytes) {
+  const std::size_t words = bytes / 4;
+#if RCCLX_BACKEND_GPU
+  static auto* d = static_cast<unsigned long long*>(gpu::device_malloc(8));
+  gpu::memset_zero(d, 8);
+  digest_kernel<<<1024, 256>>>(static_cast<const std::uint32_t*>(p), words, d);
+  gpu::check_launch("digest_kernel");
+  unsigned long long h = 0;
+  gpu::copy(&h, d, 8);
+  return h;
+#else
+  std::uint64_t h = 0;
+  for (std::size_t i = 0; i < words; ++i) {
+    std::uint32_t w;
+    std::memcpy(&w, static_cast<const unsigned char*>(p) + 4 * i, 4);
+    h += static_cast<std::uint64_t>(w + 1u) * (mix(i) | 1u);
+  }
+  return h;
+#endif
+}
+
+// The tuning as C++ (paste it into detail::bulk_defaults) and as a short label.
+template <class Tn>
+std::string tuning_cpp() {
+  std::string f;
+  auto add = [&](int bit, const char* name) {
+    if (Tn::flags & bit) f += (f.empty() ? "" : " | ") + std::string(name);
+  };
+  add(f8::bulk_store_streaming, "bulk_store_streaming");
+  add(f8::bulk_load_streaming, "bulk_load_streaming");
+  add(f8::bulk_prefetch, "bulk_prefetch");
+  add(f8::bulk_load_no_l1, "bulk_load_no_l1");
+  return "bulk_tuning<" + std::to_string(Tn::unroll) + ", " + std::to_string(Tn::lane_elems) + ", " +
+         (f.empty() ? "0" : f) + ", " + std::to_string(Tn::waves) + ", " + std::to_string(Tn::threads) + ", " +
+         std::to_string(Tn::min_blocks) + ">";
+}
+template <class Tn>
+std::string tuning_label() {
+  std::string s = "U" + std::to_string(Tn::unroll);
+  if (Tn::lane_elems) s += " E" + std::to_string(Tn::lane_elems);
+  if (Tn::flags & f8::bulk_prefetch) s += " pf";
+  if (Tn::flags & f8::bulk_store_streaming) s += " st.cs";
+  if (Tn::flags & f8::bulk_load_streaming) s += " ld.cs";
+  if (Tn::flags & f8::bulk_load_no_l1) s += " ld.noL1";
+  s += Tn::waves == 0 ? " grid=tiles" : Tn::waves == 1 ? "" : " waves" + std::to_string(Tn::waves);
+  if (Tn::threads != 256) s += " T" + std::to_string(Tn::threads);
+  if (Tn::min_blocks) s += " minB" + std::to_string(Tn::min_blocks);
+  return s;
+}
+
+template <class... Tn>
+struct tunings {};
+using f8::bulk_tuning;
+constexpr int PF = f8::bulk_prefetch, SS = f8::bulk_store_streaming, LS = f8::bulk_load_streaming,
+              NL = f8::bulk_load_no_l1;
+// Candidates. The first of each list is the tuning of the previous defaults; registers per thread
+// (nvcc 13, sm_90) decide the occupancy: <= 32 gives 2048 threads per SM, 40 gives 1536; MinBlocks 8
+// (the sixth argument) asks for 32.
+using quantize_f32_candidates =
+    tunings<bulk_tuning<2>, bulk_tuning<2, 0, PF>, bulk_tuning<1, 0, PF>, bulk_tuning<1>, bulk_tuning<2, 0, SS>,
+            bulk_tuning<2, 0, PF | SS>, bulk_tuning<2, 0, PF | LS>, bulk_tuning<2, 0, PF, 0>, bulk_tuning<4>,
+            bulk_tuning<2, 0, 0, 1, 256, 8>, bulk_tuning<2, 0, SS, 1, 256, 8>, bulk_tuning<1, 0, PF, 1, 256, 8>>;
+using quantize_bf16_candidates =
+    tunings<bulk_tuning<1>, bulk_tuning<1, 0, PF, 1, 256, 8>, bulk_tuning<1, 0, PF>, bulk_tuning<2>,
+            bulk_tuning<2, 0, PF>, bulk_tuning<1, 0, PF | SS, 1, 256, 8>, bulk_tuning<1, 0, PF | LS, 1, 256, 8>,
+            bulk_tuning<1, 0, PF | LS | SS, 1, 256, 8>, bulk_tuning<1, 0, PF | NL, 1, 256, 8>, bulk_tuning<1, 0, SS>,
+            bulk_tuning<1, 16>, bulk_tuning<1, 16, PF>, bulk_tuning<1, 0, PF, 2, 256, 8>,
+            bulk_tuning<1, 0, PF, 0, 256, 8>, bulk_tuning<1, 0, 0, 0>, bulk_tuning<2, 0, 0, 0>,
+            bulk_tuning<1, 0, PF, 1, 512, 4>, bulk_tuning<1, 0, PF, 1, 128, 16>, bulk_tuning<4>>;
+using dequantize_f32_candidates =
+    tunings<bulk_tuning<2, 0, SS>, bulk_tuning<2, 0, SS | PF>, bulk_tuning<1, 0, SS | PF>, bulk_tuning<1, 0, SS>,
+            bulk_tuning<4, 0, SS>, bulk_tuning<2, 0, PF>, bulk_tuning<2, 0, SS | PF | LS>, bulk_tuning<2, 0, SS | PF | NL>,
+            bulk_tuning<2, 0, SS, 0>, bulk_tuning<1, 0, SS, 0>, bulk_tuning<2, 0, SS | PF, 2>,
+            bulk_tuning<2, 0, SS | PF, 1, 512>>;
+using dequantize_bf16_candidates =
+    tunings<bulk_tuning<2, 0, SS>, bulk_tuning<2, 0, SS | PF>, bulk_tuning<1, 0, SS>, bulk_tuning<1, 0, SS | PF>,
+            bulk_tuning<4, 0, SS>, bulk_tuning<4, 0, SS | PF>, bulk_tuning<4, 0, SS | PF, 1, 256, 8>, bulk_tuning<2>,
+            bulk_tuning<2, 0, PF>, bulk_tuning<2, 0, SS | PF | LS>, bulk_tuning<2, 0, SS | PF | NL>,
+            bulk_tuning<2, 0, SS, 0>, bulk_tuning<1, 0, SS, 0>, bulk_tuning<2, 0, SS | PF, 2>,
+            bulk_tuning<2, 0, SS | PF, 1, 512>>;
+
+template <class T> T* elems(buffers& b);
+template <> float* elems<float>(buffers& b) { return b.f32; }
+template <> bf16* elems<bf16>(buffers& b) { return b.b16; }
+template <class T> T* outputs(buffers& b);
+template <> float* outputs<float>(buffers& b) { return b.y32; }
+template <> bf16* outputs<bf16>(buffers& b) { return b.y16; }
+template <scale_kind S> f8::scale_type_t<S>* scales_of(buffers& b);
+template <> float* scales_of<scale_kind::fp32>(buffers& b) { return b.s32; }
+template <> f8::e8m0* scales_of<scale_kind::e8m0>(buffers& b) { return b.s8; }
+
+struct tune_row {
+  std::string kernel, label, cpp;
+  bool is_default;
+  double bytes, ms, copy_ms;
+  bool same_output;
+};
+
+struct sweep {
+  std::function<buffers&(int)> set;
+  std::function<double(double)> copy_same;
+  std::size_t n, nb;
+  int iters;
+  std::vector<tune_row> rows;
+
+  void add(const std::string& kernel, const std::string& label, const std::string& cpp, bool is_default, double bytes,
+           const std::function<void(int)>& fn, const std::function<std::uint64_t()>& out_digest, std::uint64_t want) {
+    const double ms = median_ms(iters, fn);
+    gpu::device_synchronize();
+    const bool same = out_digest() == want;  // set 0 holds this candidate's output (alternating sets)
+    const double cs = copy_same(bytes);
+    rows.push_back({kernel, label, cpp, is_default, bytes, ms, cs, same});
+    std::printf("  tune %-26s %-26s%s %8.1f us %8.1f GB/s  vs same-bytes copy %6.1f%%%s\n", kernel.c_str(),
+                label.c_str(), is_default ? "*" : " ", ms * 1e3, bytes / (ms * 1e-3) / 1e9, 100 * cs / ms,
+                same ? "" : "  OUTPUT DIFFERS FROM THE DEFAULT");
+    std::fflush(stdout);
+  }
+};
+
+template <class T, scale_kind S, class... Tn>
+void tune_quantize(sweep& sw, const std::string& kernel, tunings<Tn...>) {
+  using D = typename f8::detail::bulk_defaults<T, S>::quantize;
+  const std::size_t n = sw.n;
+  const std::size_t scale_bytes = sw.nb * sizeof(f8::scale_type_t<S>);
+  const double bytes = static_cast<double>(n) * (sizeof(T) + 1) + static_cast<double>(scale_bytes);
+  auto out_digest = [&] { return digest(sw.set(0).q, n) * 3 + digest(scales_of<S>(sw.set(0)), scale_bytes); };
+  f8::quantize_blocks<f8::e4m3, 32, S>(elems<T>(sw.set(0)), n, sw.set(0).q, scales_of<S>(sw.set(0)));
+  gpu::device_synchronize();
+  const std::uint64_t want = out_digest();
+  (sw.add(kernel, tuning_label<Tn>(), tuning_cpp<Tn>(), std::is_same<Tn, D>::value, bytes,
+          [&](int i) {
+            buffers& b = sw.set(i);
+            f8::quantize_blocks<f8::e4m3, 32, S, f8::path::automatic, T, Tn>(elems<T>(b), n, b.q, scales_of<S>(b));
+          },
+          out_digest, want),
+   ...);
+}
+
+// Dequantizes whatever codes and scales the buffers hold (the same in both sets).
+template <class T, scale_kind S, class... Tn>
+void tune_dequantize(sweep& sw, const std::string& kernel, tunings<Tn...>) {
+  using D = typename f8::detail::bulk_defaults<T, S>::dequantize;
+  const std::size_t n = sw.n;
+  const double bytes = static_cast<double>(n) * (1 + sizeof(T)) + static_cast<double>(sw.nb * sizeof(f8::scale_type_t<S>));
+  auto out_digest = [&] { return digest(outputs<T>(sw.set(0)), n * sizeof(T)); };
+  f8::dequantize_blocks<f8::e4m3, 32, S>(sw.set(0).q, scales_of<S>(sw.set(0)), n, outputs<T>(sw.set(0)));
+  gpu::device_synchronize();
+  const std::uint64_t want = out_digest();
+  (sw.add(kernel, tuning_label<Tn>(), tuning_cpp<Tn>(), std::is_same<Tn, D>::value, bytes,
+          [&](int i) {
+            buffers& b = sw.set(i);
+            f8::dequantize_blocks<f8::e4m3, 32, S, f8::path::automatic, T, Tn>(b.q, scales_of<S>(b), n, outputs<T>(b));
+          },
+          out_digest, want),
+   ...);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -367,38 +539,46 @@ int main(int argc, char** argv) {
       torch_error = gpu_suite ? "disabled (--no-torch)" : "not run (host backend or smoke suite)";
     }
 
-    // Tuning sweep (GPU suite): steps in flight per lane (U) and elements per lane (E) of the bulk
-    // kernels; the defaults in quantize_blocks.hpp come from this table.
-    if (gpu_suite && !flag(argc, argv, "--no-tune")) {
-      std::printf("\ntuning sweep (U = steps in flight per lane, E = elements per lane, cs = streaming), same n;\n"
-                  "defaults: quantize U2 (f32) / U1 (bf16), dequantize U2 with cs stores:\n");
-      auto tune = [&](const char* name, double bytes, const std::function<void(int)>& fn) {
-        const double ms = median_ms(iters, fn), cs = copy_same(bytes);
-        std::printf("  tune %-44s %9.1f us %8.1f GB/s  vs same-bytes copy %6.1f%%\n", name, ms * 1e3,
-                    bytes / (ms * 1e-3) / 1e9, 100 * cs / ms);
-      };
-      using A = f8::path;
-      constexpr auto F32 = scale_kind::fp32;
-      tune("dequant f32 U4 E4", N + 4 * NB + 4 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, float, 4, 4>(S(i).q, S(i).s32, n, S(i).y32); });
-      tune("dequant bf16 U4 E8", N + 4 * NB + 2 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, bf16, 4, 8>(S(i).q, S(i).s32, n, S(i).y16); });
-      tune("quant bf16 U4", 2 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, bf16, 4>(S(i).b16, n, S(i).q, S(i).s32); });
-      tune("quant bf16 U2", 2 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, bf16, 2>(S(i).b16, n, S(i).q, S(i).s32); });
-      tune("dequant f32 U4 E4 cs-stores", N + 4 * NB + 4 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, float, 4, 4, 1>(S(i).q, S(i).s32, n, S(i).y32); });
-      tune("dequant f32 U2 E4 cs-stores", N + 4 * NB + 4 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, float, 2, 4, 1>(S(i).q, S(i).s32, n, S(i).y32); });
-      tune("dequant f32 U2 E4", N + 4 * NB + 4 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, float, 2, 4>(S(i).q, S(i).s32, n, S(i).y32); });
-      tune("dequant bf16 U4 E8 cs-stores", N + 4 * NB + 2 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, bf16, 4, 8, 1>(S(i).q, S(i).s32, n, S(i).y16); });
-      tune("dequant bf16 U2 E8", N + 4 * NB + 2 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, bf16, 2, 8>(S(i).q, S(i).s32, n, S(i).y16); });
-      tune("quant bf16 U4 cs-loads", 2 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, bf16, 4, 2>(S(i).b16, n, S(i).q, S(i).s32); });
-      tune("quant bf16 U2 cs-loads", 2 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, bf16, 2, 2>(S(i).b16, n, S(i).q, S(i).s32); });
-      tune("quant bf16 U1", 2 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, bf16, 1>(S(i).b16, n, S(i).q, S(i).s32); });
-      tune("quant f32 U2 cs-loads", 4 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, float, 2, 2>(S(i).f32, n, S(i).q, S(i).s32); });
-      tune("dequant bf16 U1 E8 cs-stores", N + 4 * NB + 2 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, bf16, 1, 8, 1>(S(i).q, S(i).s32, n, S(i).y16); });
-      tune("dequant f32 U1 E4 cs-stores", N + 4 * NB + 4 * N, [&](int i) { f8::dequantize_blocks<E, 32, F32, A::automatic, float, 1, 4, 1>(S(i).q, S(i).s32, n, S(i).y32); });
-      tune("quant f32 U1", 4 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, float, 1>(S(i).f32, n, S(i).q, S(i).s32); });
-      tune("quant f32 U8", 4 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, float, 8>(S(i).f32, n, S(i).q, S(i).s32); });
-      tune("quant f32 U2", 4 * N + N + 4 * NB, [&](int i) { f8::quantize_blocks<E, 32, F32, A::automatic, float, 2>(S(i).f32, n, S(i).q, S(i).s32); });
-      for (int k = 0; k < 2; ++k) f8::quantize_blocks<E>(S(k).f32, n, S(k).q, S(k).s32);
+    // Tuning sweep (GPU suite): every candidate tuning of the 8 target kernels, each against a copy
+    // of the same bytes measured right after it; `*` marks the current default (detail::bulk_defaults
+    // in quantize_blocks.hpp). Rows whose output differs from the default's are flagged.
+    std::vector<tune_row> tune_rows;
+    if ((gpu_suite || flag(argc, argv, "--tune")) && !flag(argc, argv, "--no-tune")) {
+      std::printf("\ntuning sweep (U = fragments in flight per lane, E = elements per lane, pf = software prefetch,\n"
+                  "st.cs / ld.cs = streaming stores / loads, ld.noL1 = loads without L1 allocation, grid=tiles = a\n"
+                  "block per tile instead of a resident grid-stride grid, T = threads per block; * = default):\n");
+      sweep sw{S, copy_same, n, nb, iters, {}};
+      // Every (element type, scale) pair keeps its payload in the same buffers: quantize rows first.
+      tune_quantize<bf16, scale_kind::fp32>(sw, "quant bf16, fp32 scale", quantize_bf16_candidates{});
+      tune_quantize<bf16, scale_kind::e8m0>(sw, "quant bf16, e8m0 scale", quantize_bf16_candidates{});
+      tune_quantize<float, scale_kind::fp32>(sw, "quant f32, fp32 scale", quantize_f32_candidates{});
+      tune_quantize<float, scale_kind::e8m0>(sw, "quant f32, e8m0 scale", quantize_f32_candidates{});
+      // Codes + both scale arrays for the dequantize rows, identical in both sets.
+      for (int k = 0; k < 2; ++k) {
+        f8::quantize_blocks<E, 32, scale_kind::e8m0>(S(k).f32, n, S(k).q, S(k).s8);
+        f8::quantize_blocks<E>(S(k).f32, n, S(k).q, S(k).s32);
+      }
       gpu::device_synchronize();
+      tune_dequantize<bf16, scale_kind::fp32>(sw, "dequant bf16, fp32 scale", dequantize_bf16_candidates{});
+      tune_dequantize<bf16, scale_kind::e8m0>(sw, "dequant bf16, e8m0 scale", dequantize_bf16_candidates{});
+      tune_dequantize<float, scale_kind::fp32>(sw, "dequant f32, fp32 scale", dequantize_f32_candidates{});
+      tune_dequantize<float, scale_kind::e8m0>(sw, "dequant f32, e8m0 scale", dequantize_f32_candidates{});
+      gpu::device_synchronize();
+      tune_rows = sw.rows;
+      // The best candidate per kernel, spelled for detail::bulk_defaults.
+      std::printf("\nbest tuning per kernel (vs same-bytes copy; only candidates whose output equals the default's):\n");
+      for (std::size_t i = 0; i < tune_rows.size();) {
+        std::size_t j = i, best = i, def = i;
+        for (; j < tune_rows.size() && tune_rows[j].kernel == tune_rows[i].kernel; ++j) {
+          const auto ratio = [&](std::size_t k) { return tune_rows[k].copy_ms / tune_rows[k].ms; };
+          if (tune_rows[j].same_output && ratio(j) > ratio(best)) best = j;
+          if (tune_rows[j].is_default) def = j;
+        }
+        std::printf("  %-26s best %6.1f%% %-24s default %6.1f%%   %s\n", tune_rows[i].kernel.c_str(),
+                    100 * tune_rows[best].copy_ms / tune_rows[best].ms, tune_rows[best].label.c_str(),
+                    100 * tune_rows[def].copy_ms / tune_rows[def].ms, tune_rows[best].cpp.c_str());
+        i = j;
+      }
     }
 
     std::printf("\n%-48s %10s %10s %9s %11s %8s\n", "kernel", "time (us)", "GB/s", "vs copy", "vs same-B", "target");
@@ -475,10 +655,23 @@ int main(int argc, char** argv) {
         }
         std::fclose(f);
       }
+      if (!tune_rows.empty()) {
+        if (FILE* f = std::fopen((out_dir + "/fp8_tune.csv").c_str(), "w")) {
+          std::fprintf(f, "kernel,label,tuning,default,bytes,median_us,gbps,same_bytes_copy_us,ratio_to_same_bytes_copy,same_output\n");
+          for (const tune_row& r : tune_rows)
+            std::fprintf(f, "\"%s\",\"%s\",\"%s\",%d,%.0f,%.3f,%.2f,%.3f,%.4f,%d\n", r.kernel.c_str(), r.label.c_str(),
+                         r.cpp.c_str(), r.is_default ? 1 : 0, r.bytes, r.ms * 1e3, r.bytes / (r.ms * 1e-3) / 1e9,
+                         r.copy_ms * 1e3, r.copy_ms / r.ms, r.same_output ? 1 : 0);
+          std::fclose(f);
+        }
+      }
       const bool wrote = std::filesystem::exists(base + ".json") && std::filesystem::exists(base + ".csv");
       std::printf("%s %s.json and %s.csv\n", wrote ? "wrote" : "FAILED to write", base.c_str(), base.c_str());
     }
-    return samples_ok ? 0 : 1;
+    bool tune_same = true;
+    for (const tune_row& r : tune_rows) tune_same = tune_same && r.same_output;
+    if (!tune_same) std::printf("SOME TUNING CANDIDATES' OUTPUT DIFFERS FROM THE DEFAULT'S (see the sweep)\n");
+    return samples_ok && tune_same ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rcclx-bench-fp8: %s\n", e.what());
     return 2;

@@ -286,6 +286,7 @@ std::vector<T> bulk_input(std::size_t n, std::uint32_t seed) {
     if (rng() % 97 == 0) x = 0.0f;
     if (i % 1009 == 5) x = from_bits(0x7FC00000u);
     if (i % 2003 == 7) x = -HUGE_VALF;
+    if (i / 32 % 61 == 3) x = std::ldexp(static_cast<float>(rng() % 1000) / 1000.0f, 128);  // near FLT_MAX
     v[i] = f8::detail::from_float<T>(x);
   }
   return v;
@@ -298,7 +299,9 @@ struct device_buffer {
   template <class U> U* as() const { return static_cast<U*>(p); }
 };
 
-template <class C, class T>
+// QT / DT: the fp8::bulk_tuning of the quantize / dequantize launch (void = the default).
+// Threads > 0 (host backend only): the _range bodies called for thread ids [0, Threads) in turn.
+template <class C, class T, class QT = void, class DT = void, int Threads = 0>
 void check_bulk(std::size_t n) {
   using F = typename C::format;
   using ST = typename C::scale_type;
@@ -321,8 +324,24 @@ void check_bulk(std::size_t n) {
   rcclx::gpu::copy(d_q.p, sentinel.data(), n + pad);
   rcclx::gpu::copy(d_s.p, sentinel.data(), (nb + pad) * sizeof(ST));
   rcclx::gpu::copy(d_y.p, sentinel.data(), (n + pad) * sizeof(T));
-  f8::quantize_blocks<F, C::block, C::scale>(d_in.as<T>(), n, d_q.as<std::uint8_t>(), d_s.as<ST>());
-  f8::dequantize_blocks<F, C::block, C::scale>(d_q.as<std::uint8_t>(), d_s.as<ST>(), n, d_y.as<T>());
+  if constexpr (Threads > 0) {
+    using QR = std::conditional_t<std::is_void<QT>::value, typename f8::detail::bulk_defaults<T, C::scale>::quantize, QT>;
+    using DR = std::conditional_t<std::is_void<DT>::value, typename f8::detail::bulk_defaults<T, C::scale>::dequantize, DT>;
+    for (int t = 0; t < Threads; ++t)
+      f8::quantize_blocks_range<F, C::block, C::scale, f8::path::automatic, T, QR>(
+          d_in.as<T>(), n, d_q.as<std::uint8_t>(), d_s.as<ST>(), t, Threads);
+    for (int t = Threads - 1; t >= 0; --t)
+      f8::dequantize_blocks_range<F, C::block, C::scale, f8::path::automatic, T, DR>(
+          d_q.as<std::uint8_t>(), d_s.as<ST>(), n, d_y.as<T>(), t, Threads);
+  } else if constexpr (std::is_void<QT>::value) {
+    f8::quantize_blocks<F, C::block, C::scale>(d_in.as<T>(), n, d_q.as<std::uint8_t>(), d_s.as<ST>());
+    f8::dequantize_blocks<F, C::block, C::scale>(d_q.as<std::uint8_t>(), d_s.as<ST>(), n, d_y.as<T>());
+  } else {
+    f8::quantize_blocks<F, C::block, C::scale, f8::path::automatic, T, QT>(d_in.as<T>(), n, d_q.as<std::uint8_t>(),
+                                                                          d_s.as<ST>());
+    f8::dequantize_blocks<F, C::block, C::scale, f8::path::automatic, T, DT>(d_q.as<std::uint8_t>(), d_s.as<ST>(), n,
+                                                                            d_y.as<T>());
+  }
   rcclx::gpu::device_synchronize();
   std::vector<std::uint8_t> got_q(n + pad);
   std::vector<ST> got_s(nb + pad);
@@ -369,6 +388,57 @@ TEMPLATE_LIST_TEST_CASE("quantize_blocks / dequantize_blocks equal the per-block
                         std::size_t(4099), big}) {
     check_bulk<TestType, float>(n);
     check_bulk<TestType, rcclx::bf16>(n);
+  }
+}
+
+// Every tuning knob of the bulk kernels (rcclx-bench-fp8's sweep picks among them) gives the same
+// bytes as the one-thread functor: unroll, lane width, cache hints, software prefetch, one tile
+// per block, several waves, other block sizes, register bounds.
+namespace {
+template <class Q, class D>
+struct tuning_pair {
+  using quantize = Q;
+  using dequantize = D;
+};
+using f8::bulk_tuning;
+constexpr int PF = f8::bulk_prefetch, SS = f8::bulk_store_streaming, LS = f8::bulk_load_streaming,
+              NL = f8::bulk_load_no_l1;
+using tuning_pairs = std::tuple<
+    tuning_pair<bulk_tuning<1>, bulk_tuning<1>>, tuning_pair<bulk_tuning<2, 0, PF>, bulk_tuning<2, 0, PF | SS>>,
+    tuning_pair<bulk_tuning<3, 0, PF | SS | LS>, bulk_tuning<3, 0, PF | LS>>,
+    tuning_pair<bulk_tuning<1, 16, PF>, bulk_tuning<1, 16, SS>>,
+    tuning_pair<bulk_tuning<2, 0, NL, 0>, bulk_tuning<2, 0, NL | PF, 0>>,
+    tuning_pair<bulk_tuning<1, 0, PF, 2, 128>, bulk_tuning<4, 0, SS | PF, 2, 512>>,
+    tuning_pair<bulk_tuning<1, 0, PF, 1, 256, 8>, bulk_tuning<2, 0, SS | PF, 1, 256, 8>>>;
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("quantize_blocks / dequantize_blocks: every tuning equals the functor",
+                        "[fp8][block][bulk][tuning]", tuning_pairs) {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  using Q = typename TestType::quantize;
+  using D = typename TestType::dequantize;
+  using C32 = cfg<f8::e4m3, 32, scale_kind::fp32>;
+  using C8 = cfg<f8::e4m3, 32, scale_kind::e8m0>;
+  using CF = cfg<f8::e4m3_fnuz, 32, scale_kind::fp32>;
+#if defined(__SANITIZE_THREAD__)
+  const std::size_t big = 4099;
+#else
+  const std::size_t big = rcclx::current_backend == rcclx::backend::host || rcclx_test::scaled(100) < 100
+                              ? 20011
+                              : (std::size_t(1) << 21) + 45;
+#endif
+  for (std::size_t n : {std::size_t(1), std::size_t(33), std::size_t(4099), big}) {
+    check_bulk<C32, float, Q, D>(n);
+    check_bulk<C32, rcclx::bf16, Q, D>(n);
+    check_bulk<C8, float, Q, D>(n);
+    check_bulk<C8, rcclx::bf16, Q, D>(n);
+    check_bulk<CF, rcclx::bf16, Q, D>(n);
+#if RCCLX_BACKEND_HOST
+    // Several "threads" in turn: the round logic (whole rounds, the checked last round, prefetch
+    // past the end) with more than one thread; on the host a thread owns whole blocks.
+    check_bulk<C32, float, Q, D, 5>(n);
+    check_bulk<C8, rcclx::bf16, Q, D, 3>(n);
+#endif
   }
 }
 

@@ -177,8 +177,44 @@ struct block_quantize {
   }
 
   // Building blocks, for kernels that find the amax their own way.
+  // The largest finite |x| as float32 bits (Inf and NaN elements ignored). No lane cooperation.
   template <int N, class T>
   RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE std::uint32_t amax_bits(const T (&x)[N]) {
+#if RCCLX_DEVICE_COMPILE
+    // One float max per element (FMNMX |x| / v_max_f32 |x|): fmaxf ignores a NaN operand, and
+    // non-negative floats order like their bits, so without Inf this is the integer scan's result.
+    // A fragment holding an Inf (the max is then +Inf) re-scans with the filter; that branch is
+    // per lane and holds no shuffle, so lanes may diverge there.
+    float m = 0.0f;
+    RCCLX_DETAIL_FP8_UNROLL
+    for (int i = 0; i < N; ++i) m = ::fmaxf(m, ::fabsf(detail::to_float(x[i])));
+    std::uint32_t a = detail::float_bits(m);
+    if (a == 0x7F800000u) a = finite_amax_scan(x);
+    return a;
+#else
+    return finite_amax_scan(x);
+#endif
+  }
+
+  template <int N, class T>
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE packed<N> apply(const T (&x)[N], const scale_params& s) {
+    float y[N];
+    RCCLX_DETAIL_FP8_UNROLL
+    for (int i = 0; i < N; ++i) y[i] = detail::to_float(x[i]) * s.quant_multiplier;
+    if constexpr (Scale == scale_kind::e8m0) {
+      // Only E8M0 blocks within a factor 2^max_exponent of FLT_MAX have a limit below max_finite:
+      // one test per fragment, not a compare-and-select per element (a NaN compares false, stays).
+      if (s.quant_limit < format_traits<Format>::max_finite) {
+        RCCLX_DETAIL_FP8_UNROLL
+        for (int i = 0; i < N; ++i) y[i] = limit(y[i], s);
+      }
+    }
+    return encode_packed<Format, overflow::saturate, Path>(y);
+  }
+
+ private:
+  template <int N, class T>
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE std::uint32_t finite_amax_scan(const T (&x)[N]) {
     std::uint32_t a = 0;
     RCCLX_DETAIL_FP8_UNROLL
     for (int i = 0; i < N; ++i) {
@@ -187,16 +223,6 @@ struct block_quantize {
     }
     return a;
   }
-
-  template <int N, class T>
-  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE packed<N> apply(const T (&x)[N], const scale_params& s) {
-    float y[N];
-    RCCLX_DETAIL_FP8_UNROLL
-    for (int i = 0; i < N; ++i) y[i] = limit(detail::to_float(x[i]) * s.quant_multiplier, s);
-    return encode_packed<Format, overflow::saturate, Path>(y);
-  }
-
- private:
   RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE float limit(float y, const scale_params& s) {
     if constexpr (Scale == scale_kind::e8m0) {
       // Only blocks near FLT_MAX have a limit below max_finite; a NaN compares false and stays.
@@ -223,11 +249,34 @@ struct block_dequantize {
 
   template <int N, class T>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const packed<N>& q, scale_type s, T (&x)[N]) const {
+    if constexpr (std::is_same<T, bf16>::value && N % 2 == 0) {
+      std::uint32_t w[N / 2];
+      to_bf16_pairs(q, s, w);
+      RCCLX_DETAIL_FP8_UNROLL
+      for (int i = 0; i < N / 2; ++i) {
+        x[2 * i].bits = static_cast<std::uint16_t>(w[i]);
+        x[2 * i + 1].bits = static_cast<std::uint16_t>(w[i] >> 16);
+      }
+    } else {
+      const float m = block_scale<Format, Scale>::dequant_multiplier(s);
+      float f[N];
+      decode_packed<Format, Path>(q, f);
+      RCCLX_DETAIL_FP8_UNROLL
+      for (int i = 0; i < N; ++i) x[i] = detail::from_float<T>(f[i] * m);
+    }
+  }
+
+  // bf16 output as packed pairs (element 2i in the low half of w[i]), ready for vector stores.
+  // Same bits as the element form (see detail::floats_to_bf16_pairs).
+  template <int N>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void to_bf16_pairs(const packed<N>& q, scale_type s, std::uint32_t (&w)[N / 2]) const {
+    static_assert(N % 2 == 0, "to_bf16_pairs: an even number of codes");
     const float m = block_scale<Format, Scale>::dequant_multiplier(s);
     float f[N];
     decode_packed<Format, Path>(q, f);
     RCCLX_DETAIL_FP8_UNROLL
-    for (int i = 0; i < N; ++i) x[i] = detail::from_float<T>(f[i] * m);
+    for (int i = 0; i < N; ++i) f[i] *= m;
+    detail::floats_to_bf16_pairs(f, w);
   }
 
   // Memory form: out[i] = decode(in[i]) * scale for i in [0, count).

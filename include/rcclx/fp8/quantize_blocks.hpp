@@ -13,13 +13,18 @@
 //
 // Traffic (per element): quantize reads sizeof(T) and writes 1 + sizeof(scale)/BlockSize bytes;
 // dequantize reads 1 + sizeof(scale)/BlockSize and writes sizeof(T). One pass, no shared memory:
-// on GPUs each lane converts 16 bytes of elements (4 floats or 8 bf16) per step, BlockSize/that
+// on GPUs each lane converts 16 bytes of elements (4 floats or 8 bf16) per fragment, BlockSize/that
 // neighbouring lanes combine their block's amax with log2 of that many shuffles, and each lane
-// keeps 4 independent 16-byte loads in flight.
+// keeps Unroll independent fragments in flight (twice that with bulk_prefetch).
+//
+// Tuning (steps in flight, elements per lane, cache hints, software prefetch, grid size, block
+// size) is a last template argument, fp8::bulk_tuning<...>; the measured defaults per element type
+// and scale kind live in one place, detail::bulk_defaults below.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -31,80 +36,219 @@
 RCCLX_NAMESPACE_BEGIN
 namespace fp8 {
 
+// ---- tuning ---------------------------------------------------------------------------------------
+// Flags of bulk_tuning (bits, combine with |). Inputs and outputs of the bulk kernels are touched
+// once, so cache hints only decide what the caches evict first.
+enum bulk_flag : int {
+  bulk_store_streaming = 1,  // outputs (codes / values) with evict-first stores: st.global.cs, AMD nontemporal
+  bulk_load_streaming = 2,   // inputs with evict-first loads: ld.global.cs, AMD nontemporal (coherent)
+  bulk_prefetch = 4,         // software pipeline: a lane issues its next round's loads before this
+                             // round's math, so its loads stay in flight while it converts
+  bulk_load_no_l1 = 8,       // NVIDIA: inputs with ld.global.L1::no_allocate (coherent); AMD: plain
+};
+
+// Compile-time tuning of the bulk kernels, the last template argument of quantize_blocks /
+// dequantize_blocks and their _range bodies. Measured candidates: rcclx-bench-fp8 --suite gpu.
+//   Unroll     fragments a lane loads (all of them in flight) before converting them: one "round"
+//   LaneElems  elements per lane and fragment; 0 = the default: quantize 16 bytes of input (4 float,
+//              8 bf16; more if a block would span more than 32 lanes), dequantize 16 bytes of output
+//   Flags      bulk_flag bits
+//   Waves      launchers only: grid = Waves x the blocks resident on the device at once, each thread
+//              looping over rounds (grid-stride); 0 = one round per thread (a block per tile)
+//   Threads    launchers only: threads per block (a multiple of 64, at most 1024)
+//   MinBlocks  launchers only, NVIDIA: __launch_bounds__(Threads, MinBlocks) asks for registers so
+//              that MinBlocks blocks fit per SM (8 x 256 threads = full occupancy = <= 32
+//              registers); 0 = no constraint
+template <int Unroll, int LaneElems = 0, int Flags = 0, int Waves = 1, int Threads = 256, int MinBlocks = 0>
+struct bulk_tuning {
+  static_assert(Unroll >= 1 && Unroll <= 8, "bulk_tuning: Unroll must be in [1, 8]");
+  static_assert(LaneElems >= 0, "bulk_tuning: LaneElems must be >= 0 (0 = default)");
+  static_assert((Flags & ~15) == 0, "bulk_tuning: Flags are bulk_flag bits");
+  static_assert(Waves >= 0, "bulk_tuning: Waves must be >= 0 (0 = one round per thread)");
+  static_assert(Threads >= 64 && Threads <= 1024 && Threads % 64 == 0,
+                "bulk_tuning: Threads must be a multiple of 64 in [64, 1024]");
+  static constexpr int unroll = Unroll;
+  static constexpr int lane_elems = LaneElems;
+  static constexpr int flags = Flags;
+  static constexpr int waves = Waves;
+  static constexpr int threads = Threads;
+  static constexpr int min_blocks = MinBlocks;
+  static_assert(MinBlocks >= 0 && MinBlocks * Threads <= 2048, "bulk_tuning: MinBlocks x Threads must be <= 2048");
+};
+
 namespace detail {
+
+// ---- THE DEFAULTS: one line per kernel of rcclx-bench-fp8's table, the only place to change them ----
+// Each `using` is spelled exactly as the tuning sweep prints its candidates ("tune ... <tuning>").
+// History (H200, 64 Mi elements, vs a copy of the same bytes): quantize f32 U4 92% -> U2 97.7%;
+// bf16 U4 80.7% -> U1 87.4%; dequantize f32 U4 88% -> U2 + streaming stores 90.4%.
+// Current choice (reasoned, not yet measured; the sweep's "best" lines say what to paste here):
+//  - f32 quantize: unchanged, U2 (measured best of U1/U2/U4/U8).
+//  - bf16 quantize: a 16-byte load holds 8 elements, twice the math per load of f32, so a lane
+//    that waits for its load and then converts leaves the memory idle while it converts:
+//    prefetch issues the next round's load first. MinBlocks 8 holds the kernel at 32 registers
+//    (2048 threads per SM; without it prefetch costs 40 registers = 1536 threads).
+//  - dequantize: U2 with streaming stores (measured) plus prefetch; 32 registers either way.
+#if RCCLX_BACKEND_GPU
+template <class T, scale_kind Scale>
+struct bulk_defaults {  // bf16 (the primary template also serves unsupported types until their static_assert)
+  using quantize = bulk_tuning<1, 0, bulk_prefetch, 1, 256, 8>;
+  using dequantize = bulk_tuning<2, 0, bulk_store_streaming | bulk_prefetch, 1, 256, 0>;
+};
+template <scale_kind Scale>
+struct bulk_defaults<float, Scale> {
+  using quantize = bulk_tuning<2, 0, 0, 1, 256, 0>;
+  using dequantize = bulk_tuning<2, 0, bulk_store_streaming | bulk_prefetch, 1, 256, 0>;
+};
+// A default per scale kind too: specialise, e.g. `template <> struct bulk_defaults<bf16,
+// scale_kind::e8m0> { using quantize = ...; using dequantize = ...; };` right here.
+#else
+template <class T, scale_kind Scale>
+struct bulk_defaults {  // host backend: one thread converts whole blocks
+  using quantize = bulk_tuning<1>;
+  using dequantize = bulk_tuning<1>;
+};
+#endif
 
 template <class T>
 inline constexpr bool is_block_element_v = std::is_same<T, float>::value || std::is_same<T, bf16>::value;
 
-// Elements each lane quantizes per step: 16 bytes on GPUs (so one vector load), more if a block
+// Elements each lane quantizes per fragment: 16 bytes on GPUs (one vector load), more if a block
 // would otherwise span more than 32 lanes; the whole block on the host backend (one "lane").
-template <int BlockSize, class T>
+template <class Tuning, int BlockSize, class T>
 RCCLX_HOST_DEVICE constexpr int quantize_lane_elems() {
 #if RCCLX_BACKEND_GPU
   constexpr int v = static_cast<int>(16 / sizeof(T));
-  return v > BlockSize / 32 ? v : BlockSize / 32;
+  return Tuning::lane_elems != 0 ? Tuning::lane_elems : v > BlockSize / 32 ? v : BlockSize / 32;
 #else
   return BlockSize;
 #endif
 }
-template <class T>
+template <class Tuning, class T>
 RCCLX_HOST_DEVICE constexpr int dequantize_lane_elems() {
-  return static_cast<int>(16 / sizeof(T));  // one 16-byte store of output per step
+  return Tuning::lane_elems != 0 ? Tuning::lane_elems : static_cast<int>(16 / sizeof(T));  // one 16-byte store
 }
-#if RCCLX_BACKEND_GPU
-inline constexpr int bulk_unroll = 4;      // independent 16-byte loads in flight per lane
-inline constexpr int bulk_threads = 256;
-#else
-inline constexpr int bulk_unroll = 1;
-#endif
-// Measured defaults (rcclx-bench-fp8 tuning sweep on an H200, 64 Mi elements; docs/performance.md):
-// fewer steps in flight per lane won (more resident warps), and streaming stores helped the
-// dequantize, whose output is 4/5 of its traffic. AMD defaults are the same, unmeasured.
-template <class T>
-RCCLX_HOST_DEVICE constexpr int quantize_unroll() {
-#if RCCLX_BACKEND_GPU
-  return sizeof(T) == 4 ? 2 : 1;  // f32: U2 97.7% vs U4 92% of a same-bytes copy; bf16: U1 87% vs U4 81%
-#else
-  return 1;
-#endif
-}
-template <class T>
-RCCLX_HOST_DEVICE constexpr int dequantize_unroll() {
-#if RCCLX_BACKEND_GPU
-  return 2;  // f32 out: U2 + streaming stores 90.4% vs U4 88%
-#else
-  return 1;
-#endif
-}
-inline constexpr int dequantize_hint = 1;  // streaming (evict-first) stores of the output
 
-// Loads elements [f*E, f*E + E) of in[0, n), zero-filling past n.
-// Hint (tuning): 0 plain accesses; bit 0: streaming (evict-first) stores of the outputs; bit 1:
-// streaming loads of the inputs. Inputs and outputs of the bulk kernels are touched once.
-template <int E, int Hint = 0, class T>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_fragment(const T* in, std::size_t n, std::size_t f, T (&x)[E]) {
-  const std::size_t first = f * E;
-  if (first + E <= n) {
-#if RCCLX_DEVICE_COMPILE
-    constexpr int per_vec = static_cast<int>(16 / sizeof(T));
-    static_assert(E % per_vec == 0, "fragment must be whole 16-byte vectors");
+// ---- memory accesses with the tuning's hints (Words 32-bit words at p, aligned to their size) ----
+template <int Flags, int Words>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_words(const void* p, std::uint32_t (&w)[Words]) {
+  static_assert(Words == 1 || Words == 2 || Words == 4, "load_words: 4, 8 or 16 bytes");
+#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+  if constexpr (Flags & bulk_load_streaming) {
+    if constexpr (Words == 4) {
+      asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(p));
+    } else if constexpr (Words == 2) {
+      asm volatile("ld.global.cs.v2.u32 {%0,%1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
+    } else {
+      asm volatile("ld.global.cs.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
+    }
+    return;
+  } else if constexpr (Flags & bulk_load_no_l1) {
+    if constexpr (Words == 4) {
+      asm volatile("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(p));
+    } else if constexpr (Words == 2) {
+      asm volatile("ld.global.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
+    } else {
+      asm volatile("ld.global.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
+    }
+    return;
+  }
+#elif RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
+  if constexpr ((Flags & bulk_load_streaming) != 0) {
     RCCLX_DETAIL_FP8_UNROLL
-    for (int v = 0; v < E / per_vec; ++v) {
-      const gpu::vec16 w = (Hint & 2) ? gpu::load16_nontemporal(in + first + v * per_vec)
-                                      : gpu::load16(in + first + v * per_vec);
+    for (int i = 0; i < Words; ++i) w[i] = __builtin_nontemporal_load(static_cast<const std::uint32_t*>(p) + i);
+    return;
+  }
+#endif
+#if RCCLX_DEVICE_COMPILE
+  if constexpr (Words == 4) {
+    const gpu::vec16 v = gpu::load16(p);  // ld.global.v4 (never the read-only path)
+    RCCLX_DETAIL_FP8_UNROLL
+    for (int i = 0; i < 4; ++i) w[i] = v.w[i];
+  } else if constexpr (Words == 2) {
+    const std::uint64_t v = *static_cast<const std::uint64_t*>(p);
+    w[0] = static_cast<std::uint32_t>(v);
+    w[1] = static_cast<std::uint32_t>(v >> 32);
+  } else {
+    w[0] = *static_cast<const std::uint32_t*>(p);
+  }
+#else
+  std::memcpy(w, p, 4 * Words);
+#endif
+}
+
+template <int Flags, int Words>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_words(void* p, const std::uint32_t (&w)[Words]) {
+  static_assert(Words == 1 || Words == 2 || Words == 4, "store_words: 4, 8 or 16 bytes");
+#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+  if constexpr (Flags & bulk_store_streaming) {
+    if constexpr (Words == 4) {
+      asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+                   : "memory");
+    } else if constexpr (Words == 2) {
+      asm volatile("st.global.cs.v2.u32 [%0], {%1,%2};" ::"l"(p), "r"(w[0]), "r"(w[1]) : "memory");
+    } else {
+      asm volatile("st.global.cs.u32 [%0], %1;" ::"l"(p), "r"(w[0]) : "memory");
+    }
+    return;
+  }
+#elif RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
+  if constexpr ((Flags & bulk_store_streaming) != 0) {
+    RCCLX_DETAIL_FP8_UNROLL
+    for (int i = 0; i < Words; ++i) __builtin_nontemporal_store(w[i], static_cast<std::uint32_t*>(p) + i);
+    return;
+  }
+#endif
+#if RCCLX_DEVICE_COMPILE
+  if constexpr (Words == 4) {
+    gpu::vec16 v;
+    RCCLX_DETAIL_FP8_UNROLL
+    for (int i = 0; i < 4; ++i) v.w[i] = w[i];
+    gpu::store16(p, v);
+  } else if constexpr (Words == 2) {
+    *static_cast<std::uint64_t*>(p) = static_cast<std::uint64_t>(w[0]) | (static_cast<std::uint64_t>(w[1]) << 32);
+  } else {
+    *static_cast<std::uint32_t*>(p) = w[0];
+  }
+#else
+  std::memcpy(p, w, 4 * Words);
+#endif
+}
+
+// A whole fragment of E elements at p (16-byte aligned on GPUs).
+template <int E, int Flags, class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_elements(const T* p, T (&x)[E]) {
+#if RCCLX_DEVICE_COMPILE
+  constexpr int per_vec = static_cast<int>(16 / sizeof(T));
+  static_assert(E % per_vec == 0, "a quantize fragment must be whole 16-byte vectors");
+  RCCLX_DETAIL_FP8_UNROLL
+  for (int v = 0; v < E / per_vec; ++v) {
+    std::uint32_t w[4];
+    load_words<Flags, 4>(p + v * per_vec, w);
+    RCCLX_DETAIL_FP8_UNROLL
+    for (int j = 0; j < 4; ++j) {
       if constexpr (std::is_same<T, float>::value) {
-        for (int j = 0; j < 4; ++j) x[v * 4 + j] = bits_float(w.w[j]);
+        x[v * 4 + j] = bits_float(w[j]);
       } else {
-        for (int j = 0; j < 4; ++j) {
-          x[v * 8 + 2 * j].bits = static_cast<std::uint16_t>(w.w[j]);
-          x[v * 8 + 2 * j + 1].bits = static_cast<std::uint16_t>(w.w[j] >> 16);
-        }
+        x[v * 8 + 2 * j].bits = static_cast<std::uint16_t>(w[j]);
+        x[v * 8 + 2 * j + 1].bits = static_cast<std::uint16_t>(w[j] >> 16);
       }
     }
+  }
 #else
-    for (int i = 0; i < E; ++i) x[i] = in[first + i];
+  for (int i = 0; i < E; ++i) x[i] = p[i];
 #endif
+}
+
+// Fragment f of in[0, n): elements [f*E, f*E + E), zero past n (all zero when f*E >= n).
+template <int E, int Flags, class T, class I>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_fragment(const T* in, I n, I f, T (&x)[E]) {
+  const I first = f * E;
+  if (first + E <= n) {
+    load_elements<E, Flags>(in + first, x);
   } else {
+    RCCLX_DETAIL_FP8_UNROLL
     for (int i = 0; i < E; ++i) {
       if (first + i < n) {
         x[i] = in[first + i];
@@ -117,16 +261,246 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_fragment(const T* in, std::size_t 
   }
 }
 
-template <int E>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_codes(std::uint8_t* payload, std::size_t n, std::size_t f,
-                                                     const packed<E>& q) {
-  const std::size_t first = f * E;
+// N codes at p (aligned to min(N, 16) bytes), N a multiple of 4.
+template <int Flags, int N>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE packed<N> load_codes(const std::uint8_t* p) {
+  static_assert(N % 4 == 0, "bulk fragments hold a multiple of 4 codes");
+  packed<N> q;
+  if constexpr (N >= 16) {
+    static_assert(N % 16 == 0, "more than 16 codes per fragment: whole 16-byte vectors");
+    RCCLX_DETAIL_FP8_UNROLL
+    for (int c = 0; c < N / 16; ++c) {
+      std::uint32_t w[4];
+      load_words<Flags, 4>(p + 16 * c, w);
+      RCCLX_DETAIL_FP8_UNROLL
+      for (int j = 0; j < 4; ++j) q.w[4 * c + j] = w[j];
+    }
+  } else {
+    std::uint32_t w[N / 4];
+    load_words<Flags, N / 4>(p, w);
+    RCCLX_DETAIL_FP8_UNROLL
+    for (int j = 0; j < N / 4; ++j) q.w[j] = w[j];
+  }
+  return q;
+}
+
+template <int Flags, int N>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_codes(std::uint8_t* p, const packed<N>& q) {
+  if constexpr (N >= 16) {
+    static_assert(N % 16 == 0, "more than 16 codes per fragment: whole 16-byte vectors");
+    RCCLX_DETAIL_FP8_UNROLL
+    for (int c = 0; c < N / 16; ++c) {
+      const std::uint32_t w[4] = {q.w[4 * c], q.w[4 * c + 1], q.w[4 * c + 2], q.w[4 * c + 3]};
+      store_words<Flags, 4>(p + 16 * c, w);
+    }
+  } else if constexpr (N % 4 == 0) {
+    std::uint32_t w[N / 4];
+    RCCLX_DETAIL_FP8_UNROLL
+    for (int j = 0; j < N / 4; ++j) w[j] = q.w[j];
+    store_words<Flags, N / 4>(p, w);
+  } else {
+    q.store(p);
+  }
+}
+
+// Fragment f of payload[0, n) (codes past n are not written).
+template <int E, int Flags, class I>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_code_fragment(std::uint8_t* payload, I n, I f, const packed<E>& q) {
+  const I first = f * E;
   if (first + E <= n) {
-    q.store(payload + first);
+#if RCCLX_DEVICE_COMPILE
+    store_codes<Flags>(payload + first, q);
+#else
+    q.store(payload + first);  // host fragments are whole blocks: any size
+#endif
   } else {
     RCCLX_DETAIL_FP8_UNROLL
     for (int i = 0; i < E; ++i)  // constant indices after unrolling: q stays in registers
       if (first + i < n) payload[first + i] = q[i];
+  }
+}
+
+// Dequantized fragment as 32-bit words of output (E * sizeof(T) / 4 of them).
+template <class Dequant, int E, class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void dequantize_words(const Dequant& dequant, const packed<E>& q,
+                                                          typename Dequant::scale_type s,
+                                                          std::uint32_t (&w)[E * sizeof(T) / 4]) {
+  if constexpr (std::is_same<T, bf16>::value) {
+    dequant.to_bf16_pairs(q, s, w);
+  } else {
+    float y[E];
+    dequant(q, s, y);
+    RCCLX_DETAIL_FP8_UNROLL
+    for (int i = 0; i < E; ++i) w[i] = float_bits(y[i]);
+  }
+}
+
+template <class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T element_of_words(const std::uint32_t* w, int i) {
+  if constexpr (std::is_same<T, bf16>::value) {
+    return bf16::from_bits(static_cast<std::uint16_t>(w[i / 2] >> (16 * (i % 2))));
+  } else {
+    return bits_float(w[i]);
+  }
+}
+
+}  // namespace detail
+
+namespace detail {
+
+// Element and fragment indices are 32-bit when n and the rounds fit (fewer registers and
+// instructions per fragment; every bulk launch below 2^31 elements), 64-bit otherwise.
+template <int E>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool bulk_fits_32(std::size_t n, std::size_t round) {
+  return n <= 0x7FFFFFFFu && round <= 0x0FFFFFFFu / E;
+}
+
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
+RCCLX_HOST_DEVICE void quantize_body(const T* in, I n, std::uint8_t* payload, scale_type_t<Scale>* scales, I thread,
+                                     I num_threads) {
+  static_assert(detail::is_block_element_v<T>, "quantize_blocks: elements must be float or rcclx::bf16");
+  constexpr int E = detail::quantize_lane_elems<Tuning, BlockSize, T>();
+  constexpr int U = Tuning::unroll;
+  constexpr int F = Tuning::flags;
+  constexpr int lanes = BlockSize / E;
+  static_assert(E >= 1 && BlockSize % E == 0, "quantize_blocks: LaneElems must divide BlockSize");
+  static_assert(BlockSize >= E, "quantize_blocks: BlockSize must be at least 16 bytes of elements (4 float, 8 bf16)");
+  static_assert(lanes <= 32, "quantize_blocks: a block may span at most 32 lanes (raise LaneElems)");
+  const I num_frags = (n + E - 1) / E, full_frags = n / E, round = U * num_threads;
+  const bool leader = thread % lanes == 0;  // fragment indices keep thread % lanes (num_threads % 32 == 0)
+  const block_quantize<Format, BlockSize, Scale, Path> quant{};
+
+  // Loads round `base` into x; fragments past n read as zeros (their codes are not stored).
+  auto load_round = [&](I base, T (&x)[U][E]) {
+    if (base + round <= full_frags) {  // the same answer in every thread
+      RCCLX_DETAIL_FP8_UNROLL
+      for (int u = 0; u < U; ++u) detail::load_elements<E, F>(in + (base + u * num_threads + thread) * E, x[u]);
+    } else {
+      RCCLX_DETAIL_FP8_UNROLL
+      for (int u = 0; u < U; ++u) detail::load_fragment<E, F>(in, n, base + u * num_threads + thread, x[u]);
+    }
+  };
+
+  T x[U][E];
+  if constexpr ((F & bulk_prefetch) != 0) load_round(0, x);
+  for (I base = 0; base < num_frags; base += round) {
+    T next[U][E];
+    if constexpr ((F & bulk_prefetch) != 0) {
+      load_round(base + round, next);  // all zeros (no access) past the end
+    } else {
+      load_round(base, x);
+    }
+    const bool whole = base + round <= full_frags;
+    RCCLX_DETAIL_FP8_UNROLL
+    for (int u = 0; u < U; ++u) {
+      const I f = base + u * num_threads + thread;
+      packed<E> q;
+      const auto s = quant(x[u], q);
+      if (whole) {
+#if RCCLX_DEVICE_COMPILE
+        detail::store_codes<F>(payload + f * E, q);
+#else
+        q.store(payload + f * E);
+#endif
+        if (leader) scales[f / lanes] = s;
+      } else if (f < num_frags) {
+        detail::store_code_fragment<E, F>(payload, n, f, q);
+        if (leader) scales[f / lanes] = s;
+      }
+    }
+    if constexpr ((F & bulk_prefetch) != 0) {
+      RCCLX_DETAIL_FP8_UNROLL
+      for (int u = 0; u < U; ++u) {
+        RCCLX_DETAIL_FP8_UNROLL
+        for (int i = 0; i < E; ++i) x[u][i] = next[u][i];
+      }
+    }
+  }
+}
+
+
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
+RCCLX_HOST_DEVICE void dequantize_body(const std::uint8_t* payload, const scale_type_t<Scale>* scales, I n, T* out,
+                                       I thread, I num_threads) {
+  static_assert(detail::is_block_element_v<T>, "dequantize_blocks: elements must be float or rcclx::bf16");
+  constexpr int E = detail::dequantize_lane_elems<Tuning, T>();
+  constexpr int U = Tuning::unroll;
+  constexpr int F = Tuning::flags;
+  constexpr int W = static_cast<int>(E * sizeof(T) / 4);  // output words per fragment
+  static_assert(BlockSize % E == 0, "dequantize_blocks: BlockSize must be a multiple of LaneElems");
+  static_assert((E * sizeof(T)) % 16 == 0, "dequantize_blocks: LaneElems must make whole 16-byte stores");
+  using scale_t = scale_type_t<Scale>;
+  const I num_frags = (n + E - 1) / E, full_frags = n / E, round = U * num_threads;
+  const block_dequantize<Format, BlockSize, Scale, Path> dequant{};
+
+  auto load_round = [&](I base, packed<E> (&q)[U], scale_t (&s)[U]) {
+    if (base + round <= full_frags) {
+      RCCLX_DETAIL_FP8_UNROLL
+      for (int u = 0; u < U; ++u) {
+        const I f = base + u * num_threads + thread;
+        q[u] = detail::load_codes<F, E>(payload + f * E);
+        s[u] = scales[f / (BlockSize / E)];
+      }
+    } else {
+      RCCLX_DETAIL_FP8_UNROLL
+      for (int u = 0; u < U; ++u) {
+        const I f = base + u * num_threads + thread;
+        for (int i = 0; i < packed<E>::num_words; ++i) q[u].w[i] = 0;
+        s[u] = scale_t{};
+        if (f < num_frags) {
+          if ((f + 1) * E <= n) {
+            q[u] = detail::load_codes<F, E>(payload + f * E);
+          } else {
+            RCCLX_DETAIL_FP8_UNROLL
+            for (int i = 0; i < E; ++i)
+              if (f * E + i < n) q[u].set(i, payload[f * E + i]);
+          }
+          s[u] = scales[f / (BlockSize / E)];
+        }
+      }
+    }
+  };
+
+  packed<E> q[U];
+  scale_t s[U];
+  if constexpr ((F & bulk_prefetch) != 0) load_round(0, q, s);
+  for (I base = 0; base < num_frags; base += round) {
+    packed<E> next_q[U];
+    scale_t next_s[U];
+    if constexpr ((F & bulk_prefetch) != 0) {
+      load_round(base + round, next_q, next_s);
+    } else {
+      load_round(base, q, s);
+    }
+    const bool whole = base + round <= full_frags;
+    RCCLX_DETAIL_FP8_UNROLL
+    for (int u = 0; u < U; ++u) {
+      const I f = base + u * num_threads + thread;
+      std::uint32_t w[W];
+      detail::dequantize_words<decltype(dequant), E, T>(dequant, q[u], s[u], w);
+      if (whole || (f + 1) * E <= n) {
+#if RCCLX_DEVICE_COMPILE
+        RCCLX_DETAIL_FP8_UNROLL
+        for (int k = 0; k < W / 4; ++k) {
+          const std::uint32_t v[4] = {w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]};
+          detail::store_words<F, 4>(out + f * E + k * (16 / sizeof(T)), v);
+        }
+#else
+        for (int i = 0; i < E; ++i) out[f * E + i] = detail::element_of_words<T>(w, i);
+#endif
+      } else if (f < num_frags) {
+        RCCLX_DETAIL_FP8_UNROLL
+        for (int i = 0; i < E; ++i)
+          if (f * E + i < n) out[f * E + i] = detail::element_of_words<T>(w, i);
+      }
+    }
+    if constexpr ((F & bulk_prefetch) != 0) {
+      RCCLX_DETAIL_FP8_UNROLL
+      for (int u = 0; u < U; ++u) {
+        q[u] = next_q[u];
+        s[u] = next_s[u];
+      }
+    }
   }
 }
 
@@ -136,116 +510,109 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_codes(std::uint8_t* payload, std:
 // ids `thread` in [0, num_threads), all of them (the lanes sharing a block exchange values, so
 // warps must be whole and converged: num_threads a multiple of 32, thread ids consecutive within
 // a warp, e.g. blockIdx.x * blockDim.x + threadIdx.x with blockDim.x a multiple of 32).
+//
+// Work is cut in rounds of Unroll x num_threads fragments; a lane loads its Unroll fragments of a
+// round (all in flight), then converts and stores them. The round count is the same for every
+// thread, so lanes sharing a block always run together. Rounds that lie wholly inside [0, n) (all
+// but the last) take a path without per-fragment bounds checks.
 template <class Format, int BlockSize = 32, scale_kind Scale = scale_kind::fp32, path Path = path::automatic,
-          class T, int Unroll = detail::quantize_unroll<T>(), int Hint = 0>
+          class T, class Tuning = typename detail::bulk_defaults<T, Scale>::quantize>
 RCCLX_HOST_DEVICE void quantize_blocks_range(const T* in, std::size_t n, std::uint8_t* payload,
                                              scale_type_t<Scale>* scales, std::size_t thread,
                                              std::size_t num_threads) {
-  static_assert(detail::is_block_element_v<T>, "quantize_blocks: elements must be float or rcclx::bf16");
-  constexpr int E = detail::quantize_lane_elems<BlockSize, T>();
-  constexpr int lanes = BlockSize / E;
-  constexpr int U = Unroll;
-  static_assert(BlockSize >= E, "quantize_blocks: BlockSize must be at least 16 bytes of elements (4 float, 8 bf16)");
-  const std::size_t num_frags = (n + E - 1) / E;
-  const block_quantize<Format, BlockSize, Scale, Path> quant{};
-  // The loop bound is the same for every thread, so lanes sharing a block always run together.
-  for (std::size_t base = 0; base < num_frags; base += U * num_threads) {
-    T x[U][E];
-    RCCLX_DETAIL_FP8_UNROLL
-    for (int u = 0; u < U; ++u) detail::load_fragment<E, Hint>(in, n, base + u * num_threads + thread, x[u]);
-    RCCLX_DETAIL_FP8_UNROLL
-    for (int u = 0; u < U; ++u) {
-      const std::size_t f = base + u * num_threads + thread;
-      packed<E> q;
-      const auto s = quant(x[u], q);
-      if (f < num_frags) {
-        detail::store_codes<E>(payload, n, f, q);
-        if (f % lanes == 0) scales[f / lanes] = s;
-      }
-    }
+  constexpr int U = Tuning::unroll;
+  constexpr int E = detail::quantize_lane_elems<Tuning, BlockSize, T>();
+  if (detail::bulk_fits_32<E>(n, U * num_threads)) {
+    detail::quantize_body<Format, BlockSize, Scale, Path, T, Tuning, std::uint32_t>(
+        in, static_cast<std::uint32_t>(n), payload, scales, static_cast<std::uint32_t>(thread),
+        static_cast<std::uint32_t>(num_threads));
+  } else {
+    detail::quantize_body<Format, BlockSize, Scale, Path, T, Tuning, std::size_t>(in, n, payload, scales, thread,
+                                                                                 num_threads);
   }
 }
 
-// Grid-stride body of dequantize_blocks (no cooperation between threads needed).
-// LaneElems: elements per lane and step (16 bytes of output by default; 16 elements = a whole
-// 16-byte load of codes, more bytes in flight per lane); Unroll: steps in flight per lane.
+// Grid-stride body of dequantize_blocks (no cooperation between threads needed). Rounds as in
+// quantize_blocks_range; each fragment is LaneElems codes (default: 16 bytes of output) and its
+// block's scale.
 template <class Format, int BlockSize = 32, scale_kind Scale = scale_kind::fp32, path Path = path::automatic,
-          class T, int Unroll = detail::dequantize_unroll<T>(), int LaneElems = detail::dequantize_lane_elems<T>(),
-          int Hint = detail::dequantize_hint>
+          class T, class Tuning = typename detail::bulk_defaults<T, Scale>::dequantize>
 RCCLX_HOST_DEVICE void dequantize_blocks_range(const std::uint8_t* payload, const scale_type_t<Scale>* scales,
                                                std::size_t n, T* out, std::size_t thread, std::size_t num_threads) {
-  static_assert(detail::is_block_element_v<T>, "dequantize_blocks: elements must be float or rcclx::bf16");
-  constexpr int E = LaneElems;
-  constexpr int U = Unroll;
-  static_assert(BlockSize % E == 0, "dequantize_blocks: BlockSize must be a multiple of LaneElems");
-  static_assert((E * sizeof(T)) % 16 == 0, "dequantize_blocks: LaneElems must make whole 16-byte stores");
-  const std::size_t num_frags = (n + E - 1) / E;
-  const block_dequantize<Format, BlockSize, Scale, Path> dequant{};
-  // Every index below is a compile-time constant after unrolling, so nothing lives in local memory.
-  for (std::size_t base = thread; base < num_frags; base += U * num_threads) {
-    packed<E> q[U];
-    scale_type_t<Scale> s[U];
-    RCCLX_DETAIL_FP8_UNROLL
-    for (int u = 0; u < U; ++u) {
-      const std::size_t f = base + u * num_threads;
-      for (int i = 0; i < packed<E>::num_words; ++i) q[u].w[i] = 0;
-      s[u] = scale_type_t<Scale>{};
-      if (f < num_frags) {
-        if ((f + 1) * E <= n) {
-          q[u] = packed<E>::load(payload + f * E);
-        } else {
-          RCCLX_DETAIL_FP8_UNROLL
-          for (int i = 0; i < E; ++i)
-            if (f * E + i < n) q[u].set(i, payload[f * E + i]);
-        }
-        s[u] = scales[f * E / BlockSize];
-      }
-    }
-    RCCLX_DETAIL_FP8_UNROLL
-    for (int u = 0; u < U; ++u) {
-      const std::size_t f = base + u * num_threads;
-      if (f < num_frags) {
-        T y[E];
-        dequant(q[u], s[u], y);
-        if ((f + 1) * E <= n) {
-#if RCCLX_DEVICE_COMPILE
-          constexpr int per_vec = static_cast<int>(16 / sizeof(T));
-          RCCLX_DETAIL_FP8_UNROLL
-          for (int k = 0; k < E / per_vec; ++k) {
-            gpu::vec16 v;
-            __builtin_memcpy(&v, y + k * per_vec, 16);
-            if (Hint & 1) gpu::store16_nontemporal(out + f * E + k * per_vec, v);
-            else gpu::store16(out + f * E + k * per_vec, v);
-          }
-#else
-          for (int i = 0; i < E; ++i) out[f * E + i] = y[i];
-#endif
-        } else {
-          RCCLX_DETAIL_FP8_UNROLL
-          for (int i = 0; i < E; ++i)
-            if (f * E + i < n) out[f * E + i] = y[i];
-        }
-      }
-    }
+  constexpr int U = Tuning::unroll;
+  constexpr int E = detail::dequantize_lane_elems<Tuning, T>();
+  if (detail::bulk_fits_32<E>(n, U * num_threads)) {
+    detail::dequantize_body<Format, BlockSize, Scale, Path, T, Tuning, std::uint32_t>(
+        payload, scales, static_cast<std::uint32_t>(n), out, static_cast<std::uint32_t>(thread),
+        static_cast<std::uint32_t>(num_threads));
+  } else {
+    detail::dequantize_body<Format, BlockSize, Scale, Path, T, Tuning, std::size_t>(payload, scales, n, out, thread,
+                                                                                   num_threads);
   }
 }
 
 #if RCCLX_BACKEND_GPU
-template <class Format, int BlockSize, scale_kind Scale, path Path, class T, int Unroll, int Hint>
+// The kernels, one per index width I (the launchers pick 32-bit indices whenever they fit, so that
+// kernel never holds the registers of the 64-bit body); the _bounded twins carry
+// __launch_bounds__ for Tuning::min_blocks > 0 (a kernel without the attribute keeps the
+// compiler's own register heuristics, which a bound of (Threads, 1) would change).
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
 RCCLX_GLOBAL void quantize_blocks_kernel(const T* in, std::size_t n, std::uint8_t* payload,
                                          scale_type_t<Scale>* scales) {
-  quantize_blocks_range<Format, BlockSize, Scale, Path, T, Unroll, Hint>(
-      in, n, payload, scales, static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x,
-      static_cast<std::size_t>(gridDim.x) * blockDim.x);
+  detail::quantize_body<Format, BlockSize, Scale, Path, T, Tuning, I>(
+      in, static_cast<I>(n), payload, scales, static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x,
+      static_cast<I>(gridDim.x) * blockDim.x);
 }
 
-template <class Format, int BlockSize, scale_kind Scale, path Path, class T, int Unroll, int LaneElems, int Hint>
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
 RCCLX_GLOBAL void dequantize_blocks_kernel(const std::uint8_t* payload, const scale_type_t<Scale>* scales,
                                            std::size_t n, T* out) {
-  dequantize_blocks_range<Format, BlockSize, Scale, Path, T, Unroll, LaneElems, Hint>(
-      payload, scales, n, out, static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x,
-      static_cast<std::size_t>(gridDim.x) * blockDim.x);
+  detail::dequantize_body<Format, BlockSize, Scale, Path, T, Tuning, I>(
+      payload, scales, static_cast<I>(n), out, static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x,
+      static_cast<I>(gridDim.x) * blockDim.x);
 }
+
+#  if RCCLX_BACKEND_CUDA
+#    define RCCLX_DETAIL_FP8_BULK_BOUNDS(Tn) __launch_bounds__(Tn::threads, Tn::min_blocks)
+#  else  // HIP's second argument means something else (waves per EU); the thread bound only
+#    define RCCLX_DETAIL_FP8_BULK_BOUNDS(Tn) __launch_bounds__(Tn::threads)
+#  endif
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
+RCCLX_GLOBAL void RCCLX_DETAIL_FP8_BULK_BOUNDS(Tuning)
+    quantize_blocks_kernel_bounded(const T* in, std::size_t n, std::uint8_t* payload, scale_type_t<Scale>* scales) {
+  detail::quantize_body<Format, BlockSize, Scale, Path, T, Tuning, I>(
+      in, static_cast<I>(n), payload, scales, static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x,
+      static_cast<I>(gridDim.x) * blockDim.x);
+}
+
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
+RCCLX_GLOBAL void RCCLX_DETAIL_FP8_BULK_BOUNDS(Tuning)
+    dequantize_blocks_kernel_bounded(const std::uint8_t* payload, const scale_type_t<Scale>* scales, std::size_t n,
+                                     T* out) {
+  detail::dequantize_body<Format, BlockSize, Scale, Path, T, Tuning, I>(
+      payload, scales, static_cast<I>(n), out, static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x,
+      static_cast<I>(gridDim.x) * blockDim.x);
+}
+#  undef RCCLX_DETAIL_FP8_BULK_BOUNDS
+
+namespace detail {
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
+constexpr auto quantize_kernel_of() {
+  if constexpr (Tuning::min_blocks > 0) {
+    return &quantize_blocks_kernel_bounded<Format, BlockSize, Scale, Path, T, Tuning, I>;
+  } else {
+    return &quantize_blocks_kernel<Format, BlockSize, Scale, Path, T, Tuning, I>;
+  }
+}
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
+constexpr auto dequantize_kernel_of() {
+  if constexpr (Tuning::min_blocks > 0) {
+    return &dequantize_blocks_kernel_bounded<Format, BlockSize, Scale, Path, T, Tuning, I>;
+  } else {
+    return &dequantize_blocks_kernel<Format, BlockSize, Scale, Path, T, Tuning, I>;
+  }
+}
+}  // namespace detail
 #endif
 
 namespace detail {
@@ -258,27 +625,31 @@ inline void check_bulk_pointer(const void* p, std::size_t alignment, const char*
 }
 
 #if RCCLX_BACKEND_GPU
-// Enough blocks to fill the device once (the bodies are grid-stride), fewer for small inputs.
-// The occupancy query runs once per kernel (it costs microseconds); the SM count per launch.
-template <auto Kernel, int Unroll = bulk_unroll>
-inline unsigned bulk_grid(std::size_t work_items) {
+// Tuning::waves x the blocks resident on the device at once (the bodies are grid-stride), fewer
+// for small inputs; Waves 0: a block per tile. The occupancy query runs once per kernel (it costs
+// microseconds); the SM count per launch.
+template <auto Kernel, class Tuning>
+inline unsigned bulk_grid(std::size_t frags) {
   static const int per_sm = [] {
-    const int r = gpu::max_resident_blocks(Kernel, bulk_threads) / gpu::multiprocessor_count();
+    const int r = gpu::max_resident_blocks(Kernel, Tuning::threads) / gpu::multiprocessor_count();
     return r > 0 ? r : 1;
   }();
-  const std::size_t per_block = static_cast<std::size_t>(bulk_threads) * Unroll;
-  const std::size_t wanted = (work_items + per_block - 1) / per_block;
-  const std::size_t resident = static_cast<std::size_t>(per_sm) * gpu::multiprocessor_count();
-  const std::size_t g = wanted < resident ? wanted : resident;
+  const std::size_t per_block = static_cast<std::size_t>(Tuning::threads) * Tuning::unroll;
+  std::size_t g = (frags + per_block - 1) / per_block;
+  if (Tuning::waves > 0) {
+    const std::size_t resident = static_cast<std::size_t>(Tuning::waves) * per_sm * gpu::multiprocessor_count();
+    g = g < resident ? g : resident;
+  }
+  g = g < 0x7FFFFFFFu ? g : 0x7FFFFFFFu;  // grid-stride beyond that
   return static_cast<unsigned>(g > 0 ? g : 1);
 }
 #endif
 }  // namespace detail
 
 // Quantizes in[0, n) into payload[0, n) (codes) and scales[0, num_blocks(n)) (one per block).
-// Unroll (steps in flight per lane) is a tuning knob with a measured default.
+// Tuning: see bulk_tuning; the default is the measured one for T and Scale (detail::bulk_defaults).
 template <class Format, int BlockSize = 32, scale_kind Scale = scale_kind::fp32, path Path = path::automatic,
-          class T, int Unroll = detail::quantize_unroll<T>(), int Hint = 0>
+          class T, class Tuning = typename detail::bulk_defaults<T, Scale>::quantize>
 inline void quantize_blocks(const T* in, std::size_t n, std::uint8_t* payload, scale_type_t<Scale>* scales,
                             gpu::stream_t stream = gpu::stream_t{}) {
   static_assert(detail::is_block_element_v<T>, "quantize_blocks: elements must be float or rcclx::bf16");
@@ -287,21 +658,26 @@ inline void quantize_blocks(const T* in, std::size_t n, std::uint8_t* payload, s
   detail::check_bulk_pointer(payload, 16, "quantize_blocks", "payload");
   detail::check_bulk_pointer(scales, alignof(scale_type_t<Scale>), "quantize_blocks", "scales");
 #if RCCLX_BACKEND_GPU
-  constexpr auto kernel = quantize_blocks_kernel<Format, BlockSize, Scale, Path, T, Unroll, Hint>;
-  constexpr int E = detail::quantize_lane_elems<BlockSize, T>();
-  kernel<<<detail::bulk_grid<kernel, Unroll>((n + E - 1) / E), detail::bulk_threads, 0, stream>>>(in, n, payload, scales);
+  constexpr auto kernel32 = detail::quantize_kernel_of<Format, BlockSize, Scale, Path, T, Tuning, std::uint32_t>();
+  constexpr auto kernel64 = detail::quantize_kernel_of<Format, BlockSize, Scale, Path, T, Tuning, std::size_t>();
+  constexpr int E = detail::quantize_lane_elems<Tuning, BlockSize, T>();
+  const unsigned grid = detail::bulk_grid<kernel32, Tuning>((n + E - 1) / E);
+  if (detail::bulk_fits_32<E>(n, std::size_t(Tuning::unroll) * grid * Tuning::threads)) {
+    kernel32<<<grid, Tuning::threads, 0, stream>>>(in, n, payload, scales);
+  } else {
+    kernel64<<<grid, Tuning::threads, 0, stream>>>(in, n, payload, scales);
+  }
   gpu::check_launch("rcclx::fp8::quantize_blocks");
 #else
   (void)stream;
-  quantize_blocks_range<Format, BlockSize, Scale, Path, T, Unroll, Hint>(in, n, payload, scales, 0, 1);
+  quantize_blocks_range<Format, BlockSize, Scale, Path, T, Tuning>(in, n, payload, scales, 0, 1);
 #endif
 }
 
 // out[i] = decode(payload[i]) * scale of block i / BlockSize, for i in [0, n).
-// Unroll and LaneElems are tuning knobs with measured defaults (see dequantize_blocks_range).
+// Tuning: see bulk_tuning; the default is the measured one for T and Scale (detail::bulk_defaults).
 template <class Format, int BlockSize = 32, scale_kind Scale = scale_kind::fp32, path Path = path::automatic,
-          class T, int Unroll = detail::dequantize_unroll<T>(), int LaneElems = detail::dequantize_lane_elems<T>(),
-          int Hint = detail::dequantize_hint>
+          class T, class Tuning = typename detail::bulk_defaults<T, Scale>::dequantize>
 inline void dequantize_blocks(const std::uint8_t* payload, const scale_type_t<Scale>* scales, std::size_t n, T* out,
                               gpu::stream_t stream = gpu::stream_t{}) {
   static_assert(detail::is_block_element_v<T>, "dequantize_blocks: elements must be float or rcclx::bf16");
@@ -310,13 +686,19 @@ inline void dequantize_blocks(const std::uint8_t* payload, const scale_type_t<Sc
   detail::check_bulk_pointer(scales, alignof(scale_type_t<Scale>), "dequantize_blocks", "scales");
   detail::check_bulk_pointer(out, 16, "dequantize_blocks", "out");
 #if RCCLX_BACKEND_GPU
-  constexpr auto kernel = dequantize_blocks_kernel<Format, BlockSize, Scale, Path, T, Unroll, LaneElems, Hint>;
-  constexpr int E = LaneElems;
-  kernel<<<detail::bulk_grid<kernel, Unroll>((n + E - 1) / E), detail::bulk_threads, 0, stream>>>(payload, scales, n, out);
+  constexpr auto kernel32 = detail::dequantize_kernel_of<Format, BlockSize, Scale, Path, T, Tuning, std::uint32_t>();
+  constexpr auto kernel64 = detail::dequantize_kernel_of<Format, BlockSize, Scale, Path, T, Tuning, std::size_t>();
+  constexpr int E = detail::dequantize_lane_elems<Tuning, T>();
+  const unsigned grid = detail::bulk_grid<kernel32, Tuning>((n + E - 1) / E);
+  if (detail::bulk_fits_32<E>(n, std::size_t(Tuning::unroll) * grid * Tuning::threads)) {
+    kernel32<<<grid, Tuning::threads, 0, stream>>>(payload, scales, n, out);
+  } else {
+    kernel64<<<grid, Tuning::threads, 0, stream>>>(payload, scales, n, out);
+  }
   gpu::check_launch("rcclx::fp8::dequantize_blocks");
 #else
   (void)stream;
-  dequantize_blocks_range<Format, BlockSize, Scale, Path, T, Unroll, LaneElems, Hint>(payload, scales, n, out, 0, 1);
+  dequantize_blocks_range<Format, BlockSize, Scale, Path, T, Tuning>(payload, scales, n, out, 0, 1);
 #endif
 }
 

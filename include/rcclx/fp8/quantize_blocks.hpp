@@ -82,23 +82,23 @@ namespace detail {
 // Each `using` is spelled exactly as the tuning sweep prints its candidates ("tune ... <tuning>").
 // History (H200, 64 Mi elements, vs a copy of the same bytes): quantize f32 U4 92% -> U2 97.7%;
 // bf16 U4 80.7% -> U1 87.4%; dequantize f32 U4 88% -> U2 + streaming stores 90.4%.
-// Current choice (reasoned, not yet measured; the sweep's "best" lines say what to paste here):
-//  - f32 quantize: unchanged, U2 (measured best of U1/U2/U4/U8).
-//  - bf16 quantize: a 16-byte load holds 8 elements, twice the math per load of f32, so a lane
-//    that waits for its load and then converts leaves the memory idle while it converts:
-//    prefetch issues the next round's load first. MinBlocks 8 holds the kernel at 32 registers
-//    (2048 threads per SM; without it prefetch costs 40 registers = 1536 threads).
-//  - dequantize: U2 with streaming stores (measured) plus prefetch; 32 registers either way.
+// Current choice, from the H200 sweep of 2026-11-29 (docs/performance.md): f32 quantize U2 on a
+// resident grid-stride grid; bf16 quantize and every dequantize U2 with one block per tile
+// (Waves = 0), dequantize with streaming stores. Prefetch and MinBlocks lost on the H200.
 #if RCCLX_BACKEND_GPU
 template <class T, scale_kind Scale>
 struct bulk_defaults {  // bf16 (the primary template also serves unsupported types until their static_assert)
-  using quantize = bulk_tuning<1, 0, bulk_prefetch, 1, 256, 8>;
-  using dequantize = bulk_tuning<2, 0, bulk_store_streaming | bulk_prefetch, 1, 256, 0>;
+  // Measured on the H200 (rcclx-bench-fp8 sweep, 2026-11-29, 64 Mi elements): one block per tile
+  // (grid = tiles, no grid-stride loop) with 2 fragments per lane reached 100.4% of a same-bytes
+  // copy for bf16 quantize (U1 + prefetch: 94.3%) and 96.6-98.2% for every dequantize (U2 + st.cs
+  // on a resident grid-stride grid: 86-91%).
+  using quantize = bulk_tuning<2, 0, 0, 0, 256, 0>;
+  using dequantize = bulk_tuning<2, 0, bulk_store_streaming, 0, 256, 0>;
 };
 template <scale_kind Scale>
 struct bulk_defaults<float, Scale> {
-  using quantize = bulk_tuning<2, 0, 0, 1, 256, 0>;
-  using dequantize = bulk_tuning<2, 0, bulk_store_streaming | bulk_prefetch, 1, 256, 0>;
+  using quantize = bulk_tuning<2, 0, 0, 1, 256, 0>;  // 98.7% (U1 + prefetch 99.3%: within noise)
+  using dequantize = bulk_tuning<2, 0, bulk_store_streaming, 0, 256, 0>;
 };
 // A default per scale kind too: specialise, e.g. `template <> struct bulk_defaults<bf16,
 // scale_kind::e8m0> { using quantize = ...; using dequantize = ...; };` right here.

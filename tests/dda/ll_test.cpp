@@ -79,7 +79,10 @@ TEMPLATE_TEST_CASE("dda flat: LL and barrier protocols agree bit for bit with a 
       barrier.allreduce(algorithm::flat, op);
       const bool via_ll = used_ll(ll, count);
       CAPTURE(via_ll);
-      if (count * sizeof(T) <= 16 * 1024) REQUIRE(via_ll);  // small messages always take the LL one-shot
+      // Small messages always take the LL one-shot (one vector per thread: on the host backend a
+      // block is one thread, so up to 4 vectors with its 4 blocks).
+      const std::size_t ll_up_to = rcclx::current_backend == rcclx::backend::host ? 64 : 16 * 1024;
+      if (count * sizeof(T) <= ll_up_to) REQUIRE(via_ll);
       REQUIRE_FALSE(used_ll(barrier, count));
       check(ll, in, op);
       check(barrier, in, op);
@@ -100,12 +103,12 @@ TEST_CASE("dda flat LL: in place and output in the symmetric buffer", "[dda][ll]
   check(peers, in, reduce_op::sum);
   // The LL protocol does not read the symmetric buffer: the output may be it.
   auto t = peers.table(0);
-  REQUIRE(rcclx::dda::flat_uses_ll<float>(t.signals, 1000, rcclx::dda::default_launch_config().threads, 2));
-  REQUIRE_NOTHROW(rcclx::dda::detail::validate_table("test", t, peers.device_input(0), t.data[0], 1000,
+  REQUIRE(rcclx::dda::flat_uses_ll<float>(t.signals, 8, rcclx::dda::default_launch_config().threads, 2));
+  REQUIRE_NOTHROW(rcclx::dda::detail::validate_table("test", t, peers.device_input(0), t.data[0], 8,
                                                      algorithm::flat, 2));
   rcclx::testing::emulated_peers<float, max_r> big(n, count, no_ll());
   auto tb = big.table(0);
-  REQUIRE_THROWS_AS(rcclx::dda::detail::validate_table("test", tb, big.device_input(0), tb.data[0], 1000,
+  REQUIRE_THROWS_AS(rcclx::dda::detail::validate_table("test", tb, big.device_input(0), tb.data[0], 8,
                                                        algorithm::flat, 2),
                     rcclx::error);
 }
@@ -139,6 +142,39 @@ TEST_CASE("dda flat LL: back-to-back calls with changing sizes and algorithms", 
     const auto in = fill(peers, static_cast<std::uint64_t>(k));
     peers.allreduce(g() % 4 == 0 ? algorithm::tree : algorithm::flat);
     check(peers, in, reduce_op::sum);
+  }
+}
+
+namespace {
+// flat_allreduce_ll called directly with several tiles per block (its general path: the launcher
+// takes it only for one tile per block).
+struct ll_many_tiles {
+  static constexpr int max_threads_per_block = 512;
+  const rcclx::core::peer_table<float, max_r>* tables;
+  rcclx::testing::detail::rank_buffers<float, max_r> buf;
+  std::size_t count;
+  template <class G>
+  RCCLX_HOST_DEVICE void operator()(const G& g, rcclx::testing::launch_index ix) const {
+    (void)rcclx::dda::flat_allreduce_ll<rcclx::core::op_sum>(g, tables[ix.rank], buf.in[ix.rank], buf.out[ix.rank],
+                                                             count, ix.block, ix.num_blocks);
+  }
+};
+}  // namespace
+
+TEST_CASE("dda flat LL: several tiles per block (the general path)", "[dda][ll]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  const int n = 5;
+  const int threads = rcclx::current_backend == rcclx::backend::host ? 1 : 128;
+  for (const std::size_t count : {std::size_t{37}, std::size_t{1000}, std::size_t{4093}}) {
+    CAPTURE(count);
+    rcclx::testing::emulated_peers<float, max_r> peers(n, count);
+    const int blocks = 2;
+    REQUIRE(rcclx::dda::ll_block_bytes_for<float>(count, threads, blocks) <= peers.table(0).signals.ll_block_bytes);
+    const auto in = fill(peers, 31);
+    for (int rep = 0; rep < 3; ++rep) {  // both halves, then the first again
+      peers.run(blocks, threads, ll_many_tiles{peers.device_tables(), peers.device_buffers(), count});
+      check(peers, in, reduce_op::sum);
+    }
   }
 }
 

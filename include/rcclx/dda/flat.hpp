@@ -8,7 +8,8 @@
 //
 // flat_allreduce runs one of two protocols, chosen per call from the pads (the same on every rank):
 //
-// LL one-shot (flat_allreduce_ll; when each block's tiles fit its LL region, flat_uses_ll): no barrier.
+// LL one-shot (flat_allreduce_ll; when each block has one tile and it fits its LL region,
+// flat_uses_ll): no barrier.
 //   1. write own input as LL packets (data + flag in each 64-bit word, core/ll.hpp) into the block's
 //      own LL region (its owned tiles back to back)
 //   2. per owned vector: load the packets of every peer (up to 8 peers in flight), re-poll the ones
@@ -128,11 +129,18 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::size_t ll_block_bytes_for(std::size_t c
   return (l.tiles + nb - 1) / nb * static_cast<std::size_t>(group_size) * 16;
 }
 
-// Does a flat call of `count` elements with this grid run the LL one-shot on these pads?
+// Does a flat call of `count` elements with this grid run the LL one-shot on these pads? Only when
+// every thread publishes at most one vector (one tile per block: the latency path) and the tile fits
+// a region. Measured on the H200 (8 emulated ranks, docs/performance.md): the LL one-shot takes 4.0
+// us against 6.2 us for the barrier protocol up to 4 KiB, 5.9 against 7.4 at 64 KiB, even at 128
+// KiB; with two tiles per block (256 KiB) its doubled bytes cost more than the barriers (14.3
+// against 9.8 us).
 template <class T, int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_uses_ll(const core::signal_pads<MaxRanks>& s, std::size_t count,
                                                       int group_size, int num_blocks) {
-  return core::ll_fits(s, num_blocks, ll_block_bytes_for<T>(count, group_size, num_blocks));
+  const detail::layout<T> l(count, group_size, 0, num_blocks);
+  return l.tiles <= static_cast<std::size_t>(num_blocks) &&
+         core::ll_fits(s, num_blocks, ll_block_bytes_for<T>(count, group_size, num_blocks));
 }
 
 // The LL one-shot (see the header comment). Needs flat_uses_ll.

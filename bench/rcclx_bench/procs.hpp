@@ -225,7 +225,13 @@ class rank_runner {
       r.error = e.what();
       ok = false;
     }
-    if (rank == 0) rows.push_back(r);
+    if (rank == 0) {
+      rows.push_back(r);
+      // The table comes at the end of the sweep; this line per row survives a sweep cut short.
+      std::fprintf(stderr, "# progress: %s %zu B %s %s: %.2f us%s%s\n", r.type.c_str(), r.bytes, r.algo.c_str(),
+                   r.input.c_str(), r.time_us, r.error.empty() ? "" : " error: ", r.error.c_str());
+      std::fflush(stderr);
+    }
     return ok;
   }
 

@@ -49,6 +49,26 @@ RCCLX_HOST_DEVICE inline void record_timeout(const signal_pads<MaxRanks>& s, int
   gpu::store_release_system(&s.err->code, static_cast<std::uint32_t>(errc::timeout));
 }
 
+// The bounded spin every device wait is made of: calls ready() until it returns true. Every 64th
+// round it leaves (false) if another thread of this rank already failed, and once the pads'
+// bound has expired it calls expired() (which records the error) and leaves (false); then pauses.
+template <int MaxRanks, class Ready, class Expired>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool spin_bounded(const signal_pads<MaxRanks>& s, Ready&& ready, Expired&& expired) {
+  const std::uint64_t limit = s.timeout_ns ? s.timeout_ns : default_timeout_ns;
+  const std::uint64_t t0 = gpu::clock_ns();
+  for (std::uint32_t spins = 1;; ++spins) {
+    if (ready()) return true;
+    if ((spins & 63u) == 0u) {
+      if (gpu::load_relaxed_system(&s.err->code) != 0u) return false;
+      if (gpu::clock_ns() - t0 > limit) {
+        expired();
+        return false;
+      }
+      gpu::spin_pause();
+    }
+  }
+}
+
 // Spins until *flag reaches `expected`. False if the bound expired (record written) or another
 // thread of this rank already failed (then this thread leaves without writing a record).
 template <int MaxRanks>
@@ -57,25 +77,17 @@ RCCLX_HOST_DEVICE inline bool wait_flag(const signal_pads<MaxRanks>& s, const st
                                         barrier_kind kind) {
   std::uint32_t v = gpu::load_acquire_system(flag);
   if (RCCLX_LIKELY(gpu::counter_reached(v, expected))) return true;
-  const std::uint64_t limit = s.timeout_ns ? s.timeout_ns : default_timeout_ns;
-  const std::uint64_t t0 = gpu::clock_ns();
-  for (std::uint32_t spins = 1;; ++spins) {
-    // Poll relaxed (no cache invalidation per poll); once the flag has arrived, one acquire load
-    // (it reads the same or a later value: flags only grow) orders this thread's later reads.
-    v = gpu::load_relaxed_system(flag);
-    if (gpu::counter_reached(v, expected)) {
-      (void)gpu::load_acquire_system(flag);
-      return true;
-    }
-    if ((spins & 63u) == 0u) {
-      if (gpu::load_relaxed_system(&s.err->code) != 0u) return false;
-      if (gpu::clock_ns() - t0 > limit) {
-        record_timeout(s, block, peer, kind, expected, v);
-        return false;
-      }
-      gpu::spin_pause();
-    }
-  }
+  return spin_bounded(
+      s,
+      [&] {
+        // Poll relaxed (no cache invalidation per poll); once the flag has arrived, one acquire load
+        // (it reads the same or a later value: flags only grow) orders this thread's later reads.
+        v = gpu::load_relaxed_system(flag);
+        if (!gpu::counter_reached(v, expected)) return false;
+        (void)gpu::load_acquire_system(flag);
+        return true;
+      },
+      [&] { record_timeout(s, block, peer, kind, expected, v); });
 }
 
 }  // namespace detail

@@ -5,7 +5,10 @@
 //   const std::uint32_t flag = rcclx::core::ll_begin(g, pads, block);   // once per call and block
 //   unsigned char* mine = pads.ll_region(pads.rank, flag, block);
 //   rcclx::core::ll_write(mine, i, v, flag);                              // publish 16 bytes
-//   if (!rcclx::core::ll_wait(pads, pads.ll_region(p, flag, block), i, flag, block, p, v)) return false;
+//   const rcclx::core::ll_halves<8> h(pads, flag, block);               // every rank's region `block`
+//   rcclx::gpu::vec16 v[1];                                              // packet i of peer p:
+//   if (!rcclx::core::ll_try_read(h.p[p], i, flag, v[0]) &&
+//       !rcclx::core::ll_wait_batch<1>(pads, h, p, i, flag, block, v, 1u)) return false;
 //
 // Packet: 16 bytes of data become two 16-byte lines of two 64-bit words {data32 | flag32 << 32};
 // each word is stored and loaded single-copy atomic (gpu::store_packet_system), so the flag proves
@@ -33,7 +36,6 @@
 #include <cstdint>
 
 #include "../gpu/atomic.hpp"
-#include "../gpu/clock.hpp"
 #include "../gpu/memory.hpp"
 #include "barrier.hpp"
 #include "signal_pad.hpp"
@@ -91,30 +93,6 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool ll_try_read(const unsigned char* half, 
          static_cast<std::uint32_t>(c >> 32) == flag && static_cast<std::uint32_t>(d >> 32) == flag;
 }
 
-// Polls packet `index` of peer `peer`'s region until it carries `flag`. False if the pads' bound
-// expired (the record names this rank, `peer`, barrier_kind::ll, `block` and the flag) or another
-// thread of this rank already failed.
-template <int MaxRanks>
-RCCLX_HOST_DEVICE inline bool ll_wait(const signal_pads<MaxRanks>& s, const unsigned char* half, std::size_t index,
-                                      std::uint32_t flag, int block, int peer, gpu::vec16& v) {
-  if (RCCLX_LIKELY(ll_try_read(half, index, flag, v))) return true;
-  const std::uint64_t limit = s.timeout_ns ? s.timeout_ns : default_timeout_ns;
-  const std::uint64_t t0 = gpu::clock_ns();
-  for (std::uint32_t spins = 1;; ++spins) {
-    if (ll_try_read(half, index, flag, v)) return true;
-    if ((spins & 63u) == 0u) {
-      if (gpu::load_relaxed_system(&s.err->code) != 0u) return false;
-      if (gpu::clock_ns() - t0 > limit) {
-        std::uint64_t a, b;
-        gpu::load_packet_system(half + 32 * index, a, b);
-        detail::record_timeout(s, block, peer, barrier_kind::ll, flag, static_cast<std::uint32_t>(a >> 32));
-        return false;
-      }
-      gpu::spin_pause();
-    }
-  }
-}
-
 // Block `block`'s LL regions of every rank for one call, copied out of the pads once (the pads may
 // live in global memory: emulated tables, graphs).
 template <int MaxRanks>
@@ -136,16 +114,15 @@ template <int Batch, int MaxRanks>
 RCCLX_HOST_DEVICE inline bool ll_wait_batch(const signal_pads<MaxRanks>& s, const ll_halves<MaxRanks>& h, int p0,
                                             std::size_t index, std::uint32_t flag, int block, gpu::vec16 (&v)[Batch],
                                             std::uint32_t pending) {
-  const std::uint64_t limit = s.timeout_ns ? s.timeout_ns : default_timeout_ns;
-  const std::uint64_t t0 = gpu::clock_ns();
-  for (std::uint32_t spins = 1;; ++spins) {
-    for (int j = 0; j < Batch; ++j)
-      if ((pending >> j) & 1u)
-        if (ll_try_read(h.p[p0 + j], index, flag, v[j])) pending &= ~(1u << j);
-    if (pending == 0u) return true;
-    if ((spins & 63u) == 0u) {
-      if (gpu::load_relaxed_system(&s.err->code) != 0u) return false;
-      if (gpu::clock_ns() - t0 > limit) {
+  return detail::spin_bounded(
+      s,
+      [&] {
+        for (int j = 0; j < Batch; ++j)
+          if ((pending >> j) & 1u)
+            if (ll_try_read(h.p[p0 + j], index, flag, v[j])) pending &= ~(1u << j);
+        return pending == 0u;
+      },
+      [&] {
         // The first missing peer, found with constant indices (a dynamic index into h.p or v
         // would move them to scratch memory).
         int missing = 0;
@@ -159,11 +136,7 @@ RCCLX_HOST_DEVICE inline bool ll_wait_batch(const signal_pads<MaxRanks>& s, cons
           }
         }
         detail::record_timeout(s, block, missing, barrier_kind::ll, flag, seen);
-        return false;
-      }
-      gpu::spin_pause();
-    }
-  }
+      });
 }
 
 }  // namespace core

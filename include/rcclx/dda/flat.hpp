@@ -138,9 +138,10 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::size_t ll_block_bytes_for(std::size_t c
 template <class T, int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_uses_ll(const core::signal_pads<MaxRanks>& s, std::size_t count,
                                                       int group_size, int num_blocks) {
+  // One tile per block: every block publishes at most one tile, group_size x 16 bytes.
   const detail::layout<T> l(count, group_size, 0, num_blocks);
   return l.tiles <= static_cast<std::size_t>(num_blocks) &&
-         core::ll_fits(s, num_blocks, ll_block_bytes_for<T>(count, group_size, num_blocks));
+         core::ll_fits(s, num_blocks, static_cast<std::size_t>(group_size) * 16);
 }
 
 // The LL one-shot (see the header comment). Needs flat_uses_ll.

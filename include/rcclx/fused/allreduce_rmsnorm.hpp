@@ -102,7 +102,7 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll_block(const Group& g, const core::pe
         gpu::vec16 r;
         failed = !dda::detail::ll_reduce_vec<core::op_sum, T>(s, h, i / nb * vecs + vi, gpu::load16(a.input + i * hidden + vi * e),
                                                              flag, block, r);
-        traits::unpack(r, v[k]);
+        if (!failed) traits::unpack(r, v[k]);
       }
     }
     if (g.sync_or(failed)) return false;  // uniform before the epilogue's block reductions

@@ -198,7 +198,7 @@ class rmsnorm_runner {
     r.timing = bench::to_string(mode);
     try {
       fill(s);
-      const algorithm automatic = fz::resolve_rmsnorm_algorithm<T>(algorithm::automatic, s.tokens, s.hidden, n_);
+      const algorithm automatic = rt::detail::resolve_emulated_rmsnorm<T, Out>(world_, s.tokens, s.hidden);
       r.fused_auto_algo = rcclx::to_string(automatic);
       // Correctness first, on fresh inputs: fused (both algorithms) == unfused, and the reference.
       const auto fused_flat = outputs_after([&](rcclx::gpu::stream_t st) { fused(s, algorithm::flat, st); });
@@ -394,7 +394,7 @@ class gemm_runner {
   gemm_runner(const options& o, std::size_t max_mn, std::size_t max_mk, std::size_t max_kn, int max_tiles)
       : o_(o), n_(o.num_ranks),
         world_(o.num_ranks,
-               std::max(fz::tile_allreduce<T, max_r>::workspace_bytes(gemm_example::BM * gemm_example::BN, max_tiles),
+               std::max(fz::tile_allreduce<T, max_r, algorithm::tree>::workspace_bytes(gemm_example::BM * gemm_example::BN, max_tiles),
                         max_mn * sizeof(T)),
                fz::pad_blocks_for(barrier_blocks, max_tiles), 30ull * 1000 * 1000 * 1000),
         slots_{barrier_blocks, max_tiles} {
@@ -429,6 +429,7 @@ class gemm_runner {
       if (tiles > slots_.max_tiles) throw rcclx::error(rcclx::errc::invalid_argument, "too many tiles");
       gemm_example::gemm_allreduce fused_k{};
       gemm_example::gemm_partials partial_k{};
+      gemm_example::gemm_allreduce_tree fused_tree_k{};
       fused_k.tables = world_.device_tables<T>();
       for (int q = 0; q < n_; ++q) {
         fused_k.A[q] = partial_k.A[q] = a_[q];
@@ -441,12 +442,24 @@ class gemm_runner {
       fused_k.N = partial_k.N = s.N;
       fused_k.K_r = partial_k.K_r = K_r;
       fused_k.slots = slots_;
+      fused_tree_k.tables = fused_k.tables;
+      for (int q = 0; q < n_; ++q) {
+        fused_tree_k.A[q] = fused_k.A[q];
+        fused_tree_k.B[q] = fused_k.B[q];
+        fused_tree_k.C[q] = fused_k.C[q];
+      }
+      fused_tree_k.bias = fused_k.bias;
+      fused_tree_k.M = s.M;
+      fused_tree_k.N = s.N;
+      fused_tree_k.K_r = K_r;
+      fused_tree_k.slots = slots_;
       const int cap = on_host ? 4 : 1 << 20;
       const int fused_blocks = std::max(1, std::min({tiles, cap, rt::max_blocks_per_rank<gemm_example::gemm_allreduce>(n_, gemm_example::threads)}));
       const int gemm_blocks = std::max(1, std::min({tiles, on_host ? 4 : 1 << 20, rt::max_blocks_per_rank<gemm_example::gemm_partials>(n_, gemm_example::threads)}));
       r.fused_blocks = fused_blocks;
       r.unfused_blocks = gemm_blocks;  // the same when both kernels get the same occupancy (they should)
       auto fused = [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, fused_blocks, gemm_example::threads, fused_k, st); };
+      auto fused_tree = [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, fused_blocks, gemm_example::threads, fused_tree_k, st); };
       auto gemm = [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, gemm_blocks, gemm_example::threads, partial_k, st); };
       auto unfused = [&](algorithm a, rcclx::gpu::stream_t st) {
         gemm(st);
@@ -455,7 +468,8 @@ class gemm_runner {
       // Correctness: fused == unfused (flat) on every rank, and the reference on sampled rows.
       const auto f = outputs_after(fused, s);
       const auto u = outputs_after([&](rcclx::gpu::stream_t st) { unfused(algorithm::flat, st); }, s);
-      r.identical = f == u;
+      const auto ft = outputs_after(fused_tree, s);
+      r.identical = f == u && ft == u;
       check_reference(s, K_r, f[0], r);
       bool fell_back = false;
       auto time = [&](auto&& fn) {
@@ -464,15 +478,20 @@ class gemm_runner {
         world_.throw_if_error();
         return us;
       };
-      r.fused_flat_us = r.fused_auto_us = time(fused);
-      r.fused_auto_algo = "flat";
+      r.fused_flat_us = time(fused);
+      r.fused_tree_us = time(fused_tree);
+      // automatic: the DDA table's choice for the output's bytes (what the example's user would pick).
+      const algorithm automatic = rcclx::dda::select_algorithm(s.M * s.N * sizeof(T), n_);
+      r.fused_auto_us = automatic == algorithm::tree ? r.fused_tree_us : r.fused_flat_us;
+      r.fused_auto_algo = rcclx::to_string(automatic);
       r.unfused_flat_us = time([&](rcclx::gpu::stream_t st) { unfused(algorithm::flat, st); });
       r.unfused_tree_us = time([&](rcclx::gpu::stream_t st) { unfused(algorithm::tree, st); });
       const bool flat_best = r.unfused_flat_us <= r.unfused_tree_us;
       r.unfused_best_us = flat_best ? r.unfused_flat_us : r.unfused_tree_us;
       r.unfused_best_algo = flat_best ? "flat" : "tree";
       r.first_kernel_us = time(gemm);
-      r.speedup = r.speedup_best = speedup_of(r);
+      r.speedup = speedup_of(r);
+      r.speedup_best = best_speedup_of(r);
       if (fell_back) r.timing = "events*";
     } catch (const std::exception& e) {
       r.error = e.what();

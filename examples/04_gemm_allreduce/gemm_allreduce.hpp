@@ -1,8 +1,9 @@
 // examples/04_gemm_allreduce/gemm_allreduce.hpp: the fused GEMM + AllReduce kernel of example 04 (also
 // timed by rcclx-bench-fused against the unfused GEMM followed by the DDA AllReduce): a plain tiled
 // GEMM (64 x 64 output tiles through shared memory, a 4 x 4 register tile per thread) whose epilogue
-// writes each finished tile into the symmetric buffer, publishes it, and reduces the previous tile
-// while the peers finish this one. Walkthrough: docs/fusion.md.
+// writes each finished tile into the symmetric buffer and publishes it; then the tiles are reduced
+// across the ranks, flat (every rank reduces every tile) or tree (each tile's owner reduces it once,
+// the others copy the result). Walkthrough: docs/fusion.md.
 #pragma once
 
 #include <rcclx/fused/stages.hpp>
@@ -96,7 +97,10 @@ struct add_bias {
 // [fusion-kernel]
 // One block of one emulated rank (testing::launch_emulated); in a real job this is the body of
 // your __global__ kernel with ix.rank = the process's rank, ix.block = blockIdx.x.
-struct gemm_allreduce {
+// Algo: flat (every rank reduces every tile: one step, for small outputs) or tree (each tile is
+// reduced once, by its owner, and the others copy the result: ring-like traffic, for large ones).
+template <rcclx::algorithm Algo>
+struct gemm_allreduce_kernel {
   // Compiled for 256-thread blocks, 6 resident per SM (CUDA; 6 waves per SIMD on AMD): the plain
   // GEMM's occupancy, so the fused kernel runs the GEMM exactly as fast.
   static constexpr int max_threads_per_block = threads, min_blocks_per_multiprocessor = blocks_per_sm;
@@ -118,7 +122,7 @@ struct gemm_allreduce {
     // This call's half of the rank's symmetric buffer: tile t's partial product goes to
     // inputs + t * tile_elems. Only this pointer lives through the GEMM loop; the AllReduce object
     // is built after it, so the reduction takes no registers from the GEMM.
-    T* const inputs = fz::tile_allreduce<T, max_ranks>(t, slots, map.tile_elems(), tiles).input(0);
+    T* const inputs = fz::tile_allreduce<T, max_ranks, Algo>(t, slots, map.tile_elems(), tiles).input(0);
     // 1. This block's GEMM tiles, one after another; each partial product, rounded to bf16 as an
     //    unfused GEMM would store it, goes into the symmetric buffer (row-major BM x BN; what lies
     //    outside C is left out: reduce skips it too).
@@ -131,14 +135,26 @@ struct gemm_allreduce {
     // 2. The same tiles summed over the ranks, plus the bias, into C. The blocks with this index on
     //    the other ranks computed the same tiles at the same pace, so the flags are (nearly) all up:
     //    one wait for all of them, then the reductions back to back, peer loads 4 at a time.
-    fz::tile_allreduce<T, max_ranks> ar(t, slots, map.tile_elems(), tiles);  // flat: every rank reduces
+    fz::tile_allreduce<T, max_ranks, Algo> ar(t, slots, map.tile_elems(), tiles);
     const fz::epilogue<add_bias, fz::store<T>> epi{{bias}, {C[ix.rank], N}};
     ar.publish_strided(g, ix.block, ix.num_blocks);
-    bool ok = ar.wait_inputs_strided(g, ix.block, ix.num_blocks);
-    for (int tile = ix.block; tile < tiles && ok; tile += ix.num_blocks) ok = ar.reduce<1, 4>(g, tile, map, epi);
+    bool ok = ar.wait_inputs_strided(g, ix.block, ix.num_blocks);  // tree: the tiles this rank owns
+    if constexpr (Algo == rcclx::algorithm::flat) {
+      for (int tile = ix.block; tile < tiles && ok; tile += ix.num_blocks) ok = ar.template reduce<1, 4>(g, tile, map, epi);
+    } else {
+      // The owned tiles first (reduced, handed to the epilogue, published), then the others, whose
+      // results their owners published meanwhile: one wait for all of them, then copies.
+      for (int tile = ix.block; tile < tiles && ok; tile += ix.num_blocks)
+        if (ar.owns(tile)) ok = ar.template reduce<1, 4>(g, tile, map, epi);
+      if (ok) ok = ar.wait_results_strided(g, ix.block, ix.num_blocks);
+      for (int tile = ix.block; tile < tiles && ok; tile += ix.num_blocks)
+        if (!ar.owns(tile)) ok = ar.template reduce<1, 4>(g, tile, map, epi);
+    }
     ar.finish(g, ix.num_blocks);  // every block, once: the next call uses the other buffer half
   }
 };
+using gemm_allreduce = gemm_allreduce_kernel<rcclx::algorithm::flat>;
+using gemm_allreduce_tree = gemm_allreduce_kernel<rcclx::algorithm::tree>;
 // [fusion-kernel]
 
 // The unfused first half, for comparison: the same GEMM, each rank's partial product written

@@ -54,11 +54,12 @@ struct bench_world {
   float* scale = nullptr;
   std::vector<void*> owned;
 
-  bench_world(int num_ranks, std::size_t max_tokens, std::size_t max_hidden, std::uint64_t timeout_ns = 0)
+  bench_world(int num_ranks, std::size_t max_tokens, std::size_t max_hidden, std::uint64_t timeout_ns = 0,
+              rcclx::core::ll_layout ll = rcclx::core::default_ll_layout())
       : n(num_ranks), max_count(max_tokens * max_hidden),
         world(num_ranks, fz::allreduce_rmsnorm_workspace_bytes<T, out_arg_t<T, F>>(max_tokens, max_hidden, algorithm::tree),
               fz::pad_blocks_for(barrier_blocks, static_cast<int>(max_tokens)),
-              timeout_ns ? timeout_ns : rcclx::core::default_timeout_ns),
+              timeout_ns ? timeout_ns : rcclx::core::default_timeout_ns, ll),
         slots{barrier_blocks, static_cast<int>(max_tokens)} {
     for (int r = 0; r < n; ++r) {
       x.push_back(alloc<T>(max_count));
@@ -413,4 +414,126 @@ TEST_CASE("fused allreduce_rmsnorm: a rank that never arrives is a timeout error
     w.world.reset();
     check<T, void>(run_fused(w, p, algo), p, reference_of<T, void>(p));  // usable again after reset
   }
+}
+
+namespace {
+// Blocks per rank the emulated launcher gives a call of `tokens` rows (tree).
+template <class T>
+int launcher_blocks(int n, std::size_t tokens, std::size_t hidden) {
+  int nb = 0;
+  rt::detail::with_emulated_rmsnorm<T, T, max_r>(algorithm::tree, hidden, [&](auto k) {
+    nb = rt::detail::emulated_fused_blocks<decltype(k)>(n, tokens);
+  });
+  return nb;
+}
+constexpr rcclx::core::ll_layout big_ll{on_host ? 8 : 64, 64 * 1024};
+}  // namespace
+
+TEMPLATE_TEST_CASE("fused allreduce_rmsnorm: the LL two-shot (tree on LL packets) against float64 and the tile kernels",
+                   "[fused][ll]", float, rcclx::bf16) {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  using T = TestType;
+  const int n = quick ? GENERATE(2, 8) : tsan ? GENERATE(2, 8) : GENERATE(2, 3, 4, 5, 7, 8);
+  const std::vector<std::size_t> tokens_list = tsan ? std::vector<std::size_t>{1, 5} : std::vector<std::size_t>{1, 2, 5, 17};
+  // 8: fewer vectors than ranks (empty slices); 1032, 1144: slices of unequal length.
+  const std::vector<std::size_t> hidden_list = on_host ? std::vector<std::size_t>{8 * 4 / sizeof(T), 1032, 1144}
+                                                       : std::vector<std::size_t>{8, 1032, 4104, 8192};
+  std::size_t max_h = 0;
+  for (auto h : hidden_list) max_h = std::max(max_h, h);
+  bench_world<T, void> w(n, 17, max_h, 0, big_ll);               // the LL two-shot where it fits
+  bench_world<T, void> tiles(n, 17, max_h, 0, {0, 0});        // no LL regions: the tile-flag tree
+  for (const std::size_t tokens : tokens_list) {
+    for (const std::size_t hidden : hidden_list) {
+      CAPTURE(n, tokens, hidden);
+      const auto p = make_problem<T>(n, tokens, hidden, n * 31 + tokens * 5 + hidden);
+      const auto e = reference_of<T, void>(p);
+      const int nb = launcher_blocks<T>(n, tokens, hidden);
+      const bool ll2 = fz::rmsnorm_uses_ll2<T>(w.world.signals(0), tokens, hidden, nb);
+      if (tokens <= 5 || !on_host) REQUIRE(ll2);
+      REQUIRE_FALSE(fz::rmsnorm_uses_ll2<T>(tiles.world.signals(0), tokens, hidden, nb));
+      REQUIRE(rt::detail::resolve_emulated_rmsnorm<T, T>(w.world, tokens, hidden) ==
+              (ll2 ? algorithm::tree : fz::resolve_rmsnorm_algorithm<T>(algorithm::automatic, tokens, hidden, n)));
+      const results two = run_fused(w, p, algorithm::tree);
+      check<T, void>(two, p, e);
+      const results automatic = run_fused(w, p, algorithm::automatic);
+      REQUIRE(automatic == two);
+      const results tile_tree = run_fused(tiles, p, algorithm::tree);
+      REQUIRE(tile_tree == two);
+      const results unfused = run_unfused(tiles, p);
+      REQUIRE(unfused == two);
+    }
+  }
+}
+
+TEST_CASE("fused allreduce_rmsnorm: LL two-shot back to back with the LL one-shot and the flat tiles", "[fused][ll]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  using T = rcclx::bf16;
+  const int n = on_host ? 4 : 8;
+  const int calls = rcclx_test::scaled(tsan ? 30 : (on_host ? 200 : 600));
+  bench_world<T, void> w(n, 17, 2048, 0, big_ll);
+  std::vector<problem<T>> problems;
+  std::vector<fused_ref::rms_expected> expected;
+  const std::vector<std::size_t> tokens_list{1, 2, 3, 17};
+  const std::vector<std::size_t> hidden_list{1032, 2048, 1144};
+  for (std::size_t s = 0; s < 7; ++s) {
+    problems.push_back(make_problem<T>(n, tokens_list[s % 4], hidden_list[s % 3], 700 + s));
+    expected.push_back(reference_of<T, void>(problems.back()));
+  }
+  std::mt19937 g(11);
+  for (int c = 0; c < calls; ++c) {
+    const std::size_t s = g() % problems.size();
+    const int kind = static_cast<int>(g() % 4);  // two-shot, flat tiles, LL one-shot, unfused (LL flat)
+    CAPTURE(c, s, kind);
+    const auto& p = problems[s];
+    const int blocks = static_cast<int>(std::min<std::size_t>(p.tokens, 4));
+    results r;
+    if (kind == 0) r = run_fused(w, p, algorithm::tree);
+    else if (kind == 1) r = run_fused(w, p, algorithm::flat);
+    else if (kind == 2 && fz::rmsnorm_uses_ll<T>(w.world.signals(0), p.tokens, p.hidden, blocks)) r = run_fused_ll(w, p, blocks);
+    else r = run_unfused(w, p);
+    if (on_host || c % 8 == 0) check<T, void>(r, p, expected[s]);
+  }
+}
+
+TEST_CASE("fused allreduce_rmsnorm: LL two-shot counters wrap around 2^32", "[fused][ll]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  using T = float;
+  bench_world<T, void> w(3, 4, 1032, 0, big_ll);
+  w.world.reset(0xFFFFFFFFu - 4u);  // the LL epochs cross 2^32 below
+  for (int c = 0; c < 12; ++c) {
+    CAPTURE(c);
+    const auto p = make_problem<T>(3, 1 + c % 4, 1032, 950 + c);
+    check<T, void>(run_fused(w, p, algorithm::tree), p, reference_of<T, void>(p));
+  }
+}
+
+TEST_CASE("fused allreduce_rmsnorm: LL two-shot with a rank that never arrives names it", "[fused][ll]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  using T = float;
+  const int n = 4, absent = 1;
+  const std::size_t tokens = 3, hidden = 1032;
+  bench_world<T, void> w(n, tokens, hidden, 200ull * 1000 * 1000, big_ll);
+  const auto p = make_problem<T>(n, tokens, hidden, 2);
+  upload(w, p);
+  const auto a = w.args(tokens, hidden, false);
+  REQUIRE(fz::rmsnorm_uses_ll2<T>(w.world.signals(0), tokens, hidden, 2));
+  rt::detail::with_emulated_rmsnorm<T, T, max_r>(algorithm::tree, hidden, [&](auto k) {
+    using kernel = decltype(k);
+    kernel f{};
+    f.tables = w.world.template device_tables<T>();
+    for (int r = 0; r < n; ++r) f.args[r] = a[r];
+    f.slots = w.slots;
+    rt::launch_emulated(n, 2, rt::detail::fused_threads, without_rank<kernel>{f, absent});
+  });
+  rcclx::gpu::device_synchronize();
+  try {
+    w.world.throw_if_error();
+    FAIL("no error");
+  } catch (const rcclx::error& e) {
+    REQUIRE(e.code() == rcclx::errc::timeout);
+    REQUIRE(std::string(e.what()).find("LL packet") != std::string::npos);
+    REQUIRE(std::string(e.what()).find("waiting for rank 1") != std::string::npos);
+  }
+  w.world.reset();
+  check<T, void>(run_fused(w, p, algorithm::tree), p, reference_of<T, void>(p));
 }

@@ -55,7 +55,7 @@ enum class barrier_kind : std::uint32_t {
   mid = 2,    // between phases (tree, LPC): release own partial results, acquire peers'
   end = 3,    // release: this rank has finished reading peers' buffers
   tile = 4,   // a per-tile flag of a fused epilogue
-  ll = 5,     // one-shot LL data: a peer's flagged packet (core/ll.hpp) never came
+  ll = 5,     // LL packets (one-shot flat, fused two-shot): a peer's flagged packet (core/ll.hpp) never came
 };
 
 inline const char* to_string(barrier_kind k) {
@@ -64,7 +64,7 @@ inline const char* to_string(barrier_kind k) {
     case barrier_kind::mid: return "mid";
     case barrier_kind::end: return "end";
     case barrier_kind::tile: return "tile";
-    case barrier_kind::ll: return "one-shot (LL data)";
+    case barrier_kind::ll: return "LL packet";
   }
   return "unknown";
 }

@@ -104,6 +104,16 @@ struct ll_halves {
       : n(s.num_ranks), rank(s.rank) {
     for (int j = 0; j < MaxRanks; ++j) p[j] = j < n ? s.ll_region(j, flag, block) : nullptr;
   }
+  // p[r] for a run-time r, selected with constant indices (p stays in registers, no scratch).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE const unsigned char* pick(int r) const {
+    const unsigned char* q = p[0];
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int j = 1; j < MaxRanks; ++j)
+      if (j == r) q = p[j];
+    return q;
+  }
 };
 
 // Polls packet `index` of the peers p0 + j whose bit j is set in `pending` until each carries
@@ -136,6 +146,22 @@ RCCLX_HOST_DEVICE inline bool ll_wait_batch(const signal_pads<MaxRanks>& s, cons
           }
         }
         detail::record_timeout(s, block, missing, barrier_kind::ll, flag, seen);
+      });
+}
+
+// Polls packet `index` of one region (owner `owner`'s, e.g. s.ll_region(owner, flag, block)) until
+// it carries `flag`, filling v. For readers whose peer index is not a compile-time constant (no
+// pointer array indexed at run time: it would live in scratch memory). Same bound and record as
+// ll_wait_batch.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE inline bool ll_wait_from(const signal_pads<MaxRanks>& s, const unsigned char* region, int owner,
+                                           std::size_t index, std::uint32_t flag, int block, gpu::vec16& v) {
+  return detail::spin_bounded(
+      s, [&] { return ll_try_read(region, index, flag, v); },
+      [&] {
+        std::uint64_t a, b;
+        gpu::load_packet_system(region + 32 * index, a, b);
+        detail::record_timeout(s, block, owner, barrier_kind::ll, flag, static_cast<std::uint32_t>(a >> 32));
       });
 }
 

@@ -111,6 +111,140 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll_block(const Group& g, const core::pe
   return !g.sync_or(failed);
 }
 
+// The LL two-shot: tree over the LL protocol (core/ll.hpp). Each row is cut into N slices of whole
+// vectors (slice c = vectors [c V / N, (c + 1) V / N), V = hidden / vector width); rank c owns
+// slice c of every row. Per block and row (rows block, block + num_blocks, ... as in the flat block):
+//   1. the block writes its row of x as LL packets (whole row, packet = vector index);
+//   2. the owner of slice c sums slice c of every rank's packets in rank order in FP32 (own part
+//      from x), rounds once to T, adds the residual in FP32, rounds once to T (the new residual),
+//      and publishes those vectors as LL packets;
+//   3. every rank loads the whole new-residual row from its owners' packets, writes it, and runs the
+//      RMSNorm and output stages over it with exactly the thread layout of fused::add_rmsnorm.
+// So the bits equal the unfused path (dda AllReduce, then add_rmsnorm) and the tile-flag kernels,
+// on every rank. No flag round trip, no fence, no symmetric buffer, no tile slots: two dependent
+// packet latencies. Traffic per rank, S = tokens * hidden * sizeof(T): reads S (x) + 2S (packets of
+// its slices) + 2S (the new-residual packets) + S/N (residual), writes 2S + 2S/N (packets) + S
+// (residual) + S_out. LL region payload per block: rows_per_block * (V + ceil(V / N)) * 16 bytes
+// (rmsnorm_uses_ll2). Group-collective; same launch rules as allreduce_rmsnorm_block; returns false
+// if a peer never arrived (recorded with barrier_kind::ll).
+namespace detail {
+// First vector of slice c of a row of `vecs` vectors cut into n slices.
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::size_t ll2_slice_begin(std::size_t vecs, int n, int c) {
+  return vecs * static_cast<std::size_t>(c) / static_cast<std::size_t>(n);
+}
+// The slice (owner) of vector vi: the c with slice_begin(c) <= vi < slice_begin(c + 1).
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int ll2_owner(std::size_t vecs, int n, std::size_t vi) {
+  return static_cast<int>(((vi + 1) * static_cast<std::size_t>(n) + vecs - 1) / vecs) - 1;
+}
+// Packets one row takes in a block's LL region: the row of x, then this rank's slice results.
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::size_t ll2_row_packets(std::size_t vecs, int n) {
+  return vecs + (vecs + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
+}
+struct ll2_storage_tag;
+}  // namespace detail
+
+template <int VecsPerThread, int BlockThreads, class T, class Out, int MaxRanks, class Group>
+RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll2_block(const Group& g, const core::peer_table<T, MaxRanks>& t,
+                                                   const rmsnorm_args<T, Out>& a, int block, int num_blocks) {
+  using traits = core::value_traits<T>;
+  constexpr int e = gpu::elems_per_vec16<T>;
+  const core::signal_pads<MaxRanks>& s = t.signals;
+  const int n = s.num_ranks, me = s.rank;
+  const std::size_t hidden = a.hidden, vecs = hidden / e;
+  const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
+  const std::size_t nb = static_cast<std::size_t>(num_blocks);
+  const std::size_t row_packets = detail::ll2_row_packets(vecs, n);
+  const std::size_t lo = detail::ll2_slice_begin(vecs, n, me), hi = detail::ll2_slice_begin(vecs, n, me + 1);
+  const std::uint32_t flag = core::ll_begin(g, s, block);
+  unsigned char* own = s.ll_region(me, flag, block);
+  // 1. This block's rows of x, whole (every owner reads its slice of them).
+  for (std::size_t i = static_cast<std::size_t>(block), k = 0; i < a.tokens; i += nb, ++k)
+    for (std::size_t vi = tid; vi < vecs; vi += gs)
+      core::ll_write(own, k * row_packets + vi, gpu::load16(a.input + i * hidden + vi * e), flag);
+  const core::ll_halves<MaxRanks> h(s, flag, block);
+  bool failed = false;
+  // 2. This rank's slice of those rows: summed over the ranks, plus the residual, published.
+  for (std::size_t i = static_cast<std::size_t>(block), k = 0; i < a.tokens && !failed; i += nb, ++k) {
+    for (std::size_t vi = lo + tid; vi < hi && !failed; vi += gs) {
+      const std::size_t off = i * hidden + vi * e;
+      gpu::vec16 sum;
+      failed = !dda::detail::ll_reduce_vec<core::op_sum, T>(s, h, k * row_packets + vi, gpu::load16(a.input + off), flag,
+                                                            block, sum);
+      if (failed) break;
+      float v[e], r[e];
+      traits::unpack(sum, v);  // the AllReduce result, rounded once to T
+      traits::unpack(gpu::load16(a.residual + off), r);
+      for (int j = 0; j < e; ++j) r[j] = v[j] + r[j];
+      core::ll_write(own, k * row_packets + vecs + (vi - lo), traits::pack(r), flag);
+    }
+  }
+  if (g.sync_or(failed)) return false;
+  // 3. Every row whole from its owners, then the epilogue of add_rmsnorm minus its residual add: the
+  //    new residual is stored as loaded (already rounded), so the stages see add_rmsnorm's values.
+  using out_stage = typename detail::output_of<T, Out>::stage;
+  using norm_t = rms_norm<T, BlockThreads>;
+  auto& tmp = gpu::block_shared<typename norm_t::storage_type, detail::ll2_storage_tag>();
+  out_stage o{};
+  if constexpr (rmsnorm_args<T, Out>::fp8_output) {
+    o = out_stage{a.output, hidden, a.scale};
+  } else {
+    o = out_stage{a.output, hidden};
+  }
+  const epilogue<store<T>, norm_t, out_stage> epi(store<T>{a.residual, hidden}, norm_t{a.weight, a.eps, hidden, &tmp},
+                                                  o);
+  const row_tiles map{a.tokens, hidden};
+  for (std::size_t i = static_cast<std::size_t>(block), k = 0; i < a.tokens; i += nb, ++k) {
+    gpu::vec16 got[VecsPerThread];
+    bool landed[VecsPerThread];
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int q = 0; q < VecsPerThread; ++q) {  // every load issued before any wait
+      const std::size_t vi = static_cast<std::size_t>(q) * gs + tid;
+      landed[q] = true;
+      if (vi >= vecs) continue;
+      const int c = detail::ll2_owner(vecs, n, vi);
+      const std::size_t idx = k * row_packets + vecs + (vi - detail::ll2_slice_begin(vecs, n, c));
+      landed[q] = core::ll_try_read(h.pick(c), idx, flag, got[q]);
+    }
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int q = 0; q < VecsPerThread; ++q) {
+      if (landed[q] || failed) continue;
+      const std::size_t vi = static_cast<std::size_t>(q) * gs + tid;
+      const int c = detail::ll2_owner(vecs, n, vi);
+      const std::size_t idx = k * row_packets + vecs + (vi - detail::ll2_slice_begin(vecs, n, c));
+      failed = !core::ll_wait_from(s, h.pick(c), c, idx, flag, block, got[q]);
+    }
+    if (g.sync_or(failed)) return false;  // uniform before the epilogue's block reduction
+    float v[VecsPerThread][e];
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int q = 0; q < VecsPerThread; ++q)
+      if (static_cast<std::size_t>(q) * gs + tid < vecs) traits::unpack(got[q], v[q]);
+    epi(g, v, held_vectors<row_tiles, e>{map, i, tid, gs, vecs});
+  }
+  return !g.sync_or(false);
+}
+
+// Does the LL two-shot (allreduce_rmsnorm_ll2_block) of this shape and grid fit these pads' LL
+// regions? The same answer on every rank (same pads layout, same arguments).
+// Decode sizes only (tokens <= ll2_max_tokens): beyond, the doubled LL bytes cost more than the
+// flag round trips they save (docs/performance.md).
+inline constexpr std::size_t ll2_max_tokens = 128;
+
+template <class T, int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool rmsnorm_uses_ll2(const core::signal_pads<MaxRanks>& s, std::size_t tokens,
+                                                          std::size_t hidden, int num_blocks) {
+  if (num_blocks < 1 || tokens == 0 || tokens > ll2_max_tokens || s.num_ranks < 1) return false;
+  const std::size_t nb = static_cast<std::size_t>(num_blocks);
+  const std::size_t rows = (tokens + nb - 1) / nb;
+  return core::ll_fits(s, num_blocks,
+                       rows * detail::ll2_row_packets(hidden / gpu::elems_per_vec16<T>, s.num_ranks) * 16);
+}
+
 // Does a flat allreduce_rmsnorm of this shape and grid run the LL one-shot on these pads? Block b
 // publishes rows b, b + num_blocks, ...: the busiest block's rows must fit one LL region.
 template <class T, int MaxRanks>
@@ -135,6 +269,10 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
   const std::size_t tokens = a.tokens, hidden = a.hidden, vecs = hidden / e;
   const int rows = static_cast<int>(tokens);
   const row_tiles map{tokens, hidden};
+  if constexpr (Algo == algorithm::tree) {
+    if (rmsnorm_uses_ll2<T>(t.signals, tokens, hidden, num_blocks))
+      return allreduce_rmsnorm_ll2_block<VecsPerThread, BlockThreads>(g, t, a, block, num_blocks);
+  }
   tile_allreduce<T, MaxRanks, Algo> ar(t, slots, hidden, rows);
 
   // 1. This rank's rows into its symmetric buffer, then all of them flagged at once.
@@ -184,6 +322,15 @@ RCCLX_HOST_DEVICE constexpr int rmsnorm_blocks_for(std::size_t tokens,
 template <class T>
 inline algorithm resolve_rmsnorm_algorithm(algorithm algo, std::size_t tokens, std::size_t hidden, int num_ranks) {
   return algo == algorithm::automatic ? dda::select_algorithm(tokens * hidden * sizeof(T), num_ranks) : algo;
+}
+
+// The same, knowing the pads and the grid: automatic takes tree where the LL two-shot runs
+// (rmsnorm_uses_ll2: decode sizes whose rows fit the pads' LL regions), else the DDA table's choice.
+template <class T, int MaxRanks>
+inline algorithm resolve_rmsnorm_algorithm(algorithm algo, std::size_t tokens, std::size_t hidden,
+                                           const core::signal_pads<MaxRanks>& pads, int num_blocks) {
+  if (algo == algorithm::automatic && rmsnorm_uses_ll2<T>(pads, tokens, hidden, num_blocks)) return algorithm::tree;
+  return resolve_rmsnorm_algorithm<T>(algo, tokens, hidden, pads.num_ranks);
 }
 
 namespace detail {
@@ -302,11 +449,11 @@ void allreduce_rmsnorm(const core::peer_table<T, MaxRanks>& table, const rmsnorm
     throw error(errc::invalid_argument, std::string(who) + ": the table's num_ranks = " +
                                             std::to_string(table.num_ranks()) + " is outside [2, " +
                                             std::to_string(MaxRanks) + "]");
-  const algorithm a = resolve_rmsnorm_algorithm<T>(algo, args.tokens, args.hidden, table.num_ranks());
-  detail::check_rmsnorm_table(who, table, args, slots, a);
-  if (args.tokens == 0) return;
   const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
   const int nb = num_blocks > 0 ? num_blocks : rmsnorm_blocks_for(args.tokens, cfg);
+  const algorithm a = resolve_rmsnorm_algorithm<T>(algo, args.tokens, args.hidden, table.signals, nb);
+  detail::check_rmsnorm_table(who, table, args, slots, a);
+  if (args.tokens == 0) return;
   if (a == algorithm::flat)
     detail::launch_rmsnorm<algorithm::flat, T, Out, MaxRanks>(table, table.num_ranks(), args, slots, stream, nb, cfg);
   else

@@ -177,6 +177,61 @@ results run_fused_ll(bench_world<T, F>& w, const problem<T>& p, int blocks) {
   return download(w, p.tokens * p.hidden);
 }
 
+// The LL two-shot (fused::allreduce_rmsnorm_ll2_block), called directly with `blocks` blocks per rank.
+template <int VPT, int BT, class T, class Out>
+struct ll2_rmsnorm_kernel {
+  static constexpr int max_threads_per_block = rt::detail::fused_threads;
+  const rcclx::core::peer_table<T, max_r>* tables;
+  fz::rmsnorm_args<T, Out> args[max_r];
+  template <class Group>
+  RCCLX_HOST_DEVICE void operator()(const Group& g, rcclx::testing::launch_index ix) const {
+    (void)fz::allreduce_rmsnorm_ll2_block<VPT, BT>(g, tables[ix.rank], args[ix.rank], ix.block, ix.num_blocks);
+  }
+};
+
+// K on every rank but `absent`, which never runs.
+template <class K>
+struct skip_rank {
+  static constexpr int max_threads_per_block = K::max_threads_per_block;
+  K inner;
+  int absent;
+  template <class G>
+  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
+    if (ix.rank != absent) inner(g, ix);
+  }
+};
+
+// Launches the LL two-shot on every rank (absent >= 0: that rank never runs).
+template <class T, class F>
+void launch_ll2(bench_world<T, F>& w, const problem<T>& p, int blocks, int absent = -1) {
+  const auto a = w.args(p.tokens, p.hidden, false);
+  using O = out_arg_t<T, F>;
+  fz::detail::with_vecs_per_thread<T>(fz::detail::vecs_per_thread<T>(p.hidden, rt::detail::fused_threads), [&](auto vpt) {
+    constexpr int v = decltype(vpt)::value;
+    constexpr int bt = on_host ? 1 : rt::detail::fused_threads;
+    ll2_rmsnorm_kernel<v, bt, T, O> k{};
+    k.tables = w.world.template device_tables<T>();
+    for (int r = 0; r < w.n; ++r) k.args[r] = a[static_cast<std::size_t>(r)];
+    REQUIRE(fz::rmsnorm_uses_ll2<T>(w.world.signals(0), p.tokens, p.hidden, blocks));
+    const int nb = std::min(blocks, rt::max_blocks_per_rank<decltype(k)>(w.n, rt::detail::fused_threads));
+    REQUIRE(nb == blocks);
+    if (absent < 0) {
+      rt::launch_emulated(w.n, blocks, rt::detail::fused_threads, k);
+    } else {
+      rt::launch_emulated(w.n, blocks, rt::detail::fused_threads, skip_rank<decltype(k)>{k, absent});
+    }
+  });
+}
+
+template <class T, class F>
+results run_fused_ll2(bench_world<T, F>& w, const problem<T>& p, int blocks) {
+  upload(w, p);
+  launch_ll2(w, p, blocks);
+  rcclx::gpu::device_synchronize();
+  w.world.throw_if_error();
+  return download(w, p.tokens * p.hidden);
+}
+
 // The unfused path with rcclx's own kernels: DDA flat AllReduce of x into sum, then add_rmsnorm.
 template <class T, class F>
 results run_unfused(bench_world<T, F>& w, const problem<T>& p) {
@@ -417,15 +472,6 @@ TEST_CASE("fused allreduce_rmsnorm: a rank that never arrives is a timeout error
 }
 
 namespace {
-// Blocks per rank the emulated launcher gives a call of `tokens` rows (tree).
-template <class T>
-int launcher_blocks(int n, std::size_t tokens, std::size_t hidden) {
-  int nb = 0;
-  rt::detail::with_emulated_rmsnorm<T, T, max_r>(algorithm::tree, hidden, [&](auto k) {
-    nb = rt::detail::emulated_fused_blocks<decltype(k)>(n, tokens);
-  });
-  return nb;
-}
 constexpr rcclx::core::ll_layout big_ll{on_host ? 8 : 64, 64 * 1024};
 }  // namespace
 
@@ -435,32 +481,24 @@ TEMPLATE_TEST_CASE("fused allreduce_rmsnorm: the LL two-shot (tree on LL packets
   using T = TestType;
   const int n = quick ? GENERATE(2, 8) : tsan ? GENERATE(2, 8) : GENERATE(2, 3, 4, 5, 7, 8);
   const std::vector<std::size_t> tokens_list = tsan ? std::vector<std::size_t>{1, 5} : std::vector<std::size_t>{1, 2, 5, 17};
-  // 8: fewer vectors than ranks (empty slices); 1032, 1144: slices of unequal length.
-  const std::vector<std::size_t> hidden_list = on_host ? std::vector<std::size_t>{8 * 4 / sizeof(T), 1032, 1144}
-                                                       : std::vector<std::size_t>{8, 1032, 4104, 8192};
+  // 8 / 16: fewer vectors than ranks (empty slices); 1032, 1144: slices of unequal length.
+  const std::vector<std::size_t> hidden_list = on_host ? std::vector<std::size_t>{32 / sizeof(T), 1032, 1144}
+                                                       : std::vector<std::size_t>{32 / sizeof(T), 1032, 4104, 8192};
   std::size_t max_h = 0;
   for (auto h : hidden_list) max_h = std::max(max_h, h);
-  bench_world<T, void> w(n, 17, max_h, 0, big_ll);               // the LL two-shot where it fits
-  bench_world<T, void> tiles(n, 17, max_h, 0, {0, 0});        // no LL regions: the tile-flag tree
+  bench_world<T, void> w(n, 17, max_h, 0, big_ll);
   for (const std::size_t tokens : tokens_list) {
     for (const std::size_t hidden : hidden_list) {
       CAPTURE(n, tokens, hidden);
       const auto p = make_problem<T>(n, tokens, hidden, n * 31 + tokens * 5 + hidden);
       const auto e = reference_of<T, void>(p);
-      const int nb = launcher_blocks<T>(n, tokens, hidden);
-      const bool ll2 = fz::rmsnorm_uses_ll2<T>(w.world.signals(0), tokens, hidden, nb);
-      if (tokens <= 5 || !on_host) REQUIRE(ll2);
-      REQUIRE_FALSE(fz::rmsnorm_uses_ll2<T>(tiles.world.signals(0), tokens, hidden, nb));
-      REQUIRE(rt::detail::resolve_emulated_rmsnorm<T, T>(w.world, tokens, hidden) ==
-              (ll2 ? algorithm::tree : fz::resolve_rmsnorm_algorithm<T>(algorithm::automatic, tokens, hidden, n)));
-      const results two = run_fused(w, p, algorithm::tree);
+      const int blocks = static_cast<int>(std::min<std::size_t>(tokens, on_host ? 4 : 64));
+      const results two = run_fused_ll2(w, p, blocks);
       check<T, void>(two, p, e);
-      const results automatic = run_fused(w, p, algorithm::automatic);
-      REQUIRE(automatic == two);
-      const results tile_tree = run_fused(tiles, p, algorithm::tree);
-      REQUIRE(tile_tree == two);
-      const results unfused = run_unfused(tiles, p);
-      REQUIRE(unfused == two);
+      REQUIRE(run_fused(w, p, algorithm::tree) == two);
+      REQUIRE(run_unfused(w, p) == two);
+      if (tokens > 1 && fz::rmsnorm_uses_ll2<T>(w.world.signals(0), tokens, hidden, 1))
+        REQUIRE(run_fused_ll2(w, p, 1) == two);  // every row in one block
     }
   }
 }
@@ -483,11 +521,11 @@ TEST_CASE("fused allreduce_rmsnorm: LL two-shot back to back with the LL one-sho
   for (int c = 0; c < calls; ++c) {
     const std::size_t s = g() % problems.size();
     const int kind = static_cast<int>(g() % 4);  // two-shot, flat tiles, LL one-shot, unfused (LL flat)
-    CAPTURE(c, s, kind);
     const auto& p = problems[s];
-    const int blocks = static_cast<int>(std::min<std::size_t>(p.tokens, 4));
+    const int blocks = static_cast<int>(std::min<std::size_t>(p.tokens, 1 + g() % 4));  // grids change too
+    CAPTURE(c, s, kind, blocks);
     results r;
-    if (kind == 0) r = run_fused(w, p, algorithm::tree);
+    if (kind == 0) r = run_fused_ll2(w, p, blocks);
     else if (kind == 1) r = run_fused(w, p, algorithm::flat);
     else if (kind == 2 && fz::rmsnorm_uses_ll<T>(w.world.signals(0), p.tokens, p.hidden, blocks)) r = run_fused_ll(w, p, blocks);
     else r = run_unfused(w, p);
@@ -503,7 +541,7 @@ TEST_CASE("fused allreduce_rmsnorm: LL two-shot counters wrap around 2^32", "[fu
   for (int c = 0; c < 12; ++c) {
     CAPTURE(c);
     const auto p = make_problem<T>(3, 1 + c % 4, 1032, 950 + c);
-    check<T, void>(run_fused(w, p, algorithm::tree), p, reference_of<T, void>(p));
+    check<T, void>(run_fused_ll2(w, p, static_cast<int>(1 + c % 4)), p, reference_of<T, void>(p));
   }
 }
 
@@ -515,16 +553,7 @@ TEST_CASE("fused allreduce_rmsnorm: LL two-shot with a rank that never arrives n
   bench_world<T, void> w(n, tokens, hidden, 200ull * 1000 * 1000, big_ll);
   const auto p = make_problem<T>(n, tokens, hidden, 2);
   upload(w, p);
-  const auto a = w.args(tokens, hidden, false);
-  REQUIRE(fz::rmsnorm_uses_ll2<T>(w.world.signals(0), tokens, hidden, 2));
-  rt::detail::with_emulated_rmsnorm<T, T, max_r>(algorithm::tree, hidden, [&](auto k) {
-    using kernel = decltype(k);
-    kernel f{};
-    f.tables = w.world.template device_tables<T>();
-    for (int r = 0; r < n; ++r) f.args[r] = a[r];
-    f.slots = w.slots;
-    rt::launch_emulated(n, 2, rt::detail::fused_threads, without_rank<kernel>{f, absent});
-  });
+  launch_ll2(w, p, 2, absent);
   rcclx::gpu::device_synchronize();
   try {
     w.world.throw_if_error();
@@ -535,5 +564,5 @@ TEST_CASE("fused allreduce_rmsnorm: LL two-shot with a rank that never arrives n
     REQUIRE(std::string(e.what()).find("waiting for rank 1") != std::string::npos);
   }
   w.world.reset();
-  check<T, void>(run_fused(w, p, algorithm::tree), p, reference_of<T, void>(p));
+  check<T, void>(run_fused_ll2(w, p, 2), p, reference_of<T, void>(p));
 }

@@ -127,6 +127,10 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll_block(const Group& g, const core::pe
 // (residual) + S_out. LL region payload per block: rows_per_block * (V + ceil(V / N)) * 16 bytes
 // (rmsnorm_uses_ll2). Group-collective; same launch rules as allreduce_rmsnorm_block; returns false
 // if a peer never arrived (recorded with barrier_kind::ll).
+// Measured on one H200 with 8 emulated ranks (docs/performance.md) it is slower than the tile-flag
+// kernels at every decode and prefill shape (1 x 4096: 9.3 against 7.5 us; 64 x 4096: 27.9 against
+// 17.0 us): its two packet latencies cost more than one flag round trip, and LL doubles the bytes.
+// The launchers do not pick it; it is a device template you may call where fences are dearer.
 namespace detail {
 // First vector of slice c of a row of `vecs` vectors cut into n slices.
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::size_t ll2_slice_begin(std::size_t vecs, int n, int c) {
@@ -231,14 +235,10 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll2_block(const Group& g, const core::p
 
 // Does the LL two-shot (allreduce_rmsnorm_ll2_block) of this shape and grid fit these pads' LL
 // regions? The same answer on every rank (same pads layout, same arguments).
-// Decode sizes only (tokens <= ll2_max_tokens): beyond, the doubled LL bytes cost more than the
-// flag round trips they save (docs/performance.md).
-inline constexpr std::size_t ll2_max_tokens = 128;
-
 template <class T, int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool rmsnorm_uses_ll2(const core::signal_pads<MaxRanks>& s, std::size_t tokens,
                                                           std::size_t hidden, int num_blocks) {
-  if (num_blocks < 1 || tokens == 0 || tokens > ll2_max_tokens || s.num_ranks < 1) return false;
+  if (num_blocks < 1 || tokens == 0 || s.num_ranks < 1) return false;
   const std::size_t nb = static_cast<std::size_t>(num_blocks);
   const std::size_t rows = (tokens + nb - 1) / nb;
   return core::ll_fits(s, num_blocks,
@@ -269,10 +269,6 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
   const std::size_t tokens = a.tokens, hidden = a.hidden, vecs = hidden / e;
   const int rows = static_cast<int>(tokens);
   const row_tiles map{tokens, hidden};
-  if constexpr (Algo == algorithm::tree) {
-    if (rmsnorm_uses_ll2<T>(t.signals, tokens, hidden, num_blocks))
-      return allreduce_rmsnorm_ll2_block<VecsPerThread, BlockThreads>(g, t, a, block, num_blocks);
-  }
   tile_allreduce<T, MaxRanks, Algo> ar(t, slots, hidden, rows);
 
   // 1. This rank's rows into its symmetric buffer, then all of them flagged at once.
@@ -322,15 +318,6 @@ RCCLX_HOST_DEVICE constexpr int rmsnorm_blocks_for(std::size_t tokens,
 template <class T>
 inline algorithm resolve_rmsnorm_algorithm(algorithm algo, std::size_t tokens, std::size_t hidden, int num_ranks) {
   return algo == algorithm::automatic ? dda::select_algorithm(tokens * hidden * sizeof(T), num_ranks) : algo;
-}
-
-// The same, knowing the pads and the grid: automatic takes tree where the LL two-shot runs
-// (rmsnorm_uses_ll2: decode sizes whose rows fit the pads' LL regions), else the DDA table's choice.
-template <class T, int MaxRanks>
-inline algorithm resolve_rmsnorm_algorithm(algorithm algo, std::size_t tokens, std::size_t hidden,
-                                           const core::signal_pads<MaxRanks>& pads, int num_blocks) {
-  if (algo == algorithm::automatic && rmsnorm_uses_ll2<T>(pads, tokens, hidden, num_blocks)) return algorithm::tree;
-  return resolve_rmsnorm_algorithm<T>(algo, tokens, hidden, pads.num_ranks);
 }
 
 namespace detail {
@@ -449,11 +436,11 @@ void allreduce_rmsnorm(const core::peer_table<T, MaxRanks>& table, const rmsnorm
     throw error(errc::invalid_argument, std::string(who) + ": the table's num_ranks = " +
                                             std::to_string(table.num_ranks()) + " is outside [2, " +
                                             std::to_string(MaxRanks) + "]");
-  const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
-  const int nb = num_blocks > 0 ? num_blocks : rmsnorm_blocks_for(args.tokens, cfg);
-  const algorithm a = resolve_rmsnorm_algorithm<T>(algo, args.tokens, args.hidden, table.signals, nb);
+  const algorithm a = resolve_rmsnorm_algorithm<T>(algo, args.tokens, args.hidden, table.num_ranks());
   detail::check_rmsnorm_table(who, table, args, slots, a);
   if (args.tokens == 0) return;
+  const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
+  const int nb = num_blocks > 0 ? num_blocks : rmsnorm_blocks_for(args.tokens, cfg);
   if (a == algorithm::flat)
     detail::launch_rmsnorm<algorithm::flat, T, Out, MaxRanks>(table, table.num_ranks(), args, slots, stream, nb, cfg);
   else

@@ -64,19 +64,6 @@ inline int emulated_fused_blocks(int num_ranks, std::size_t tokens, int cap = 0)
   return std::max(1, std::min(nb, max_blocks_per_rank<F>(num_ranks, fused_threads)));
 }
 
-// What algorithm::automatic runs on `world` for this shape (fused::resolve_rmsnorm_algorithm with the
-// pads and the grid the emulated launcher uses).
-template <class T, class Out, int MaxRanks>
-inline algorithm resolve_emulated_rmsnorm(const emulated_world<MaxRanks>& world, std::size_t tokens, std::size_t hidden,
-                                          int blocks_per_rank = 0) {
-  int nb = blocks_per_rank;
-  if (nb <= 0)
-    with_emulated_rmsnorm<T, Out, MaxRanks>(algorithm::tree, hidden, [&](auto k) {
-      nb = emulated_fused_blocks<decltype(k)>(world.num_ranks(), tokens);
-    });
-  return fused::resolve_rmsnorm_algorithm<T>(algorithm::automatic, tokens, hidden, world.template table<T>(0).signals, nb);
-}
-
 // Runs fused::allreduce_rmsnorm on every rank of `world` (args[r]: rank r's arguments) in one
 // launch; blocks_per_rank 0: the launcher's choice capped by residency. Returns the blocks used.
 template <class T, class Out, int MaxRanks>
@@ -84,7 +71,6 @@ inline int launch_allreduce_rmsnorm(const emulated_world<MaxRanks>& world, const
                                     fused::tile_slots slots, algorithm algo, int blocks_per_rank = 0,
                                     gpu::stream_t stream = {}) {
   int used = 0;
-  if (algo == algorithm::automatic) algo = resolve_emulated_rmsnorm<T, Out>(world, args[0].tokens, args[0].hidden, blocks_per_rank);
   with_emulated_rmsnorm<T, Out, MaxRanks>(algo, args[0].hidden, [&](auto k) {
     using kernel = decltype(k);
     kernel f{};

@@ -38,7 +38,6 @@ RCCLX_HOST_DEVICE void add_rmsnorm_block(const Group& g, const rmsnorm_args<T, O
   const row_tiles map{a.tokens, hidden};
   const auto epi = detail::make_rmsnorm_epilogue<T, Out, BlockThreads>(a, a.residual, a.output);
   for (std::size_t i = static_cast<std::size_t>(block); i < a.tokens; i += static_cast<std::size_t>(num_blocks)) {
-    detail::prefetch_row_operands(a, i, tid, gs);  // the weight is read after the row sum
     float v[VecsPerThread][e];
 #if RCCLX_DEVICE_COMPILE
 #  pragma unroll

@@ -92,7 +92,6 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll_block(const Group& g, const core::pe
   const auto epi = detail::make_rmsnorm_epilogue<T, Out, BlockThreads>(a, a.residual, a.output);
   bool failed = false;
   for (std::size_t i = static_cast<std::size_t>(block); i < a.tokens; i += nb) {
-    detail::prefetch_row_operands(a, i, tid, gs);
     float v[VecsPerThread][e];
 #if RCCLX_DEVICE_COMPILE
 #  pragma unroll
@@ -163,12 +162,9 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll2_block(const Group& g, const core::p
   const std::uint32_t flag = core::ll_begin(g, s, block);
   unsigned char* own = s.ll_region(me, flag, block);
   // 1. This block's rows of x, whole (every owner reads its slice of them).
-  for (std::size_t i = static_cast<std::size_t>(block), k = 0; i < a.tokens; i += nb, ++k) {
+  for (std::size_t i = static_cast<std::size_t>(block), k = 0; i < a.tokens; i += nb, ++k)
     for (std::size_t vi = tid; vi < vecs; vi += gs)
       core::ll_write(own, k * row_packets + vi, gpu::load16(a.input + i * hidden + vi * e), flag);
-    for (std::size_t vi = lo + tid; vi < hi; vi += gs) gpu::prefetch_l1(a.residual + i * hidden + vi * e);
-  }
-  for (std::size_t vi = tid; vi < vecs; vi += gs) gpu::prefetch_l1(a.weight + vi * e);
   const core::ll_halves<MaxRanks> h(s, flag, block);
   bool failed = false;
   // 2. This rank's slice of those rows: summed over the ranks, plus the residual, published.
@@ -284,11 +280,7 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
   if constexpr (Algo == algorithm::flat) {
     // 2. Every row, reduced here: outputs go straight to the caller's arrays.
     const auto epi = detail::make_rmsnorm_epilogue<T, Out, BlockThreads>(a, a.residual, a.output);
-    const std::size_t tid = static_cast<std::size_t>(g.thread_rank()), gs = static_cast<std::size_t>(g.size());
-    for (int i = block; i < rows && ok; i += num_blocks) {
-      detail::prefetch_row_operands(a, static_cast<std::size_t>(i), tid, gs);  // L1 while the flags come
-      ok = ar.template reduce<VecsPerThread>(g, i, map, epi);
-    }
+    for (int i = block; i < rows && ok; i += num_blocks) ok = ar.template reduce<VecsPerThread>(g, i, map, epi);
   } else {
     // 2. This rank's chunk: reduced, normalised, published in its buffer (new residual rows, then
     //    output rows), 3. every row copied from its owner (this rank's own rows too).
@@ -299,8 +291,6 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
     const auto epi = detail::make_rmsnorm_epilogue<T, Out, BlockThreads>(a, res_of(me), out_of(me));
     for (int i = block; i < rows && ok; i += num_blocks) {
       if (!ar.owns(i)) continue;
-      detail::prefetch_row_operands(a, static_cast<std::size_t>(i), static_cast<std::size_t>(g.thread_rank()),
-                                    static_cast<std::size_t>(g.size()));
       ok = ar.template reduce_owned<VecsPerThread>(g, i, map, epi);
       if (ok) ar.publish_result(g, i);
     }

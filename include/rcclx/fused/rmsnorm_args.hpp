@@ -111,19 +111,6 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE rmsnorm_epilogue<T, Out, BlockThreads> make_
                                                 norm_t{a.weight, a.eps, a.hidden, &tmp}, o);
 }
 
-// Prefetches (gpu::prefetch_l1) the residual and weight vectors of row `row` this thread will hold
-// (vectors tid, tid + gs, ...), so the epilogue's loads after the AllReduce's wait hit L1.
-template <class T, class Out>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void prefetch_row_operands(const rmsnorm_args<T, Out>& a, std::size_t row,
-                                                               std::size_t tid, std::size_t gs) {
-  constexpr int e = gpu::elems_per_vec16<T>;
-  const std::size_t vecs = a.hidden / e;
-  for (std::size_t vi = tid; vi < vecs; vi += gs) {
-    gpu::prefetch_l1(a.residual + row * a.hidden + vi * e);
-    gpu::prefetch_l1(a.weight + vi * e);
-  }
-}
-
 // Vectors per thread a block of `threads` needs to hold a row of `hidden` elements of T.
 template <class T>
 inline int vecs_per_thread(std::size_t hidden, int threads) {

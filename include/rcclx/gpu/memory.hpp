@@ -32,17 +32,6 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool is_aligned(const void* p, std::size_t a
   return (reinterpret_cast<std::uintptr_t>(p) & (alignment - 1)) == 0;
 }
 
-// Hint: bring the 128-byte line holding p into this SM's L1 ahead of a load that will need it
-// (a value read after a wait: its latency then overlaps the wait). CUDA: prefetch.global.L1; AMD
-// and the host backend: nothing (no L1 prefetch instruction the compiler exposes).
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void prefetch_l1(const void* p) {
-#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
-  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-#else
-  (void)p;
-#endif
-}
-
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE vec16 load16(const void* p) {
 #if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
   vec16 v;

@@ -338,10 +338,8 @@ class tile_allreduce {
       std::uint32_t* arrived = s.counter_slot(slots_.first, 1);
       std::uint32_t* arrived_before = s.inbox_slot(s.rank, slots_.first, 0);
 #if RCCLX_DEVICE_COMPILE
-      // This block's reads of the control words (constructor) come first. Device scope: only this
-      // rank's blocks touch them (a system-scope fence here cost the end of every kernel ~1 us).
-      gpu::fence_device();
-#endif  // (on the host the acq_rel fetch_add below orders them)
+      gpu::fence_system();  // this block's reads of the control words (constructor) come first
+#endif                      // (on the host the acq_rel fetch_add below orders them)
       const std::uint32_t now = gpu::fetch_add_local(arrived, 1u) + 1u;
       if (now - arrived_before_ == static_cast<std::uint32_t>(num_blocks)) {
         gpu::store_relaxed_system(arrived_before, now);

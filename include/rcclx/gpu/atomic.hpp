@@ -130,17 +130,6 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void fence_system() {
 #endif
 }
 
-// Full fence at device (agent) scope: orders a thread's accesses to words only this GPU touches.
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void fence_device() {
-#if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
-  __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "agent");
-#elif RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
-  __threadfence();
-#else
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
-#endif
-}
-
 // Wrap-around-safe "a has reached b" for 32-bit monotonic counters: true when a - b, taken as a
 // signed 32-bit difference, is >= 0. Valid while the two never drift 2^31 apart (peers are at most
 // one barrier ahead of each other).

@@ -15,6 +15,7 @@
 //   rcclx-bench --suite host               # a tiny sweep for CI on the host backend
 //   rcclx-bench --procs 8 --type bf16      # one process per rank (procs.hpp), then the same sizes emulated
 // Exit status: 0 when every row is correct (performance targets are reported, not enforced).
+#include <rcclx/core/ll.hpp>
 #include <rcclx/dda/allreduce.hpp>
 #include <rcclx/gpu/arch.hpp>
 #include <rcclx/lpc/workspace.hpp>
@@ -341,6 +342,27 @@ void print_row(const row& r) {
 
 // ---- one element type ----------------------------------------------------------------------------
 
+// The floor under any cross-rank exchange on this device: each rank's block publishes one LL packet
+// (core/ll.hpp) and waits for every peer's: no input, no reduction, no output.
+template <int MaxR>
+struct exchange_probe {
+  const rcclx::core::peer_table<unsigned char, MaxR>* tables;
+  template <class Group>
+  RCCLX_HOST_DEVICE void operator()(const Group& g, rt::launch_index ix) const {
+    namespace core = rcclx::core;
+    const core::signal_pads<MaxR>& s = tables[ix.rank].signals;
+    const std::uint32_t flag = core::ll_begin(g, s, ix.block);
+    if (g.thread_rank() == 0) core::ll_write(s.ll_region(s.rank, flag, ix.block), 0, rcclx::gpu::vec16{}, flag);
+    const core::ll_halves<MaxR> h(s, flag, ix.block);
+    bool failed = false;
+    for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
+      rcclx::gpu::vec16 v;
+      if (!core::ll_try_read(h.pick(p), 0, flag, v)) failed = !core::ll_wait_from(s, h.pick(p), p, 0, flag, ix.block, v);
+    }
+    (void)g.sync_or(failed);
+  }
+};
+
 template <class T, int MaxR>
 class runner {
  public:
@@ -365,6 +387,25 @@ class runner {
     rcclx::gpu::device_free(big_dst_);
     rcclx::gpu::device_free(counter_);
     rcclx::gpu::stream_destroy(stream_);
+  }
+
+  // One line: the exchange floor (exchange_probe, one block per rank) against an empty kernel of
+  // the same grid, timed like the smallest rows.
+  void print_exchange_floor() {
+    if (world_.ll().blocks < 1) return;
+    const exchange_probe<MaxR> k{world_.template device_tables<unsigned char>()};
+    launch(1, k, stream_);
+    rcclx::gpu::device_synchronize();
+    world_.throw_if_error();
+    const bench::timing_mode mode = mode_for(8);
+    const double probe_us = bench::time_us(mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) { launch(1, k, s); });
+    const rt::detail::emulated_empty empty{};
+    const double empty_us = bench::time_us(mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) { launch(1, empty, s); });
+    rcclx::gpu::device_synchronize();
+    world_.throw_if_error();
+    std::printf("# exchange floor: each of %d ranks publishes one LL packet and waits for every peer's (1 block per rank, "
+                "no data): %.2f us = %.2fx the empty kernel (%.2f us), %s\n",
+                n_, probe_us, probe_us / empty_us, empty_us, bench::to_string(mode));
   }
 
   void run(std::vector<row>& rows) {
@@ -553,8 +594,16 @@ class runner {
 
 template <class T>
 void run_type(const options& o, const std::string& type, std::vector<row>& rows) {
-  if (o.num_ranks <= 8) runner<T, 8>(o, type).run(rows);
-  else runner<T, 16>(o, type).run(rows);
+  const bool first = &type == &o.types.front();  // the floor does not depend on the type: once
+  if (o.num_ranks <= 8) {
+    runner<T, 8> r(o, type);
+    if (first) r.print_exchange_floor();
+    r.run(rows);
+  } else {
+    runner<T, 16> r(o, type);
+    if (first) r.print_exchange_floor();
+    r.run(rows);
+  }
 }
 
 // ---- LPC vs plain: AllReduce, AllGather, ReduceScatter, AlltoAll ------------------------------------

@@ -430,29 +430,29 @@ class gemm_runner {
       gemm_example::gemm_allreduce fused_k{};
       gemm_example::gemm_partials partial_k{};
       gemm_example::gemm_allreduce_tree fused_tree_k{};
-      fused_k.tables = world_.device_tables<T>();
+      auto set_fused = [&](auto& k) {  // the flat and tree kernels have the same members
+        k.tables = world_.device_tables<T>();
+        for (int q = 0; q < n_; ++q) {
+          k.A[q] = a_[q];
+          k.B[q] = b_[q];
+          k.C[q] = c_[q];
+        }
+        k.bias = nullptr;
+        k.M = s.M;
+        k.N = s.N;
+        k.K_r = K_r;
+        k.slots = slots_;
+      };
+      set_fused(fused_k);
+      set_fused(fused_tree_k);
       for (int q = 0; q < n_; ++q) {
-        fused_k.A[q] = partial_k.A[q] = a_[q];
-        fused_k.B[q] = partial_k.B[q] = b_[q];
-        fused_k.C[q] = c_[q];
+        partial_k.A[q] = a_[q];
+        partial_k.B[q] = b_[q];
         partial_k.out[q] = static_cast<T*>(world_.buffer(q));  // the symmetric buffer: no copy in the AllReduce
       }
-      fused_k.bias = nullptr;
-      fused_k.M = partial_k.M = s.M;
-      fused_k.N = partial_k.N = s.N;
-      fused_k.K_r = partial_k.K_r = K_r;
-      fused_k.slots = slots_;
-      fused_tree_k.tables = fused_k.tables;
-      for (int q = 0; q < n_; ++q) {
-        fused_tree_k.A[q] = fused_k.A[q];
-        fused_tree_k.B[q] = fused_k.B[q];
-        fused_tree_k.C[q] = fused_k.C[q];
-      }
-      fused_tree_k.bias = fused_k.bias;
-      fused_tree_k.M = s.M;
-      fused_tree_k.N = s.N;
-      fused_tree_k.K_r = K_r;
-      fused_tree_k.slots = slots_;
+      partial_k.M = s.M;
+      partial_k.N = s.N;
+      partial_k.K_r = K_r;
       const int cap = on_host ? 4 : 1 << 20;
       const int fused_blocks = std::max(1, std::min({tiles, cap, rt::max_blocks_per_rank<gemm_example::gemm_allreduce>(n_, gemm_example::threads)}));
       const int gemm_blocks = std::max(1, std::min({tiles, on_host ? 4 : 1 << 20, rt::max_blocks_per_rank<gemm_example::gemm_partials>(n_, gemm_example::threads)}));

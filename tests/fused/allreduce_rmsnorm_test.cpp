@@ -146,52 +146,25 @@ results run_fused(bench_world<T, F>& w, const problem<T>& p, algorithm algo, int
   return download(w, p.tokens * p.hidden);
 }
 
-// The flat variant over the LL one-shot (fused::allreduce_rmsnorm_ll_block), called directly.
-template <int VPT, int BT, class T, class Out>
+// The LL variants, called directly: the one-shot (fused::allreduce_rmsnorm_ll_block) or the
+// two-shot (fused::allreduce_rmsnorm_ll2_block).
+template <bool TwoShot, int VPT, int BT, class T, class Out>
 struct ll_rmsnorm_kernel {
   static constexpr int max_threads_per_block = rt::detail::fused_threads;
   const rcclx::core::peer_table<T, max_r>* tables;
   fz::rmsnorm_args<T, Out> args[max_r];
   template <class Group>
   RCCLX_HOST_DEVICE void operator()(const Group& g, rcclx::testing::launch_index ix) const {
-    (void)fz::allreduce_rmsnorm_ll_block<VPT, BT>(g, tables[ix.rank], args[ix.rank], ix.block, ix.num_blocks);
+    if constexpr (TwoShot)
+      (void)fz::allreduce_rmsnorm_ll2_block<VPT, BT>(g, tables[ix.rank], args[ix.rank], ix.block, ix.num_blocks);
+    else
+      (void)fz::allreduce_rmsnorm_ll_block<VPT, BT>(g, tables[ix.rank], args[ix.rank], ix.block, ix.num_blocks);
   }
 };
 
-template <class T, class F>
-results run_fused_ll(bench_world<T, F>& w, const problem<T>& p, int blocks) {
-  upload(w, p);
-  const auto a = w.args(p.tokens, p.hidden, false);
-  using O = out_arg_t<T, F>;
-  fz::detail::with_vecs_per_thread<T>(fz::detail::vecs_per_thread<T>(p.hidden, rt::detail::fused_threads), [&](auto vpt) {
-    constexpr int v = decltype(vpt)::value;
-    constexpr int bt = on_host ? 1 : rt::detail::fused_threads;
-    ll_rmsnorm_kernel<v, bt, T, O> k{};
-    k.tables = w.world.template device_tables<T>();
-    for (int r = 0; r < w.n; ++r) k.args[r] = a[static_cast<std::size_t>(r)];
-    REQUIRE(fz::rmsnorm_uses_ll<T>(w.world.template table<T>(0).signals, p.tokens, p.hidden, blocks));
-    rt::launch_emulated(w.n, blocks, rt::detail::fused_threads, k);
-  });
-  rcclx::gpu::device_synchronize();
-  w.world.throw_if_error();
-  return download(w, p.tokens * p.hidden);
-}
-
-// The LL two-shot (fused::allreduce_rmsnorm_ll2_block), called directly with `blocks` blocks per rank.
-template <int VPT, int BT, class T, class Out>
-struct ll2_rmsnorm_kernel {
-  static constexpr int max_threads_per_block = rt::detail::fused_threads;
-  const rcclx::core::peer_table<T, max_r>* tables;
-  fz::rmsnorm_args<T, Out> args[max_r];
-  template <class Group>
-  RCCLX_HOST_DEVICE void operator()(const Group& g, rcclx::testing::launch_index ix) const {
-    (void)fz::allreduce_rmsnorm_ll2_block<VPT, BT>(g, tables[ix.rank], args[ix.rank], ix.block, ix.num_blocks);
-  }
-};
-
-// K on every rank but `absent`, which never runs.
+// K on every rank but `absent`, which never runs: the others wait for its flags or packets.
 template <class K>
-struct skip_rank {
+struct without_rank {
   static constexpr int max_threads_per_block = K::max_threads_per_block;
   K inner;
   int absent;
@@ -201,35 +174,47 @@ struct skip_rank {
   }
 };
 
-// Launches the LL two-shot on every rank (absent >= 0: that rank never runs).
-template <class T, class F>
-void launch_ll2(bench_world<T, F>& w, const problem<T>& p, int blocks, int absent = -1) {
+// Launches an LL variant on every rank with `blocks` blocks per rank (absent >= 0: that rank never
+// runs). The rows must fit the LL regions and the grid must be resident.
+template <bool TwoShot, class T, class F>
+void launch_ll(bench_world<T, F>& w, const problem<T>& p, int blocks, int absent = -1) {
   const auto a = w.args(p.tokens, p.hidden, false);
   using O = out_arg_t<T, F>;
   fz::detail::with_vecs_per_thread<T>(fz::detail::vecs_per_thread<T>(p.hidden, rt::detail::fused_threads), [&](auto vpt) {
     constexpr int v = decltype(vpt)::value;
     constexpr int bt = on_host ? 1 : rt::detail::fused_threads;
-    ll2_rmsnorm_kernel<v, bt, T, O> k{};
+    ll_rmsnorm_kernel<TwoShot, v, bt, T, O> k{};
     k.tables = w.world.template device_tables<T>();
     for (int r = 0; r < w.n; ++r) k.args[r] = a[static_cast<std::size_t>(r)];
-    REQUIRE(fz::rmsnorm_uses_ll2<T>(w.world.signals(0), p.tokens, p.hidden, blocks));
-    const int nb = std::min(blocks, rt::max_blocks_per_rank<decltype(k)>(w.n, rt::detail::fused_threads));
-    REQUIRE(nb == blocks);
-    if (absent < 0) {
-      rt::launch_emulated(w.n, blocks, rt::detail::fused_threads, k);
-    } else {
-      rt::launch_emulated(w.n, blocks, rt::detail::fused_threads, skip_rank<decltype(k)>{k, absent});
-    }
+    if constexpr (TwoShot) REQUIRE(fz::rmsnorm_uses_ll2<T>(w.world.signals(0), p.tokens, p.hidden, blocks));
+    else REQUIRE(fz::rmsnorm_uses_ll<T>(w.world.signals(0), p.tokens, p.hidden, blocks));
+    REQUIRE(blocks <= rt::max_blocks_per_rank<decltype(k)>(w.n, rt::detail::fused_threads));
+    if (absent < 0) rt::launch_emulated(w.n, blocks, rt::detail::fused_threads, k);
+    else rt::launch_emulated(w.n, blocks, rt::detail::fused_threads, without_rank<decltype(k)>{k, absent});
   });
 }
 
-template <class T, class F>
-results run_fused_ll2(bench_world<T, F>& w, const problem<T>& p, int blocks) {
+template <bool TwoShot, class T, class F>
+results run_fused_ll(bench_world<T, F>& w, const problem<T>& p, int blocks) {
   upload(w, p);
-  launch_ll2(w, p, blocks);
+  launch_ll<TwoShot>(w, p, blocks);
   rcclx::gpu::device_synchronize();
   w.world.throw_if_error();
   return download(w, p.tokens * p.hidden);
+}
+
+// After a launch with a rank missing: the recorded error is a timeout of `what` naming `missing`.
+template <class T, class F>
+void require_timeout(const bench_world<T, F>& w, const char* what, const char* missing) {
+  rcclx::gpu::device_synchronize();
+  try {
+    w.world.throw_if_error();
+    FAIL("no error");
+  } catch (const rcclx::error& e) {
+    REQUIRE(e.code() == rcclx::errc::timeout);
+    REQUIRE(std::string(e.what()).find(what) != std::string::npos);
+    REQUIRE(std::string(e.what()).find(missing) != std::string::npos);
+  }
 }
 
 // The unfused path with rcclx's own kernels: DDA flat AllReduce of x into sum, then add_rmsnorm.
@@ -298,7 +283,7 @@ void all_paths(bench_world<T, F>& w, const problem<T>& p) {
   // The LL variant, where the rows of each block fit its LL region: the same bits again.
   const int blocks = static_cast<int>(std::min<std::size_t>(p.tokens, 4));
   if (fz::rmsnorm_uses_ll<T>(w.world.template table<T>(0).signals, p.tokens, p.hidden, blocks)) {
-    const results ll = run_fused_ll(w, p, blocks);
+    const results ll = run_fused_ll<false>(w, p, blocks);
     check<T, F>(ll, p, e);
     REQUIRE(ll == flat);
   }
@@ -424,20 +409,6 @@ TEST_CASE("fused allreduce_rmsnorm: counters wrap around 2^32", "[fused]") {
   }
 }
 
-namespace {
-// Rank `absent` never runs: the others wait for its row flags.
-template <class K>
-struct without_rank {
-  static constexpr int max_threads_per_block = K::max_threads_per_block;
-  K inner;
-  int absent;
-  template <class G>
-  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
-    if (ix.rank != absent) inner(g, ix);
-  }
-};
-}  // namespace
-
 TEST_CASE("fused allreduce_rmsnorm: a rank that never arrives is a timeout error naming it", "[fused]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
   using T = float;
@@ -457,15 +428,7 @@ TEST_CASE("fused allreduce_rmsnorm: a rank that never arrives is a timeout error
       f.slots = w.slots;
       rt::launch_emulated(n, 2, rt::detail::fused_threads, without_rank<kernel>{f, absent});
     });
-    rcclx::gpu::device_synchronize();
-    try {
-      w.world.throw_if_error();
-      FAIL("no error");
-    } catch (const rcclx::error& e) {
-      REQUIRE(e.code() == rcclx::errc::timeout);
-      REQUIRE(std::string(e.what()).find("tile barrier") != std::string::npos);
-      REQUIRE(std::string(e.what()).find("waiting for rank 2") != std::string::npos);
-    }
+    require_timeout(w, "tile barrier", "waiting for rank 2");
     w.world.reset();
     check<T, void>(run_fused(w, p, algo), p, reference_of<T, void>(p));  // usable again after reset
   }
@@ -497,12 +460,12 @@ TEMPLATE_TEST_CASE("fused allreduce_rmsnorm: the LL two-shot (tree on LL packets
       const int blocks = static_cast<int>(std::min<std::size_t>(tokens, on_host ? 4 : 16));
       if (!fz::rmsnorm_uses_ll2<T>(w.world.signals(0), tokens, hidden, blocks)) continue;  // rows too long for 64 KiB
       ++ran;
-      const results two = run_fused_ll2(w, p, blocks);
+      const results two = run_fused_ll<true>(w, p, blocks);
       check<T, void>(two, p, e);
       REQUIRE(run_fused(w, p, algorithm::tree) == two);
       REQUIRE(run_unfused(w, p) == two);
       if (tokens > 1 && fz::rmsnorm_uses_ll2<T>(w.world.signals(0), tokens, hidden, 1))
-        REQUIRE(run_fused_ll2(w, p, 1) == two);  // every row in one block
+        REQUIRE(run_fused_ll<true>(w, p, 1) == two);  // every row in one block
     }
   }
   REQUIRE(ran >= static_cast<int>(tokens_list.size() * hidden_list.size()) - 2);
@@ -530,9 +493,9 @@ TEST_CASE("fused allreduce_rmsnorm: LL two-shot back to back with the LL one-sho
     const int blocks = static_cast<int>(std::min<std::size_t>(p.tokens, 1 + g() % 4));  // grids change too
     CAPTURE(c, s, kind, blocks);
     results r;
-    if (kind == 0) r = run_fused_ll2(w, p, blocks);
+    if (kind == 0) r = run_fused_ll<true>(w, p, blocks);
     else if (kind == 1) r = run_fused(w, p, algorithm::flat);
-    else if (kind == 2 && fz::rmsnorm_uses_ll<T>(w.world.signals(0), p.tokens, p.hidden, blocks)) r = run_fused_ll(w, p, blocks);
+    else if (kind == 2 && fz::rmsnorm_uses_ll<T>(w.world.signals(0), p.tokens, p.hidden, blocks)) r = run_fused_ll<false>(w, p, blocks);
     else r = run_unfused(w, p);
     if (on_host || c % 8 == 0) check<T, void>(r, p, expected[s]);
   }
@@ -546,7 +509,7 @@ TEST_CASE("fused allreduce_rmsnorm: LL two-shot counters wrap around 2^32", "[fu
   for (int c = 0; c < 12; ++c) {
     CAPTURE(c);
     const auto p = make_problem<T>(3, 1 + c % 4, 1032, 950 + c);
-    check<T, void>(run_fused_ll2(w, p, static_cast<int>(1 + c % 4)), p, reference_of<T, void>(p));
+    check<T, void>(run_fused_ll<true>(w, p, static_cast<int>(1 + c % 4)), p, reference_of<T, void>(p));
   }
 }
 
@@ -558,16 +521,8 @@ TEST_CASE("fused allreduce_rmsnorm: LL two-shot with a rank that never arrives n
   bench_world<T, void> w(n, tokens, hidden, 200ull * 1000 * 1000, big_ll);
   const auto p = make_problem<T>(n, tokens, hidden, 2);
   upload(w, p);
-  launch_ll2(w, p, 2, absent);
-  rcclx::gpu::device_synchronize();
-  try {
-    w.world.throw_if_error();
-    FAIL("no error");
-  } catch (const rcclx::error& e) {
-    REQUIRE(e.code() == rcclx::errc::timeout);
-    REQUIRE(std::string(e.what()).find("LL packet") != std::string::npos);
-    REQUIRE(std::string(e.what()).find("waiting for rank 1") != std::string::npos);
-  }
+  launch_ll<true>(w, p, 2, absent);
+  require_timeout(w, "LL packet", "waiting for rank 1");
   w.world.reset();
-  check<T, void>(run_fused_ll2(w, p, 2), p, reference_of<T, void>(p));
+  check<T, void>(run_fused_ll<true>(w, p, 2), p, reference_of<T, void>(p));
 }

@@ -144,7 +144,6 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int ll2_owner(std::size_t vecs, int n, std::
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::size_t ll2_row_packets(std::size_t vecs, int n) {
   return vecs + (vecs + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
 }
-struct ll2_storage_tag;
 }  // namespace detail
 
 template <int VecsPerThread, int BlockThreads, class T, class Out, int MaxRanks, class Group>
@@ -185,17 +184,9 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll2_block(const Group& g, const core::p
   if (g.sync_or(failed)) return false;
   // 3. Every row whole from its owners, then the epilogue of add_rmsnorm minus its residual add: the
   //    new residual is stored as loaded (already rounded), so the stages see add_rmsnorm's values.
-  using out_stage = typename detail::output_of<T, Out>::stage;
-  using norm_t = rms_norm<T, BlockThreads>;
-  auto& tmp = gpu::block_shared<typename norm_t::storage_type, detail::ll2_storage_tag>();
-  out_stage o{};
-  if constexpr (rmsnorm_args<T, Out>::fp8_output) {
-    o = out_stage{a.output, hidden, a.scale};
-  } else {
-    o = out_stage{a.output, hidden};
-  }
-  const epilogue<store<T>, norm_t, out_stage> epi(store<T>{a.residual, hidden}, norm_t{a.weight, a.eps, hidden, &tmp},
-                                                  o);
+  const epilogue<store<T>, rms_norm<T, BlockThreads>, typename detail::output_of<T, Out>::stage> epi(
+      store<T>{a.residual, hidden}, detail::make_rmsnorm_stage<T, Out, BlockThreads>(a),
+      detail::make_output_stage(a, a.output));
   const row_tiles map{a.tokens, hidden};
   for (std::size_t i = static_cast<std::size_t>(block), k = 0; i < a.tokens; i += nb, ++k) {
     gpu::vec16 got[VecsPerThread];

@@ -95,20 +95,31 @@ namespace detail {
 
 struct rmsnorm_storage_tag;
 
+// The RMSNorm stage of the ready-made kernels (its row sum in the block's shared scratch) and
+// their output stage (T, or FP8 codes with a.scale), writing to `out`.
+template <class T, class Out, int BlockThreads>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE rms_norm<T, BlockThreads> make_rmsnorm_stage(const rmsnorm_args<T, Out>& a) {
+  using norm_t = rms_norm<T, BlockThreads>;
+  auto& tmp = gpu::block_shared<typename norm_t::storage_type, rmsnorm_storage_tag>();
+  return norm_t{a.weight, a.eps, a.hidden, &tmp};
+}
+
+template <class T, class Out>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE typename output_of<T, Out>::stage make_output_stage(const rmsnorm_args<T, Out>& a,
+                                                                                       output_t<T, Out>* out) {
+  using out_stage = typename output_of<T, Out>::stage;
+  if constexpr (rmsnorm_args<T, Out>::fp8_output) {
+    return out_stage{out, a.hidden, a.scale};
+  } else {
+    return out_stage{out, a.hidden};
+  }
+}
+
 template <class T, class Out, int BlockThreads>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE rmsnorm_epilogue<T, Out, BlockThreads> make_rmsnorm_epilogue(
     const rmsnorm_args<T, Out>& a, T* residual_out, output_t<T, Out>* out) {
-  using norm_t = rms_norm<T, BlockThreads>;
-  auto& tmp = gpu::block_shared<typename norm_t::storage_type, rmsnorm_storage_tag>();
-  using out_stage = typename output_of<T, Out>::stage;
-  out_stage o{};
-  if constexpr (rmsnorm_args<T, Out>::fp8_output) {
-    o = out_stage{out, a.hidden, a.scale};
-  } else {
-    o = out_stage{out, a.hidden};
-  }
   return rmsnorm_epilogue<T, Out, BlockThreads>(residual_add<T>{a.residual, residual_out, a.hidden},
-                                                norm_t{a.weight, a.eps, a.hidden, &tmp}, o);
+                                                make_rmsnorm_stage<T, Out, BlockThreads>(a), make_output_stage(a, out));
 }
 
 // Vectors per thread a block of `threads` needs to hold a row of `hidden` elements of T.

@@ -6,9 +6,9 @@
 //   unsigned char* mine = pads.ll_region(pads.rank, flag, block);
 //   rcclx::core::ll_write(mine, i, v, flag);                              // publish 16 bytes
 //   const rcclx::core::ll_halves<8> h(pads, flag, block);               // every rank's region `block`
-//   rcclx::gpu::vec16 v[1];                                              // packet i of peer p:
-//   if (!rcclx::core::ll_try_read(h.p[p], i, flag, v[0]) &&
-//       !rcclx::core::ll_wait_batch<1>(pads, h, p, i, flag, block, v, 1u)) return false;
+//   rcclx::gpu::vec16 v;                                                 // packet i of peer p:
+//   if (!rcclx::core::ll_try_read(h.pick(p), i, flag, v) &&
+//       !rcclx::core::ll_wait_from(pads, h.pick(p), p, i, flag, block, v)) return false;
 //
 // Packet: 16 bytes of data become two 16-byte lines of two 64-bit words {data32 | flag32 << 32};
 // each word is stored and loaded single-copy atomic (gpu::store_packet_system), so the flag proves

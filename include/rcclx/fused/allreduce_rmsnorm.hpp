@@ -189,6 +189,11 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll2_block(const Group& g, const core::p
       detail::make_output_stage(a, a.output));
   const row_tiles map{a.tokens, hidden};
   for (std::size_t i = static_cast<std::size_t>(block), k = 0; i < a.tokens; i += nb, ++k) {
+    // Vector vi of row k's new residual: packet `return` of its owner c's region.
+    const auto packet_of = [&](std::size_t vi, int& c) {
+      c = detail::ll2_owner(vecs, n, vi);
+      return k * row_packets + vecs + (vi - detail::ll2_slice_begin(vecs, n, c));
+    };
     gpu::vec16 got[VecsPerThread];
     bool landed[VecsPerThread];
 #if RCCLX_DEVICE_COMPILE
@@ -198,8 +203,8 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll2_block(const Group& g, const core::p
       const std::size_t vi = static_cast<std::size_t>(q) * gs + tid;
       landed[q] = true;
       if (vi >= vecs) continue;
-      const int c = detail::ll2_owner(vecs, n, vi);
-      const std::size_t idx = k * row_packets + vecs + (vi - detail::ll2_slice_begin(vecs, n, c));
+      int c;
+      const std::size_t idx = packet_of(vi, c);
       landed[q] = core::ll_try_read(h.pick(c), idx, flag, got[q]);
     }
 #if RCCLX_DEVICE_COMPILE
@@ -207,9 +212,8 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll2_block(const Group& g, const core::p
 #endif
     for (int q = 0; q < VecsPerThread; ++q) {
       if (landed[q] || failed) continue;
-      const std::size_t vi = static_cast<std::size_t>(q) * gs + tid;
-      const int c = detail::ll2_owner(vecs, n, vi);
-      const std::size_t idx = k * row_packets + vecs + (vi - detail::ll2_slice_begin(vecs, n, c));
+      int c;
+      const std::size_t idx = packet_of(static_cast<std::size_t>(q) * gs + tid, c);
       failed = !core::ll_wait_from(s, h.pick(c), c, idx, flag, block, got[q]);
     }
     if (g.sync_or(failed)) return false;  // uniform before the epilogue's block reduction

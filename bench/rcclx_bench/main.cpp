@@ -81,7 +81,7 @@ struct options {
   std::fprintf(stderr,
                "rcclx-bench: %s\n"
                "usage: rcclx-bench [--emulated N] [--min-bytes B] [--max-bytes B] [--type float|bf16|fp16[,..]]\n"
-               "                   [--op sum|min|max] [--algo flat|tree|automatic|all] [--iters I] [--warmup W]\n"
+               "                   [--op sum|min|max] [--algo flat|tree|automatic|all[,lpc]] [--iters I] [--warmup W]\n"
                "                   [--graph] [--graph-max-bytes B] [--calls-per-graph K] [--input-in-symmetric]\n"
                "                   [--threads T] [--max-blocks B] [--ll-blocks N] [--ll-block-bytes B]\n"
                "                   [--procs N [--no-compare] | --procs-child]   one process per rank (see procs.hpp)\n"
@@ -132,6 +132,7 @@ options parse(int argc, char** argv) {
         else if (v == "flat") o.algos.push_back(algorithm::flat);
         else if (v == "tree") o.algos.push_back(algorithm::tree);
         else if (v == "automatic" || v == "auto") o.algos.push_back(algorithm::automatic);
+        else if (v == "lpc" || v == "low_precision") o.algos.push_back(algorithm::low_precision);  // --procs only
         else usage("bad --algo " + v);
       }
     } else if (a == "--iters") o.timing.iters = std::max(1, std::atoi(value(i).c_str()));
@@ -198,6 +199,9 @@ options parse(int argc, char** argv) {
     if (o.procs < 2 || o.procs > rcclx::max_ranks) usage("--procs must be in [2, 16]");
     o.num_ranks = o.procs;
   }
+  const bool lpc_rows = std::find(o.algos.begin(), o.algos.end(), algorithm::low_precision) != o.algos.end();
+  if (lpc_rows && o.procs == 0 && !o.procs_child)
+    usage("--algo lpc is for --procs / --procs-child (emulated LPC rows: --collectives)");
   if (o.num_ranks < 2 || o.num_ranks > rcclx::max_ranks) usage("--emulated must be in [2, 16]");
   if (o.threads < 1 || o.threads > 1024 || (on_host && o.threads != 1)) usage("--threads must be in [1, 1024] (1 on the host)");
   if (o.max_blocks < 1 || o.max_blocks > 1024) usage("--max-blocks must be in [1, 1024]");
@@ -612,6 +616,28 @@ namespace lpc = rcclx::lpc;
 constexpr lpc::collective collectives[] = {lpc::collective::allreduce, lpc::collective::allgather,
                                            lpc::collective::reduce_scatter, lpc::collective::alltoall};
 
+// The documented bound (default config, N ranks) for inputs in [-1, 1) (every block amax <= 1),
+// loosened to whole-message magnitudes: c per quantization of a block of amax a is c * a
+// (docs/numerics.md 8). low = false: the plain collective's bound (0 for the copies).
+template <class T>
+double lpc_bound(lpc::collective c, bool low, int num_ranks) {
+  using cfg = lpc::default_config;
+  using tr = rcclx::fp8::format_traits<cfg::format>;
+  const double q = std::ldexp(1.0, tr::max_exponent - tr::mantissa_bits - 1) / tr::max_finite * (1 + 0x1p-19);
+  const double u = sizeof(T) == 4 ? 0x1p-24 : 0x1p-8, n = num_ranks, acc = n * n * 0x1p-24 * (1 + q);
+  if (!low) return c == lpc::collective::allreduce || c == lpc::collective::reduce_scatter ? u * n + 2 * acc + 1e-30 : 0.0;
+  switch (c) {
+    case lpc::collective::allgather:
+    case lpc::collective::alltoall: return q + u * (1 + q);
+    case lpc::collective::reduce_scatter: return n * q + acc + u * (n + n * q + acc);
+    case lpc::collective::allreduce:
+    default: {
+      const double e = n * q + acc, y = n + e;
+      return e + q * y + u * (y + q * y);
+    }
+  }
+}
+
 struct coll_row {
   std::size_t bytes = 0, count = 0;  // input bytes / elements per rank
   std::string type, coll, algo, format;
@@ -871,24 +897,7 @@ class coll_runner {
     rcclx::gpu::stream_synchronize(stream_);
   }
 
-  // The documented bound for inputs in [-1, 1) (every block amax <= 1), loosened to whole-message
-  // magnitudes: c per quantization of a block of amax a is c * a (docs/numerics.md 8).
-  double bound_of(lpc::collective c, bool low) const {
-    using tr = rcclx::fp8::format_traits<cfg::format>;
-    const double q = std::ldexp(1.0, tr::max_exponent - tr::mantissa_bits - 1) / tr::max_finite * (1 + 0x1p-19);
-    const double u = sizeof(T) == 4 ? 0x1p-24 : 0x1p-8, n = n_, acc = n * n * 0x1p-24 * (1 + q);
-    if (!low) return c == lpc::collective::allreduce || c == lpc::collective::reduce_scatter ? u * n + 2 * acc + 1e-30 : 0.0;
-    switch (c) {
-      case lpc::collective::allgather:
-      case lpc::collective::alltoall: return q + u * (1 + q);
-      case lpc::collective::reduce_scatter: return n * q + acc + u * (n + n * q + acc);
-      case lpc::collective::allreduce:
-      default: {
-        const double e = n * q + acc, y = n + e;
-        return e + q * y + u * (y + q * y);
-      }
-    }
-  }
+  double bound_of(lpc::collective c, bool low) const { return lpc_bound<T>(c, low, n_); }
 
   // Max |error| of rank 0's output against the float64 reference, within the bound, and (AllReduce,
   // AllGather) every rank bit-identical to rank 0 (checked on the device).

@@ -95,29 +95,45 @@ inline std::uint64_t fnv(const void* p, std::size_t bytes) {
 }
 
 // Max error of `out` against the float64 reference over `n` ranks, and whether every element is
-// within the type's tolerance (the emulated runner's bound).
+// within the type's tolerance (the emulated runner's bound) or, for LPC rows (abs_bound > 0), within
+// that absolute bound. Checked by up to 16 host threads (256 MiB rows are 64M+ elements).
 template <class T>
-void check_against_reference(const std::vector<T>& out, int n, reduce_op op, const std::string& type, row& r) {
+void check_against_reference(const std::vector<T>& out, int n, reduce_op op, const std::string& type, row& r,
+                             double abs_bound = 0) {
   const double u = sizeof(T) == 4 ? 0x1p-24 : (type == "bf16" ? 0x1p-8 : 0x1p-11);
   const double tiny = type == "fp16" ? 0x1p-25 : 0.0;
+  const unsigned workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+  std::vector<double> err(workers, 0.0);
+  std::vector<char> ok(workers, 1);
+  std::vector<std::thread> th;
+  for (unsigned w = 0; w < workers; ++w)
+    th.emplace_back([&, w] {
+      for (std::size_t i = w; i < out.size(); i += workers) {
+        double acc = 0, mag = 0;
+        for (int p = 0; p < n; ++p) {
+          const double x = static_cast<double>(static_cast<float>(make<T>(input_value(p, i))));
+          mag += std::fabs(x);
+          if (p == 0) acc = x;
+          else if (op == reduce_op::sum) acc += x;
+          else if (op == reduce_op::min) acc = std::min(acc, x);
+          else acc = std::max(acc, x);
+        }
+        const double got = static_cast<double>(static_cast<float>(out[i]));
+        const double e = std::fabs(got - acc);
+        const double acc_err = op == reduce_op::sum ? 2.0 * (n - 1) * 0x1p-24 * mag : 0.0;
+        const double tol = abs_bound > 0 ? abs_bound
+                           : op == reduce_op::sum ? u * (std::fabs(acc) + acc_err) + acc_err + tiny
+                                                  : 0.0;
+        if (!(e <= tol)) ok[w] = 0;
+        if (!(e <= err[w])) err[w] = e;  // NaN propagates into the maximum
+      }
+    });
+  for (auto& t : th) t.join();
   r.max_err = 0;
   r.tol_ok = true;
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    double acc = 0, mag = 0;
-    for (int p = 0; p < n; ++p) {
-      const double x = static_cast<double>(static_cast<float>(make<T>(input_value(p, i))));
-      mag += std::fabs(x);
-      if (p == 0) acc = x;
-      else if (op == reduce_op::sum) acc += x;
-      else if (op == reduce_op::min) acc = std::min(acc, x);
-      else acc = std::max(acc, x);
-    }
-    const double got = static_cast<double>(static_cast<float>(out[i]));
-    const double e = std::fabs(got - acc);
-    const double acc_err = op == reduce_op::sum ? 2.0 * (n - 1) * 0x1p-24 * mag : 0.0;
-    const double tol = op == reduce_op::sum ? u * (std::fabs(acc) + acc_err) + acc_err + tiny : 0.0;
-    if (!(e <= tol)) r.tol_ok = false;
-    if (!(e <= r.max_err)) r.max_err = e;
+  for (unsigned w = 0; w < workers; ++w) {
+    r.max_err = std::isnan(err[w]) ? err[w] : std::max(r.max_err, err[w]);
+    r.tol_ok = r.tol_ok && ok[w];
   }
 }
 
@@ -153,8 +169,8 @@ class rank_runner {
         if (!run_row(count, a, false, rows)) return;
       if (o_.registered || (o_.registered_flat_max && count * sizeof(T) <= o_.registered_flat_max)) {
         const std::vector<algorithm> reg_algos = o_.registered ? o_.algos : std::vector<algorithm>{algorithm::flat};
-        for (const algorithm a : reg_algos)
-          if (!run_row(count, a, true, rows)) return;
+        for (const algorithm a : reg_algos)  // LPC always stages through the workspace: no "reg" row
+          if (a != algorithm::low_precision && !run_row(count, a, true, rows)) return;
       }
       if (bytes > o_.max_bytes / 2) break;
     }
@@ -173,7 +189,13 @@ class rank_runner {
 
   void fill(T* x, std::size_t count) {
     std::vector<T> h(count);
-    for (std::size_t i = 0; i < count; ++i) h[i] = make<T>(input_value(comm_.rank(), i));
+    const unsigned workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> th;
+    for (unsigned w = 0; w < workers; ++w)
+      th.emplace_back([&, w] {
+        for (std::size_t i = w; i < count; i += workers) h[i] = make<T>(input_value(comm_.rank(), i));
+      });
+    for (auto& t : th) t.join();
     rcclx::gpu::copy(x, h.data(), count * sizeof(T));
   }
 
@@ -186,9 +208,11 @@ class rank_runner {
     r.op = rcclx::to_string(o_.op);
     r.algo = rcclx::to_string(a);
     r.input = registered ? "reg" : "copy";
-    const algorithm resolved = rcclx::dda::resolve_algorithm<T>(a, count, n);
+    const bool low = a == algorithm::low_precision;  // LPC (rcclx::lpc::allreduce through the communicator)
+    const algorithm resolved = low ? a : rcclx::dda::resolve_algorithm<T>(a, count, n);
     r.resolved = rcclx::to_string(resolved);
-    r.blocks = rcclx::dda::num_blocks_for<T>(count, resolved, n);
+    r.blocks = low ? rcclx::lpc::num_blocks_for<rcclx::lpc::default_config>(rcclx::lpc::collective::allreduce, count, n)
+                   : rcclx::dda::num_blocks_for<T>(count, resolved, n);
     // Registered rows are zero-copy: flat reads the input out of place, tree reduces in place.
     T* x = registered ? reg_ : in_;
     T* y = registered && resolved == algorithm::tree ? reg_ : out_;
@@ -202,7 +226,8 @@ class rank_runner {
       comm_.synchronize(stream_);
       std::vector<T> out(count);
       rcclx::gpu::copy(out.data(), y, count * sizeof(T));
-      if (rank == 0) check_against_reference(out, n, o_.op, type_, r);
+      if (rank == 0)
+        check_against_reference(out, n, o_.op, type_, r, low ? lpc_bound<T>(lpc::collective::allreduce, true, n) : 0.0);
       const auto hashes = bs_.allgather_value(fnv(out.data(), count * sizeof(T)));
       for (const auto h : hashes) r.identical = r.identical && h == hashes[0];
       // Timing: every rank the same way, starting together.
@@ -251,6 +276,11 @@ inline std::vector<row> run_rank(const options& o, const rcclx::host::launch_con
     const int gpus = rcclx::gpu::device_count();
     if (gpus == 0) throw rcclx::error(rcclx::errc::unsupported, "built for a GPU backend but no GPU is present");
     rcclx::gpu::set_device(cfg.device % gpus);
+    if (cfg.rank == 0) {
+      std::printf("# %d GPU(s) visible; rank r runs on GPU (RCCLX_DEVICE or r) mod %d%s\n", gpus, gpus,
+                  gpus < cfg.num_ranks ? ": several ranks share a GPU, time-sliced (see the NOTE above)" : "");
+      std::fflush(stdout);
+    }
   }
   rcclx::host::socket_bootstrap bs(cfg);
   std::vector<row> rows;
@@ -277,8 +307,8 @@ inline void print_banner(const options& o, int n, const char* how) {
               rcclx::dda::default_launch_config().threads, rcclx::dda::default_launch_config().flat_max_blocks,
               on_host ? "wall clock" : "graph replays of K calls up to --graph-max-bytes, then events");
   if (!on_host)
-    std::printf("# NOTE: processes sharing ONE GPU run their kernels time-sliced, not concurrently; a cross-process\n"
-                "#       barrier completes only as the contexts take turns. This measures that, not peer links.\n");
+    std::printf("# NOTE: processes sharing a GPU run their kernels time-sliced, not concurrently; a cross-process\n"
+                "#       barrier completes only as the contexts take turns. With one GPU per rank, rows measure links.\n");
 }
 
 // --procs-child: this process is one rank of a job started by a launcher (torchrun variables).
@@ -324,7 +354,7 @@ inline int run_parent(const options& o, bool compare) {
       ::close(fds[0]);
       rcclx::host::launch_config cfg;
       cfg.rank = cfg.local_rank = r;
-      cfg.device = 0;  // every rank on the first GPU (the GPU machine has one)
+      cfg.device = r;  // rank r on GPU r mod the GPU count (run_rank); RCCLX_DEVICE pins every rank to one
       if (const char* d = std::getenv("RCCLX_DEVICE")) cfg.device = std::atoi(d);
       cfg.num_ranks = n;
       cfg.unique_id = id;
@@ -389,6 +419,8 @@ inline int run_parent(const options& o, bool compare) {
     } else {
       options e = o;
       e.num_ranks = n;
+      // LPC rows have their emulated counterpart in the --collectives table, not in this sweep.
+      e.algos.erase(std::remove(e.algos.begin(), e.algos.end(), algorithm::low_precision), e.algos.end());
       std::printf("# the same sizes on %d emulated ranks in one process (%d threads per block, <= %d blocks per rank):\n", n,
                   e.threads, e.max_blocks);
       print_header();

@@ -52,6 +52,8 @@ def main():
     for t, tt in (("bf16", "bfloat16"), ("float", "float32")):
         times = {}  # (bytes, column) -> us
         for r in load(os.path.join(d, f"rcclx_procs{n}_{t}.json")):
+            if r.get("type") != t:
+                continue
             if not r.get("ok", False):
                 bad_rows.append(f"rcclx {t} {r['size_bytes']} {r['algorithm']} {r['input']}: {r.get('error', '')}")
                 continue

@@ -147,7 +147,7 @@ TEST_CASE("communicator::allreduce across processes: types x ops x algorithms x 
   CAPTURE(n);
   const std::string id = rcclx_test::unique_job_id("allreduce");
   auto rs = rcclx_test::run_processes(n, [&](int rank) -> std::string {
-    rcclx_test::child_select_device();
+    rcclx_test::child_select_device(rank);
     rcclx::host::socket_bootstrap bs(rank, n, id, rcclx_test::test_socket_options());
     comm_t comm(bs, options());
     rcclx::gpu::stream_t stream = rcclx::gpu::stream_create();
@@ -164,7 +164,10 @@ TEST_CASE("communicator::allreduce across processes: types x ops x algorithms x 
     return;
   }
   INFO(rcclx_test::describe(rs));
-  for (const auto& r : rs) REQUIRE(r.ok());
+  for (const auto& r : rs) {
+    REQUIRE(r.ok());
+    REQUIRE(r.output.empty());  // the body returns what went wrong, with exit status 0
+  }
 }
 
 TEST_CASE("communicator::allreduce in a captured graph, zero-copy inputs patched after capture", "[host][multiprocess]") {
@@ -172,7 +175,7 @@ TEST_CASE("communicator::allreduce in a captured graph, zero-copy inputs patched
   CAPTURE(n);
   const std::string id = rcclx_test::unique_job_id("graph");
   auto rs = rcclx_test::run_processes(n, [&](int rank) -> std::string {
-    rcclx_test::child_select_device();
+    rcclx_test::child_select_device(rank);
     rcclx::host::socket_bootstrap bs(rank, n, id, rcclx_test::test_socket_options());
     comm_t comm(bs, options());
     rcclx::gpu::stream_t stream = rcclx::gpu::stream_create();
@@ -207,7 +210,10 @@ TEST_CASE("communicator::allreduce in a captured graph, zero-copy inputs patched
     return;
   }
   INFO(rcclx_test::describe(rs));
-  for (const auto& r : rs) REQUIRE(r.ok());
+  for (const auto& r : rs) {
+    REQUIRE(r.ok());
+    REQUIRE(r.output.empty());  // the body returns what went wrong, with exit status 0
+  }
 }
 
 TEST_CASE("communicator::allreduce: ranks that disagree on the op or count all fail at the call",
@@ -215,7 +221,7 @@ TEST_CASE("communicator::allreduce: ranks that disagree on the op or count all f
   const int n = 3;
   const std::string id = rcclx_test::unique_job_id("opcheck");
   auto rs = rcclx_test::run_processes(n, [&](int rank) -> std::string {
-    rcclx_test::child_select_device();
+    rcclx_test::child_select_device(rank);
     rcclx::host::socket_bootstrap bs(rank, n, id, rcclx_test::test_socket_options());
     comm_t comm(bs, options());
     auto* x = static_cast<float*>(rcclx::host::shareable_malloc(4096));

@@ -45,15 +45,19 @@ inline std::string unique_job_id(const char* tag) {
          std::to_string(static_cast<long long>(t % 1000000007));
 }
 
-// A child's set-up on GPU builds: exit with skip_code when no GPU is present; otherwise all ranks
-// share device 0 (the GPU machine has one; real IPC handles between processes on one GPU).
-inline void child_select_device() {
+// A child's set-up on GPU builds: exit with skip_code when no GPU is present; otherwise rank r
+// takes GPU r % device_count(): the processes spread over a multi-GPU machine (peers' memory over
+// the links), and share the one GPU of a single-GPU machine (real IPC handles between processes).
+inline void child_select_device(int rank) {
 #if RCCLX_BACKEND_GPU
-  if (rcclx::gpu::device_count() == 0) {
+  const int devices = rcclx::gpu::device_count();
+  if (devices == 0) {
     std::fflush(nullptr);
     ::_exit(skip_code);
   }
-  rcclx::gpu::set_device(0);
+  rcclx::gpu::set_device(rank % devices);
+#else
+  (void)rank;
 #endif
 }
 

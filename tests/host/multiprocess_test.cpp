@@ -49,9 +49,13 @@ std::string expect_error(const std::function<void()>& f) {
   return "no error";
 }
 
+// A body returns "" or what went wrong (its exit status is 0 either way): both must say success.
 void require_all_ok(const std::vector<child_result>& rs) {
   INFO(rcclx_test::describe(rs));
-  for (const auto& r : rs) REQUIRE(r.ok());
+  for (const auto& r : rs) {
+    REQUIRE(r.ok());
+    REQUIRE(r.output.empty());
+  }
 }
 
 #define RCCLX_SKIP_IF_NO_GPU(rs)                                        \
@@ -179,7 +183,7 @@ TEST_CASE("communicator: set-up, device barrier and peers' workspaces across 2..
   CAPTURE(n);
   const std::string id = rcclx_test::unique_job_id("ws");
   auto rs = run_processes(n, [&](int rank) -> std::string {
-    rcclx_test::child_select_device();
+    rcclx_test::child_select_device(rank);
     rcclx::host::socket_bootstrap bs(rank, n, id, rcclx_test::test_socket_options());
     {
       comm_t comm(bs, small_options());
@@ -225,7 +229,7 @@ TEST_CASE("callback_bootstrap: a communicator over a user-supplied allgather", "
   const int n = 3;
   const std::string id = rcclx_test::unique_job_id("cb");
   auto rs = run_processes(n, [&](int rank) -> std::string {
-    rcclx_test::child_select_device();
+    rcclx_test::child_select_device(rank);
     // The "user's" allgather (MPI_Allgather in real life): here another bootstrap's, with a count.
     rcclx::host::socket_bootstrap transport(rank, n, id, rcclx_test::test_socket_options());
     int calls = 0;
@@ -263,7 +267,7 @@ TEST_CASE("communicator: a flat allreduce through workspace, registered and grap
   CAPTURE(n);
   const std::string id = rcclx_test::unique_job_id("ar");
   auto rs = run_processes(n, [&](int rank) -> std::string {
-    rcclx_test::child_select_device();
+    rcclx_test::child_select_device(rank);
     rcclx::host::socket_bootstrap bs(rank, n, id, rcclx_test::test_socket_options());
     comm_t comm(bs, small_options());
     rcclx::gpu::stream_t stream = rcclx::gpu::stream_create();
@@ -307,9 +311,10 @@ TEST_CASE("communicator: a flat allreduce through workspace, registered and grap
     run(in2, true);
     rcclx::host::graph g = comm.end_capture(stream);
     for (int round = 6; round < 9 && err.empty(); ++round) {
-      const auto h = host_input(rank, count, round);
-      rcclx::gpu::copy(in2, h.data(), bytes);  // the second collective's result is the one kept
+      // in2 overlaps in: fill in first. The second collective's result (in2's) is the one kept.
       rcclx::gpu::copy(in, host_input(rank, count, 99).data(), bytes);
+      const auto h = host_input(rank, count, round);
+      rcclx::gpu::copy(in2, h.data(), bytes);
       g.launch(stream);
       comm.synchronize(stream);
       err = check_sum(out, n, count, round);
@@ -346,7 +351,7 @@ TEST_CASE("communicator: 10^4 register/unregister cycles leave no open handle", 
   const int cycles = rcclx_test::scaled(under_tsan ? 1000 : 10000);
   const std::string id = rcclx_test::unique_job_id("reg");
   auto rs = run_processes(n, [&](int rank) -> std::string {
-    rcclx_test::child_select_device();
+    rcclx_test::child_select_device(rank);
     rcclx::host::socket_bootstrap bs(rank, n, id, rcclx_test::test_socket_options());
     rcclx::host::communicator_options o = small_options();
     o.cache_capacity = 6;
@@ -499,7 +504,7 @@ TEST_CASE("errors: ranks that disagree on count, type or buffers fail together a
   const int n = 3;
   const std::string id = rcclx_test::unique_job_id("callcheck");
   auto rs = run_processes(n, [&](int rank) -> std::string {
-    rcclx_test::child_select_device();
+    rcclx_test::child_select_device(rank);
     rcclx::host::socket_bootstrap bs(rank, n, id, rcclx_test::test_socket_options());
     comm_t comm(bs, small_options());
     auto* buf = static_cast<float*>(rcclx::host::shareable_malloc(8192));
@@ -562,7 +567,7 @@ TEST_CASE("errors: a process that dies makes every other fail within a bounded t
   CAPTURE(victim, check_calls);
   const std::string id = rcclx_test::unique_job_id("dead");
   auto rs = run_processes(n, [&](int rank) -> std::string {
-    rcclx_test::child_select_device();
+    rcclx_test::child_select_device(rank);
     rcclx::host::socket_bootstrap bs(rank, n, id, rcclx_test::test_socket_options());
     rcclx::host::communicator_options o = small_options();
     o.check_calls = check_calls;

@@ -4,6 +4,8 @@
 //   rcclx::host::socket_bootstrap bs(rcclx::host::launch_config::from_env());   // torchrun
 //   rcclx::host::communicator<8> comm(bs);          // workspace + signal pads, peers opened
 //   comm.allreduce(in, out, count);                 // host-callable, on a stream
+//   comm.allgather(in, gathered, count, rcclx::algorithm::low_precision, stream);   // FP8 on the wire
+//   comm.reduce_scatter(in, mine, count, rcclx::reduce_op::sum);   // also alltoall
 //   my_fused_kernel<<<g, b, 0, s>>>(comm.device_handle<float>(), ...);   // or in your kernel
 //   comm.register_buffer(x, bytes);                 // zero-copy for x from now on
 //
@@ -19,6 +21,14 @@
 //  - during graph capture: zero-copy too; the kernel reads its peer table from a device slot whose
 //    peer pointers are filled after capture (end_capture / register_graph_buffers: vLLM's scheme);
 //  - otherwise the symmetric workspace: the kernel copies the input in (large calls run in chunks).
+//
+// Collectives: allreduce, allgather, reduce_scatter, alltoall; algorithm automatic / flat / tree
+// run the plain rcclx::dda kernels (exact), low_precision the rcclx::lpc ones (FP8 with block
+// scales, float and bf16; always through the workspace, which holds their FP8 form). AllReduce runs
+// larger calls in chunks (low precision: of whole quantization blocks, the same bits as one call).
+// AllGather, ReduceScatter and AlltoAll run in one launch (their output blocks are strided by the
+// whole count): through the workspace they need count * sizeof(T) <= buffer_bytes (low precision:
+// lpc::workspace_bytes), else every rank throws an error naming both; a registered input needs none.
 //
 // Errors: every set-up step and every call check is exchanged, so a rank's local error (a bad
 // pointer, an allocation failure, a count that differs) is thrown on every rank with the same
@@ -48,9 +58,11 @@
 #include "../dda/allreduce.hpp"
 #include "../gpu/atomic.hpp"
 #include "../gpu/runtime.hpp"
+#include "../lpc/allreduce.hpp"
 #include "bootstrap.hpp"
 #include "detail/barrier_kernel.hpp"
 #include "detail/call_check.hpp"
+#include "detail/one_shot.hpp"
 #include "graph.hpp"
 #include "ipc_cache.hpp"
 #include "shareable_memory.hpp"
@@ -476,20 +488,27 @@ class communicator {
   }
 
   // ---- collectives ------------------------------------------------------------------------------
-  // Adding one (allgather, reduce_scatter, ...) takes a few lines, as allreduce shows: validate the
-  // arguments into a local error string, decide whether zero-copy leaves the caller's input intact,
-  // build a call descriptor (detail::make_descriptor + a collective_kind), and call run() with a
-  // lambda that launches the collective for a table by value, a device-table pointer (captured
-  // graphs) and the workspace (chunked if the collective allows it).
+  // Each one validates its arguments into a local error string (thrown on every rank by run()'s
+  // call check), decides whether zero-copy leaves the caller's input intact, builds a call
+  // descriptor (detail::make_descriptor + a collective_kind) and calls run() with a lambda that
+  // launches the collective for a table by value, a device-table pointer (captured graphs) and the
+  // workspace (chunked where the collective allows it).
+  // algo: automatic, flat and tree are the plain collectives (rcclx::dda, exact); low_precision is
+  // rcclx::lpc (FP8 with block scales on the wire, lpc::default_config; float and bf16 only; error
+  // bounds in docs/numerics.md). Low precision always goes through the workspace (its FP8 form
+  // lives there, its input must not).
 
   // AllReduce of `count` elements on `stream`: output[i] = op over every rank's input[i], the same
-  // bits on every rank (rcclx::dda: flat or tree, chosen at run time unless `algo` says). T: float,
-  // bf16, fp16, int32_t. input may equal output. Zero-copy when input is registered (or captured in
-  // a graph) and the algorithm leaves it intact: flat out of place, tree in place; otherwise through
-  // the workspace, in chunks of buffer_bytes.
+  // bits on every rank (rcclx::dda: flat or tree, chosen at run time unless `algo` says; or
+  // rcclx::lpc for algorithm::low_precision). T: float, bf16, fp16, int32_t (low precision: float,
+  // bf16). input may equal output. Zero-copy when input is registered (or captured in a graph) and
+  // the algorithm leaves it intact: flat out of place, tree in place; otherwise through the
+  // workspace, in chunks of buffer_bytes (low precision: of whole quantization blocks, the same
+  // bits as one call).
   template <class T>
   void allreduce(const T* input, T* output, std::size_t count, reduce_op op = reduce_op::sum,
                  algorithm algo = algorithm::automatic, gpu::stream_t stream = {}) {
+    if (algo == algorithm::low_precision) return allreduce_low_precision(input, output, count, op, stream);
     std::string local_error;
     algorithm a = algo;
     try {
@@ -518,6 +537,37 @@ class communicator {
           }
         },
         local_error);
+  }
+
+  // AllGather of `count` elements per rank: output[p * count + i] = rank p's input[i] (output:
+  // num_ranks * count elements, disjoint from input), the same bits on every rank. Plain: exact
+  // copies, zero-copy when input is registered or captured; low precision: every block is the FP8
+  // round trip of its rank's input (the own block too). One launch: the workspace must hold
+  // count * sizeof(T) bytes (plain, unless zero-copy) or lpc::workspace_bytes(allgather, count, N).
+  template <class T>
+  void allgather(const T* input, T* output, std::size_t count, algorithm algo = algorithm::automatic,
+                 gpu::stream_t stream = {}) {
+    run_one_shot<detail::collective_kind::allgather>("allgather", input, output, count, reduce_op::sum, algo, stream);
+  }
+
+  // ReduceScatter of `count` elements per rank (count % num_ranks == 0, C = count / num_ranks):
+  // output[i] = op over ranks p of input_p[rank * C + i] (C elements, disjoint from input), reduced
+  // in rank order in fp32 (plain: bit for bit block `rank` of the plain AllReduce). T: float, bf16,
+  // fp16, int32_t (low precision: float, bf16). Zero-copy and workspace as allgather.
+  template <class T>
+  void reduce_scatter(const T* input, T* output, std::size_t count, reduce_op op = reduce_op::sum,
+                      algorithm algo = algorithm::automatic, gpu::stream_t stream = {}) {
+    run_one_shot<detail::collective_kind::reduce_scatter>("reduce_scatter", input, output, count, op, algo, stream);
+  }
+
+  // AlltoAll of `count` elements per rank (count % num_ranks == 0, C = count / num_ranks): block i
+  // of rank r lands at block r of rank i, i.e. output[p * C + i] = input_p[rank * C + i]. input may
+  // equal output (then through the workspace). Plain: exact copies; low precision: the FP8 round
+  // trip (the own block exact). Zero-copy and workspace as allgather.
+  template <class T>
+  void alltoall(const T* input, T* output, std::size_t count, algorithm algo = algorithm::automatic,
+                gpu::stream_t stream = {}) {
+    run_one_shot<detail::collective_kind::alltoall>("alltoall", input, output, count, reduce_op::sum, algo, stream);
   }
 
   // Every rank waits for every other on `stream` (a device barrier; the host backend blocks).
@@ -572,18 +622,11 @@ class communicator {
            Kernel kernel, const std::string& local_error = std::string()) {
     ensure_usable();
     const std::size_t bytes = count * sizeof(T);
-    // Peers read zero-copy inputs with 16-byte vectors: only 16-byte aligned inputs qualify (the
-    // same offset into buffers registered 16-byte aligned is aligned on every rank).
-    zero_copy = zero_copy && count > 0 && reinterpret_cast<std::uintptr_t>(input) % 16 == 0;
-    const registration* reg = zero_copy ? find_registration(input, bytes) : nullptr;
-    const bool capturing = host_capturing_ || gpu::stream_is_capturing(stream);
-    detail::buffer_path path = detail::buffer_path::workspace;
+    const registration* reg = nullptr;
+    const detail::buffer_path path = select_path(input, bytes, zero_copy, stream, &reg);
     if (reg) {
-      path = detail::buffer_path::registered;
       d.reg_id = reg->id;
       d.reg_offset = static_cast<std::uint64_t>(reinterpret_cast<const char*>(input) - reg->ptr);
-    } else if (zero_copy && capturing && opts_.zero_copy_capture) {
-      path = detail::buffer_path::captured;
     }
     d.path = static_cast<std::uint32_t>(path);
     d.seq = ++calls_;
@@ -630,6 +673,166 @@ class communicator {
     const void* ptr;
     std::size_t bytes;
   };
+
+  // Where run() lets peers read `bytes` of input at `input` (zero_copy: the caller allows it).
+  // Peers read zero-copy inputs with 16-byte vectors: only 16-byte aligned inputs qualify (the
+  // same offset into buffers registered 16-byte aligned is aligned on every rank).
+  detail::buffer_path select_path(const void* input, std::size_t bytes, bool zero_copy, gpu::stream_t stream,
+                                  const registration** reg_out = nullptr) const {
+    zero_copy = zero_copy && bytes > 0 && reinterpret_cast<std::uintptr_t>(input) % 16 == 0;
+    const registration* reg = zero_copy ? find_registration(input, bytes) : nullptr;
+    if (reg_out) *reg_out = reg;
+    if (reg) return detail::buffer_path::registered;
+    if (zero_copy && opts_.zero_copy_capture && (host_capturing_ || gpu::stream_is_capturing(stream)))
+      return detail::buffer_path::captured;
+    return detail::buffer_path::workspace;
+  }
+
+  // ---- the collectives' common parts ----------------------------------------------------------
+
+  template <class T>
+  static std::string low_precision_type_error(const std::string& who) {
+    return who + ": algorithm::low_precision takes float or bf16 elements, not " + detail::type_tag<T>::name() +
+           " (use flat, tree or automatic)";
+  }
+
+  // The workspace path writes this rank's symmetric buffer while peers read it: user buffers must lie
+  // outside it (a plain collective's input may be the buffer itself: its copy is then skipped).
+  void check_outside_workspace(const std::string& who, const void* p, std::size_t bytes, const char* name,
+                               bool may_be_it) const {
+    if (may_be_it && p == data_.get()) return;
+    if (dda::detail::overlaps(p, bytes, data_.get(), opts_.buffer_bytes))
+      throw error(errc::invalid_argument, who + ": " + name + " lies in the communicator's workspace, which peers read");
+  }
+
+  void check_workspace_holds(const std::string& who, std::size_t count, std::size_t need, const char* remedy) const {
+    if (need > opts_.buffer_bytes)
+      throw error(errc::invalid_argument, who + ": count = " + std::to_string(count) + " needs " + std::to_string(need) +
+                                              " bytes of workspace per rank, more than communicator_options::"
+                                              "buffer_bytes = " + std::to_string(opts_.buffer_bytes) + remedy);
+  }
+
+  // Elements of one low-precision AllReduce launch: the whole call when its FP8 workspace fits, else
+  // the largest multiple of the quantization block that fits. A function of count, N and
+  // buffer_bytes only, so every rank cuts the same chunks; whole blocks, so the chunks quantize
+  // exactly the blocks one call would (each block's result depends on that block alone): the same bits.
+  std::size_t low_precision_allreduce_chunk(const std::string& who, std::size_t count) const {
+    using config = lpc::default_config;
+    const auto fits = [&](std::size_t c) {
+      return lpc::workspace_bytes<config>(lpc::collective::allreduce, c, n_) <= opts_.buffer_bytes;
+    };
+    if (fits(count)) return count;
+    const std::size_t b = static_cast<std::size_t>(config::block_size);
+    // In blocks; an element takes at least one byte of workspace, so a chunk is below buffer_bytes.
+    std::size_t lo = 0, hi = std::min(count, opts_.buffer_bytes) / b;
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo + 1) / 2;
+      if (fits(mid * b)) lo = mid;
+      else hi = mid - 1;
+    }
+    if (lo == 0)
+      check_workspace_holds(who, b, lpc::workspace_bytes<config>(lpc::collective::allreduce, b, n_),
+                            " (one quantization block with algorithm::low_precision)");
+    return lo * b;
+  }
+
+  template <class T>
+  void allreduce_low_precision(const T* input, T* output, std::size_t count, reduce_op op, gpu::stream_t stream) {
+    const std::string who = "allreduce";
+    std::string local_error;
+    std::size_t chunk = count;
+    try {
+      if constexpr (!lpc::is_element_v<T>) {
+        throw error(errc::unsupported, low_precision_type_error<T>(who));
+      } else {
+        lpc::detail::validate_op(who, op);
+        lpc::detail::validate_call<T>(who, lpc::collective::allreduce, n_, MaxRanks, input, output, count, 0);
+        chunk = low_precision_allreduce_chunk(who, count);
+        check_outside_workspace(who, input, count * sizeof(T), "input", false);
+        check_outside_workspace(who, output, count * sizeof(T), "output", false);
+      }
+    } catch (const std::exception& e) {
+      local_error = detail::strip_prefix(e.what());
+    }
+    auto d = detail::make_descriptor<T>(detail::collective_kind::allreduce, count, static_cast<std::uint32_t>(op),
+                                        to_string(op), static_cast<std::uint32_t>(algorithm::low_precision),
+                                        to_string(algorithm::low_precision));
+    const int n = n_;
+    // Never zero-copy: the kernel writes the input's FP8 form into data[rank].
+    run(d, input, count, false, stream,
+        [=](const auto& t, bool) {
+          if constexpr (!lpc::is_element_v<T>) {
+            (void)t;  // rejected above, on every rank
+          } else if constexpr (std::is_pointer<std::decay_t<decltype(t)>>::value) {
+            lpc::allreduce(t, n, input, output, count, op, stream);
+          } else {
+            for (std::size_t off = 0; off < count; off += chunk)
+              lpc::allreduce(t, input + off, output + off, count - off < chunk ? count - off : chunk, op, stream);
+          }
+        },
+        local_error);
+  }
+
+  // AllGather, ReduceScatter, AlltoAll (detail::one_shot): one launch, plain or low precision.
+  template <detail::collective_kind Kind, class T>
+  void run_one_shot(const char* name, const T* input, T* output, std::size_t count, reduce_op op, algorithm algo,
+                    gpu::stream_t stream) {
+    using traits = detail::one_shot<Kind>;
+    const std::string who = name;
+    const bool low = algo == algorithm::low_precision;
+    std::string local_error;
+    bool zero_copy = false;
+    try {
+      if (!is_valid(algo))
+        throw error(errc::invalid_argument, who + ": algorithm = " + std::to_string(static_cast<int>(algo)) +
+                                                " is not an rcclx::algorithm");
+      if (low) {
+        if constexpr (!lpc::is_element_v<T>) {
+          throw error(errc::unsupported, low_precision_type_error<T>(who));
+        } else {
+          if (traits::reduces) lpc::detail::validate_op(who, op);
+          lpc::detail::validate_call<T>(who, traits::lpc_kind, n_, MaxRanks, input, output, count, 0);
+        }
+      } else {
+        traits::validate(who, n_, MaxRanks, input, output, count, op);
+      }
+      const std::size_t bytes = count * sizeof(T), out_bytes = traits::output_elems(count, n_) * sizeof(T);
+      // Zero-copy (plain only; low precision writes its FP8 form into data[rank]): peers read this
+      // rank's registration from the input on (a capture: the input alone), so the output must lie
+      // outside that; an in-place AlltoAll therefore goes through the workspace.
+      if (!low && count > 0) {
+        const registration* reg = find_registration(input, bytes);
+        const std::size_t seen = reg ? static_cast<std::size_t>(reg->ptr + reg->bytes - reinterpret_cast<const char*>(input))
+                                     : bytes;
+        zero_copy = !dda::detail::overlaps(output, out_bytes, input, seen);
+      }
+      if (select_path(input, bytes, zero_copy, stream) == detail::buffer_path::workspace) {
+        if (low) {
+          check_workspace_holds(who, count, lpc::workspace_bytes<>(traits::lpc_kind, count, n_),
+                                " (the FP8 form with algorithm::low_precision; one launch: raise buffer_bytes)");
+        } else {
+          check_workspace_holds(who, count, bytes, " (one launch: raise buffer_bytes, or register the input: zero-copy)");
+        }
+        check_outside_workspace(who, input, bytes, "input", !low);
+        check_outside_workspace(who, output, out_bytes, "output", false);
+      }
+    } catch (const std::exception& e) {
+      local_error = detail::strip_prefix(e.what());
+    }
+    auto d = detail::make_descriptor<T>(Kind, count, traits::reduces ? static_cast<std::uint32_t>(op) : 0u,
+                                        traits::reduces ? to_string(op) : "-", static_cast<std::uint32_t>(algo),
+                                        is_valid(algo) ? to_string(algo) : "invalid");
+    const int n = n_;
+    run(d, input, count, zero_copy, stream,
+        [=](const auto& t, bool) {
+          if (!low) {
+            traits::plain(t, n, input, output, count, op, stream);
+          } else if constexpr (lpc::is_element_v<T>) {
+            traits::low_precision(t, n, input, output, count, op, stream);
+          }
+        },
+        local_error);
+  }
 
   // Allgathers {status, payload}; if any rank reported a local error, every rank throws it.
   template <class P>

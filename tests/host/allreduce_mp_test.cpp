@@ -60,7 +60,7 @@ template <class T>
 void fill(T* device, int rank, std::size_t count, int k) {
   std::vector<T> h(count);
   for (std::size_t i = 0; i < count; ++i) h[i] = to_t<T>(input_value(rank, i, k));
-  rcclx::gpu::copy(device, h.data(), count * sizeof(T));
+  rcclx_test::upload_bytes(device, h.data(), count * sizeof(T));
 }
 
 template <class T>

@@ -100,7 +100,7 @@ double round_to(float f) {
 
 template <class T>
 void upload(T* device, const std::vector<T>& h) {
-  if (!h.empty()) rcclx::gpu::copy(device, h.data(), h.size() * sizeof(T));
+  if (!h.empty()) rcclx_test::upload_bytes(device, h.data(), h.size() * sizeof(T));
 }
 
 template <class T>

@@ -61,6 +61,15 @@ inline void child_select_device(int rank) {
 #endif
 }
 
+// Host -> device copy that has landed when it returns. cudaMemcpy from pageable memory may return
+// before its DMA reaches the device, and the collectives run on non-blocking streams (which do not
+// wait for the legacy stream), so an input written with a plain copy can be read stale: by this
+// rank's kernel and by peers (zero-copy). Seen on two GPUs with 8 processes; synchronize first.
+inline void upload_bytes(void* device, const void* host, std::size_t bytes) {
+  rcclx::gpu::copy(device, host, bytes);
+  rcclx::gpu::device_synchronize();
+}
+
 // Forks `n` processes; child r runs body(r) and exits 0 with its returned string as output, or 1
 // with the exception's text. Processes still running after `timeout` are killed (SIGKILL).
 inline std::vector<child_result> run_processes(int n, const std::function<std::string(int)>& body,

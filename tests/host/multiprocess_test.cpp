@@ -194,7 +194,7 @@ TEST_CASE("communicator: set-up, device barrier and peers' workspaces across 2..
       for (int round = 0; round < rcclx_test::scaled(under_tsan ? 5 : 50); ++round) {
         std::vector<std::uint32_t> v(words);
         for (std::size_t i = 0; i < words; ++i) v[i] = static_cast<std::uint32_t>(rank * 7919 + round * 104729 + i);
-        rcclx::gpu::copy(t.data[rank], v.data(), words * sizeof(std::uint32_t));
+        rcclx_test::upload_bytes(t.data[rank], v.data(), words * sizeof(std::uint32_t));
         comm.barrier();
         comm.synchronize();
         for (int p = 0; p < n; ++p) {
@@ -240,7 +240,7 @@ TEST_CASE("callback_bootstrap: a communicator over a user-supplied allgather", "
     comm_t comm(bs, small_options());
     const auto t = comm.device_handle<std::uint32_t>();
     const std::uint32_t mine = 1000u + static_cast<std::uint32_t>(rank);
-    rcclx::gpu::copy(t.data[rank], &mine, sizeof(mine));
+    rcclx_test::upload_bytes(t.data[rank], &mine, sizeof(mine));
     comm.barrier();
     comm.synchronize();
     for (int p = 0; p < n; ++p) {
@@ -282,7 +282,7 @@ TEST_CASE("communicator: a flat allreduce through workspace, registered and grap
     // 1. workspace path (unregistered input).
     for (int round = 0; round < 3 && err.empty(); ++round) {
       const auto h = host_input(rank, count, round);
-      rcclx::gpu::copy(in, h.data(), bytes);
+      rcclx_test::upload_bytes(in, h.data(), bytes);
       run(in, true);
       comm.synchronize(stream);
       err = check_sum(out, n, count, round);
@@ -295,7 +295,7 @@ TEST_CASE("communicator: a flat allreduce through workspace, registered and grap
     if (!comm.is_registered(reg, bytes)) return "not registered";
     for (int round = 3; round < 6 && err.empty(); ++round) {
       const auto h = host_input(rank, count, round);
-      rcclx::gpu::copy(reg, h.data(), bytes);
+      rcclx_test::upload_bytes(reg, h.data(), bytes);
       run(reg, true);
       comm.synchronize(stream);
       err = check_sum(out, n, count, round);
@@ -312,9 +312,9 @@ TEST_CASE("communicator: a flat allreduce through workspace, registered and grap
     rcclx::host::graph g = comm.end_capture(stream);
     for (int round = 6; round < 9 && err.empty(); ++round) {
       // in2 overlaps in: fill in first. The second collective's result (in2's) is the one kept.
-      rcclx::gpu::copy(in, host_input(rank, count, 99).data(), bytes);
+      rcclx_test::upload_bytes(in, host_input(rank, count, 99).data(), bytes);
       const auto h = host_input(rank, count, round);
-      rcclx::gpu::copy(in2, h.data(), bytes);
+      rcclx_test::upload_bytes(in2, h.data(), bytes);
       g.launch(stream);
       comm.synchronize(stream);
       err = check_sum(out, n, count, round);
@@ -329,7 +329,7 @@ TEST_CASE("communicator: a flat allreduce through workspace, registered and grap
       comm2.launch(in, count, true, stream, rcclx_test::naive_launcher<float, max_r>{in, out, count, 4, stream});
       rcclx::host::graph g2 = comm2.end_capture(stream);
       for (int round = 9; round < 11 && err.empty(); ++round) {
-        rcclx::gpu::copy(in, host_input(rank, count, round).data(), bytes);
+        rcclx_test::upload_bytes(in, host_input(rank, count, round).data(), bytes);
         g2.launch(stream);
         comm2.synchronize(stream);
         err = check_sum(out, n, count, round);
@@ -373,7 +373,7 @@ TEST_CASE("communicator: 10^4 register/unregister cycles leave no open handle", 
         comm.register_buffer(a, bytes);
         comm.register_buffer(a + count, bytes);
         if (c % 1000 == 0) {  // the mapping is right: a collective through it
-          rcclx::gpu::copy(a + count, host_input(rank, count, c).data(), bytes);
+          rcclx_test::upload_bytes(a + count, host_input(rank, count, c).data(), bytes);
           comm.launch(a + count, count, true, stream, rcclx_test::naive_launcher<float, max_r>{a + count, out, count, 2, stream});
           comm.synchronize(stream);
           err = check_sum(out, n, count, c);

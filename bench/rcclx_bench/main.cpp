@@ -69,6 +69,7 @@ struct options {
   int procs = 0;                                 // --procs N: one process per rank (procs.hpp)
   bool procs_child = false;                      // --procs-child: this process is one rank (launcher)
   bool procs_compare = true;                     // --no-compare: skip the emulated sweep after --procs
+  int procs_blocks = 0;                          // --procs-blocks: communicator_options::collective_blocks
   bool dda = true;                               // the DDA AllReduce table (--collectives-only: off)
   bool collectives = false;                      // --collectives: the LPC vs plain table
   std::size_t coll_min_bytes = on_host ? 4 * 1024 : 1024 * 1024;
@@ -84,7 +85,7 @@ struct options {
                "                   [--op sum|min|max] [--algo flat|tree|automatic|all[,lpc]] [--iters I] [--warmup W]\n"
                "                   [--graph] [--graph-max-bytes B] [--calls-per-graph K] [--input-in-symmetric]\n"
                "                   [--threads T] [--max-blocks B] [--ll-blocks N] [--ll-block-bytes B]\n"
-               "                   [--procs N [--no-compare] | --procs-child]   one process per rank (see procs.hpp)\n"
+               "                   [--procs N [--no-compare] | --procs-child] [--procs-blocks B]   one process per rank (procs.hpp)\n"
                "                   [--collectives] [--collectives-only] [--coll-min-bytes B] [--coll-max-bytes B]\n"
                "                   [--json FILE] [--csv FILE] [--png FILE] [--suite gpu|host --out DIR]\n"
                "sizes accept K, M and G suffixes (KiB, MiB, GiB)\n",
@@ -148,6 +149,7 @@ options parse(int argc, char** argv) {
     else if (a == "--procs") o.procs = std::atoi(value(i).c_str());
     else if (a == "--procs-child") o.procs_child = true;
     else if (a == "--no-compare") o.procs_compare = false;
+    else if (a == "--procs-blocks") o.procs_blocks = std::atoi(value(i).c_str());
     else if (a == "--collectives") o.collectives = true;
     else if (a == "--collectives-only") o.collectives = true, o.dda = false;
     else if (a == "--coll-min-bytes") o.coll_min_bytes = parse_size(value(i));
@@ -205,6 +207,7 @@ options parse(int argc, char** argv) {
   if (o.num_ranks < 2 || o.num_ranks > rcclx::max_ranks) usage("--emulated must be in [2, 16]");
   if (o.threads < 1 || o.threads > 1024 || (on_host && o.threads != 1)) usage("--threads must be in [1, 1024] (1 on the host)");
   if (o.max_blocks < 1 || o.max_blocks > 1024) usage("--max-blocks must be in [1, 1024]");
+  if (o.procs_blocks < 0 || o.procs_blocks > 1024) usage("--procs-blocks must be in [0, 1024]");
   if (o.min_bytes < 1 || o.min_bytes > o.max_bytes) usage("need 1 <= --min-bytes <= --max-bytes");
   if (o.coll_min_bytes < 16 || o.coll_min_bytes > o.coll_max_bytes)
     usage("need 16 <= --coll-min-bytes <= --coll-max-bytes");

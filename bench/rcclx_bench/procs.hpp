@@ -180,7 +180,8 @@ class rank_runner {
   static rcclx::host::communicator_options comm_options(const options& o) {
     rcclx::host::communicator_options c;
     c.buffer_bytes = std::max<std::size_t>(o.max_bytes, 256);  // no chunking: one call per row
-    c.max_blocks = 64;
+    if (o.procs_blocks > 0) c.collective_blocks = o.procs_blocks;  // --procs-blocks (else the communicator's default)
+    c.max_blocks = std::max(c.max_blocks, std::max(c.collective_blocks, o.procs_blocks));
     c.timeout_ns = 60ull * 1000 * 1000 * 1000;  // time-sliced processes on one GPU are slow
     c.check_calls = false;
     c.zero_copy_capture = false;  // graph timing captures K calls; workspace and registered paths need no patching
@@ -211,8 +212,17 @@ class rank_runner {
     const bool low = a == algorithm::low_precision;  // LPC (rcclx::lpc::allreduce through the communicator)
     const algorithm resolved = low ? a : rcclx::dda::resolve_algorithm<T>(a, count, n);
     r.resolved = rcclx::to_string(resolved);
-    r.blocks = low ? rcclx::lpc::num_blocks_for<rcclx::lpc::default_config>(rcclx::lpc::collective::allreduce, count, n)
-                   : rcclx::dda::num_blocks_for<T>(count, resolved, n);
+    const int cap = comm_.options().collective_blocks;  // after RCCLX_COLLECTIVE_BLOCKS / RCCLX_FLAT_THREADS
+    if (low) {
+      rcclx::lpc::launch_config cfg = rcclx::lpc::default_launch_config();
+      if (cap > 0) cfg.max_blocks = cap;
+      r.blocks = rcclx::lpc::num_blocks_for<rcclx::lpc::default_config>(rcclx::lpc::collective::allreduce, count, n, cfg);
+    } else {
+      rcclx::dda::launch_config cfg = rcclx::dda::detail::with_threads(
+          "rcclx-bench", resolved == algorithm::flat ? comm_.options().flat_threads : 0);
+      if (cap > 0) cfg.flat_max_blocks = cfg.tree_max_blocks = cap;
+      r.blocks = rcclx::dda::num_blocks_for<T>(count, resolved, n, cfg);
+    }
     // Registered rows are zero-copy: flat reads the input out of place, tree reduces in place.
     T* x = registered ? reg_ : in_;
     T* y = registered && resolved == algorithm::tree ? reg_ : out_;

@@ -93,6 +93,21 @@ inline algorithm resolve_algorithm(algorithm algo, std::size_t count, int num_ra
 
 namespace detail {
 
+// The default launch shape with `threads` per block (0: the default). GPUs: a multiple of 32 in
+// [32, 1024], the same on every rank (it is the tile size: ranks with different tiles would pair up
+// wrong vectors). The host backend runs a block as one thread and ignores it.
+inline launch_config with_threads(const char* who, int threads) {
+  launch_config cfg = default_launch_config();
+  if (threads == 0) return cfg;
+  if (threads < 32 || threads > 1024 || threads % 32 != 0)
+    throw error(errc::invalid_argument, std::string(who) + ": threads = " + std::to_string(threads) +
+                                            " must be 0 (default) or a multiple of 32 in [32, 1024]");
+#if RCCLX_BACKEND_GPU
+  cfg.threads = threads;
+#endif
+  return cfg;
+}
+
 // Checks that do not need the table's contents (also used for tables in device memory).
 template <class T>
 inline void validate_call(const char* who, int num_ranks, int max_ranks_of_table, const void* input,
@@ -258,13 +273,13 @@ inline void launch(const TableArg& table_arg, int num_ranks, const T* input, T* 
 template <class T, int MaxRanks>
 void allreduce(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                reduce_op op = reduce_op::sum, algorithm algo = algorithm::automatic, gpu::stream_t stream = {},
-               int num_blocks = 0) {
+               int num_blocks = 0, int threads = 0) {
   static_assert(core::is_reducible_v<T>, "rcclx::dda::allreduce: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
   const char* who = "rcclx::dda::allreduce";
   const int n = table.num_ranks();
   detail::validate_call<T>(who, n, MaxRanks, input, output, count, op, algo, num_blocks);
   const algorithm a = resolve_algorithm<T>(algo, count, n);
-  const launch_config cfg = default_launch_config();
+  const launch_config cfg = detail::with_threads(who, threads);
   const int nb = num_blocks > 0 ? num_blocks : num_blocks_for<T>(count, a, n, cfg);
   detail::validate_table(who, table, input, output, count, a, nb);
   if (count == 0) return;
@@ -280,13 +295,13 @@ void allreduce(const core::peer_table<T, MaxRanks>& table, const T* input, T* ou
 template <class T, int MaxRanks>
 void allreduce(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                std::size_t count, reduce_op op = reduce_op::sum, algorithm algo = algorithm::automatic,
-               gpu::stream_t stream = {}, int num_blocks = 0) {
+               gpu::stream_t stream = {}, int num_blocks = 0, int threads = 0) {
   static_assert(core::is_reducible_v<T>, "rcclx::dda::allreduce: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
   const char* who = "rcclx::dda::allreduce(device table)";
   if (!device_table) throw error(errc::invalid_argument, std::string(who) + ": device_table is null");
   detail::validate_call<T>(who, num_ranks, MaxRanks, input, output, count, op, algo, num_blocks);
   const algorithm a = resolve_algorithm<T>(algo, count, num_ranks);
-  const launch_config cfg = default_launch_config();
+  const launch_config cfg = detail::with_threads(who, threads);
   const int nb = num_blocks > 0 ? num_blocks : num_blocks_for<T>(count, a, num_ranks, cfg);
 #if RCCLX_BACKEND_HOST
   // Host "device memory" is readable: the full checks apply.

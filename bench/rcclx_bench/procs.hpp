@@ -218,10 +218,8 @@ class rank_runner {
       if (cap > 0) cfg.max_blocks = cap;
       r.blocks = rcclx::lpc::num_blocks_for<rcclx::lpc::default_config>(rcclx::lpc::collective::allreduce, count, n, cfg);
     } else {
-      rcclx::dda::launch_config cfg = rcclx::dda::detail::with_threads(
-          "rcclx-bench", resolved == algorithm::flat ? comm_.options().flat_threads : 0);
-      if (cap > 0) cfg.flat_max_blocks = cfg.tree_max_blocks = cap;
-      r.blocks = rcclx::dda::num_blocks_for<T>(count, resolved, n, cfg);
+      const auto s = comm_.template launch_shape<T>(count, resolved);
+      r.blocks = s.blocks > 0 ? s.blocks : rcclx::dda::num_blocks_for<T>(count, resolved, n);
     }
     // Registered rows are zero-copy: flat reads the input out of place, tree reduces in place.
     T* x = registered ? reg_ : in_;

@@ -82,9 +82,11 @@ struct communicator_options {
   // 256 MiB from 1179 to 820 us and LPC's from 1582 to 649 us (bf16). Capped at max_blocks;
   // RCCLX_COLLECTIVE_BLOCKS overrides it.
   int collective_blocks = RCCLX_BACKEND_GPU ? 128 : 0;
-  // Threads per block of the DDA flat (one-shot) AllReduce: 0 keeps the library default (512, an
-  // 8 KiB tile per block); fewer threads spread a small message over more blocks (SMs), each with
-  // fewer peer loads to wait for. A multiple of 32 in [32, 1024]. RCCLX_FLAT_THREADS overrides it.
+  // Threads per block of the DDA flat (one-shot) AllReduce. 0: by size on GPUs, 128 up to 128 KiB
+  // (tiles of 2 KiB: a small message spread over up to 64 blocks, each within an LL region), 256
+  // above (the library's 512 made 8-16 KiB calls 1.3x and 512 KiB calls 1.3x slower on two H200s;
+  // docs/performance.md). Otherwise a multiple of 32 in [32, 1024] for every call (512 = the
+  // library default). RCCLX_FLAT_THREADS overrides it.
   int flat_threads = 0;
   // Bound of every device-side wait; a peer that does not arrive within it becomes an error.
   std::uint64_t timeout_ns = core::default_timeout_ns;
@@ -547,28 +549,25 @@ class communicator {
     const bool zero_copy = local_error.empty() && (a == algorithm::flat ? disjoint : input == output);
     auto d = detail::make_descriptor<T>(detail::collective_kind::allreduce, count, static_cast<std::uint32_t>(op),
                                         to_string(op), static_cast<std::uint32_t>(a), to_string(a));
-    const int n = n_, cap = opts_.collective_blocks;
-    // This communicator's launch shape (the same options on every rank): flat_threads for flat, and
-    // the library's block rule under collective_blocks (0, 0: the library's defaults).
-    const int threads = a == algorithm::flat ? opts_.flat_threads : 0;
-    const auto blocks = [=](std::size_t c) {
-      if (cap == 0 && threads == 0) return 0;
-      dda::launch_config cfg = dda::detail::with_threads("allreduce", threads);
-      if (cap > 0) cfg.flat_max_blocks = cfg.tree_max_blocks = cap;
-      return dda::num_blocks_for<T>(c, a, n, cfg);
-    };
+    const int n = n_;
+    // This communicator's launch shape for c elements (a function of c and options that agree on
+    // every rank): see launch_shape().
+    const auto shape = [this, a](std::size_t c) { return launch_shape<T>(c, a); };
     run(d, input, count, zero_copy, stream,
         [=](const auto& t, bool uses_workspace) {
           if constexpr (std::is_pointer<std::decay_t<decltype(t)>>::value) {
-            dda::allreduce(t, n, input, output, count, op, a, stream, blocks(count), threads);
+            const auto s = shape(count);
+            dda::allreduce(t, n, input, output, count, op, a, stream, s.blocks, s.threads);
           } else if (!uses_workspace) {
-            dda::allreduce(t, input, output, count, op, a, stream, blocks(count), threads);
+            const auto s = shape(count);
+            dda::allreduce(t, input, output, count, op, a, stream, s.blocks, s.threads);
           } else {
             // Every chunk with the algorithm chosen for the whole call, so all ranks pair up.
             const std::size_t chunk = t.capacity_bytes / sizeof(T);
             for (std::size_t off = 0; off < count; off += chunk) {
               const std::size_t c = count - off < chunk ? count - off : chunk;
-              dda::allreduce(t, input + off, output + off, c, op, a, stream, blocks(c), threads);
+              const auto s = shape(c);
+              dda::allreduce(t, input + off, output + off, c, op, a, stream, s.blocks, s.threads);
             }
           }
         },
@@ -604,6 +603,27 @@ class communicator {
   void alltoall(const T* input, T* output, std::size_t count, algorithm algo = algorithm::automatic,
                 gpu::stream_t stream = {}) {
     run_one_shot<detail::collective_kind::alltoall>("alltoall", input, output, count, reduce_op::sum, algo, stream);
+  }
+
+  // The launch shape of a DDA AllReduce (flat or tree, not automatic) of `count` elements by this
+  // communicator: threads per block (flat_threads, or its by-size rule; 0 = the library's) and
+  // blocks (the library's rule under collective_blocks; 0 = the library's choice).
+  struct shape {
+    int blocks;
+    int threads;
+  };
+  template <class T>
+  shape launch_shape(std::size_t count, algorithm a) const {
+    int threads = 0;
+#if RCCLX_BACKEND_GPU
+    if (a == algorithm::flat)
+      threads = opts_.flat_threads > 0 ? opts_.flat_threads : (count * sizeof(T) <= (std::size_t(128) << 10) ? 128 : 256);
+#endif
+    const int cap = opts_.collective_blocks;
+    if (cap == 0 && threads == 0) return {0, 0};
+    dda::launch_config cfg = dda::detail::with_threads("allreduce", threads);
+    if (cap > 0) cfg.flat_max_blocks = cfg.tree_max_blocks = cap;
+    return {dda::num_blocks_for<T>(count, a, n_, cfg), threads};
   }
 
   // Every rank waits for every other on `stream` (a device barrier; the host backend blocks).

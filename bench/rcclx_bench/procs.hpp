@@ -308,11 +308,11 @@ inline std::vector<row> run_rank(const options& o, const rcclx::host::launch_con
 inline void print_banner(const options& o, int n, const char* how) {
   std::printf("# rcclx-bench --procs: DDA AllReduce through rcclx::host::communicator, %d processes (%s), backend %s\n"
               "# command: %s\n"
-              "# each process: one rank, socket rendezvous, %s; launch: dda defaults (%d threads, <= %d blocks)\n"
+              "# each process: one rank, socket rendezvous, %s; launch: the communicator's shape (communicator_options::\n"
+              "#   collective_blocks and flat_threads, or --procs-blocks / RCCLX_COLLECTIVE_BLOCKS / RCCLX_FLAT_THREADS; blk column)\n"
               "# time: slowest rank's median (%s); call checks off while timing\n",
               n, how, on_host ? "host" : (rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip"),
               o.command.c_str(), on_host ? "POSIX shared memory" : "real IPC handles",
-              rcclx::dda::default_launch_config().threads, rcclx::dda::default_launch_config().flat_max_blocks,
               on_host ? "wall clock" : "graph replays of K calls up to --graph-max-bytes, then events");
   if (!on_host)
     std::printf("# NOTE: processes sharing a GPU run their kernels time-sliced, not concurrently; a cross-process\n"

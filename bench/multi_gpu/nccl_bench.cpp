@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "../rcclx_bench/args.hpp"
 #include "../rcclx_bench/timing.hpp"
 
 static_assert(NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0), "symmetric windows need NCCL 2.27 or later");
@@ -68,21 +69,8 @@ struct options {
   std::exit(2);
 }
 
-std::size_t parse_size(const std::string& s) {
-  try {
-    return rcclx::dda::detail::parse_bytes("size", s.c_str());
-  } catch (const rcclx::error& e) {
-    usage(e.what());
-  }
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
-  return out;
-}
+std::size_t parse_size(const std::string& s) { return bench::parse_size(s, usage); }
+std::vector<std::string> split(const std::string& s) { return bench::split_list(s); }
 
 options parse(int argc, char** argv) {
   options o;
@@ -169,22 +157,8 @@ void print_row(const row& r) {
   std::fflush(stdout);
 }
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
-  }
-  return out;
-}
-
-std::string num(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.6g", v);
-  return buf;
-}
+std::string json_escape(const std::string& s) { return bench::json_escape(s); }
+std::string num(double v) { return bench::json_number(v); }
 
 // An array of rows, read by scripts/multi_gpu_table.py. type, algorithm, timing and time_us mean what
 // they mean in rcclx-bench's rows; the size is "bytes" (rcclx-bench: "size_bytes"), algbw and busbw

@@ -37,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "args.hpp"
 #include "timing.hpp"
 
 namespace {
@@ -93,21 +94,8 @@ struct options {
   std::exit(2);
 }
 
-std::size_t parse_size(const std::string& s) {
-  try {
-    return rcclx::dda::detail::parse_bytes("size", s.c_str());
-  } catch (const rcclx::error& e) {
-    usage(e.what());
-  }
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(item);
-  return out;
-}
+std::size_t parse_size(const std::string& s) { return bench::parse_size(s, usage); }
+std::vector<std::string> split(const std::string& s) { return bench::split_list(s); }
 
 options parse(int argc, char** argv) {
   options o;
@@ -974,22 +962,8 @@ void run_coll_type(const options& o, const std::string& type, std::vector<coll_r
 
 // ---- reports -------------------------------------------------------------------------------------
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
-  }
-  return out;
-}
-
-std::string num(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.6g", v);
-  return buf;
-}
+std::string json_escape(const std::string& s) { return bench::json_escape(s); }
+std::string num(double v) { return bench::json_number(v); }
 
 struct acceptance {
   std::string name, target, result;

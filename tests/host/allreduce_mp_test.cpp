@@ -146,17 +146,12 @@ TEST_CASE("communicator::allreduce across processes: types x ops x algorithms x 
   const int n = GENERATE(2, 3, 4, 8);
   CAPTURE(n);
   const std::string id = rcclx_test::unique_job_id("allreduce");
-  auto rs = rcclx_test::run_processes(n, [&](int rank) -> std::string {
-    rcclx_test::child_select_device(rank);
-    rcclx::host::socket_bootstrap bs(rank, n, id, rcclx_test::test_socket_options());
-    comm_t comm(bs, options());
-    rcclx::gpu::stream_t stream = rcclx::gpu::stream_create();
+  auto rs = rcclx_test::run_communicators<comm_t>(n, id, options(), [](comm_t& comm, rcclx::gpu::stream_t stream, int) {
     int k = 0;
     std::string err = sweep<float>(comm, stream, k);
     if (err.empty()) err = sweep<rcclx::bf16>(comm, stream, k);
     if (err.empty()) err = sweep<rcclx::fp16>(comm, stream, k);
     if (err.empty()) err = sweep<std::int32_t>(comm, stream, k);
-    rcclx::gpu::stream_destroy(stream);
     return err;
   }, std::chrono::seconds(500));
   if (rcclx_test::any_skipped(rs)) {
@@ -174,11 +169,7 @@ TEST_CASE("communicator::allreduce in a captured graph, zero-copy inputs patched
   const int n = GENERATE(2, 4);
   CAPTURE(n);
   const std::string id = rcclx_test::unique_job_id("graph");
-  auto rs = rcclx_test::run_processes(n, [&](int rank) -> std::string {
-    rcclx_test::child_select_device(rank);
-    rcclx::host::socket_bootstrap bs(rank, n, id, rcclx_test::test_socket_options());
-    comm_t comm(bs, options());
-    rcclx::gpu::stream_t stream = rcclx::gpu::stream_create();
+  auto rs = rcclx_test::run_communicators<comm_t>(n, id, options(), [n](comm_t& comm, rcclx::gpu::stream_t stream, int rank) {
     const std::size_t small = 3000, large = 30000;  // large: tree, more than the workspace holds
     auto* a = static_cast<float*>(rcclx::host::shareable_malloc(large * sizeof(float)));
     auto* b = static_cast<float*>(rcclx::host::shareable_malloc(large * sizeof(float)));
@@ -199,7 +190,6 @@ TEST_CASE("communicator::allreduce in a captured graph, zero-copy inputs patched
       if (err.empty()) err = check(a, n, small, k, rcclx::reduce_op::min);
       if (!err.empty()) err = "replay " + std::to_string(k) + ": " + err;
     }
-    rcclx::gpu::stream_destroy(stream);
     rcclx::host::shareable_free(a);
     rcclx::host::shareable_free(b);
     rcclx::host::shareable_free(c);

@@ -333,16 +333,10 @@ TEST_CASE("communicator: allreduce, allgather, reduce_scatter, alltoall, plain a
   CAPTURE(n);
   if (rcclx_test::quick() && n > 4) return;  // RCCLX_TEST_QUICK (compute-sanitizer): 2 to 4 processes
   const std::string id = rcclx_test::unique_job_id("collectives");
-  auto rs = rcclx_test::run_processes(n, [&](int rank) -> std::string {
-    rcclx_test::child_select_device(rank);
-    rcclx::host::socket_bootstrap bs(rank, n, id, rcclx_test::test_socket_options());
-    comm_t comm(bs, options());
-    rcclx::gpu::stream_t stream = rcclx::gpu::stream_create();
+  auto rs = rcclx_test::run_communicators<comm_t>(n, id, options(), [](comm_t& comm, rcclx::gpu::stream_t stream, int) {
     int k = 0;
     std::string err = sweep<float>(comm, stream, k);
     if (err.empty()) err = sweep<rcclx::bf16>(comm, stream, k);
-    rcclx::gpu::stream_destroy(stream);
-    if (!err.empty()) throw std::runtime_error(err);  // exit 1: a child's exit status is the verdict
     return err;
   }, std::chrono::seconds(500));
   if (rcclx_test::any_skipped(rs)) {
@@ -356,11 +350,7 @@ TEST_CASE("communicator: the four collectives in a captured graph, replayed with
   const int n = GENERATE(2, 4);
   CAPTURE(n);
   const std::string id = rcclx_test::unique_job_id("graph4");
-  auto rs = rcclx_test::run_processes(n, [&](int rank) -> std::string {
-    rcclx_test::child_select_device(rank);
-    rcclx::host::socket_bootstrap bs(rank, n, id, rcclx_test::test_socket_options());
-    comm_t comm(bs, options());
-    rcclx::gpu::stream_t stream = rcclx::gpu::stream_create();
+  auto rs = rcclx_test::run_communicators<comm_t>(n, id, options(), [n](comm_t& comm, rcclx::gpu::stream_t stream, int rank) {
     const std::size_t nn = static_cast<std::size_t>(n), big = 70001, gathered = 3001, blocks = 7 * nn;
     auto alloc = [](std::size_t elems) { return static_cast<float*>(rcclx::host::shareable_malloc(elems * sizeof(float))); };
     float *a = alloc(big), *a_out = alloc(big), *g = alloc(gathered), *g_out = alloc(gathered * nn);
@@ -398,9 +388,7 @@ TEST_CASE("communicator: the four collectives in a captured graph, replayed with
       }
       if (!err.empty()) err = "replay " + std::to_string(k) + ": " + err;
     }
-    rcclx::gpu::stream_destroy(stream);
     for (float* p : {a, a_out, g, g_out, s, s_out, t, t_out}) rcclx::host::shareable_free(p);
-    if (!err.empty()) throw std::runtime_error(err);
     return err;
   });
   if (rcclx_test::any_skipped(rs)) {

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -209,6 +210,24 @@ inline rcclx::host::socket_options test_socket_options() {
   o.connect_timeout = std::chrono::seconds(30);
   o.timeout = std::chrono::seconds(60);
   return o;
+}
+
+// The usual body of a communicator test, in child `rank` of `n`: select the GPU, join job `id`'s
+// bootstrap, build a Comm with `opts` and a stream, run body(comm, stream, rank), which returns ""
+// or what is wrong. What it returns is thrown, so the child's exit status is the verdict.
+template <class Comm, class Options, class Body>
+std::vector<child_result> run_communicators(int n, const std::string& id, const Options& opts, Body body,
+                                            std::chrono::milliseconds timeout = std::chrono::seconds(180)) {
+  return run_processes(n, [&](int rank) -> std::string {
+    child_select_device(rank);
+    rcclx::host::socket_bootstrap bs(rank, n, id, test_socket_options());
+    Comm comm(bs, opts);
+    rcclx::gpu::stream_t stream = rcclx::gpu::stream_create();
+    std::string err = body(comm, stream, rank);
+    rcclx::gpu::stream_destroy(stream);
+    if (!err.empty()) throw std::runtime_error(err);
+    return err;
+  }, timeout);
 }
 
 }  // namespace rcclx_test

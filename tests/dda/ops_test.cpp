@@ -24,6 +24,10 @@ static_assert(rcclx::dda::select_algorithm_v<float, 2, 128 * 1024> == algorithm:
 static_assert(rcclx::dda::select_algorithm_v<float, 8, 1 << 20, arch::sm_90> == algorithm::tree, "4 MiB: tree");
 static_assert(rcclx::dda::select_algorithm(300 * 1024, 8, arch::sm_90) == algorithm::tree, "sm_90 8 ranks: 256 KiB");
 static_assert(rcclx::dda::select_algorithm(300 * 1024, 4, arch::sm_90) == algorithm::flat, "sm_90 4 ranks: 512 KiB");
+static_assert(rcclx::dda::select_algorithm(8u << 20, 2, arch::sm_90) == algorithm::flat &&
+                  rcclx::dda::select_algorithm((8u << 20) + 1, 2, arch::sm_90) == algorithm::tree &&
+                  rcclx::dda::select_algorithm(1u << 20, 2, arch::sm_80) == algorithm::tree,
+              "sm_90 2 ranks: flat up to 8 MiB (measured on two H200s); other NVLink archs keep 512 KiB");
 static_assert(rcclx::dda::default_thresholds(arch::gfx942, 8).tree_max_bytes == 29u * 1024 * 1024, "RCCLX default");
 static_assert(rcclx::dda::num_blocks_for<float>(0, algorithm::flat, 8) == 1, "at least one block");
 static_assert(rcclx::dda::num_blocks_for<float>(std::size_t{1} << 30, algorithm::tree, 8) ==

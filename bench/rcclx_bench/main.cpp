@@ -289,6 +289,58 @@ struct row {
   std::string error;
 };
 
+// Calls f(w, i) for every i in [0, count) on W <= max_host_workers host threads, worker w taking
+// i = w, w + W, ... (references for 256 MiB rows are 64M+ elements); returns W.
+constexpr unsigned max_host_workers = 16;
+template <class F>
+unsigned parallel_indices(std::size_t count, F&& f) {
+  const unsigned workers = std::max(1u, std::min(max_host_workers, std::thread::hardware_concurrency()));
+  std::vector<std::thread> th;
+  for (unsigned w = 0; w < workers; ++w)
+    th.emplace_back([&, w] {
+      for (std::size_t i = w; i < count; i += workers) f(w, i);
+    });
+  for (auto& t : th) t.join();
+  return workers;
+}
+
+// Max error of out[0, count) against the float64 reference over `n` ranks' inputs (input_value),
+// and whether every element is within the type's tolerance or, for LPC rows (abs_bound > 0), within
+// that absolute bound. Used by the emulated runner and by --procs (procs.hpp).
+template <class T>
+void check_against_reference(const T* out, std::size_t count, int n, reduce_op op, const std::string& type, row& r,
+                             double abs_bound = 0) {
+  const double u = sizeof(T) == 4 ? 0x1p-24 : (type == "bf16" ? 0x1p-8 : 0x1p-11);
+  const double tiny = type == "fp16" ? 0x1p-25 : 0.0;
+  std::vector<double> err(max_host_workers, 0.0);  // per worker
+  std::vector<char> ok(max_host_workers, 1);
+  const unsigned workers = parallel_indices(count, [&](unsigned w, std::size_t i) {
+    double acc = 0, mag = 0;
+    for (int p = 0; p < n; ++p) {
+      const double x = static_cast<double>(static_cast<float>(make<T>(input_value(p, i))));
+      mag += std::fabs(x);
+      if (p == 0) acc = x;
+      else if (op == reduce_op::sum) acc += x;
+      else if (op == reduce_op::min) acc = std::min(acc, x);
+      else acc = std::max(acc, x);
+    }
+    const double got = static_cast<double>(static_cast<float>(out[i]));
+    const double e = std::fabs(got - acc);
+    const double acc_err = op == reduce_op::sum ? 2.0 * (n - 1) * 0x1p-24 * mag : 0.0;
+    const double tol = abs_bound > 0 ? abs_bound
+                       : op == reduce_op::sum ? u * (std::fabs(acc) + acc_err) + acc_err + tiny
+                                              : 0.0;
+    if (!(e <= tol)) ok[w] = 0;
+    if (!(e <= err[w])) err[w] = e;  // NaN propagates into the maximum
+  });
+  r.max_err = 0;
+  r.tol_ok = true;
+  for (unsigned w = 0; w < workers; ++w) {
+    r.max_err = std::isnan(err[w]) ? err[w] : std::max(r.max_err, err[w]);
+    r.tol_ok = r.tol_ok && ok[w];
+  }
+}
+
 // Bytes the algorithm must move through HBM for S bytes per rank on N emulated ranks (see the
 // header printed by print_definitions).
 double required_bytes(algorithm a, bool registered, int n, double s) {
@@ -454,38 +506,7 @@ class runner {
     world_.throw_if_error();
     std::vector<T> out(count);
     rcclx::gpu::copy(out.data(), out_[0], count * sizeof(T));
-    const unsigned workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
-    std::vector<double> err(workers, 0.0);
-    std::vector<char> ok(workers, 1);
-    std::vector<std::thread> th;
-    const double u = sizeof(T) == 4 ? 0x1p-24 : (type_ == "bf16" ? 0x1p-8 : 0x1p-11);
-    const double tiny = type_ == "fp16" ? 0x1p-25 : 0.0;
-    for (unsigned w = 0; w < workers; ++w) {
-      th.emplace_back([&, w] {
-        for (std::size_t i = w; i < count; i += workers) {
-          double acc = 0, mag = 0;
-          for (int p = 0; p < n_; ++p) {
-            const double x = static_cast<double>(static_cast<float>(make<T>(input_value(p, i))));
-            mag += std::fabs(x);
-            if (p == 0) acc = x;
-            else if (o_.op == reduce_op::sum) acc += x;
-            else if (o_.op == reduce_op::min) acc = std::min(acc, x);
-            else acc = std::max(acc, x);
-          }
-          const double got = static_cast<double>(static_cast<float>(out[i]));
-          const double e = std::fabs(got - acc);
-          const double acc_err = o_.op == reduce_op::sum ? 2.0 * (n_ - 1) * 0x1p-24 * mag : 0.0;
-          const double tol = o_.op == reduce_op::sum ? u * (std::fabs(acc) + acc_err) + acc_err + tiny : 0.0;
-          if (!(e <= tol)) ok[w] = 0;
-          if (!(e <= err[w])) err[w] = e;  // NaN propagates into the maximum
-        }
-      });
-    }
-    for (auto& t : th) t.join();
-    for (unsigned w = 0; w < workers; ++w) {
-      r.max_err = std::isnan(err[w]) ? err[w] : std::max(r.max_err, err[w]);
-      r.tol_ok = r.tol_ok && ok[w];
-    }
+    check_against_reference(out.data(), count, n_, o_.op, type_, r);
     rcclx::gpu::memset_zero(counter_, sizeof(std::uint32_t));
     compare_kernel<T, MaxR> c{};
     for (int p = 0; p < n_; ++p) c.out[p] = out_[p];

@@ -94,49 +94,6 @@ inline std::uint64_t fnv(const void* p, std::size_t bytes) {
   return h;
 }
 
-// Max error of `out` against the float64 reference over `n` ranks, and whether every element is
-// within the type's tolerance (the emulated runner's bound) or, for LPC rows (abs_bound > 0), within
-// that absolute bound. Checked by up to 16 host threads (256 MiB rows are 64M+ elements).
-template <class T>
-void check_against_reference(const std::vector<T>& out, int n, reduce_op op, const std::string& type, row& r,
-                             double abs_bound = 0) {
-  const double u = sizeof(T) == 4 ? 0x1p-24 : (type == "bf16" ? 0x1p-8 : 0x1p-11);
-  const double tiny = type == "fp16" ? 0x1p-25 : 0.0;
-  const unsigned workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
-  std::vector<double> err(workers, 0.0);
-  std::vector<char> ok(workers, 1);
-  std::vector<std::thread> th;
-  for (unsigned w = 0; w < workers; ++w)
-    th.emplace_back([&, w] {
-      for (std::size_t i = w; i < out.size(); i += workers) {
-        double acc = 0, mag = 0;
-        for (int p = 0; p < n; ++p) {
-          const double x = static_cast<double>(static_cast<float>(make<T>(input_value(p, i))));
-          mag += std::fabs(x);
-          if (p == 0) acc = x;
-          else if (op == reduce_op::sum) acc += x;
-          else if (op == reduce_op::min) acc = std::min(acc, x);
-          else acc = std::max(acc, x);
-        }
-        const double got = static_cast<double>(static_cast<float>(out[i]));
-        const double e = std::fabs(got - acc);
-        const double acc_err = op == reduce_op::sum ? 2.0 * (n - 1) * 0x1p-24 * mag : 0.0;
-        const double tol = abs_bound > 0 ? abs_bound
-                           : op == reduce_op::sum ? u * (std::fabs(acc) + acc_err) + acc_err + tiny
-                                                  : 0.0;
-        if (!(e <= tol)) ok[w] = 0;
-        if (!(e <= err[w])) err[w] = e;  // NaN propagates into the maximum
-      }
-    });
-  for (auto& t : th) t.join();
-  r.max_err = 0;
-  r.tol_ok = true;
-  for (unsigned w = 0; w < workers; ++w) {
-    r.max_err = std::isnan(err[w]) ? err[w] : std::max(r.max_err, err[w]);
-    r.tol_ok = r.tol_ok && ok[w];
-  }
-}
-
 template <class T, int MaxR>
 class rank_runner {
  public:
@@ -190,13 +147,8 @@ class rank_runner {
 
   void fill(T* x, std::size_t count) {
     std::vector<T> h(count);
-    const unsigned workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
-    std::vector<std::thread> th;
-    for (unsigned w = 0; w < workers; ++w)
-      th.emplace_back([&, w] {
-        for (std::size_t i = w; i < count; i += workers) h[i] = make<T>(input_value(comm_.rank(), i));
-      });
-    for (auto& t : th) t.join();
+    const int rank = comm_.rank();
+    parallel_indices(count, [&](unsigned, std::size_t i) { h[i] = make<T>(input_value(rank, i)); });
     rcclx::gpu::copy(x, h.data(), count * sizeof(T));
   }
 
@@ -212,15 +164,11 @@ class rank_runner {
     const bool low = a == algorithm::low_precision;  // LPC (rcclx::lpc::allreduce through the communicator)
     const algorithm resolved = low ? a : rcclx::dda::resolve_algorithm<T>(a, count, n);
     r.resolved = rcclx::to_string(resolved);
-    const int cap = comm_.options().collective_blocks;  // after RCCLX_COLLECTIVE_BLOCKS / RCCLX_FLAT_THREADS
-    if (low) {
-      rcclx::lpc::launch_config cfg = rcclx::lpc::default_launch_config();
-      if (cap > 0) cfg.max_blocks = cap;
-      r.blocks = rcclx::lpc::num_blocks_for<rcclx::lpc::default_config>(rcclx::lpc::collective::allreduce, count, n, cfg);
-    } else {
-      const auto s = comm_.template launch_shape<T>(count, resolved);
-      r.blocks = s.blocks > 0 ? s.blocks : rcclx::dda::num_blocks_for<T>(count, resolved, n);
-    }
+    // The communicator's shape (RCCLX_COLLECTIVE_BLOCKS / RCCLX_FLAT_THREADS applied), else the library's.
+    const int shaped = comm_.template launch_shape<T>(count, resolved).blocks;
+    r.blocks = shaped > 0 ? shaped
+               : low  ? rcclx::lpc::num_blocks_for<rcclx::lpc::default_config>(rcclx::lpc::collective::allreduce, count, n)
+                      : rcclx::dda::num_blocks_for<T>(count, resolved, n);
     // Registered rows are zero-copy: flat reads the input out of place, tree reduces in place.
     T* x = registered ? reg_ : in_;
     T* y = registered && resolved == algorithm::tree ? reg_ : out_;
@@ -235,7 +183,8 @@ class rank_runner {
       std::vector<T> out(count);
       rcclx::gpu::copy(out.data(), y, count * sizeof(T));
       if (rank == 0)
-        check_against_reference(out, n, o_.op, type_, r, low ? lpc_bound<T>(lpc::collective::allreduce, true, n) : 0.0);
+        check_against_reference(out.data(), count, n, o_.op, type_, r,
+                                low ? lpc_bound<T>(lpc::collective::allreduce, true, n) : 0.0);
       const auto hashes = bs_.allgather_value(fnv(out.data(), count * sizeof(T)));
       for (const auto h : hashes) r.identical = r.identical && h == hashes[0];
       // Timing: every rank the same way, starting together.

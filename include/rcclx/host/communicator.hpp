@@ -605,15 +605,22 @@ class communicator {
     run_one_shot<detail::collective_kind::alltoall>("alltoall", input, output, count, reduce_op::sum, algo, stream);
   }
 
-  // The launch shape of a DDA AllReduce (flat or tree, not automatic) of `count` elements by this
-  // communicator: threads per block (flat_threads, or its by-size rule; 0 = the library's) and
-  // blocks (the library's rule under collective_blocks; 0 = the library's choice).
+  // The launch shape of an AllReduce of `count` elements by this communicator, for algorithm flat,
+  // tree or low_precision (not automatic): threads per block (flat: flat_threads, or its by-size
+  // rule; 0 = the library's) and blocks (the library's rule under collective_blocks; 0 = the
+  // library's choice).
   struct shape {
     int blocks;
     int threads;
   };
   template <class T>
   shape launch_shape(std::size_t count, algorithm a) const {
+    if (a == algorithm::low_precision) {
+      if (opts_.collective_blocks == 0) return {0, 0};
+      lpc::launch_config cfg = lpc::default_launch_config();
+      cfg.max_blocks = opts_.collective_blocks;
+      return {lpc::num_blocks_for<lpc::default_config>(lpc::collective::allreduce, count, n_, cfg), 0};
+    }
     int threads = 0;
 #if RCCLX_BACKEND_GPU
     if (a == algorithm::flat)
@@ -813,13 +820,8 @@ class communicator {
     auto d = detail::make_descriptor<T>(detail::collective_kind::allreduce, count, static_cast<std::uint32_t>(op),
                                         to_string(op), static_cast<std::uint32_t>(algorithm::low_precision),
                                         to_string(algorithm::low_precision));
-    const int n = n_, cap = opts_.collective_blocks;
-    const auto blocks = [=](std::size_t c) {  // as in allreduce(): the library's rule under the cap
-      if (cap == 0) return 0;
-      lpc::launch_config cfg = lpc::default_launch_config();
-      cfg.max_blocks = cap;
-      return lpc::num_blocks_for<lpc::default_config>(lpc::collective::allreduce, c, n, cfg);
-    };
+    const int n = n_;
+    const auto blocks = [this](std::size_t c) { return launch_shape<T>(c, algorithm::low_precision).blocks; };
     // Never zero-copy: the kernel writes the input's FP8 form into data[rank].
     run(d, input, count, false, stream,
         [=](const auto& t, bool) {

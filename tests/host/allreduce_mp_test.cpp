@@ -15,6 +15,7 @@
 
 #include "../support/catch.hpp"
 #include "multiprocess.hpp"
+#include "multiprocess_checks.hpp"
 
 namespace {
 
@@ -154,15 +155,8 @@ TEST_CASE("communicator::allreduce across processes: types x ops x algorithms x 
     if (err.empty()) err = sweep<std::int32_t>(comm, stream, k);
     return err;
   }, std::chrono::seconds(500));
-  if (rcclx_test::any_skipped(rs)) {
-    WARN("no GPU present: multi-process GPU test skipped");
-    return;
-  }
-  INFO(rcclx_test::describe(rs));
-  for (const auto& r : rs) {
-    REQUIRE(r.ok());
-    REQUIRE(r.output.empty());  // the body returns what went wrong, with exit status 0
-  }
+  RCCLX_SKIP_IF_NO_GPU(rs);
+  rcclx_test::require_all_ok(rs);
 }
 
 TEST_CASE("communicator::allreduce in a captured graph, zero-copy inputs patched after capture", "[host][multiprocess]") {
@@ -195,15 +189,8 @@ TEST_CASE("communicator::allreduce in a captured graph, zero-copy inputs patched
     rcclx::host::shareable_free(c);
     return err;
   });
-  if (rcclx_test::any_skipped(rs)) {
-    WARN("no GPU present: multi-process GPU test skipped");
-    return;
-  }
-  INFO(rcclx_test::describe(rs));
-  for (const auto& r : rs) {
-    REQUIRE(r.ok());
-    REQUIRE(r.output.empty());  // the body returns what went wrong, with exit status 0
-  }
+  RCCLX_SKIP_IF_NO_GPU(rs);
+  rcclx_test::require_all_ok(rs);
 }
 
 TEST_CASE("communicator::allreduce: ranks that disagree on the op or count all fail at the call",
@@ -234,10 +221,7 @@ TEST_CASE("communicator::allreduce: ranks that disagree on the op or count all f
     rcclx::host::shareable_free(x);
     return out;
   }, std::chrono::seconds(120));
-  if (rcclx_test::any_skipped(rs)) {
-    WARN("no GPU present: multi-process GPU test skipped");
-    return;
-  }
+  RCCLX_SKIP_IF_NO_GPU(rs);
   INFO(rcclx_test::describe(rs));
   for (const auto& r : rs) {
     REQUIRE(r.ok());

@@ -22,6 +22,7 @@
 #include "../lpc/reference.hpp"
 #include "../support/catch.hpp"
 #include "multiprocess.hpp"
+#include "multiprocess_checks.hpp"
 
 namespace {
 
@@ -320,11 +321,6 @@ std::string sweep(comm_t& comm, rcclx::gpu::stream_t stream, int& k) {
   return err;
 }
 
-void report(const std::vector<rcclx_test::child_result>& rs) {
-  INFO(rcclx_test::describe(rs));
-  for (const auto& r : rs) REQUIRE(r.ok());
-}
-
 }  // namespace
 
 TEST_CASE("communicator: allreduce, allgather, reduce_scatter, alltoall, plain and low precision, across processes",
@@ -339,11 +335,8 @@ TEST_CASE("communicator: allreduce, allgather, reduce_scatter, alltoall, plain a
     if (err.empty()) err = sweep<rcclx::bf16>(comm, stream, k);
     return err;
   }, std::chrono::seconds(500));
-  if (rcclx_test::any_skipped(rs)) {
-    WARN("no GPU present: multi-process GPU test skipped");
-    return;
-  }
-  report(rs);
+  RCCLX_SKIP_IF_NO_GPU(rs);
+  rcclx_test::require_all_ok(rs);
 }
 
 TEST_CASE("communicator: the four collectives in a captured graph, replayed with new inputs", "[host][multiprocess]") {
@@ -391,11 +384,8 @@ TEST_CASE("communicator: the four collectives in a captured graph, replayed with
     for (float* p : {a, a_out, g, g_out, s, s_out, t, t_out}) rcclx::host::shareable_free(p);
     return err;
   });
-  if (rcclx_test::any_skipped(rs)) {
-    WARN("no GPU present: multi-process GPU test skipped");
-    return;
-  }
-  report(rs);
+  RCCLX_SKIP_IF_NO_GPU(rs);
+  rcclx_test::require_all_ok(rs);
 }
 
 TEST_CASE("communicator: bad or mismatched collective calls fail on every rank, then a good call works",
@@ -415,15 +405,10 @@ TEST_CASE("communicator: bad or mismatched collective calls fail on every rank, 
     auto* yh = reinterpret_cast<rcclx::fp16*>(y);
     std::string out;
     auto capture_error = [&](const char* tag, const std::function<void()>& f) {
-      std::string r;
-      try {
+      out += std::string(tag) + ": " + rcclx_test::expect_error([&] {
         f();
         comm.synchronize();
-        r = "no error";
-      } catch (const rcclx::error& e) {
-        r = std::string(rcclx::to_string(e.code())) + "|" + e.what();
-      }
-      out += std::string(tag) + ": " + r + "\n";
+      }) + "\n";
     };
     capture_error("big", [&] { comm.allgather(x, y, too_many); });
     capture_error("divide", [&] { comm.reduce_scatter(x, y, 3 * 7 + 1); });
@@ -437,10 +422,7 @@ TEST_CASE("communicator: bad or mismatched collective calls fail on every rank, 
     rcclx::host::shareable_free(y);
     return out;
   }, std::chrono::seconds(120));
-  if (rcclx_test::any_skipped(rs)) {
-    WARN("no GPU present: multi-process GPU test skipped");
-    return;
-  }
+  RCCLX_SKIP_IF_NO_GPU(rs);
   INFO(rcclx_test::describe(rs));
   const std::string need_ws = "needs " + std::to_string((buffer_bytes / sizeof(float) + 1) * sizeof(float)) +
                               " bytes of workspace per rank, more than communicator_options::buffer_bytes = " +

@@ -24,11 +24,14 @@
 
 #include "../support/catch.hpp"
 #include "multiprocess.hpp"
+#include "multiprocess_checks.hpp"
 #include "rank_kernel.hpp"
 
 namespace {
 
 using rcclx_test::child_result;
+using rcclx_test::expect_error;
+using rcclx_test::require_all_ok;
 using rcclx_test::run_processes;
 constexpr int max_r = 8;
 using comm_t = rcclx::host::communicator<max_r>;
@@ -39,32 +42,6 @@ constexpr bool under_tsan = true;
 constexpr bool under_tsan = false;
 #endif
 
-// Outcome of a body that expects an rcclx::error: "code|message".
-std::string expect_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const rcclx::error& e) {
-    return std::string(rcclx::to_string(e.code())) + "|" + e.what();
-  }
-  return "no error";
-}
-
-// A body returns "" or what went wrong (its exit status is 0 either way): both must say success.
-void require_all_ok(const std::vector<child_result>& rs) {
-  INFO(rcclx_test::describe(rs));
-  for (const auto& r : rs) {
-    REQUIRE(r.ok());
-    REQUIRE(r.output.empty());
-  }
-}
-
-#define RCCLX_SKIP_IF_NO_GPU(rs)                                        \
-  do {                                                                  \
-    if (rcclx_test::any_skipped(rs)) {                                  \
-      WARN("no GPU present: multi-process GPU test skipped");           \
-      return;                                                           \
-    }                                                                   \
-  } while (0)
 
 float input_value(int rank, std::size_t i, int round) {
   return static_cast<float>(static_cast<int>((i * 7 + static_cast<std::size_t>(round) * 13) % 101) - 50) * 0.25f *

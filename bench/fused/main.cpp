@@ -431,8 +431,8 @@ class gemm_runner {
       gemm_example::gemm_partials partial_k{};
       gemm_example::gemm_allreduce_tree fused_tree_k{};
       auto set_fused = [&](auto& k) {  // the flat and tree kernels have the same members
-        k.tables = world_.device_tables<T>();
         for (int q = 0; q < n_; ++q) {
+          k.tables[q] = world_.device_tables<T>() + q;
           k.A[q] = a_[q];
           k.B[q] = b_[q];
           k.C[q] = c_[q];

@@ -8,7 +8,6 @@
 //
 // On a GPU build every rank uses GPU RCCLX_DEVICE (scripts/launch sets it) or local_rank mod the
 // GPU count; several processes may share one GPU (real IPC handles, time-sliced kernels).
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include <rcclx/host/communicator.hpp>
+#include <rcclx/host/fork_ranks.hpp>
 #include <rcclx/host/socket_bootstrap.hpp>
 
 namespace {
@@ -98,49 +98,20 @@ int run_rank(const rcclx::host::launch_config& cfg) {
   return ok ? 0 : 1;
 }
 
-int run_rank_guarded(const rcclx::host::launch_config& cfg) {
-  try {
-    return run_rank(cfg);
-  } catch (const rcclx::error& e) {
-    std::printf("[rank %d] %s\n", cfg.rank, e.what());
-    return 2;
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (std::getenv("WORLD_SIZE")) return run_rank_guarded(rcclx::host::launch_config::from_env());
-
-  // No launcher: fork the ranks here (before any GPU call: a GPU context does not survive fork).
+  // Under a launcher (WORLD_SIZE set) this process is one rank; otherwise fork N ranks here
+  // (before any GPU call: a GPU context does not survive fork).
   const int n = argc > 1 ? std::atoi(argv[1]) : 4;
-  if (n < 2 || n > 8) {
-    std::printf("usage: %s [N in 2..8]\n", argv[0]);
-    return 2;
-  }
-  std::printf("rcclx multi-process example: %d processes, one rank each\n", n);
-  std::fflush(stdout);
-  const std::string id = "example-" + std::to_string(::getpid());
-  std::vector<pid_t> kids;
-  for (int r = 0; r < n; ++r) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      rcclx::host::launch_config cfg;
-      cfg.rank = cfg.local_rank = cfg.device = r;
-      cfg.num_ranks = n;
-      cfg.unique_id = id;
-      const int rc = run_rank_guarded(cfg);
-      std::fflush(nullptr);
-      std::_Exit(rc);
+  if (!rcclx::host::launched_by_launcher()) {
+    if (n < 2 || n > 8) {
+      std::printf("usage: %s [N in 2..8]\n", argv[0]);
+      return 2;
     }
-    kids.push_back(pid);
+    std::printf("rcclx multi-process example: %d processes, one rank each\n", n);
   }
-  int failed = 0;
-  for (pid_t pid : kids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
-  }
-  std::printf("%s\n", failed ? "FAILED" : "all ranks correct");
-  return failed ? 1 : 0;
+  const int rc = rcclx::host::run_ranks(n, run_rank);
+  if (!rcclx::host::launched_by_launcher()) std::printf("%s\n", rc ? "FAILED" : "all ranks correct");
+  return rc;
 }

@@ -95,8 +95,9 @@ struct add_bias {
 // [fusion-stage]
 
 // [fusion-kernel]
-// One block of one emulated rank (testing::launch_emulated); in a real job this is the body of
-// your __global__ kernel with ix.rank = the process's rank, ix.block = blockIdx.x.
+// One block of one rank: of every emulated rank (testing::launch_emulated), or of this process's
+// rank in a real job (testing::launch_rank, as main.cpp's --procs mode does; or the body of your
+// own __global__ kernel with ix.rank = the process's rank, ix.block = blockIdx.x).
 // Algo: flat (every rank reduces every tile: one step, for small outputs) or tree (each tile is
 // reduced once, by its owner, and the others copy the result: ring-like traffic, for large ones).
 template <rcclx::algorithm Algo>
@@ -104,7 +105,7 @@ struct gemm_allreduce_kernel {
   // Compiled for 256-thread blocks, 6 resident per SM (CUDA; 6 waves per SIMD on AMD): the plain
   // GEMM's occupancy, so the fused kernel runs the GEMM exactly as fast.
   static constexpr int max_threads_per_block = threads, min_blocks_per_multiprocessor = blocks_per_sm;
-  const rcclx::core::peer_table<T, max_ranks>* tables;  // every rank's view (device memory)
+  const rcclx::core::peer_table<T, max_ranks>* tables[max_ranks];  // rank r's view (device memory)
   const T* A[max_ranks];                               // rank r: M x K_r
   const T* B[max_ranks];                               // rank r: K_r x N
   T* C[max_ranks];                                     // rank r's copy of the result: M x N
@@ -116,7 +117,7 @@ struct gemm_allreduce_kernel {
   RCCLX_HOST_DEVICE void operator()(const Group& g, rcclx::testing::launch_index ix) const {
     namespace fz = rcclx::fused;
     constexpr int mpt = on_gpu ? 1 : micro_tiles;  // micro tiles per thread
-    const auto& t = tables[ix.rank];
+    const auto& t = *tables[ix.rank];
     const fz::tile_map map{M, N, BM, BN};          // tile t = (t / tiles_per_row, t % tiles_per_row)
     const int tiles = static_cast<int>(map.num_tiles());
     // This call's half of the rank's symmetric buffer: tile t's partial product goes to

@@ -161,5 +161,49 @@ inline void launch_emulated(int num_ranks, int blocks_per_rank, int threads_per_
 #endif
 }
 
+// One rank of an emulated functor in a real job (a process per rank, e.g. rcclx::host::run_ranks):
+// the blocks of rank `rank` only, ix.rank = rank and ix.num_ranks = num_ranks, so the functor you
+// unit-tested on emulated ranks runs unchanged with one rank per process. Fills the GPU alone, so
+// residency is checked for one rank (blocks_per_rank <= max_blocks_per_rank<F>(1, threads)); host
+// backend: one thread per block, joined before returning.
+namespace detail {
+template <class F>
+struct as_rank {
+  F f;
+  int rank, num_ranks;
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const Group& g, launch_index ix) const {
+    ix.rank = rank;
+    ix.num_ranks = num_ranks;
+    f(g, ix);
+  }
+};
+// The wrapper declares F's bounds (if any), so its kernel is compiled as F's would be.
+template <class F, int MaxThreads = max_threads_of<F>::value, int MinBlocks = min_blocks_of<F>::value>
+struct as_rank_bounded : as_rank<F> {
+  static constexpr int max_threads_per_block = MaxThreads;
+  static constexpr int min_blocks_per_multiprocessor = MinBlocks;
+};
+template <class F, int MaxThreads>
+struct as_rank_bounded<F, MaxThreads, 0> : as_rank<F> {
+  static constexpr int max_threads_per_block = MaxThreads;
+};
+template <class F>
+struct as_rank_bounded<F, 0, 0> : as_rank<F> {};
+}  // namespace detail
+
+template <class F>
+inline void launch_rank(int rank, int num_ranks, int blocks_per_rank, int threads_per_block, const F& f,
+                        gpu::stream_t stream = gpu::stream_t{}) {
+  if (num_ranks < 1 || rank < 0 || rank >= num_ranks)
+    throw error(errc::invalid_argument, "launch_rank: rank = " + std::to_string(rank) + " is outside [0, num_ranks = " +
+                                            std::to_string(num_ranks) + ")");
+  detail::as_rank_bounded<F> w{};
+  w.f = f;
+  w.rank = rank;
+  w.num_ranks = num_ranks;
+  launch_emulated(1, blocks_per_rank, threads_per_block, w, stream);
+}
+
 }  // namespace testing
 RCCLX_NAMESPACE_END

@@ -1,0 +1,93 @@
+// rcclx/host/fork_ranks.hpp: one process per rank on one node without a launcher: fork the ranks
+// from main(), or, when a launcher (torchrun, scripts/launch) started this process, run as its rank.
+//
+//   int main() {
+//     return rcclx::host::run_ranks(4, [](const rcclx::host::launch_config& cfg) {
+//       rcclx::host::socket_bootstrap bs(cfg);          // cfg.rank, cfg.num_ranks, cfg.unique_id
+//       rcclx::host::communicator<8> comm(bs);
+//       ...
+//       return 0;                                       // this rank's exit code
+//     });
+//   }
+//
+// Without WORLD_SIZE in the environment, run_ranks forks `num_ranks` children before any GPU call
+// (a GPU context does not survive fork), gives child r rank r, device r (RCCLX_DEVICE, if set,
+// pins every rank to one GPU) and a job id unique to this parent, waits for all of them and
+// returns 0 if every child exited 0, 1 otherwise. With WORLD_SIZE set it calls fn once with
+// launch_config::from_env() and returns its code. An exception leaving fn is printed with the rank
+// ("[rank 2] ...") and becomes exit code 2; a rank that fails makes its peers' bootstrap or device
+// waits fail too (bounded), so a broken job ends instead of hanging.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "socket_bootstrap.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace host {
+
+namespace detail {
+template <class F>
+int run_rank_guarded(const launch_config& cfg, F& fn) {
+  try {
+    return fn(cfg);
+  } catch (const std::exception& e) {
+    std::printf("[rank %d] %s\n", cfg.rank, e.what());
+    return 2;
+  }
+}
+}  // namespace detail
+
+// Is this process one rank of a launcher-started job (WORLD_SIZE set)?
+inline bool launched_by_launcher() { return std::getenv("WORLD_SIZE") != nullptr; }
+
+// See the file comment. num_ranks must be in [1, 4096] (ignored under a launcher).
+template <class F>
+int run_ranks(int num_ranks, F&& fn) {
+  if (launched_by_launcher()) {
+    const launch_config cfg = launch_config::from_env();
+    return detail::run_rank_guarded(cfg, fn);
+  }
+  if (num_ranks < 1 || num_ranks > 4096)
+    throw error(errc::invalid_argument, "run_ranks: num_ranks = " + std::to_string(num_ranks) + " is outside [1, 4096]");
+  std::fflush(nullptr);  // nothing buffered is printed twice by the children
+  const std::string id = "rcclx-ranks-" + std::to_string(::getpid());
+  const char* pin = std::getenv("RCCLX_DEVICE");
+  std::vector<pid_t> kids;
+  for (int r = 0; r < num_ranks; ++r) {
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      // The ranks already forked will fail at the bootstrap (a missing peer) and exit.
+      std::printf("run_ranks: fork of rank %d failed\n", r);
+      break;
+    }
+    if (pid == 0) {
+      launch_config cfg;
+      cfg.rank = cfg.local_rank = r;
+      cfg.device = pin ? std::atoi(pin) : r;
+      cfg.num_ranks = num_ranks;
+      cfg.unique_id = id;
+      const int rc = detail::run_rank_guarded(cfg, fn);
+      std::fflush(nullptr);
+      std::_Exit(rc);
+    }
+    kids.push_back(pid);
+  }
+  int failed = static_cast<int>(num_ranks - static_cast<int>(kids.size()));
+  for (const pid_t pid : kids) {
+    int status = 0;
+    if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace host
+RCCLX_NAMESPACE_END

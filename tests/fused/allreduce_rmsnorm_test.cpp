@@ -5,11 +5,13 @@
 // missing rank. The same source runs on the host backend and on a GPU.
 #include <rcclx/fused/add_rmsnorm.hpp>
 #include <rcclx/fused/allreduce_rmsnorm.hpp>
+#include <rcclx/gpu/cluster.hpp>
 #include <rcclx/testing/detail/emulated_collectives.hpp>
 #include <rcclx/testing/detail/emulated_fused.hpp>
 #include <rcclx/testing/emulated_world.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -329,6 +331,43 @@ TEMPLATE_TEST_CASE("fused allreduce_rmsnorm: FP8 output (e4m3, e4m3_fnuz, e5m2)"
   matrix<T, rcclx::fp8::e4m3>(n, {1, 17}, {1032});
   matrix<T, rcclx::fp8::e4m3_fnuz>(n, {3}, {1032});
   matrix<T, rcclx::fp8::e5m2>(n, {3}, {1032});
+}
+
+// The decode path on CUDA sm_90 (fused/allreduce_rmsnorm_cluster.hpp): each row over a cluster of
+// blocks. The launcher must take it where it applies (a silent fallback would hide it from every
+// other test), and give the bits of the tile-flag flat kernel (RCCLX_RMSNORM_CLUSTER=0) and the float64 bounds.
+template <class T>
+void cluster_against_tile(int n, std::size_t tokens, std::size_t hidden) {
+  CAPTURE(n, tokens, hidden);
+  bench_world<T, void> w(n, tokens, hidden);
+  const auto p = make_problem<T>(n, tokens, hidden, n * 31 + tokens * 7 + hidden);
+  upload(w, p);
+  const auto a = w.args(tokens, hidden, false);
+  const int used = rt::detail::launch_allreduce_rmsnorm<T, T, max_r>(w.world, a.data(), w.slots, algorithm::flat);
+  rcclx::gpu::device_synchronize();
+  w.world.throw_if_error();
+  REQUIRE(used == static_cast<int>(tokens) * fz::rmsnorm_cluster_blocks);  // one cluster per row
+  const results cluster = download(w, tokens * hidden);
+  check<T, void>(cluster, p, reference_of<T, void>(p));
+  setenv("RCCLX_RMSNORM_CLUSTER", "0", 1);
+  const results tile = run_fused(w, p, algorithm::flat);
+  unsetenv("RCCLX_RMSNORM_CLUSTER");
+  REQUIRE(tile == cluster);
+}
+
+TEST_CASE("fused allreduce_rmsnorm: the cluster kernel equals the tile-flag flat kernel", "[fused][cluster]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  if (!rcclx::gpu::clusters_available()) {
+    WARN("no thread-block clusters (CUDA sm_90+ only): skipping " << Catch::getResultCapture().getCurrentTestName());
+    return;
+  }
+  // Shapes whose clusters are all resident at once on an H200 (92 clusters of 4 x 128 threads with
+  // one vector per thread, 62 with two): 8 rows x 8 ranks only at hidden 4096.
+  for (const int n : {2, 5, 8})
+    for (const std::size_t tokens : {1, 3})
+      for (const std::size_t hidden : {1032, 4096, 8192}) cluster_against_tile<rcclx::bf16>(n, tokens, hidden);
+  cluster_against_tile<rcclx::bf16>(8, 8, 4096);
+  cluster_against_tile<float>(8, 2, 4104);
 }
 
 TEST_CASE("fused allreduce_rmsnorm: FP8 output saturates", "[fused][fp8]") {

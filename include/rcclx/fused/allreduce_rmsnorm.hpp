@@ -14,6 +14,9 @@
 //
 // Built on fused::tile_allreduce with one tile per row (no block barrier; rows flagged as they are
 // ready). Row i belongs to block i % num_blocks on every rank, in every phase.
+//   (On CUDA sm_90+, a flat call with one thread-block cluster per row runs the cluster kernel of
+//   allreduce_rmsnorm_cluster.hpp instead: the same bits, no fence; RCCLX_RMSNORM_CLUSTER=0 turns
+//   it off. See try_launch_rmsnorm_cluster for when it applies.)
 //   (allreduce_rmsnorm_ll_block below is the flat variant over the LL protocol: a device template you
 //   may call instead of the flat block; measured slower on one H200, so the launchers do not pick it.)
 //   flat (one-shot, decode): each block copies its rows of x into the symmetric buffer and flags
@@ -44,8 +47,11 @@
 #include "../dda/select.hpp"
 #include "../gpu/group.hpp"
 #include "../gpu/runtime.hpp"
+#include "allreduce_rmsnorm_cluster.hpp"
 #include "rmsnorm_args.hpp"
 #include "tile_allreduce.hpp"
+
+#include <cstdlib>
 
 #if RCCLX_BACKEND_HOST
 #  include <thread>
@@ -376,6 +382,44 @@ RCCLX_GLOBAL void __launch_bounds__(BT)
 }
 #endif
 
+// Flat calls take the cluster kernel (allreduce_rmsnorm_cluster.hpp) where it applies: CUDA on a
+// device with clusters, rows that fit the LL regions, the default grid. RCCLX_RMSNORM_CLUSTER=0
+// turns it off (the tile-flag flat kernel then runs: the same bits). Every rank must decide alike
+// (same GPU model, same setting): the two kernels wait for different signals, and a mixed call ends
+// in the bounded timeout error on every rank.
+inline bool rmsnorm_cluster_enabled() {
+  const char* v = std::getenv("RCCLX_RMSNORM_CLUSTER");
+  return !(v && v[0] == '0');
+}
+
+// Launches the cluster kernel for this rank if it applies (see rmsnorm_cluster_enabled); false if
+// it does not, and nothing was launched.
+template <class T, class Out, int MaxRanks>
+inline bool try_launch_rmsnorm_cluster(const core::peer_table<T, MaxRanks>& t, const rmsnorm_args<T, Out>& a,
+                                       gpu::stream_t stream) {
+#if RCCLX_BACKEND_CUDA
+  if (!rmsnorm_cluster_enabled() || !gpu::clusters_available()) return false;
+  constexpr int bt = default_rmsnorm_launch_config().threads;
+  bool launched = false;
+  with_vecs_per_thread<T>(vecs_per_thread<T>(a.hidden, bt), [&](auto vpt_tag) {
+    constexpr int vpt = decltype(vpt_tag)::value;
+    constexpr int cb = rmsnorm_cluster_blocks;
+    const auto kernel = allreduce_rmsnorm_cluster_kernel<vpt, cb, T, Out, MaxRanks>;
+    // Every rank's clusters wait for each other's packets: this rank's must all be resident.
+    const int groups = rmsnorm_cluster_groups(a.tokens, t.signals.ll_blocks, gpu::max_active_clusters(kernel, bt / cb, cb));
+    if (!rmsnorm_cluster_fits<T>(t.signals, a.tokens, a.hidden, groups)) return;
+    gpu::launch_clusters(kernel, groups * cb, bt / cb, cb, stream, t, a);
+    launched = true;
+  });
+  return launched;
+#else
+  (void)t;
+  (void)a;
+  (void)stream;
+  return false;
+#endif
+}
+
 template <algorithm Algo, class T, class Out, int MaxRanks, class TableArg>
 inline void launch_rmsnorm(const TableArg& table_arg, int num_ranks, const rmsnorm_args<T, Out>& a, tile_slots slots,
                            gpu::stream_t stream, int num_blocks, const rmsnorm_launch_config& cfg) {
@@ -435,6 +479,7 @@ void allreduce_rmsnorm(const core::peer_table<T, MaxRanks>& table, const rmsnorm
   detail::check_rmsnorm_table(who, table, args, slots, a);
   if (args.tokens == 0) return;
   const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
+  if (a == algorithm::flat && num_blocks == 0 && detail::try_launch_rmsnorm_cluster(table, args, stream)) return;
   const int nb = num_blocks > 0 ? num_blocks : rmsnorm_blocks_for(args.tokens, cfg);
   if (a == algorithm::flat)
     detail::launch_rmsnorm<algorithm::flat, T, Out, MaxRanks>(table, table.num_ranks(), args, slots, stream, nb, cfg);

@@ -43,6 +43,58 @@ struct emulated_add_rmsnorm {
   }
 };
 
+#if RCCLX_BACKEND_CUDA
+// The cluster kernel (fused/allreduce_rmsnorm_cluster.hpp) on every emulated rank in one launch:
+// rank r's blocks are [r * blocks_per_rank, (r + 1) * blocks_per_rank), a multiple of the cluster.
+template <class T, class Out, int MaxRanks>
+struct emulated_cluster_params {
+  const core::peer_table<T, MaxRanks>* tables;
+  fused::rmsnorm_args<T, Out> args[MaxRanks];
+  int blocks_per_rank;
+};
+template <int VPT, int ClusterBlocks, class T, class Out, int MaxRanks>
+RCCLX_GLOBAL void __launch_bounds__(fused_threads / ClusterBlocks)
+    emulated_allreduce_rmsnorm_cluster(emulated_cluster_params<T, Out, MaxRanks> p) {
+  const int rank = static_cast<int>(blockIdx.x) / p.blocks_per_rank;
+  (void)fused::allreduce_rmsnorm_cluster_block<VPT, ClusterBlocks>(
+      p.tables[rank], p.args[rank], static_cast<int>(blockIdx.x) % p.blocks_per_rank, p.blocks_per_rank);
+}
+#endif
+
+// Runs the cluster kernel on every rank if the launcher would (fused::detail::try_launch_rmsnorm_cluster's
+// rules, and every cluster of every rank resident at once); returns the blocks per rank, 0 if not.
+template <class T, class Out, int MaxRanks>
+inline int try_launch_emulated_cluster(const emulated_world<MaxRanks>& world, const fused::rmsnorm_args<T, Out>* args,
+                                       gpu::stream_t stream) {
+#if RCCLX_BACKEND_CUDA
+  if (!fused::detail::rmsnorm_cluster_enabled() || !gpu::clusters_available()) return 0;
+  const int n = world.num_ranks();
+  const core::peer_table<T, MaxRanks> t0 = world.template table<T>(0);
+  int used = 0;
+  fused::detail::with_vecs_per_thread<T>(fused::detail::vecs_per_thread<T>(args[0].hidden, fused_threads), [&](auto vpt) {
+    constexpr int v = decltype(vpt)::value;
+    constexpr int cb = fused::rmsnorm_cluster_blocks;
+    const auto kernel = emulated_allreduce_rmsnorm_cluster<v, cb, T, Out, MaxRanks>;
+    // Every cluster of every rank resident at once (they wait for each other's packets).
+    const int groups = fused::rmsnorm_cluster_groups(args[0].tokens, t0.signals.ll_blocks,
+                                                     gpu::max_active_clusters(kernel, fused_threads / cb, cb) / n);
+    if (!fused::rmsnorm_cluster_fits<T>(t0.signals, args[0].tokens, args[0].hidden, groups)) return;
+    emulated_cluster_params<T, Out, MaxRanks> p{};
+    p.tables = world.template device_tables<T>();
+    for (int r = 0; r < n; ++r) p.args[r] = args[r];
+    p.blocks_per_rank = groups * cb;
+    gpu::launch_clusters(kernel, n * p.blocks_per_rank, fused_threads / cb, cb, stream, p);
+    used = p.blocks_per_rank;
+  });
+  return used;
+#else
+  (void)world;
+  (void)args;
+  (void)stream;
+  return 0;
+#endif
+}
+
 // Calls f(kernel_type_tag) with the emulated AllReduce + RMSNorm functor type for `algo` (flat or
 // tree) and the row length.
 template <class T, class Out, int MaxRanks, class F>
@@ -70,6 +122,8 @@ template <class T, class Out, int MaxRanks>
 inline int launch_allreduce_rmsnorm(const emulated_world<MaxRanks>& world, const fused::rmsnorm_args<T, Out>* args,
                                     fused::tile_slots slots, algorithm algo, int blocks_per_rank = 0,
                                     gpu::stream_t stream = {}) {
+  if (algo == algorithm::flat && blocks_per_rank == 0 && args[0].tokens > 0)
+    if (const int used = try_launch_emulated_cluster<T, Out, MaxRanks>(world, args, stream)) return used;
   int used = 0;
   with_emulated_rmsnorm<T, Out, MaxRanks>(algo, args[0].hidden, [&](auto k) {
     using kernel = decltype(k);

@@ -1,0 +1,200 @@
+// rcclx/fused/allreduce_rmsnorm_cluster.hpp: the decode-time AllReduce + residual + RMSNorm with
+// each row spread over a thread-block cluster (NVIDIA sm_90+): the one-shot over LL packets (no
+// flag round trip, no fence) with a row's peer loads split over ClusterBlocks SMs, and the row's
+// sum of squares combined over the cluster's shared memory at a hardware barrier.
+//
+//   // blocks per rank = ClusterBlocks * groups; launched with cluster dims (ClusterBlocks, 1, 1):
+//   rcclx::fused::allreduce_rmsnorm_cluster_block<vpt, 4>(table, args, blockIdx.x, gridDim.x);
+//   // or let fused::allreduce_rmsnorm pick it (flat, CUDA sm_90+, rows that fit the LL regions)
+//
+// Layout. Block b of a rank is part j = b % ClusterBlocks of row group q = b / ClusterBlocks; group
+// q handles rows q, q + groups, ... Block j holds the vectors that threads [j * B, (j + 1) * B) of
+// add_rmsnorm's 512-thread block hold (B = 512 / ClusterBlocks): vector k * 512 + j * B + tid of
+// the row. Per row, each block
+//   1. publishes its vectors of x as LL packets in its LL region (core/ll.hpp);
+//   2. sums every rank's packets in rank order in FP32 (its own from x), rounds once to T, adds the
+//      residual in FP32 and rounds once to T (the new residual);
+//   3. sums the squares of its values per thread and per warp exactly as gpu::block_reduce's first
+//      phase does, and after a cluster barrier adds all 512 / 32 warp sums of the row in warp order
+//      from the cluster's shared memory, as block_reduce's second phase does;
+//   4. after a second cluster barrier (the sums were read), writes the new residual and the output.
+// So the bits equal the unfused path (dda::allreduce, then add_rmsnorm) and the other fused
+// kernels, on every rank. Steps: 1. Traffic per rank, S = tokens * hidden * sizeof(T): reads
+// S (x) + 2(N-1)S (packets) + S (residual), writes 2S (packets) + S (residual) + S_out; LL payload
+// per block: rows per group * VecsPerThread * (512 / ClusterBlocks) * 16 bytes. No symmetric buffer, no tile slots.
+// A wait that expires (a peer that never arrived) is recorded (barrier_kind::ll) and every block of
+// the cluster then skips its stores for that row and the rest: the row's residual stays as it was.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../core/ll.hpp"
+#include "../core/ops.hpp"
+#include "../core/peer_table.hpp"
+#include "../dda/flat.hpp"
+#include "../gpu/cluster.hpp"
+#include "../gpu/group.hpp"
+#include "../gpu/shared.hpp"
+#include "rmsnorm_args.hpp"
+#include "stages.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace fused {
+
+// Blocks per cluster of the launchers' cluster kernel: 4 blocks of 128 threads per row. (8 blocks of
+// 64 threads measured no faster for 8192-element bf16 rows on one H200.)
+inline constexpr int rmsnorm_cluster_blocks = 4;
+
+// Row groups (clusters per rank) the launchers give `tokens` rows: one row each, so `tokens`, if
+// that many fit the pads' `ll_blocks` LL regions and `max_groups` (e.g. the clusters that can be
+// resident at once per rank); 0 otherwise. (Several rows per cluster run one after another, each
+// paying the exchange: measured 1.4-2.5x slower than the tile-flag kernel on one H200.)
+RCCLX_HOST_DEVICE constexpr int rmsnorm_cluster_groups(std::size_t tokens, std::uint32_t ll_blocks, int max_groups,
+                                                       int cluster_blocks = rmsnorm_cluster_blocks) {
+  return tokens <= ll_blocks / static_cast<std::uint32_t>(cluster_blocks) &&
+                 tokens <= static_cast<std::size_t>(max_groups > 0 ? max_groups : 0)
+             ? static_cast<int>(tokens)
+             : 0;
+}
+
+// Does the cluster kernel with `groups` row groups fit these pads' LL regions? The same answer on
+// every rank (same pads layout, same arguments).
+template <class T, int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool rmsnorm_cluster_fits(const core::signal_pads<MaxRanks>& s, std::size_t tokens,
+                                                              std::size_t hidden, int groups,
+                                                              int cluster_blocks = rmsnorm_cluster_blocks) {
+  if (groups < 1 || tokens == 0) return false;
+  const std::size_t g = static_cast<std::size_t>(groups);
+  const std::size_t logical = static_cast<std::size_t>(default_rmsnorm_launch_config().threads);
+  const std::size_t vpt = (hidden / gpu::elems_per_vec16<T> + logical - 1) / logical;
+  const std::size_t block_threads = logical / static_cast<std::size_t>(cluster_blocks);
+  return core::ll_fits(s, groups * cluster_blocks, (tokens + g - 1) / g * vpt * block_threads * 16);
+}
+
+#if RCCLX_BACKEND_CUDA
+namespace detail {
+struct cluster_rmsnorm_tag;
+template <int BlockWarps>
+struct cluster_row_sum {
+  float warp_sums[BlockWarps];
+  int failed;
+  float total;
+  int any_failed;
+};
+
+// The row's sum over the cluster in gpu::block_reduce's order (see the file comment), and whether
+// any block of the cluster failed. Every thread of every block of the cluster calls it.
+template <int ClusterBlocks, int BlockWarps>
+RCCLX_DEVICE RCCLX_FORCEINLINE float cluster_row_total(float partial, bool failed, bool& any_failed) {
+  auto& tmp = gpu::block_shared<cluster_row_sum<BlockWarps>, cluster_rmsnorm_tag>();
+  const float w = gpu::warp_sum_as_block_reduce(partial);
+  if (threadIdx.x % 32 == 0) tmp.warp_sums[threadIdx.x / 32] = w;
+  if (threadIdx.x == 0) tmp.failed = failed ? 1 : 0;
+  gpu::cluster_sync();
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+    int bad = 0;
+    for (int b = 0; b < ClusterBlocks; ++b) {
+      const cluster_row_sum<BlockWarps>* m = gpu::cluster_map_shared(&tmp, static_cast<unsigned>(b));
+      bad |= m->failed;
+      for (int i = 0; i < BlockWarps; ++i) total = (b == 0 && i == 0) ? m->warp_sums[0] : total + m->warp_sums[i];
+    }
+    tmp.total = total;
+    tmp.any_failed = bad;
+  }
+  gpu::cluster_sync();  // the mates' sums were read; this block's total is visible to its threads
+  any_failed = tmp.any_failed != 0;
+  return tmp.total;
+}
+}  // namespace detail
+
+// One block of one rank, launched in clusters of ClusterBlocks consecutive blocks with
+// 512 / ClusterBlocks threads each; blocks per rank = ClusterBlocks * groups, every rank the same
+// grid; VecsPerThread * 512 >= hidden / (16 / sizeof(T)); the rows must fit the LL regions
+// (rmsnorm_cluster_fits). Returns false if a peer never arrived (recorded in t.signals).
+template <int VecsPerThread, int ClusterBlocks, class T, class Out, int MaxRanks>
+RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxRanks>& t, const rmsnorm_args<T, Out>& a,
+                                                  int block, int num_blocks) {
+  constexpr int logical = default_rmsnorm_launch_config().threads;  // add_rmsnorm's block
+  static_assert(logical % (32 * ClusterBlocks) == 0, "allreduce_rmsnorm_cluster_block: whole warps per block");
+  constexpr int block_threads = logical / ClusterBlocks;
+  constexpr int e = gpu::elems_per_vec16<T>;
+  using traits = core::value_traits<T>;
+  const gpu::block_group g;
+  const core::signal_pads<MaxRanks>& s = t.signals;
+  const std::size_t hidden = a.hidden, vecs = hidden / e;
+  const int part = block % ClusterBlocks, group = block / ClusterBlocks, groups = num_blocks / ClusterBlocks;
+  const std::size_t lt = static_cast<std::size_t>(part * block_threads) + threadIdx.x;  // logical thread
+  const std::size_t ng = static_cast<std::size_t>(groups);
+  const std::uint32_t flag = core::ll_begin(g, s, block);
+  unsigned char* own = s.ll_region(s.rank, flag, block);
+  // 1. This block's vectors of its group's rows: vector k of thread tid in the group's m-th row is
+  //    packet (m * VecsPerThread + k) * block_threads + tid.
+  const auto packet = [&](std::size_t m, int k) {
+    return (m * VecsPerThread + static_cast<std::size_t>(k)) * block_threads + threadIdx.x;
+  };
+  for (std::size_t i = static_cast<std::size_t>(group), m = 0; i < a.tokens; i += ng, ++m)
+#  pragma unroll
+    for (int k = 0; k < VecsPerThread; ++k) {
+      const std::size_t vi = static_cast<std::size_t>(k) * logical + lt;
+      if (vi < vecs) core::ll_write(own, packet(m, k), gpu::load16(a.input + i * hidden + vi * e), flag);
+    }
+  const core::ll_halves<MaxRanks> h(s, flag, block);
+  const rms_norm<T, logical> norm{a.weight, a.eps, hidden, nullptr};
+  const residual_add<T> add{a.residual, nullptr, hidden};  // rounds; the store comes after the row sum
+  const store<T> keep{a.residual, hidden};
+  const auto out = detail::make_output_stage(a, a.output);
+  bool failed = false;
+  for (std::size_t i = static_cast<std::size_t>(group), m = 0; i < a.tokens; i += ng, ++m) {
+    // 2. Every rank's packets of each vector this thread holds, summed in rank order in FP32.
+    //    (Issuing every vector's loads before any wait measured no faster and took the registers
+    //    of two more resident clusters per SM.)
+    float v[VecsPerThread][e];
+    float partial = 0.0f;
+#  pragma unroll
+    for (int k = 0; k < VecsPerThread; ++k) {
+      const std::size_t vi = static_cast<std::size_t>(k) * logical + lt;
+      for (float& x : v[k]) x = 0.0f;
+      if (vi < vecs && !failed) {
+        gpu::vec16 r;
+        const position p{i, vi * e};
+        failed = !dda::detail::ll_reduce_vec<core::op_sum, T>(s, h, packet(m, k),
+                                                             gpu::load16(a.input + i * hidden + vi * e), flag, block, r);
+        if (!failed) {
+          traits::unpack(r, v[k]);  // the AllReduce result, rounded once to T
+          add(p, v[k]);              // the new residual, rounded once to T
+          partial += norm.row_partial(p, v[k]);
+        }
+      }
+    }
+    failed = g.sync_or(failed);  // block-uniform before the cluster hears of it
+    bool any_failed = false;
+    const float total = detail::cluster_row_total<ClusterBlocks, block_threads / 32>(partial, failed, any_failed);
+    failed = failed || any_failed;  // every block of the cluster now agrees
+    if (failed) continue;           // nothing of this row is written; later rows are skipped too
+#  pragma unroll
+    for (int k = 0; k < VecsPerThread; ++k) {
+      const std::size_t vi = static_cast<std::size_t>(k) * logical + lt;
+      if (vi >= vecs) continue;
+      const position p{i, vi * e};
+      keep(p, v[k]);
+      norm(p, v[k], total);
+      out(p, v[k]);
+    }
+  }
+  return !g.sync_or(failed);
+}
+
+namespace detail {
+template <int VPT, int ClusterBlocks, class T, class Out, int MaxRanks>
+RCCLX_GLOBAL void __launch_bounds__(default_rmsnorm_launch_config().threads / ClusterBlocks)
+    allreduce_rmsnorm_cluster_kernel(core::peer_table<T, MaxRanks> t, rmsnorm_args<T, Out> a) {
+  (void)allreduce_rmsnorm_cluster_block<VPT, ClusterBlocks>(t, a, static_cast<int>(blockIdx.x),
+                                                            static_cast<int>(gridDim.x));
+}
+}  // namespace detail
+#endif  // RCCLX_BACKEND_CUDA
+
+}  // namespace fused
+RCCLX_NAMESPACE_END

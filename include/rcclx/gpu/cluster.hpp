@@ -77,22 +77,31 @@ RCCLX_DEVICE RCCLX_FORCEINLINE T* cluster_map_shared(T* p, unsigned rank) {
 #  endif
 }
 
+namespace detail {
+// A launch configuration with clusters of `cluster_blocks` consecutive blocks; `attr` must outlive it.
+inline cudaLaunchConfig_t cluster_config(int grid, int threads, int cluster_blocks, stream_t stream,
+                                         cudaLaunchAttribute& attr) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(grid));
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.stream = stream;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(cluster_blocks);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+}  // namespace detail
+
 // Launches `kernel` on `grid` blocks of `threads` in clusters of `cluster_blocks` consecutive blocks
 // (grid a multiple of it). Host side; the device must have clusters (clusters_available()).
 template <class... Params, class... Args>
 inline void launch_clusters(void (*kernel)(Params...), int grid, int threads, int cluster_blocks, stream_t stream,
                             Args&&... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(grid));
-  cfg.blockDim = dim3(static_cast<unsigned>(threads));
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(cluster_blocks);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = detail::cluster_config(grid, threads, cluster_blocks, stream, attr);
   check(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), "cudaLaunchKernelEx (clusters)");
 }
 
@@ -100,16 +109,8 @@ inline void launch_clusters(void (*kernel)(Params...), int grid, int threads, in
 // for kernels whose clusters wait on each other.
 template <class... Params>
 inline int max_active_clusters(void (*kernel)(Params...), int threads, int cluster_blocks) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(cluster_blocks));
-  cfg.blockDim = dim3(static_cast<unsigned>(threads));
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(cluster_blocks);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = detail::cluster_config(cluster_blocks, threads, cluster_blocks, stream_t{}, attr);
   int n = 0;
   check(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg), "cudaOccupancyMaxActiveClusters");
   return n;

@@ -51,8 +51,6 @@
 #include "rmsnorm_args.hpp"
 #include "tile_allreduce.hpp"
 
-#include <cstdlib>
-
 #if RCCLX_BACKEND_HOST
 #  include <thread>
 #  include <vector>
@@ -382,32 +380,20 @@ RCCLX_GLOBAL void __launch_bounds__(BT)
 }
 #endif
 
-// Flat calls take the cluster kernel (allreduce_rmsnorm_cluster.hpp) where it applies: CUDA on a
-// device with clusters, rows that fit the LL regions, the default grid. RCCLX_RMSNORM_CLUSTER=0
-// turns it off (the tile-flag flat kernel then runs: the same bits). Every rank must decide alike
-// (same GPU model, same setting): the two kernels wait for different signals, and a mixed call ends
-// in the bounded timeout error on every rank.
-inline bool rmsnorm_cluster_enabled() {
-  const char* v = std::getenv("RCCLX_RMSNORM_CLUSTER");
-  return !(v && v[0] == '0');
-}
-
-// Launches the cluster kernel for this rank if it applies (see rmsnorm_cluster_enabled); false if
-// it does not, and nothing was launched.
+// Launches the cluster kernel (allreduce_rmsnorm_cluster.hpp) for this rank if it applies
+// (rmsnorm_cluster_plan); false if it does not, and nothing was launched. Every rank must decide
+// alike (same GPU model, same RCCLX_RMSNORM_CLUSTER): the cluster and tile kernels wait for
+// different signals, and a mixed call ends in the bounded timeout error on every rank.
 template <class T, class Out, int MaxRanks>
 inline bool try_launch_rmsnorm_cluster(const core::peer_table<T, MaxRanks>& t, const rmsnorm_args<T, Out>& a,
                                        gpu::stream_t stream) {
 #if RCCLX_BACKEND_CUDA
-  if (!rmsnorm_cluster_enabled() || !gpu::clusters_available()) return false;
-  constexpr int bt = default_rmsnorm_launch_config().threads;
+  constexpr int bt = default_rmsnorm_launch_config().threads, cb = rmsnorm_cluster_blocks;
   bool launched = false;
   with_vecs_per_thread<T>(vecs_per_thread<T>(a.hidden, bt), [&](auto vpt_tag) {
-    constexpr int vpt = decltype(vpt_tag)::value;
-    constexpr int cb = rmsnorm_cluster_blocks;
-    const auto kernel = allreduce_rmsnorm_cluster_kernel<vpt, cb, T, Out, MaxRanks>;
-    // Every rank's clusters wait for each other's packets: this rank's must all be resident.
-    const int groups = rmsnorm_cluster_groups(a.tokens, t.signals.ll_blocks, gpu::max_active_clusters(kernel, bt / cb, cb));
-    if (!rmsnorm_cluster_fits<T>(t.signals, a.tokens, a.hidden, groups)) return;
+    constexpr auto kernel = allreduce_rmsnorm_cluster_kernel<decltype(vpt_tag)::value, cb, T, Out, MaxRanks>;
+    const int groups = rmsnorm_cluster_plan<kernel, T>(t.signals, a.tokens, a.hidden, 1);
+    if (groups == 0) return;
     gpu::launch_clusters(kernel, groups * cb, bt / cb, cb, stream, t, a);
     launched = true;
   });

@@ -26,8 +26,10 @@
 // the cluster then skips its stores for that row and the rest: the row's residual stays as it was.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 #include "../core/ll.hpp"
 #include "../core/ops.hpp"
@@ -195,6 +197,41 @@ RCCLX_GLOBAL void __launch_bounds__(default_rmsnorm_launch_config().threads / Cl
 }
 }  // namespace detail
 #endif  // RCCLX_BACKEND_CUDA
+
+namespace detail {
+// Flat calls take the cluster kernel where it applies (rmsnorm_cluster_plan); RCCLX_RMSNORM_CLUSTER=0
+// turns it off (the tile-flag flat kernel then runs: the same bits).
+inline bool rmsnorm_cluster_enabled() {
+  const char* v = std::getenv("RCCLX_RMSNORM_CLUSTER");
+  return !(v && v[0] == '0');
+}
+
+#if RCCLX_BACKEND_CUDA
+// Row groups (clusters per rank) for a call of the cluster kernel `Kernel` (512 / rmsnorm_cluster_blocks
+// threads per block) on pads `s`, with `ranks_per_gpu` ranks sharing the device (1 in a real job,
+// every emulated rank otherwise): one cluster per row, every cluster of every rank resident at once
+// (they wait for each other's packets), the rows within the LL regions. 0: the cluster kernel does
+// not apply (turned off, no clusters, or the call does not fit). The decision of both launchers
+// (fused::allreduce_rmsnorm and the emulated one). The occupancy query is made once per kernel
+// and device, not on every call.
+template <auto Kernel, class T, int MaxRanks>
+inline int rmsnorm_cluster_plan(const core::signal_pads<MaxRanks>& s, std::size_t tokens, std::size_t hidden,
+                                int ranks_per_gpu) {
+  if (!rmsnorm_cluster_enabled() || !gpu::clusters_available()) return 0;
+  constexpr int cb = rmsnorm_cluster_blocks, max_devices = 64;
+  static std::atomic<int> resident[max_devices] = {};  // 0: not asked yet (a kernel that runs has >= 1)
+  int d = 0;
+  gpu::check(cudaGetDevice(&d), "cudaGetDevice");
+  int clusters = d < max_devices ? resident[d].load(std::memory_order_relaxed) : 0;
+  if (clusters == 0) {
+    clusters = gpu::max_active_clusters(Kernel, default_rmsnorm_launch_config().threads / cb, cb);
+    if (d < max_devices) resident[d].store(clusters, std::memory_order_relaxed);
+  }
+  const int groups = rmsnorm_cluster_groups(tokens, s.ll_blocks, clusters / ranks_per_gpu);
+  return rmsnorm_cluster_fits<T>(s, tokens, hidden, groups) ? groups : 0;
+}
+#endif
+}  // namespace detail
 
 }  // namespace fused
 RCCLX_NAMESPACE_END

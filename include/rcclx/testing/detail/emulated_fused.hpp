@@ -61,24 +61,20 @@ RCCLX_GLOBAL void __launch_bounds__(fused_threads / ClusterBlocks)
 }
 #endif
 
-// Runs the cluster kernel on every rank if the launcher would (fused::detail::try_launch_rmsnorm_cluster's
-// rules, and every cluster of every rank resident at once); returns the blocks per rank, 0 if not.
+// Runs the cluster kernel on every rank if the launchers' rule (fused::detail::rmsnorm_cluster_plan,
+// with every emulated rank on this GPU) says it applies; returns the blocks per rank, 0 if not.
 template <class T, class Out, int MaxRanks>
 inline int try_launch_emulated_cluster(const emulated_world<MaxRanks>& world, const fused::rmsnorm_args<T, Out>* args,
                                        gpu::stream_t stream) {
 #if RCCLX_BACKEND_CUDA
-  if (!fused::detail::rmsnorm_cluster_enabled() || !gpu::clusters_available()) return 0;
   const int n = world.num_ranks();
   const core::peer_table<T, MaxRanks> t0 = world.template table<T>(0);
   int used = 0;
   fused::detail::with_vecs_per_thread<T>(fused::detail::vecs_per_thread<T>(args[0].hidden, fused_threads), [&](auto vpt) {
-    constexpr int v = decltype(vpt)::value;
     constexpr int cb = fused::rmsnorm_cluster_blocks;
-    const auto kernel = emulated_allreduce_rmsnorm_cluster<v, cb, T, Out, MaxRanks>;
-    // Every cluster of every rank resident at once (they wait for each other's packets).
-    const int groups = fused::rmsnorm_cluster_groups(args[0].tokens, t0.signals.ll_blocks,
-                                                     gpu::max_active_clusters(kernel, fused_threads / cb, cb) / n);
-    if (!fused::rmsnorm_cluster_fits<T>(t0.signals, args[0].tokens, args[0].hidden, groups)) return;
+    constexpr auto kernel = emulated_allreduce_rmsnorm_cluster<decltype(vpt)::value, cb, T, Out, MaxRanks>;
+    const int groups = fused::detail::rmsnorm_cluster_plan<kernel, T>(t0.signals, args[0].tokens, args[0].hidden, n);
+    if (groups == 0) return;
     emulated_cluster_params<T, Out, MaxRanks> p{};
     p.tables = world.template device_tables<T>();
     for (int r = 0; r < n; ++r) p.args[r] = args[r];

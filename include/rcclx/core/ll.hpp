@@ -78,19 +78,39 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void ll_write(unsigned char* half, std::size
   gpu::store_packet_system(p + 16, detail::ll_word(v.w[2], flag), detail::ll_word(v.w[3], flag));
 }
 
+// Packet `index` of an LL region as loaded: its four words, not yet checked. Loading is split from
+// checking (ll_check) so a reader of several packets issues every load before it looks at any:
+// a check between two loads makes the second wait for the first one's round trip (measured on
+// an H200: 8 peers' packets read one after another cost about 4000 cycles, twice the exchange).
+struct ll_packet {
+  std::uint64_t w[4];
+};
+
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void ll_load(const unsigned char* half, std::size_t index, ll_packet& q) {
+  const unsigned char* p = half + 32 * index;
+  gpu::load_packet_system(p, q.w[0], q.w[1]);
+  gpu::load_packet_system(p + 16, q.w[2], q.w[3]);
+}
+
+// Has a loaded packet landed (all four words carry `flag`)? And its 16 bytes of data.
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool ll_landed(const ll_packet& q, std::uint32_t flag) {
+  return static_cast<std::uint32_t>(q.w[0] >> 32) == flag && static_cast<std::uint32_t>(q.w[1] >> 32) == flag &&
+         static_cast<std::uint32_t>(q.w[2] >> 32) == flag && static_cast<std::uint32_t>(q.w[3] >> 32) == flag;
+}
+
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE gpu::vec16 ll_payload(const ll_packet& q) {
+  gpu::vec16 v;
+  for (int i = 0; i < 4; ++i) v.w[i] = static_cast<std::uint32_t>(q.w[i]);
+  return v;
+}
+
 // One attempt: true (and v filled) when all four words of packet `index` carry `flag`.
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool ll_try_read(const unsigned char* half, std::size_t index, std::uint32_t flag,
                                                      gpu::vec16& v) {
-  const unsigned char* p = half + 32 * index;
-  std::uint64_t a, b, c, d;
-  gpu::load_packet_system(p, a, b);
-  gpu::load_packet_system(p + 16, c, d);
-  v.w[0] = static_cast<std::uint32_t>(a);
-  v.w[1] = static_cast<std::uint32_t>(b);
-  v.w[2] = static_cast<std::uint32_t>(c);
-  v.w[3] = static_cast<std::uint32_t>(d);
-  return static_cast<std::uint32_t>(a >> 32) == flag && static_cast<std::uint32_t>(b >> 32) == flag &&
-         static_cast<std::uint32_t>(c >> 32) == flag && static_cast<std::uint32_t>(d >> 32) == flag;
+  ll_packet q;
+  ll_load(half, index, q);
+  v = ll_payload(q);
+  return ll_landed(q, flag);
 }
 
 // Block `block`'s LL regions of every rank for one call, copied out of the pads once (the pads may
@@ -102,7 +122,13 @@ struct ll_halves {
   int rank;
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE ll_halves(const signal_pads<MaxRanks>& s, std::uint32_t flag, int block)
       : n(s.num_ranks), rank(s.rank) {
-    for (int j = 0; j < MaxRanks; ++j) p[j] = j < n ? s.ll_region(j, flag, block) : nullptr;
+    // One offset for every owner, and every inbox pointer loaded unconditionally (independent loads
+    // that overlap, where pads in global memory, e.g. emulated tables, would otherwise be read one
+    // owner at a time).
+    const std::ptrdiff_t off = s.ll_region_offset(flag, block);
+    std::uint32_t* base[MaxRanks];
+    for (int j = 0; j < MaxRanks; ++j) base[j] = s.inbox[j];
+    for (int j = 0; j < MaxRanks; ++j) p[j] = j < n ? reinterpret_cast<const unsigned char*>(base[j]) + off : nullptr;
   }
   // p[r] for a run-time r, selected with constant indices (p stays in registers, no scratch).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE const unsigned char* pick(int r) const {
@@ -117,32 +143,32 @@ struct ll_halves {
 };
 
 // Polls packet `index` of the peers p0 + j whose bit j is set in `pending` until each carries
-// `flag`, filling v[j]. One loop for the whole batch (not one per peer: the code and the registers
-// of a single retry path). False if the bound expired (the record names the first missing peer)
-// or another thread of this rank already failed.
+// `flag`, reloading q[j] (the packets stay raw: one set of registers for loads and results). One
+// loop for the whole batch (not one per peer: the code and the registers of a single retry path),
+// every pending packet's loads issued before any is checked. False if the bound expired (the
+// record names the first missing peer) or another thread of this rank already failed.
 template <int Batch, int MaxRanks>
 RCCLX_HOST_DEVICE inline bool ll_wait_batch(const signal_pads<MaxRanks>& s, const ll_halves<MaxRanks>& h, int p0,
-                                            std::size_t index, std::uint32_t flag, int block, gpu::vec16 (&v)[Batch],
+                                            std::size_t index, std::uint32_t flag, int block, ll_packet (&q)[Batch],
                                             std::uint32_t pending) {
   return detail::spin_bounded(
       s,
       [&] {
         for (int j = 0; j < Batch; ++j)
-          if ((pending >> j) & 1u)
-            if (ll_try_read(h.p[p0 + j], index, flag, v[j])) pending &= ~(1u << j);
+          if ((pending >> j) & 1u) ll_load(h.p[p0 + j], index, q[j]);
+        for (int j = 0; j < Batch; ++j)
+          if (((pending >> j) & 1u) && ll_landed(q[j], flag)) pending &= ~(1u << j);
         return pending == 0u;
       },
       [&] {
-        // The first missing peer, found with constant indices (a dynamic index into h.p or v
+        // The first missing peer, found with constant indices (a dynamic index into h.p or q
         // would move them to scratch memory).
         int missing = 0;
         std::uint32_t seen = 0;  // the flag the packet holds
         for (int j = Batch - 1; j >= 0; --j) {
           if ((pending >> j) & 1u) {
-            std::uint64_t a, b;
-            gpu::load_packet_system(h.p[p0 + j] + 32 * index, a, b);
             missing = p0 + j;
-            seen = static_cast<std::uint32_t>(a >> 32);
+            seen = static_cast<std::uint32_t>(q[j].w[0] >> 32);
           }
         }
         detail::record_timeout(s, block, missing, barrier_kind::ll, flag, seen);

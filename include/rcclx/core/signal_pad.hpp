@@ -118,10 +118,14 @@ struct signal_pads {
   }
   // The LL region of block `block` of `owner` for calls of this parity (2 * ll_block_bytes bytes).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned char* ll_region(int owner, std::uint32_t parity, int block) const {
+    return reinterpret_cast<unsigned char*>(inbox[owner]) + ll_region_offset(parity, block);
+  }
+  // Where that region lies from inbox[owner], the same for every owner (one pads layout).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::ptrdiff_t ll_region_offset(std::uint32_t parity, int block) const {
     const std::size_t region = 2 * static_cast<std::size_t>(ll_block_bytes);
-    return reinterpret_cast<unsigned char*>(inbox[owner]) - signal_pad_inbox_offset<MaxRanks>() +
-           signal_pad_ll_offset<MaxRanks>(max_blocks, static_cast<int>(ll_blocks)) +
-           ((parity & 1u) * ll_blocks + static_cast<std::size_t>(block)) * region;
+    return static_cast<std::ptrdiff_t>(signal_pad_ll_offset<MaxRanks>(max_blocks, static_cast<int>(ll_blocks)) +
+                                       ((parity & 1u) * ll_blocks + static_cast<std::size_t>(block)) * region) -
+           static_cast<std::ptrdiff_t>(signal_pad_inbox_offset<MaxRanks>());
   }
 
   // Builds the view of `rank` from the pad base of every rank (as mapped in this address space).

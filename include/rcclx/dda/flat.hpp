@@ -68,21 +68,25 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool ll_reduce_vec(const core::signal_pads<M
   acc_t acc[e] = {};
   for (int p0 = 0; p0 < MaxRanks; p0 += batch) {
     if (p0 >= h.n) break;
-    gpu::vec16 v[batch];
+    // Every peer's loads issued before any is checked (core::ll_packet); the packets stay raw until
+    // all have landed (one set of registers).
+    core::ll_packet q[batch] = {};
+    for (int j = 0; j < batch; ++j) {
+      const int p = p0 + j;
+      if (p < h.n && p != h.rank) core::ll_load(h.p[p], vi, q[j]);
+    }
     std::uint32_t pending = 0;  // peers of the batch whose packet has not landed yet
     for (int j = 0; j < batch; ++j) {
       const int p = p0 + j;
-      if (p >= h.n) continue;
-      if (p == h.rank) v[j] = mine;
-      else if (!core::ll_try_read(h.p[p], vi, flag, v[j])) pending |= 1u << j;
+      if (p < h.n && p != h.rank && !core::ll_landed(q[j], flag)) pending |= 1u << j;
     }
-    if (RCCLX_UNLIKELY(pending != 0u) && !core::ll_wait_batch<batch>(s, h, p0, vi, flag, block, v, pending))
+    if (RCCLX_UNLIKELY(pending != 0u) && !core::ll_wait_batch<batch>(s, h, p0, vi, flag, block, q, pending))
       return false;
     for (int j = 0; j < batch; ++j) {
       const int p = p0 + j;
       if (p >= h.n) continue;
       acc_t x[e];
-      traits::unpack(v[j], x);
+      traits::unpack(p == h.rank ? mine : core::ll_payload(q[j]), x);
       if (p == 0) {
         for (int i = 0; i < e; ++i) acc[i] = x[i];
       } else {

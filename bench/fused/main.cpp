@@ -76,7 +76,7 @@ struct options {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "rcclx-bench-fused: %s\n"
-               "usage: rcclx-bench-fused [--suite gpu|host] [--out DIR] [--emulated N] [--iters I] [--warmup W]\n"
+               "usage: rcclx-bench-fused [--suite gpu|decode|host] [--out DIR] [--emulated N] [--iters I] [--warmup W]\n"
                "                         [--calls-per-graph K] [--json FILE] [--csv FILE] [--ll-blocks N] [--ll-block-bytes B]\n",
                why.c_str());
   std::exit(2);
@@ -114,6 +114,10 @@ options parse(int argc, char** argv) {
                           shape{2048, 8192, false}, shape{2048, 8192, true}})
       o.shapes.push_back(s);
     o.gemms = {{16, 4096, 4096}, {64, 4096, 4096}, {128, 4096, 4096}, {512, 4096, 4096}};
+  } else if (o.suite == "decode") {  // the decode rows of the gpu suite only (a quick A/B)
+    for (const std::size_t h : {4096, 8192})
+      for (const std::size_t t : {1, 2, 4, 8, 16, 32, 64, 128}) o.shapes.push_back({t, h, false});
+    o.shapes.push_back({1, 8192, true});
   } else if (o.suite == "host") {
     o.num_ranks = 4;
     o.timing = {1, 3, 4};

@@ -15,9 +15,13 @@
 //   2. sums every rank's packets in rank order in FP32 (its own from x), rounds once to T, adds the
 //      residual in FP32 and rounds once to T (the new residual);
 //   3. sums the squares of its values per thread and per warp exactly as gpu::block_reduce's first
-//      phase does, and after a cluster barrier adds all 512 / 32 warp sums of the row in warp order
-//      from the cluster's shared memory, as block_reduce's second phase does;
-//   4. after a second cluster barrier (the sums were read), writes the new residual and the output.
+//      phase does, stores its warp sums into the shared memory of every block of the cluster, and
+//      after one cluster barrier adds all 512 / 32 warp sums of the row in warp order from its own
+//      shared memory, as block_reduce's second phase does;
+//   4. writes the new residual and the output.
+// The residual, the weight and x are loaded before the exchange (their latency hides behind the
+// packets'), and every peer's packet loads of a vector are issued before any is checked
+// (dda::detail::ll_reduce_vec). Measured on one H200 with 8 emulated ranks: docs/performance.md.
 // So the bits equal the unfused path (dda::allreduce, then add_rmsnorm) and the other fused
 // kernels, on every rank. Steps: 1. Traffic per rank, S = tokens * hidden * sizeof(T): reads
 // S (x) + 2(N-1)S (packets) + S (residual), writes 2S (packets) + S (residual) + S_out; LL payload
@@ -77,37 +81,45 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool rmsnorm_cluster_fits(const core::signal
 #if RCCLX_BACKEND_CUDA
 namespace detail {
 struct cluster_rmsnorm_tag;
-template <int BlockWarps>
+// Every block's warp sums and failure flags of a row, pushed into every block of the cluster
+// (slot `part`, in part order), two rows deep: a block writes row m + 2's sums into a mate only
+// after the cluster barrier of row m + 1, which the mate reaches after it has read row m's.
+template <int ClusterBlocks, int BlockWarps>
 struct cluster_row_sum {
-  float warp_sums[BlockWarps];
-  int failed;
-  float total;
-  int any_failed;
+  float warp_sums[2][ClusterBlocks * BlockWarps];
+  int failed[2][ClusterBlocks];
 };
 
 // The row's sum over the cluster in gpu::block_reduce's order (see the file comment), and whether
-// any block of the cluster failed. Every thread of every block of the cluster calls it.
+// any block of the cluster failed. Every thread of every block of the cluster calls it, once per
+// row (m: the row's index in this group, for the slot parity), after a gpu::cluster_arrive_relaxed
+// at the start of the kernel (the first row waits there: no mate's shared memory is written before
+// the mate has started). One cluster barrier per row: each warp
+// stores its sum into every mate's shared memory before it, every thread adds the sums from its
+// own block's shared memory after it (no remote load, no block barrier, nothing to wait for
+// before the block exits).
 template <int ClusterBlocks, int BlockWarps>
-RCCLX_DEVICE RCCLX_FORCEINLINE float cluster_row_total(float partial, bool failed, bool& any_failed) {
-  auto& tmp = gpu::block_shared<cluster_row_sum<BlockWarps>, cluster_rmsnorm_tag>();
-  const float w = gpu::warp_sum_as_block_reduce(partial);
-  if (threadIdx.x % 32 == 0) tmp.warp_sums[threadIdx.x / 32] = w;
-  if (threadIdx.x == 0) tmp.failed = failed ? 1 : 0;
-  gpu::cluster_sync();
-  if (threadIdx.x == 0) {
-    float total = 0.0f;
-    int bad = 0;
-    for (int b = 0; b < ClusterBlocks; ++b) {
-      const cluster_row_sum<BlockWarps>* m = gpu::cluster_map_shared(&tmp, static_cast<unsigned>(b));
-      bad |= m->failed;
-      for (int i = 0; i < BlockWarps; ++i) total = (b == 0 && i == 0) ? m->warp_sums[0] : total + m->warp_sums[i];
-    }
-    tmp.total = total;
-    tmp.any_failed = bad;
+RCCLX_DEVICE RCCLX_FORCEINLINE float cluster_row_total(float partial, bool failed, int part, std::size_t m,
+                                                       bool& any_failed) {
+  auto& tmp = gpu::block_shared<cluster_row_sum<ClusterBlocks, BlockWarps>, cluster_rmsnorm_tag>();
+  const int par = static_cast<int>(m & 1u);
+  const float w = __shfl_sync(0xffffffffu, gpu::warp_sum_as_block_reduce(partial), 0);  // lane 0's, in every lane
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  if (m == 0) gpu::cluster_wait();  // every mate has started (the kernel arrived first thing)
+  if (lane < ClusterBlocks) {  // lane b stores into block b: one remote store per lane
+    auto* mate = gpu::cluster_map_shared(&tmp, static_cast<unsigned>(lane));
+    mate->warp_sums[par][part * BlockWarps + warp] = w;
+    if (warp == 0) mate->failed[par][part] = failed ? 1 : 0;
   }
-  gpu::cluster_sync();  // the mates' sums were read; this block's total is visible to its threads
-  any_failed = tmp.any_failed != 0;
-  return tmp.total;
+  gpu::cluster_sync();  // every block's stores are visible in every block
+  float total = tmp.warp_sums[par][0];
+#  pragma unroll
+  for (int i = 1; i < ClusterBlocks * BlockWarps; ++i) total += tmp.warp_sums[par][i];
+  int bad = 0;
+#  pragma unroll
+  for (int b = 0; b < ClusterBlocks; ++b) bad |= tmp.failed[par][b];
+  any_failed = bad != 0;
+  return total;
 }
 }  // namespace detail
 
@@ -115,6 +127,8 @@ RCCLX_DEVICE RCCLX_FORCEINLINE float cluster_row_total(float partial, bool faile
 // 512 / ClusterBlocks threads each; blocks per rank = ClusterBlocks * groups, every rank the same
 // grid; VecsPerThread * 512 >= hidden / (16 / sizeof(T)); the rows must fit the LL regions
 // (rmsnorm_cluster_fits). Returns false if a peer never arrived (recorded in t.signals).
+// Everything that does not depend on the peers (x, the residual, the weight, the FP8 scale) is
+// loaded before the exchange, so those latencies hide behind the packets'.
 template <int VecsPerThread, int ClusterBlocks, class T, class Out, int MaxRanks>
 RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxRanks>& t, const rmsnorm_args<T, Out>& a,
                                                   int block, int num_blocks) {
@@ -123,12 +137,30 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
   constexpr int block_threads = logical / ClusterBlocks;
   constexpr int e = gpu::elems_per_vec16<T>;
   using traits = core::value_traits<T>;
+  gpu::cluster_arrive_relaxed();  // this block has started (waited for before the first remote store)
   const gpu::block_group g;
   const core::signal_pads<MaxRanks>& s = t.signals;
   const std::size_t hidden = a.hidden, vecs = hidden / e;
   const int part = block % ClusterBlocks, group = block / ClusterBlocks, groups = num_blocks / ClusterBlocks;
   const std::size_t lt = static_cast<std::size_t>(part * block_threads) + threadIdx.x;  // logical thread
   const std::size_t ng = static_cast<std::size_t>(groups);
+  const auto held = [&](int k) { return static_cast<std::size_t>(k) * logical + lt; };  // vector index
+  // 0. The weight, the scale and the first row's x and residual, before the exchange.
+  gpu::vec16 xv[VecsPerThread], rv[VecsPerThread], wv[VecsPerThread];
+  const auto load_row = [&](std::size_t i) {
+#  pragma unroll
+    for (int k = 0; k < VecsPerThread; ++k)
+      if (held(k) < vecs) {
+        xv[k] = gpu::load16(a.input + i * hidden + held(k) * e);
+        rv[k] = gpu::load16(a.residual + i * hidden + held(k) * e);
+      }
+  };
+#  pragma unroll
+  for (int k = 0; k < VecsPerThread; ++k)
+    if (held(k) < vecs && a.weight) wv[k] = gpu::load16(a.weight + held(k) * e);
+  float inv_scale = 1.0f;
+  if constexpr (rmsnorm_args<T, Out>::fp8_output) inv_scale = 1.0f / *a.scale;
+  if (static_cast<std::size_t>(group) < a.tokens) load_row(static_cast<std::size_t>(group));
   const std::uint32_t flag = core::ll_begin(g, s, block);
   unsigned char* own = s.ll_region(s.rank, flag, block);
   // 1. This block's vectors of its group's rows: vector k of thread tid in the group's m-th row is
@@ -138,10 +170,9 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
   };
   for (std::size_t i = static_cast<std::size_t>(group), m = 0; i < a.tokens; i += ng, ++m)
 #  pragma unroll
-    for (int k = 0; k < VecsPerThread; ++k) {
-      const std::size_t vi = static_cast<std::size_t>(k) * logical + lt;
-      if (vi < vecs) core::ll_write(own, packet(m, k), gpu::load16(a.input + i * hidden + vi * e), flag);
-    }
+    for (int k = 0; k < VecsPerThread; ++k)
+      if (held(k) < vecs)
+        core::ll_write(own, packet(m, k), m == 0 ? xv[k] : gpu::load16(a.input + i * hidden + held(k) * e), flag);
   const core::ll_halves<MaxRanks> h(s, flag, block);
   const rms_norm<T, logical> norm{a.weight, a.eps, hidden, nullptr};
   const residual_add<T> add{a.residual, nullptr, hidden};  // rounds; the store comes after the row sum
@@ -149,42 +180,49 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
   const auto out = detail::make_output_stage(a, a.output);
   bool failed = false;
   for (std::size_t i = static_cast<std::size_t>(group), m = 0; i < a.tokens; i += ng, ++m) {
-    // 2. Every rank's packets of each vector this thread holds, summed in rank order in FP32.
-    //    (Issuing every vector's loads before any wait measured no faster and took the registers
-    //    of two more resident clusters per SM.)
+    if (m > 0) load_row(i);
+    // 2. Every rank's packets of each vector this thread holds, summed in rank order in FP32, one
+    //    vector after another (every vector's packets in flight at once took the registers of
+    //    resident clusters and measured no faster).
     float v[VecsPerThread][e];
     float partial = 0.0f;
 #  pragma unroll
     for (int k = 0; k < VecsPerThread; ++k) {
-      const std::size_t vi = static_cast<std::size_t>(k) * logical + lt;
       for (float& x : v[k]) x = 0.0f;
-      if (vi < vecs && !failed) {
+      if (held(k) < vecs && !failed) {
         gpu::vec16 r;
-        const position p{i, vi * e};
-        failed = !dda::detail::ll_reduce_vec<core::op_sum, T>(s, h, packet(m, k),
-                                                             gpu::load16(a.input + i * hidden + vi * e), flag, block, r);
+        const position p{i, held(k) * e};
+        failed = !dda::detail::ll_reduce_vec<core::op_sum, T>(s, h, packet(m, k), xv[k], flag, block, r);
         if (!failed) {
-          traits::unpack(r, v[k]);  // the AllReduce result, rounded once to T
-          add(p, v[k]);              // the new residual, rounded once to T
+          float res[e];
+          traits::unpack(r, v[k]);   // the AllReduce result, rounded once to T
+          traits::unpack(rv[k], res);
+          add.add_loaded(p, res, v[k]);  // the new residual, rounded once to T
           partial += norm.row_partial(p, v[k]);
         }
       }
     }
     failed = g.sync_or(failed);  // block-uniform before the cluster hears of it
     bool any_failed = false;
-    const float total = detail::cluster_row_total<ClusterBlocks, block_threads / 32>(partial, failed, any_failed);
+    const float total =
+        detail::cluster_row_total<ClusterBlocks, block_threads / 32>(partial, failed, part, m, any_failed);
     failed = failed || any_failed;  // every block of the cluster now agrees
     if (failed) continue;           // nothing of this row is written; later rows are skipped too
 #  pragma unroll
     for (int k = 0; k < VecsPerThread; ++k) {
-      const std::size_t vi = static_cast<std::size_t>(k) * logical + lt;
-      if (vi >= vecs) continue;
-      const position p{i, vi * e};
+      if (held(k) >= vecs) continue;
+      const position p{i, held(k) * e};
+      float w[e];
+      if (a.weight) traits::unpack(wv[k], w);
+      else
+        for (float& x : w) x = 1.0f;
       keep(p, v[k]);
-      norm(p, v[k], total);
-      out(p, v[k]);
+      norm.apply_loaded(v[k], total, w);
+      if constexpr (rmsnorm_args<T, Out>::fp8_output) out.store_scaled(p, v[k], inv_scale);
+      else out(p, v[k]);
     }
   }
+  if (static_cast<std::size_t>(group) >= a.tokens) gpu::cluster_wait();  // no row: the arrive's wait
   return !g.sync_or(failed);
 }
 

@@ -97,11 +97,18 @@ struct residual_add {
 
   template <int E>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position& p, float (&v)[E]) const {
-    const std::size_t off = p.row * ld + p.col;
     float r[E];
-    detail::load_elems<T>(residual + off, r);
-    for (int i = 0; i < E; ++i) r[i] = v[i] + r[i];
-    detail::store_elems<T>(updated ? updated + off : nullptr, r, v);
+    detail::load_elems<T>(residual + p.row * ld + p.col, r);
+    add_loaded(p, r, v);
+  }
+
+  // The same with the residual's E values already loaded (r: residual[row * ld + col ...], widened):
+  // for kernels that load them before the reduction they follow. Same bits as operator().
+  template <int E>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void add_loaded(const position& p, const float (&r)[E], float (&v)[E]) const {
+    float s[E];
+    for (int i = 0; i < E; ++i) s[i] = v[i] + r[i];
+    detail::store_elems<T>(updated ? updated + p.row * ld + p.col : nullptr, s, v);
   }
 };
 
@@ -148,13 +155,20 @@ struct rms_norm {
 
   template <int E>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position& p, float (&v)[E], float row_total) const {
-    const float inv_rms = 1.0f / sqrtf(row_total / static_cast<float>(cols) + eps);
     float w[E];
     if (weight) {
       detail::load_elems<T>(weight + p.col, w);
     } else {
       for (int i = 0; i < E; ++i) w[i] = 1.0f;
     }
+    apply_loaded(v, row_total, w);
+  }
+
+  // The same with the weight's E values already loaded (w: weight[col ...] widened, or 1.0f each
+  // without a weight): for kernels that load them before the row sum. Same bits as operator().
+  template <int E>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void apply_loaded(float (&v)[E], float row_total, const float (&w)[E]) const {
+    const float inv_rms = 1.0f / sqrtf(row_total / static_cast<float>(cols) + eps);
     for (int i = 0; i < E; ++i) v[i] = v[i] * inv_rms * w[i];
   }
 };
@@ -172,7 +186,12 @@ struct fp8_out {
 
   template <int E>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position& p, float (&v)[E]) const {
-    const float inv = 1.0f / *scale;
+    store_scaled(p, v, 1.0f / *scale);
+  }
+
+  // The same with 1 / *scale already computed (a kernel that loads the scale early). Same bits.
+  template <int E>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_scaled(const position& p, const float (&v)[E], float inv) const {
     float q[E];
     for (int i = 0; i < E; ++i) q[i] = v[i] * inv;
     fp8::encode_packed<Format, Mode>(q).store(out + p.row * ld + p.col);

@@ -57,6 +57,28 @@ RCCLX_DEVICE RCCLX_FORCEINLINE void cluster_sync() {
 #  endif
 }
 
+// cluster_sync in two halves, for work between them: every thread calls cluster_arrive, later
+// cluster_wait (which returns once every thread of the cluster has arrived), and never arrives
+// twice without a wait between. The arrive is relaxed: it orders no memory, it only says "this
+// block is running". Its use: a block must not touch a mate's shared memory before the mate has
+// started; arrive first thing, wait just before the first remote access, and the wait is paid
+// behind the work in between.
+RCCLX_DEVICE RCCLX_FORCEINLINE void cluster_arrive_relaxed() {
+#  if RCCLX_DETAIL_CLUSTERS
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#  else
+  __trap();
+#  endif
+}
+
+RCCLX_DEVICE RCCLX_FORCEINLINE void cluster_wait() {
+#  if RCCLX_DETAIL_CLUSTERS
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+#  else
+  __trap();
+#  endif
+}
+
 // This block's index in its cluster.
 RCCLX_DEVICE RCCLX_FORCEINLINE unsigned cluster_block_rank() {
 #  if RCCLX_DETAIL_CLUSTERS

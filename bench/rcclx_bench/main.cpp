@@ -399,12 +399,12 @@ struct exchange_probe {
     namespace core = rcclx::core;
     const core::signal_pads<MaxR>& s = tables[ix.rank].signals;
     const std::uint32_t flag = core::ll_begin(g, s, ix.block);
-    if (g.thread_rank() == 0) core::ll_write(s.ll_region(s.rank, flag, ix.block), 0, rcclx::gpu::vec16{}, flag);
+    if (g.thread_rank() == 0) core::ll_write(s.ll_region(s.rank, flag, ix.block), 0, rcclx::gpu::vec16{}, flag, s.ll_block_bytes);
     const core::ll_halves<MaxR> h(s, flag, ix.block);
     bool failed = false;
     for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
       rcclx::gpu::vec16 v;
-      if (!core::ll_try_read(h.pick(p), 0, flag, v)) failed = !core::ll_wait_from(s, h.pick(p), p, 0, flag, ix.block, v);
+      if (!core::ll_try_read(h.pick(p), 0, flag, v, h.split)) failed = !core::ll_wait_from(s, h.pick(p), p, 0, flag, ix.block, v);
     }
     (void)g.sync_or(failed);
   }

@@ -73,7 +73,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool ll_reduce_vec(const core::signal_pads<M
     core::ll_packet q[batch] = {};
     for (int j = 0; j < batch; ++j) {
       const int p = p0 + j;
-      if (p < h.n && p != h.rank) core::ll_load(h.p[p], vi, q[j]);
+      if (p < h.n && p != h.rank) core::ll_load(h.p[p], vi, q[j], h.split);
     }
     std::uint32_t pending = 0;  // peers of the batch whose packet has not landed yet
     for (int j = 0; j < batch; ++j) {
@@ -171,7 +171,7 @@ RCCLX_HOST_DEVICE bool flat_allreduce_ll(const Group& g, const core::peer_table<
     const std::uint32_t flag = core::ll_begin(g, s, block);
     bool failed = false;
     if (full || part) {
-      core::ll_write(s.ll_region(s.rank, flag, block), static_cast<std::size_t>(tid), mine, flag);
+      core::ll_write(s.ll_region(s.rank, flag, block), static_cast<std::size_t>(tid), mine, flag, s.ll_block_bytes);
       const core::ll_halves<MaxRanks> h(s, flag, block);
       gpu::vec16 r;
       failed = !detail::ll_reduce_vec<ReduceOp, T>(s, h, static_cast<std::size_t>(tid), mine, flag, block, r);
@@ -190,9 +190,9 @@ RCCLX_HOST_DEVICE bool flat_allreduce_ll(const Group& g, const core::peer_table<
   detail::for_each_owned<1>(
       l, tid, all,
       [&](const auto& vi, const auto& ok) {
-        if (ok[0]) core::ll_write(own, local(vi[0]), detail::load_vec(input + vi[0] * e, in_aligned), flag);
+        if (ok[0]) core::ll_write(own, local(vi[0]), detail::load_vec(input + vi[0] * e, in_aligned), flag, s.ll_block_bytes);
       },
-      [&](std::size_t pv) { core::ll_write(own, local(pv), detail::load_partial(input, pv, l.partial_elems()), flag); });
+      [&](std::size_t pv) { core::ll_write(own, local(pv), detail::load_partial(input, pv, l.partial_elems()), flag, s.ll_block_bytes); });
   // 2. Reduce them from every rank's packets as they arrive.
   const core::ll_halves<MaxRanks> h(s, flag, block);
   bool failed = false;

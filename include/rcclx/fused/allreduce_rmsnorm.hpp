@@ -91,7 +91,7 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll_block(const Group& g, const core::pe
   // Row i is the block's (i / num_blocks)-th: its packets start at (i / num_blocks) * vecs.
   for (std::size_t i = static_cast<std::size_t>(block); i < a.tokens; i += nb)
     for (std::size_t vi = tid; vi < vecs; vi += gs)
-      core::ll_write(own, i / nb * vecs + vi, gpu::load16(a.input + i * hidden + vi * e), flag);
+      core::ll_write(own, i / nb * vecs + vi, gpu::load16(a.input + i * hidden + vi * e), flag, s.ll_block_bytes);
   const core::ll_halves<MaxRanks> h(s, flag, block);
   const auto epi = detail::make_rmsnorm_epilogue<T, Out, BlockThreads>(a, a.residual, a.output);
   bool failed = false;
@@ -167,7 +167,7 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll2_block(const Group& g, const core::p
   // 1. This block's rows of x, whole (every owner reads its slice of them).
   for (std::size_t i = static_cast<std::size_t>(block), k = 0; i < a.tokens; i += nb, ++k)
     for (std::size_t vi = tid; vi < vecs; vi += gs)
-      core::ll_write(own, k * row_packets + vi, gpu::load16(a.input + i * hidden + vi * e), flag);
+      core::ll_write(own, k * row_packets + vi, gpu::load16(a.input + i * hidden + vi * e), flag, s.ll_block_bytes);
   const core::ll_halves<MaxRanks> h(s, flag, block);
   bool failed = false;
   // 2. This rank's slice of those rows: summed over the ranks, plus the residual, published.
@@ -182,7 +182,7 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll2_block(const Group& g, const core::p
       traits::unpack(sum, v);  // the AllReduce result, rounded once to T
       traits::unpack(gpu::load16(a.residual + off), r);
       for (int j = 0; j < e; ++j) r[j] = v[j] + r[j];
-      core::ll_write(own, k * row_packets + vecs + (vi - lo), traits::pack(r), flag);
+      core::ll_write(own, k * row_packets + vecs + (vi - lo), traits::pack(r), flag, s.ll_block_bytes);
     }
   }
   if (g.sync_or(failed)) return false;
@@ -209,7 +209,7 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll2_block(const Group& g, const core::p
       if (vi >= vecs) continue;
       int c;
       const std::size_t idx = packet_of(vi, c);
-      landed[q] = core::ll_try_read(h.pick(c), idx, flag, got[q]);
+      landed[q] = core::ll_try_read(h.pick(c), idx, flag, got[q], h.split);
     }
 #if RCCLX_DEVICE_COMPILE
 #  pragma unroll
@@ -388,14 +388,18 @@ template <class T, class Out, int MaxRanks>
 inline bool try_launch_rmsnorm_cluster(const core::peer_table<T, MaxRanks>& t, const rmsnorm_args<T, Out>& a,
                                        gpu::stream_t stream) {
 #if RCCLX_BACKEND_CUDA
-  constexpr int bt = default_rmsnorm_launch_config().threads, cb = rmsnorm_cluster_blocks;
+  constexpr int bt = default_rmsnorm_launch_config().threads;
   bool launched = false;
   with_vecs_per_thread<T>(vecs_per_thread<T>(a.hidden, bt), [&](auto vpt_tag) {
-    constexpr auto kernel = allreduce_rmsnorm_cluster_kernel<decltype(vpt_tag)::value, cb, T, Out, MaxRanks>;
-    const int groups = rmsnorm_cluster_plan<kernel, T>(t.signals, a.tokens, a.hidden, 1);
-    if (groups == 0) return;
-    gpu::launch_clusters(kernel, groups * cb, bt / cb, cb, stream, t, a);
-    launched = true;
+    with_rmsnorm_cluster_blocks([&](auto cb_tag) {
+      constexpr int cb = decltype(cb_tag)::value;
+      if (launched) return;
+      constexpr auto kernel = allreduce_rmsnorm_cluster_kernel<decltype(vpt_tag)::value, cb, T, Out, MaxRanks>;
+      const int groups = rmsnorm_cluster_plan<kernel, cb, T>(t.signals, a.tokens, a.hidden, 1);
+      if (groups == 0) return;
+      gpu::launch_clusters(kernel, groups * cb, bt / cb, cb, stream, t, a);
+      launched = true;
+    });
   });
   return launched;
 #else

@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <type_traits>
 
 #include "../core/ll.hpp"
 #include "../core/ops.hpp"
@@ -48,9 +49,20 @@
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
 
-// Blocks per cluster of the launchers' cluster kernel: 4 blocks of 128 threads per row. (8 blocks of
-// 64 threads measured no faster for 8192-element bf16 rows on one H200.)
+// Blocks per cluster of the launchers' cluster kernel: 4 blocks of 128 threads per row, or where
+// not every row's cluster of 4 can be resident, 2 blocks of 256 (fewer, larger blocks: more rows
+// resident when registers bound them). (8 blocks of 64 threads measured no faster for 8192-element
+// bf16 rows on one H200.)
 inline constexpr int rmsnorm_cluster_blocks = 4;
+
+namespace detail {
+// Calls f(std::integral_constant<int, cb>) for the cluster sizes the launchers try, in order.
+template <class F>
+inline void with_rmsnorm_cluster_blocks(F&& f) {
+  f(std::integral_constant<int, rmsnorm_cluster_blocks>{});
+  f(std::integral_constant<int, 2>{});
+}
+}  // namespace detail
 
 // Row groups (clusters per rank) the launchers give `tokens` rows: one row each, so `tokens`, if
 // that many fit the pads' `ll_blocks` LL regions and `max_groups` (e.g. the clusters that can be
@@ -172,7 +184,8 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
 #  pragma unroll
     for (int k = 0; k < VecsPerThread; ++k)
       if (held(k) < vecs)
-        core::ll_write(own, packet(m, k), m == 0 ? xv[k] : gpu::load16(a.input + i * hidden + held(k) * e), flag);
+        core::ll_write(own, packet(m, k), m == 0 ? xv[k] : gpu::load16(a.input + i * hidden + held(k) * e), flag,
+                       s.ll_block_bytes);
   const core::ll_halves<MaxRanks> h(s, flag, block);
   const rms_norm<T, logical> norm{a.weight, a.eps, hidden, nullptr};
   const residual_add<T> add{a.residual, nullptr, hidden};  // rounds; the store comes after the row sum
@@ -252,11 +265,11 @@ inline bool rmsnorm_cluster_enabled() {
 // not apply (turned off, no clusters, or the call does not fit). The decision of both launchers
 // (fused::allreduce_rmsnorm and the emulated one). The occupancy query is made once per kernel
 // and device, not on every call.
-template <auto Kernel, class T, int MaxRanks>
+template <auto Kernel, int ClusterBlocks, class T, int MaxRanks>
 inline int rmsnorm_cluster_plan(const core::signal_pads<MaxRanks>& s, std::size_t tokens, std::size_t hidden,
                                 int ranks_per_gpu) {
   if (!rmsnorm_cluster_enabled() || !gpu::clusters_available()) return 0;
-  constexpr int cb = rmsnorm_cluster_blocks, max_devices = 64;
+  constexpr int cb = ClusterBlocks, max_devices = 64;
   static std::atomic<int> resident[max_devices] = {};  // 0: not asked yet (a kernel that runs has >= 1)
   int d = 0;
   gpu::check(cudaGetDevice(&d), "cudaGetDevice");
@@ -265,8 +278,8 @@ inline int rmsnorm_cluster_plan(const core::signal_pads<MaxRanks>& s, std::size_
     clusters = gpu::max_active_clusters(Kernel, default_rmsnorm_launch_config().threads / cb, cb);
     if (d < max_devices) resident[d].store(clusters, std::memory_order_relaxed);
   }
-  const int groups = rmsnorm_cluster_groups(tokens, s.ll_blocks, clusters / ranks_per_gpu);
-  return rmsnorm_cluster_fits<T>(s, tokens, hidden, groups) ? groups : 0;
+  const int groups = rmsnorm_cluster_groups(tokens, s.ll_blocks, clusters / ranks_per_gpu, cb);
+  return rmsnorm_cluster_fits<T>(s, tokens, hidden, groups, cb) ? groups : 0;
 }
 #endif
 }  // namespace detail

@@ -71,16 +71,19 @@ inline int try_launch_emulated_cluster(const emulated_world<MaxRanks>& world, co
   const core::peer_table<T, MaxRanks> t0 = world.template table<T>(0);
   int used = 0;
   fused::detail::with_vecs_per_thread<T>(fused::detail::vecs_per_thread<T>(args[0].hidden, fused_threads), [&](auto vpt) {
-    constexpr int cb = fused::rmsnorm_cluster_blocks;
-    constexpr auto kernel = emulated_allreduce_rmsnorm_cluster<decltype(vpt)::value, cb, T, Out, MaxRanks>;
-    const int groups = fused::detail::rmsnorm_cluster_plan<kernel, T>(t0.signals, args[0].tokens, args[0].hidden, n);
-    if (groups == 0) return;
-    emulated_cluster_params<T, Out, MaxRanks> p{};
-    p.tables = world.template device_tables<T>();
-    for (int r = 0; r < n; ++r) p.args[r] = args[r];
-    p.blocks_per_rank = groups * cb;
-    gpu::launch_clusters(kernel, n * p.blocks_per_rank, fused_threads / cb, cb, stream, p);
-    used = p.blocks_per_rank;
+    fused::detail::with_rmsnorm_cluster_blocks([&](auto cb_tag) {
+      constexpr int cb = decltype(cb_tag)::value;
+      if (used) return;
+      constexpr auto kernel = emulated_allreduce_rmsnorm_cluster<decltype(vpt)::value, cb, T, Out, MaxRanks>;
+      const int groups = fused::detail::rmsnorm_cluster_plan<kernel, cb, T>(t0.signals, args[0].tokens, args[0].hidden, n);
+      if (groups == 0) return;
+      emulated_cluster_params<T, Out, MaxRanks> p{};
+      p.tables = world.template device_tables<T>();
+      for (int r = 0; r < n; ++r) p.args[r] = args[r];
+      p.blocks_per_rank = groups * cb;
+      gpu::launch_clusters(kernel, n * p.blocks_per_rank, fused_threads / cb, cb, stream, p);
+      used = p.blocks_per_rank;
+    });
   });
   return used;
 #else

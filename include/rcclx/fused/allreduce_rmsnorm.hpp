@@ -391,13 +391,14 @@ inline bool try_launch_rmsnorm_cluster(const core::peer_table<T, MaxRanks>& t, c
   constexpr int bt = default_rmsnorm_launch_config().threads;
   bool launched = false;
   with_vecs_per_thread<T>(vecs_per_thread<T>(a.hidden, bt), [&](auto vpt_tag) {
-    with_rmsnorm_cluster_blocks([&](auto cb_tag) {
-      constexpr int cb = decltype(cb_tag)::value;
+    constexpr int vpt = decltype(vpt_tag)::value;
+    with_rmsnorm_cluster_shapes<vpt>([&](auto cb_tag, auto split_tag) {
+      constexpr int cb = decltype(cb_tag)::value, split = decltype(split_tag)::value;
       if (launched) return;
-      constexpr auto kernel = allreduce_rmsnorm_cluster_kernel<decltype(vpt_tag)::value, cb, T, Out, MaxRanks>;
-      const int groups = rmsnorm_cluster_plan<kernel, cb, T>(t.signals, a.tokens, a.hidden, 1);
+      constexpr auto kernel = allreduce_rmsnorm_cluster_kernel<vpt, cb, split, T, Out, MaxRanks>;
+      const int groups = rmsnorm_cluster_plan<kernel, cb, split, T>(t.signals, a.tokens, a.hidden, 1);
       if (groups == 0) return;
-      gpu::launch_clusters(kernel, groups * cb, bt / cb, cb, stream, t, a);
+      gpu::launch_clusters(kernel, groups * cb, bt * split / cb, cb, stream, t, a);
       launched = true;
     });
   });

@@ -7,25 +7,29 @@
 //   rcclx::fused::allreduce_rmsnorm_cluster_block<vpt, 4>(table, args, blockIdx.x, gridDim.x);
 //   // or let fused::allreduce_rmsnorm pick it (flat, CUDA sm_90+, rows that fit the LL regions)
 //
-// Layout. Block b of a rank is part j = b % ClusterBlocks of row group q = b / ClusterBlocks; group
-// q handles rows q, q + groups, ... Block j holds the vectors that threads [j * B, (j + 1) * B) of
-// add_rmsnorm's 512-thread block hold (B = 512 / ClusterBlocks): vector k * 512 + j * B + tid of
-// the row. Per row, each block
+// Layout. Block b of a rank is block c = b % ClusterBlocks of the cluster of row group
+// q = b / ClusterBlocks; group q handles rows q, q + groups, ... With KSplit = 1, block c holds the
+// vectors that threads [c * B, (c + 1) * B) of add_rmsnorm's 512-thread block hold (B = 512 /
+// ClusterBlocks): vector k * 512 + c * B + tid of the row, k < VecsPerThread. With KSplit = 2 the
+// cluster is two slices of ClusterBlocks / 2 blocks (B = 1024 / ClusterBlocks) and slice s holds
+// the k in [s * VecsPerThread / 2, (s + 1) * VecsPerThread / 2). Per row, each block
 //   1. publishes its vectors of x as LL packets in its LL region (core/ll.hpp);
 //   2. sums every rank's packets in rank order in FP32 (its own from x), rounds once to T, adds the
 //      residual in FP32 and rounds once to T (the new residual);
 //   3. sums the squares of its values per thread and per warp exactly as gpu::block_reduce's first
-//      phase does, stores its warp sums into the shared memory of every block of the cluster, and
-//      after one cluster barrier adds all 512 / 32 warp sums of the row in warp order from its own
-//      shared memory, as block_reduce's second phase does;
+//      phase does (KSplit = 2: slice 0 first hands each thread's sum to the slice-1 thread of the
+//      same logical thread, across a cluster barrier), stores its warp sums into the shared memory
+//      of every block of the cluster, and after one cluster barrier adds all 512 / 32 warp sums of
+//      the row in warp order from its own shared memory, as block_reduce's second phase does;
 //   4. writes the new residual and the output.
-// The residual, the weight and x are loaded before the exchange (their latency hides behind the
-// packets'), and every peer's packet loads of a vector are issued before any is checked
-// (dda::detail::ll_reduce_vec). Measured on one H200 with 8 emulated ranks: docs/performance.md.
 // So the bits equal the unfused path (dda::allreduce, then add_rmsnorm) and the other fused
-// kernels, on every rank. Steps: 1. Traffic per rank, S = tokens * hidden * sizeof(T): reads
+// kernels, on every rank. The residual, the weight and x are loaded before the exchange (their
+// latency hides behind the packets'), and every peer's packet loads of a vector are issued before
+// any is checked (dda::detail::ll_reduce_vec). Measured on one H200 with 8 emulated ranks:
+// docs/performance.md. Steps: 1. Traffic per rank, S = tokens * hidden * sizeof(T): reads
 // S (x) + 2(N-1)S (packets) + S (residual), writes 2S (packets) + S (residual) + S_out; LL payload
-// per block: rows per group * VecsPerThread * (512 / ClusterBlocks) * 16 bytes. No symmetric buffer, no tile slots.
+// per block: rows per group * VecsPerThread * (512 / ClusterBlocks) * 16 bytes (either KSplit). No
+// symmetric buffer, no tile slots.
 // A wait that expires (a peer that never arrived) is recorded (barrier_kind::ll) and every block of
 // the cluster then skips its stores for that row and the rest: the row's residual stays as it was.
 #pragma once
@@ -51,16 +55,21 @@ namespace fused {
 
 // Blocks per cluster of the launchers' cluster kernel: 4 blocks of 128 threads per row, or where
 // not every row's cluster of 4 can be resident, 2 blocks of 256 (fewer, larger blocks: more rows
-// resident when registers bound them). (8 blocks of 64 threads measured no faster for 8192-element
-// bf16 rows on one H200.)
+// resident when registers bound them); rows of two vectors per thread first try 8 blocks of 128
+// threads holding one vector each (with_rmsnorm_cluster_shapes). (8 blocks of 64 threads holding
+// two each measured no faster for 8192-element bf16 rows on one H200.)
 inline constexpr int rmsnorm_cluster_blocks = 4;
 
 namespace detail {
-// Calls f(std::integral_constant<int, cb>) for the cluster sizes the launchers try, in order.
-template <class F>
-inline void with_rmsnorm_cluster_blocks(F&& f) {
-  f(std::integral_constant<int, rmsnorm_cluster_blocks>{});
-  f(std::integral_constant<int, 2>{});
+// Calls f(cluster blocks, KSplit) (std::integral_constant<int, ...> each) for the cluster shapes the
+// launchers try for rows of VecsPerThread vectors per logical thread, in order: two vectors per
+// thread first as 8 blocks of 128 threads holding one each (KSplit 2), then 4 x 128, then 2 x 256.
+template <int VecsPerThread, class F>
+inline void with_rmsnorm_cluster_shapes(F&& f) {
+  using std::integral_constant;
+  if constexpr (VecsPerThread == 2) f(integral_constant<int, 2 * rmsnorm_cluster_blocks>{}, integral_constant<int, 2>{});
+  f(integral_constant<int, rmsnorm_cluster_blocks>{}, integral_constant<int, 1>{});
+  f(integral_constant<int, 2>{}, integral_constant<int, 1>{});
 }
 }  // namespace detail
 
@@ -93,40 +102,53 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool rmsnorm_cluster_fits(const core::signal
 #if RCCLX_BACKEND_CUDA
 namespace detail {
 struct cluster_rmsnorm_tag;
-// Every block's warp sums and failure flags of a row, pushed into every block of the cluster
-// (slot `part`, in part order), two rows deep: a block writes row m + 2's sums into a mate only
-// after the cluster barrier of row m + 1, which the mate reaches after it has read row m's.
-template <int ClusterBlocks, int BlockWarps>
+// A row's exchange of partial sums: the slice-0 threads' partials handed to the slice-1 threads
+// (KSplit = 2), the warp sums and failure flags of every block, pushed into every block of the
+// cluster, two rows deep (a block writes row m + 2's values into a mate only after the cluster
+// barrier of row m + 1, which the mate reaches after it has read row m's).
+template <int ClusterBlocks, int KSplit, int BlockThreads>
 struct cluster_row_sum {
-  float warp_sums[2][ClusterBlocks * BlockWarps];
+  static constexpr int parts = ClusterBlocks / KSplit, warps = BlockThreads / 32;
+  float warp_sums[2][parts * warps];
   int failed[2][ClusterBlocks];
+  float carry[2][KSplit > 1 ? BlockThreads : 1];
 };
 
 // The row's sum over the cluster in gpu::block_reduce's order (see the file comment), and whether
 // any block of the cluster failed. Every thread of every block of the cluster calls it, once per
 // row (m: the row's index in this group, for the slot parity), after a gpu::cluster_arrive_relaxed
 // at the start of the kernel (the first row waits there: no mate's shared memory is written before
-// the mate has started). One cluster barrier per row: each warp
-// stores its sum into every mate's shared memory before it, every thread adds the sums from its
-// own block's shared memory after it (no remote load, no block barrier, nothing to wait for
-// before the block exits).
-template <int ClusterBlocks, int BlockWarps>
-RCCLX_DEVICE RCCLX_FORCEINLINE float cluster_row_total(float partial, bool failed, int part, std::size_t m,
+// the mate has started). Each warp stores its sum into every mate's shared memory before a cluster
+// barrier, every thread adds the sums from its own block's shared memory after it (no remote load,
+// no block barrier, nothing to wait for before the block exits). KSplit = 2: the slice-0 threads
+// first hand their partials to the slice-1 threads holding the same logical threads (a second
+// barrier), whose sums make the warps' (add_rmsnorm's thread adds its vectors' sums in k order).
+template <int ClusterBlocks, int KSplit, int BlockThreads>
+RCCLX_DEVICE RCCLX_FORCEINLINE float cluster_row_total(float partial, bool failed, int part, int slice, std::size_t m,
                                                        bool& any_failed) {
-  auto& tmp = gpu::block_shared<cluster_row_sum<ClusterBlocks, BlockWarps>, cluster_rmsnorm_tag>();
+  using sums = cluster_row_sum<ClusterBlocks, KSplit, BlockThreads>;
+  static_assert(KSplit == 1 || KSplit == 2, "cluster_row_total: KSplit 1 or 2");
+  auto& tmp = gpu::block_shared<sums, cluster_rmsnorm_tag>();
   const int par = static_cast<int>(m & 1u);
-  const float w = __shfl_sync(0xffffffffu, gpu::warp_sum_as_block_reduce(partial), 0);  // lane 0's, in every lane
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int me = slice * sums::parts + part;  // this block's rank in the cluster
   if (m == 0) gpu::cluster_wait();  // every mate has started (the kernel arrived first thing)
-  if (lane < ClusterBlocks) {  // lane b stores into block b: one remote store per lane
-    auto* mate = gpu::cluster_map_shared(&tmp, static_cast<unsigned>(lane));
-    mate->warp_sums[par][part * BlockWarps + warp] = w;
-    if (warp == 0) mate->failed[par][part] = failed ? 1 : 0;
+  if (lane < ClusterBlocks && warp == 0)
+    gpu::cluster_map_shared(&tmp, static_cast<unsigned>(lane))->failed[par][me] = failed ? 1 : 0;
+  if constexpr (KSplit == 2) {
+    if (slice == 0) gpu::cluster_map_shared(&tmp, static_cast<unsigned>(me + sums::parts))->carry[par][threadIdx.x] = partial;
+    gpu::cluster_sync();  // the carries have landed
+    if (slice == 1) partial = tmp.carry[par][threadIdx.x] + partial;
+  }
+  if (slice == KSplit - 1) {
+    const float w = __shfl_sync(0xffffffffu, gpu::warp_sum_as_block_reduce(partial), 0);  // lane 0's, in every lane
+    if (lane < ClusterBlocks)  // lane b stores into block b: one remote store per lane
+      gpu::cluster_map_shared(&tmp, static_cast<unsigned>(lane))->warp_sums[par][part * sums::warps + warp] = w;
   }
   gpu::cluster_sync();  // every block's stores are visible in every block
   float total = tmp.warp_sums[par][0];
 #  pragma unroll
-  for (int i = 1; i < ClusterBlocks * BlockWarps; ++i) total += tmp.warp_sums[par][i];
+  for (int i = 1; i < sums::parts * sums::warps; ++i) total += tmp.warp_sums[par][i];
   int bad = 0;
 #  pragma unroll
   for (int b = 0; b < ClusterBlocks; ++b) bad |= tmp.failed[par][b];
@@ -136,39 +158,48 @@ RCCLX_DEVICE RCCLX_FORCEINLINE float cluster_row_total(float partial, bool faile
 }  // namespace detail
 
 // One block of one rank, launched in clusters of ClusterBlocks consecutive blocks with
-// 512 / ClusterBlocks threads each; blocks per rank = ClusterBlocks * groups, every rank the same
-// grid; VecsPerThread * 512 >= hidden / (16 / sizeof(T)); the rows must fit the LL regions
+// 512 * KSplit / ClusterBlocks threads each; blocks per rank = ClusterBlocks * groups, every rank
+// the same grid; VecsPerThread * 512 >= hidden / (16 / sizeof(T)); the rows must fit the LL regions
 // (rmsnorm_cluster_fits). Returns false if a peer never arrived (recorded in t.signals).
+// KSplit = 2 (VecsPerThread even): each physical thread holds half of a logical thread's vectors
+// (slice 0 the first half, in blocks [0, ClusterBlocks / 2), slice 1 the rest), so a row's packets
+// are waited for in half as many rounds per thread, for one more cluster barrier.
 // Everything that does not depend on the peers (x, the residual, the weight, the FP8 scale) is
 // loaded before the exchange, so those latencies hide behind the packets'.
-template <int VecsPerThread, int ClusterBlocks, class T, class Out, int MaxRanks>
+template <int VecsPerThread, int ClusterBlocks, int KSplit = 1, class T, class Out, int MaxRanks>
 RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxRanks>& t, const rmsnorm_args<T, Out>& a,
                                                   int block, int num_blocks) {
   constexpr int logical = default_rmsnorm_launch_config().threads;  // add_rmsnorm's block
-  static_assert(logical % (32 * ClusterBlocks) == 0, "allreduce_rmsnorm_cluster_block: whole warps per block");
-  constexpr int block_threads = logical / ClusterBlocks;
+  static_assert(VecsPerThread % KSplit == 0 && ClusterBlocks % KSplit == 0,
+                "allreduce_rmsnorm_cluster_block: KSplit divides VecsPerThread and ClusterBlocks");
+  constexpr int parts = ClusterBlocks / KSplit;  // blocks per slice
+  static_assert(logical % (32 * parts) == 0, "allreduce_rmsnorm_cluster_block: whole warps per block");
+  constexpr int block_threads = logical / parts, held_vecs = VecsPerThread / KSplit;
   constexpr int e = gpu::elems_per_vec16<T>;
   using traits = core::value_traits<T>;
   gpu::cluster_arrive_relaxed();  // this block has started (waited for before the first remote store)
   const gpu::block_group g;
   const core::signal_pads<MaxRanks>& s = t.signals;
   const std::size_t hidden = a.hidden, vecs = hidden / e;
-  const int part = block % ClusterBlocks, group = block / ClusterBlocks, groups = num_blocks / ClusterBlocks;
+  const int in_cluster = block % ClusterBlocks, group = block / ClusterBlocks, groups = num_blocks / ClusterBlocks;
+  const int slice = in_cluster / parts, part = in_cluster % parts;
   const std::size_t lt = static_cast<std::size_t>(part * block_threads) + threadIdx.x;  // logical thread
   const std::size_t ng = static_cast<std::size_t>(groups);
-  const auto held = [&](int k) { return static_cast<std::size_t>(k) * logical + lt; };  // vector index
+  const auto held = [&](int k) {  // the vector index of this thread's k-th vector
+    return static_cast<std::size_t>(slice * held_vecs + k) * logical + lt;
+  };
   // 0. The weight, the scale and the first row's x and residual, before the exchange.
-  gpu::vec16 xv[VecsPerThread], rv[VecsPerThread], wv[VecsPerThread];
+  gpu::vec16 xv[held_vecs], rv[held_vecs], wv[held_vecs];
   const auto load_row = [&](std::size_t i) {
 #  pragma unroll
-    for (int k = 0; k < VecsPerThread; ++k)
+    for (int k = 0; k < held_vecs; ++k)
       if (held(k) < vecs) {
         xv[k] = gpu::load16(a.input + i * hidden + held(k) * e);
         rv[k] = gpu::load16(a.residual + i * hidden + held(k) * e);
       }
   };
 #  pragma unroll
-  for (int k = 0; k < VecsPerThread; ++k)
+  for (int k = 0; k < held_vecs; ++k)
     if (held(k) < vecs && a.weight) wv[k] = gpu::load16(a.weight + held(k) * e);
   float inv_scale = 1.0f;
   if constexpr (rmsnorm_args<T, Out>::fp8_output) inv_scale = 1.0f / *a.scale;
@@ -176,13 +207,13 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
   const std::uint32_t flag = core::ll_begin(g, s, block);
   unsigned char* own = s.ll_region(s.rank, flag, block);
   // 1. This block's vectors of its group's rows: vector k of thread tid in the group's m-th row is
-  //    packet (m * VecsPerThread + k) * block_threads + tid.
+  //    packet (m * held_vecs + k) * block_threads + tid.
   const auto packet = [&](std::size_t m, int k) {
-    return (m * VecsPerThread + static_cast<std::size_t>(k)) * block_threads + threadIdx.x;
+    return (m * held_vecs + static_cast<std::size_t>(k)) * block_threads + threadIdx.x;
   };
   for (std::size_t i = static_cast<std::size_t>(group), m = 0; i < a.tokens; i += ng, ++m)
 #  pragma unroll
-    for (int k = 0; k < VecsPerThread; ++k)
+    for (int k = 0; k < held_vecs; ++k)
       if (held(k) < vecs)
         core::ll_write(own, packet(m, k), m == 0 ? xv[k] : gpu::load16(a.input + i * hidden + held(k) * e), flag,
                        s.ll_block_bytes);
@@ -197,10 +228,10 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
     // 2. Every rank's packets of each vector this thread holds, summed in rank order in FP32, one
     //    vector after another (every vector's packets in flight at once took the registers of
     //    resident clusters and measured no faster).
-    float v[VecsPerThread][e];
+    float v[held_vecs][e];
     float partial = 0.0f;
 #  pragma unroll
-    for (int k = 0; k < VecsPerThread; ++k) {
+    for (int k = 0; k < held_vecs; ++k) {
       for (float& x : v[k]) x = 0.0f;
       if (held(k) < vecs && !failed) {
         gpu::vec16 r;
@@ -218,11 +249,11 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
     failed = g.sync_or(failed);  // block-uniform before the cluster hears of it
     bool any_failed = false;
     const float total =
-        detail::cluster_row_total<ClusterBlocks, block_threads / 32>(partial, failed, part, m, any_failed);
+        detail::cluster_row_total<ClusterBlocks, KSplit, block_threads>(partial, failed, part, slice, m, any_failed);
     failed = failed || any_failed;  // every block of the cluster now agrees
     if (failed) continue;           // nothing of this row is written; later rows are skipped too
 #  pragma unroll
-    for (int k = 0; k < VecsPerThread; ++k) {
+    for (int k = 0; k < held_vecs; ++k) {
       if (held(k) >= vecs) continue;
       const position p{i, held(k) * e};
       float w[e];
@@ -240,11 +271,11 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
 }
 
 namespace detail {
-template <int VPT, int ClusterBlocks, class T, class Out, int MaxRanks>
-RCCLX_GLOBAL void __launch_bounds__(default_rmsnorm_launch_config().threads / ClusterBlocks)
+template <int VPT, int ClusterBlocks, int KSplit, class T, class Out, int MaxRanks>
+RCCLX_GLOBAL void __launch_bounds__(default_rmsnorm_launch_config().threads * KSplit / ClusterBlocks)
     allreduce_rmsnorm_cluster_kernel(core::peer_table<T, MaxRanks> t, rmsnorm_args<T, Out> a) {
-  (void)allreduce_rmsnorm_cluster_block<VPT, ClusterBlocks>(t, a, static_cast<int>(blockIdx.x),
-                                                            static_cast<int>(gridDim.x));
+  (void)allreduce_rmsnorm_cluster_block<VPT, ClusterBlocks, KSplit>(t, a, static_cast<int>(blockIdx.x),
+                                                                    static_cast<int>(gridDim.x));
 }
 }  // namespace detail
 #endif  // RCCLX_BACKEND_CUDA
@@ -265,7 +296,7 @@ inline bool rmsnorm_cluster_enabled() {
 // not apply (turned off, no clusters, or the call does not fit). The decision of both launchers
 // (fused::allreduce_rmsnorm and the emulated one). The occupancy query is made once per kernel
 // and device, not on every call.
-template <auto Kernel, int ClusterBlocks, class T, int MaxRanks>
+template <auto Kernel, int ClusterBlocks, int KSplit, class T, int MaxRanks>
 inline int rmsnorm_cluster_plan(const core::signal_pads<MaxRanks>& s, std::size_t tokens, std::size_t hidden,
                                 int ranks_per_gpu) {
   if (!rmsnorm_cluster_enabled() || !gpu::clusters_available()) return 0;
@@ -275,7 +306,7 @@ inline int rmsnorm_cluster_plan(const core::signal_pads<MaxRanks>& s, std::size_
   gpu::check(cudaGetDevice(&d), "cudaGetDevice");
   int clusters = d < max_devices ? resident[d].load(std::memory_order_relaxed) : 0;
   if (clusters == 0) {
-    clusters = gpu::max_active_clusters(Kernel, default_rmsnorm_launch_config().threads / cb, cb);
+    clusters = gpu::max_active_clusters(Kernel, default_rmsnorm_launch_config().threads * KSplit / cb, cb);
     if (d < max_devices) resident[d].store(clusters, std::memory_order_relaxed);
   }
   const int groups = rmsnorm_cluster_groups(tokens, s.ll_blocks, clusters / ranks_per_gpu, cb);

@@ -52,11 +52,11 @@ struct emulated_cluster_params {
   fused::rmsnorm_args<T, Out> args[MaxRanks];
   int blocks_per_rank;
 };
-template <int VPT, int ClusterBlocks, class T, class Out, int MaxRanks>
-RCCLX_GLOBAL void __launch_bounds__(fused_threads / ClusterBlocks)
+template <int VPT, int ClusterBlocks, int KSplit, class T, class Out, int MaxRanks>
+RCCLX_GLOBAL void __launch_bounds__(fused_threads * KSplit / ClusterBlocks)
     emulated_allreduce_rmsnorm_cluster(emulated_cluster_params<T, Out, MaxRanks> p) {
   const int rank = static_cast<int>(blockIdx.x) / p.blocks_per_rank;
-  (void)fused::allreduce_rmsnorm_cluster_block<VPT, ClusterBlocks>(
+  (void)fused::allreduce_rmsnorm_cluster_block<VPT, ClusterBlocks, KSplit>(
       p.tables[rank], p.args[rank], static_cast<int>(blockIdx.x) % p.blocks_per_rank, p.blocks_per_rank);
 }
 #endif
@@ -70,18 +70,20 @@ inline int try_launch_emulated_cluster(const emulated_world<MaxRanks>& world, co
   const int n = world.num_ranks();
   const core::peer_table<T, MaxRanks> t0 = world.template table<T>(0);
   int used = 0;
-  fused::detail::with_vecs_per_thread<T>(fused::detail::vecs_per_thread<T>(args[0].hidden, fused_threads), [&](auto vpt) {
-    fused::detail::with_rmsnorm_cluster_blocks([&](auto cb_tag) {
-      constexpr int cb = decltype(cb_tag)::value;
+  fused::detail::with_vecs_per_thread<T>(fused::detail::vecs_per_thread<T>(args[0].hidden, fused_threads), [&](auto vpt_tag) {
+    constexpr int vpt = decltype(vpt_tag)::value;
+    fused::detail::with_rmsnorm_cluster_shapes<vpt>([&](auto cb_tag, auto split_tag) {
+      constexpr int cb = decltype(cb_tag)::value, split = decltype(split_tag)::value;
       if (used) return;
-      constexpr auto kernel = emulated_allreduce_rmsnorm_cluster<decltype(vpt)::value, cb, T, Out, MaxRanks>;
-      const int groups = fused::detail::rmsnorm_cluster_plan<kernel, cb, T>(t0.signals, args[0].tokens, args[0].hidden, n);
+      constexpr auto kernel = emulated_allreduce_rmsnorm_cluster<vpt, cb, split, T, Out, MaxRanks>;
+      const int groups =
+          fused::detail::rmsnorm_cluster_plan<kernel, cb, split, T>(t0.signals, args[0].tokens, args[0].hidden, n);
       if (groups == 0) return;
       emulated_cluster_params<T, Out, MaxRanks> p{};
       p.tables = world.template device_tables<T>();
       for (int r = 0; r < n; ++r) p.args[r] = args[r];
       p.blocks_per_rank = groups * cb;
-      gpu::launch_clusters(kernel, n * p.blocks_per_rank, fused_threads / cb, cb, stream, p);
+      gpu::launch_clusters(kernel, n * p.blocks_per_rank, fused_threads * split / cb, cb, stream, p);
       used = p.blocks_per_rank;
     });
   });

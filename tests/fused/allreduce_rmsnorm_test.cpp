@@ -346,11 +346,13 @@ void cluster_against_tile(int n, std::size_t tokens, std::size_t hidden) {
   const int used = rt::detail::launch_allreduce_rmsnorm<T, T, max_r>(w.world, a.data(), w.slots, algorithm::flat);
   rcclx::gpu::device_synchronize();
   w.world.throw_if_error();
-  // One cluster per row: of 8 blocks (two vectors per logical thread, one per block thread), 4, or
-  // 2 where clusters of 4 cannot all be resident.
-  const int per_row = used / static_cast<int>(tokens);
-  REQUIRE(used == per_row * static_cast<int>(tokens));
-  REQUIRE((per_row == 2 * fz::rmsnorm_cluster_blocks || per_row == fz::rmsnorm_cluster_blocks || per_row == 2));
+  // One cluster per row (or per two rows where one per row cannot all be resident): of 8 blocks
+  // (two vectors per logical thread, one per block thread), 4, or 2.
+  bool cluster_shape = false;
+  for (const int cb : {2 * fz::rmsnorm_cluster_blocks, fz::rmsnorm_cluster_blocks, 2})
+    for (int rows = 1; rows <= fz::rmsnorm_cluster_max_rows<1>; ++rows)
+      cluster_shape = cluster_shape || used == static_cast<int>((tokens + rows - 1) / rows) * cb;
+  REQUIRE(cluster_shape);
   const results cluster = download(w, tokens * hidden);
   check<T, void>(cluster, p, reference_of<T, void>(p));
   setenv("RCCLX_RMSNORM_CLUSTER", "0", 1);
@@ -366,13 +368,15 @@ TEST_CASE("fused allreduce_rmsnorm: the cluster kernel equals the tile-flag flat
     return;
   }
   // Shapes whose clusters are all resident at once on an H200 with 8 emulated ranks: 8 rows x 8 ranks
-  // in clusters of 4, 16 rows x 8 ranks at hidden 4096 only in clusters of 2 x 256 threads; hidden
-  // 8192 (two vectors per logical thread) in clusters of 8 x 128 threads, one vector each.
+  // in clusters of 4, 16 rows x 8 ranks at hidden 4096 only in clusters of 2 x 256 threads, 31 rows
+  // with two per cluster; hidden 8192 (two vectors per logical thread) in clusters of 8 x 128
+  // threads, one vector each.
   for (const int n : {2, 5, 8})
     for (const std::size_t tokens : {1, 3})
       for (const std::size_t hidden : {1032, 4096, 8192}) cluster_against_tile<rcclx::bf16>(n, tokens, hidden);
   cluster_against_tile<rcclx::bf16>(8, 8, 4096);
   cluster_against_tile<rcclx::bf16>(8, 16, 4096);
+  cluster_against_tile<rcclx::bf16>(8, 31, 4096);  // two rows per cluster (one cluster has one)
   cluster_against_tile<float>(8, 2, 4104);
 }
 

@@ -392,15 +392,16 @@ inline bool try_launch_rmsnorm_cluster(const core::peer_table<T, MaxRanks>& t, c
   bool launched = false;
   with_vecs_per_thread<T>(vecs_per_thread<T>(a.hidden, bt), [&](auto vpt_tag) {
     constexpr int vpt = decltype(vpt_tag)::value;
-    with_rmsnorm_cluster_shapes<vpt>([&](auto cb_tag, auto split_tag) {
-      constexpr int cb = decltype(cb_tag)::value, split = decltype(split_tag)::value;
-      if (launched) return;
-      constexpr auto kernel = allreduce_rmsnorm_cluster_kernel<vpt, cb, split, T, Out, MaxRanks>;
-      const int groups = rmsnorm_cluster_plan<kernel, cb, split, T>(t.signals, a.tokens, a.hidden, 1);
-      if (groups == 0) return;
-      gpu::launch_clusters(kernel, groups * cb, bt * split / cb, cb, stream, t, a);
-      launched = true;
-    });
+    for (int rows = 1; rows <= rmsnorm_cluster_max_rows<vpt> && !launched; ++rows)
+      with_rmsnorm_cluster_shapes<vpt>([&](auto cb_tag, auto split_tag) {
+        constexpr int cb = decltype(cb_tag)::value, split = decltype(split_tag)::value;
+        if (launched) return;
+        constexpr auto kernel = allreduce_rmsnorm_cluster_kernel<vpt, cb, split, T, Out, MaxRanks>;
+        const int groups = rmsnorm_cluster_plan<kernel, cb, split, T>(t.signals, a.tokens, a.hidden, 1, rows);
+        if (groups == 0) return;
+        gpu::launch_clusters(kernel, groups * cb, bt * split / cb, cb, stream, t, a);
+        launched = true;
+      });
   });
   return launched;
 #else

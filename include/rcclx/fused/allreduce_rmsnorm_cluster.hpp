@@ -73,15 +73,25 @@ inline void with_rmsnorm_cluster_shapes(F&& f) {
 }
 }  // namespace detail
 
-// Row groups (clusters per rank) the launchers give `tokens` rows: one row each, so `tokens`, if
-// that many fit the pads' `ll_blocks` LL regions and `max_groups` (e.g. the clusters that can be
-// resident at once per rank); 0 otherwise. (Several rows per cluster run one after another, each
-// paying the exchange: measured 1.4-2.5x slower than the tile-flag kernel on one H200.)
+// Rows per cluster the launchers allow for rows of VecsPerThread vectors per logical thread: one,
+// or for one vector per thread two where one row per cluster cannot have all its clusters resident
+// (a cluster's rows run one after another; the second row's packets have landed by then, as every
+// row is published first). On one H200 with 8 emulated ranks, two rows per cluster made 32 x 4096
+// bf16 faster than the tile-flag kernel (11.3 against 13.0 us) and 16 x 8192 slower (13.8 against
+// 11.7 us).
+template <int VecsPerThread>
+inline constexpr int rmsnorm_cluster_max_rows = VecsPerThread == 1 ? 2 : 1;
+
+// Row groups (clusters per rank) the launchers give `tokens` rows at `rows_per_group` rows each:
+// ceil(tokens / rows_per_group), if that many fit the pads' `ll_blocks` LL regions and `max_groups`
+// (e.g. the clusters that can be resident at once per rank); 0 otherwise.
 RCCLX_HOST_DEVICE constexpr int rmsnorm_cluster_groups(std::size_t tokens, std::uint32_t ll_blocks, int max_groups,
-                                                       int cluster_blocks = rmsnorm_cluster_blocks) {
-  return tokens <= ll_blocks / static_cast<std::uint32_t>(cluster_blocks) &&
-                 tokens <= static_cast<std::size_t>(max_groups > 0 ? max_groups : 0)
-             ? static_cast<int>(tokens)
+                                                       int cluster_blocks = rmsnorm_cluster_blocks,
+                                                       int rows_per_group = 1) {
+  const std::size_t g = (tokens + static_cast<std::size_t>(rows_per_group) - 1) / static_cast<std::size_t>(rows_per_group);
+  return g <= ll_blocks / static_cast<std::uint32_t>(cluster_blocks) &&
+                 g <= static_cast<std::size_t>(max_groups > 0 ? max_groups : 0)
+             ? static_cast<int>(g)
              : 0;
 }
 
@@ -289,16 +299,17 @@ inline bool rmsnorm_cluster_enabled() {
 }
 
 #if RCCLX_BACKEND_CUDA
-// Row groups (clusters per rank) for a call of the cluster kernel `Kernel` (512 / rmsnorm_cluster_blocks
-// threads per block) on pads `s`, with `ranks_per_gpu` ranks sharing the device (1 in a real job,
-// every emulated rank otherwise): one cluster per row, every cluster of every rank resident at once
-// (they wait for each other's packets), the rows within the LL regions. 0: the cluster kernel does
-// not apply (turned off, no clusters, or the call does not fit). The decision of both launchers
-// (fused::allreduce_rmsnorm and the emulated one). The occupancy query is made once per kernel
-// and device, not on every call.
+// Row groups (clusters per rank) for a call of the cluster kernel `Kernel` (clusters of
+// ClusterBlocks blocks of 512 * KSplit / ClusterBlocks threads) on pads `s`, with `ranks_per_gpu`
+// ranks sharing the device (1 in a real job, every emulated rank otherwise): `rows_per_group` rows
+// per cluster, every cluster of every rank resident at once (they wait for each other's packets),
+// the rows within the LL regions. 0: the cluster kernel does not apply (turned off, no clusters, or
+// the call does not fit). The decision of both launchers (fused::allreduce_rmsnorm and the
+// emulated one), which try one row per cluster in every shape first. The occupancy query is made
+// once per kernel and device, not on every call.
 template <auto Kernel, int ClusterBlocks, int KSplit, class T, int MaxRanks>
 inline int rmsnorm_cluster_plan(const core::signal_pads<MaxRanks>& s, std::size_t tokens, std::size_t hidden,
-                                int ranks_per_gpu) {
+                                int ranks_per_gpu, int rows_per_group = 1) {
   if (!rmsnorm_cluster_enabled() || !gpu::clusters_available()) return 0;
   constexpr int cb = ClusterBlocks, max_devices = 64;
   static std::atomic<int> resident[max_devices] = {};  // 0: not asked yet (a kernel that runs has >= 1)
@@ -309,7 +320,7 @@ inline int rmsnorm_cluster_plan(const core::signal_pads<MaxRanks>& s, std::size_
     clusters = gpu::max_active_clusters(Kernel, default_rmsnorm_launch_config().threads * KSplit / cb, cb);
     if (d < max_devices) resident[d].store(clusters, std::memory_order_relaxed);
   }
-  const int groups = rmsnorm_cluster_groups(tokens, s.ll_blocks, clusters / ranks_per_gpu, cb);
+  const int groups = rmsnorm_cluster_groups(tokens, s.ll_blocks, clusters / ranks_per_gpu, cb, rows_per_group);
   return rmsnorm_cluster_fits<T>(s, tokens, hidden, groups, cb) ? groups : 0;
 }
 #endif

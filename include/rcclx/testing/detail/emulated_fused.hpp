@@ -72,20 +72,21 @@ inline int try_launch_emulated_cluster(const emulated_world<MaxRanks>& world, co
   int used = 0;
   fused::detail::with_vecs_per_thread<T>(fused::detail::vecs_per_thread<T>(args[0].hidden, fused_threads), [&](auto vpt_tag) {
     constexpr int vpt = decltype(vpt_tag)::value;
-    fused::detail::with_rmsnorm_cluster_shapes<vpt>([&](auto cb_tag, auto split_tag) {
-      constexpr int cb = decltype(cb_tag)::value, split = decltype(split_tag)::value;
-      if (used) return;
-      constexpr auto kernel = emulated_allreduce_rmsnorm_cluster<vpt, cb, split, T, Out, MaxRanks>;
-      const int groups =
-          fused::detail::rmsnorm_cluster_plan<kernel, cb, split, T>(t0.signals, args[0].tokens, args[0].hidden, n);
-      if (groups == 0) return;
-      emulated_cluster_params<T, Out, MaxRanks> p{};
-      p.tables = world.template device_tables<T>();
-      for (int r = 0; r < n; ++r) p.args[r] = args[r];
-      p.blocks_per_rank = groups * cb;
-      gpu::launch_clusters(kernel, n * p.blocks_per_rank, fused_threads * split / cb, cb, stream, p);
-      used = p.blocks_per_rank;
-    });
+    for (int rows = 1; rows <= fused::rmsnorm_cluster_max_rows<vpt> && !used; ++rows)
+      fused::detail::with_rmsnorm_cluster_shapes<vpt>([&](auto cb_tag, auto split_tag) {
+        constexpr int cb = decltype(cb_tag)::value, split = decltype(split_tag)::value;
+        if (used) return;
+        constexpr auto kernel = emulated_allreduce_rmsnorm_cluster<vpt, cb, split, T, Out, MaxRanks>;
+        const int groups = fused::detail::rmsnorm_cluster_plan<kernel, cb, split, T>(t0.signals, args[0].tokens,
+                                                                                     args[0].hidden, n, rows);
+        if (groups == 0) return;
+        emulated_cluster_params<T, Out, MaxRanks> p{};
+        p.tables = world.template device_tables<T>();
+        for (int r = 0; r < n; ++r) p.args[r] = args[r];
+        p.blocks_per_rank = groups * cb;
+        gpu::launch_clusters(kernel, n * p.blocks_per_rank, fused_threads * split / cb, cb, stream, p);
+        used = p.blocks_per_rank;
+      });
   });
   return used;
 #else

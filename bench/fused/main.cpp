@@ -106,17 +106,20 @@ options parse(int argc, char** argv) {
     else usage("unknown argument " + a);
   }
   if (o.suite.empty()) o.suite = on_host ? "host" : "gpu";
-  if (o.suite == "gpu") {
+  // The decode rows (bf16 output, tokens <= 128): the gpu suite's first rows, and the decode suite.
+  const auto add_decode_rows = [&] {
     for (const std::size_t h : {4096, 8192})
       for (const std::size_t t : {1, 2, 4, 8, 16, 32, 64, 128}) o.shapes.push_back({t, h, false});
+  };
+  if (o.suite == "gpu") {
+    add_decode_rows();
     for (const std::size_t t : {1, 16, 128}) o.shapes.push_back({t, 8192, true});
     for (const shape s : {shape{512, 4096, false}, shape{2048, 4096, false}, shape{8192, 4096, false},
                           shape{2048, 8192, false}, shape{2048, 8192, true}})
       o.shapes.push_back(s);
     o.gemms = {{16, 4096, 4096}, {64, 4096, 4096}, {128, 4096, 4096}, {512, 4096, 4096}};
-  } else if (o.suite == "decode") {  // the decode rows of the gpu suite only (a quick A/B)
-    for (const std::size_t h : {4096, 8192})
-      for (const std::size_t t : {1, 2, 4, 8, 16, 32, 64, 128}) o.shapes.push_back({t, h, false});
+  } else if (o.suite == "decode") {  // the gpu suite's decode rows and one FP8 row only (a quick A/B)
+    add_decode_rows();
     o.shapes.push_back({1, 8192, true});
   } else if (o.suite == "host") {
     o.num_ranks = 4;

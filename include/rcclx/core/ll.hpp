@@ -84,7 +84,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void ll_write(unsigned char* half, std::size
 }
 
 // Packet `index` of an LL region as loaded: its four words, not yet checked. Loading is split from
-// checking (ll_check) so a reader of several packets issues every load before it looks at any:
+// checking (ll_landed) so a reader of several packets issues every load before it looks at any:
 // a check between two loads makes the second wait for the first one's round trip (measured on
 // an H200: 8 peers' packets read one after another cost about 4000 cycles, twice the exchange).
 struct ll_packet {

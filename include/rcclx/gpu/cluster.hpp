@@ -57,8 +57,8 @@ RCCLX_DEVICE RCCLX_FORCEINLINE void cluster_sync() {
 #  endif
 }
 
-// cluster_sync in two halves, for work between them: every thread calls cluster_arrive, later
-// cluster_wait (which returns once every thread of the cluster has arrived), and never arrives
+// cluster_sync in two halves, for work between them: every thread calls cluster_arrive_relaxed,
+// later cluster_wait (which returns once every thread of the cluster has arrived), and never arrives
 // twice without a wait between. The arrive is relaxed: it orders no memory, it only says "this
 // block is running". Its use: a block must not touch a mate's shared memory before the mate has
 // started; arrive first thing, wait just before the first remote access, and the wait is paid

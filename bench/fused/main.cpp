@@ -76,7 +76,7 @@ struct options {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "rcclx-bench-fused: %s\n"
-               "usage: rcclx-bench-fused [--suite gpu|decode|host] [--out DIR] [--emulated N] [--iters I] [--warmup W]\n"
+               "usage: rcclx-bench-fused [--suite gpu|decode|gemm|host] [--out DIR] [--emulated N] [--iters I] [--warmup W]\n"
                "                         [--calls-per-graph K] [--json FILE] [--csv FILE] [--ll-blocks N] [--ll-block-bytes B]\n",
                why.c_str());
   std::exit(2);
@@ -111,16 +111,20 @@ options parse(int argc, char** argv) {
     for (const std::size_t h : {4096, 8192})
       for (const std::size_t t : {1, 2, 4, 8, 16, 32, 64, 128}) o.shapes.push_back({t, h, false});
   };
+  // The GEMM rows (C[M x 4096] summed over the ranks, K = 4096 split over them): the gpu and gemm suites.
+  const std::vector<gemm_shape> gpu_gemms{{16, 4096, 4096}, {64, 4096, 4096}, {128, 4096, 4096}, {512, 4096, 4096}};
   if (o.suite == "gpu") {
     add_decode_rows();
     for (const std::size_t t : {1, 16, 128}) o.shapes.push_back({t, 8192, true});
     for (const shape s : {shape{512, 4096, false}, shape{2048, 4096, false}, shape{8192, 4096, false},
                           shape{2048, 8192, false}, shape{2048, 8192, true}})
       o.shapes.push_back(s);
-    o.gemms = {{16, 4096, 4096}, {64, 4096, 4096}, {128, 4096, 4096}, {512, 4096, 4096}};
+    o.gemms = gpu_gemms;
   } else if (o.suite == "decode") {  // the gpu suite's decode rows and one FP8 row only (a quick A/B)
     add_decode_rows();
     o.shapes.push_back({1, 8192, true});
+  } else if (o.suite == "gemm") {  // the gpu suite's GEMM rows only (a quick A/B)
+    o.gemms = gpu_gemms;
   } else if (o.suite == "host") {
     o.num_ranks = 4;
     o.timing = {1, 3, 4};

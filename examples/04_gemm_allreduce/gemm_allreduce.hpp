@@ -3,7 +3,8 @@
 // GEMM (64 x 64 output tiles through shared memory, a 4 x 4 register tile per thread) whose epilogue
 // writes each finished tile into the symmetric buffer and publishes it; then the tiles are reduced
 // across the ranks, flat (every rank reduces every tile) or tree (each tile's owner reduces it once,
-// the others copy the result). Walkthrough: docs/fusion.md.
+// the others copy the result), blocks with fewer GEMM tiles reducing those of the busy ones.
+// Walkthrough: docs/fusion.md.
 #pragma once
 
 #include <rcclx/fused/stages.hpp>
@@ -95,6 +96,73 @@ struct add_bias {
 // [fusion-stage]
 
 // [fusion-kernel]
+// The GEMM phase of one block: its tiles one after another; each partial product, rounded to bf16
+// as an unfused GEMM would store it, goes into this call's half of the rank's symmetric buffer
+// (row-major BM x BN; what lies outside C is left out: the reduction skips it too) and is published
+// at once, for whichever block of each rank reduces it (tile_reducer::any_block, see reduce_range).
+// A real call (RCCLX_NOINLINE), like reduce_tiles: each phase gets its own register allocation, so
+// this loop compiles as the plain GEMM's does (no spills), whatever the reduction needs; all it
+// takes is passed by value (a member function would need the kernel's parameters in memory).
+template <rcclx::algorithm Algo, int MicroPerThread, class Group>
+RCCLX_HOST_DEVICE RCCLX_NOINLINE void gemm_tiles(Group g, rcclx::testing::launch_index ix, const T* A, const T* B,
+                                                 std::size_t M, std::size_t N, std::size_t K_r,
+                                                 const rcclx::core::peer_table<T, max_ranks>* table,
+                                                 rcclx::fused::tile_slots slots) {
+  namespace fz = rcclx::fused;
+  const fz::tile_map map{M, N, BM, BN};  // tile t = (t / tiles_per_row, t % tiles_per_row)
+  const int tiles = static_cast<int>(map.num_tiles());
+  for (int tile = ix.block; tile < tiles; tile += ix.num_blocks) {
+    float acc[MicroPerThread][4][4];
+    const std::size_t tm = tile / map.tiles_per_row(), tn = tile % map.tiles_per_row();
+    gemm_tile<MicroPerThread>(g, A, B, M, N, K_r, tm, tn, acc);
+    // The AllReduce object is built after the tile's main loop (it reads two words of the pads).
+    const fz::tile_allreduce<T, max_ranks, Algo> ar(*table, slots, map.tile_elems(), tiles, fz::tile_reducer::any_block);
+    store_tile<MicroPerThread>(g, acc, ar.input(tile), BN, M - tm * BM, N - tn * BN);
+    ar.publish(g, tile);
+  }
+}
+
+// Which tiles block `b` reduces: tiles first, first + step, ... below end. Block b multiplied
+// tiles b, b + B, b + 2B, ... (B blocks). The last round (the tiles from (K - 1) B on, K =
+// ceil(tiles / B)) has R tiles, so blocks b < R multiply K tiles and the others K - 1: those finish
+// a whole tile's time earlier and reduce every tile of the earlier rounds meanwhile (L = B - R of
+// them: tiles j, j + L, ... for the j-th), while block b < R reduces only its last tile, the one
+// that ends the GEMM. When every block has as many tiles (R = B), each reduces its own.
+struct reduce_range {
+  int first, step, end;
+  RCCLX_HOST_DEVICE reduce_range(int tiles, int blocks, int b) {
+    const int rounds = (tiles + blocks - 1) / blocks, last = (rounds - 1) * blocks, r = tiles - last;
+    if (rounds <= 1 || r == blocks) first = b, step = blocks, end = tiles;  // its own tiles
+    else if (b < r) first = last + b, step = blocks, end = tiles;         // its last tile
+    else first = b - r, step = blocks - r, end = last;                    // the earlier rounds' share
+  }
+};
+
+// The reduction phase of one block (a real call too): the tiles of reduce_range, each summed over
+// the ranks, plus the bias, into C.
+template <rcclx::algorithm Algo, class Group>
+RCCLX_HOST_DEVICE RCCLX_NOINLINE void reduce_tiles(Group g, rcclx::testing::launch_index ix,
+                                                   const rcclx::core::peer_table<T, max_ranks>* table,
+                                                   rcclx::fused::tile_slots slots, std::size_t M, std::size_t N,
+                                                   const float* bias, T* C) {
+  namespace fz = rcclx::fused;
+  const fz::tile_map map{M, N, BM, BN};
+  const int tiles = static_cast<int>(map.num_tiles());
+  const fz::tile_allreduce<T, max_ranks, Algo> ar(*table, slots, map.tile_elems(), tiles, fz::tile_reducer::any_block);
+  const fz::epilogue<add_bias, fz::store<T>> epi{{bias}, {C, N}};
+  const reduce_range mine(tiles, ix.num_blocks, ix.block);
+  // Each tile: wait for every rank's flag (this rank's too: another block may have written it),
+  // then reduce, peers' loads 4 at a time (flat: every rank reduces it; tree: its owner reduces it
+  // and publishes the result, the other ranks copy that: owned tiles first).
+  bool ok = true;
+  for (int tile = mine.first; tile < mine.end && ok; tile += mine.step)
+    if (Algo == rcclx::algorithm::flat || ar.owns(tile)) ok = ar.template reduce<1, 4>(g, tile, map, epi);
+  if constexpr (Algo == rcclx::algorithm::tree)
+    for (int tile = mine.first; tile < mine.end && ok; tile += mine.step)
+      if (!ar.owns(tile)) ok = ar.template reduce<1, 4>(g, tile, map, epi);
+  ar.finish(g, ix.num_blocks);  // every block, once: the next call uses the other buffer half
+}
+
 // One block of one rank: of every emulated rank (testing::launch_emulated), or of this process's
 // rank in a real job (testing::launch_rank, as main.cpp's --procs mode does; or the body of your
 // own __global__ kernel with ix.rank = the process's rank, ix.block = blockIdx.x).
@@ -115,45 +183,14 @@ struct gemm_allreduce_kernel {
 
   template <class Group>
   RCCLX_HOST_DEVICE void operator()(const Group& g, rcclx::testing::launch_index ix) const {
-    namespace fz = rcclx::fused;
     constexpr int mpt = on_gpu ? 1 : micro_tiles;  // micro tiles per thread
-    const auto& t = *tables[ix.rank];
-    const fz::tile_map map{M, N, BM, BN};          // tile t = (t / tiles_per_row, t % tiles_per_row)
-    const int tiles = static_cast<int>(map.num_tiles());
-    // This call's half of the rank's symmetric buffer: tile t's partial product goes to
-    // inputs + t * tile_elems. Only this pointer lives through the GEMM loop; the AllReduce object
-    // is built after it, so the reduction takes no registers from the GEMM.
-    T* const inputs = fz::tile_allreduce<T, max_ranks, Algo>(t, slots, map.tile_elems(), tiles).input(0);
-    // 1. This block's GEMM tiles, one after another; each partial product, rounded to bf16 as an
-    //    unfused GEMM would store it, goes into the symmetric buffer (row-major BM x BN; what lies
-    //    outside C is left out: reduce skips it too).
-    for (int tile = ix.block; tile < tiles; tile += ix.num_blocks) {
-      float acc[mpt][4][4];
-      const std::size_t tm = tile / map.tiles_per_row(), tn = tile % map.tiles_per_row();
-      gemm_tile<mpt>(g, A[ix.rank], B[ix.rank], M, N, K_r, tm, tn, acc);
-      store_tile<mpt>(g, acc, inputs + tile * map.tile_elems(), BN, M - tm * BM, N - tn * BN);
-    }
-    // 2. The same tiles summed over the ranks, plus the bias, into C. The blocks with this index on
-    //    the other ranks computed the same tiles at the same pace, so the flags are (nearly) all up:
-    //    one wait for all of them, then the reductions back to back, peer loads 4 at a time.
-    fz::tile_allreduce<T, max_ranks, Algo> ar(t, slots, map.tile_elems(), tiles);
-    const fz::epilogue<add_bias, fz::store<T>> epi{{bias}, {C[ix.rank], N}};
-    ar.publish_strided(g, ix.block, ix.num_blocks);
-    bool ok = ar.wait_inputs_strided(g, ix.block, ix.num_blocks);  // tree: the tiles this rank owns
-    if constexpr (Algo == rcclx::algorithm::flat) {
-      for (int tile = ix.block; tile < tiles && ok; tile += ix.num_blocks) ok = ar.template reduce<1, 4>(g, tile, map, epi);
-    } else {
-      // The owned tiles first (reduced, handed to the epilogue, published), then the others, whose
-      // results their owners published meanwhile: one wait for all of them, then copies.
-      for (int tile = ix.block; tile < tiles && ok; tile += ix.num_blocks)
-        if (ar.owns(tile)) ok = ar.template reduce<1, 4>(g, tile, map, epi);
-      if (ok) ok = ar.wait_results_strided(g, ix.block, ix.num_blocks);
-      for (int tile = ix.block; tile < tiles && ok; tile += ix.num_blocks)
-        if (!ar.owns(tile)) ok = ar.template reduce<1, 4>(g, tile, map, epi);
-    }
-    ar.finish(g, ix.num_blocks);  // every block, once: the next call uses the other buffer half
+    // 1. This block's GEMM tiles, each published as soon as it is stored.
+    gemm_tiles<Algo, mpt>(g, ix, A[ix.rank], B[ix.rank], M, N, K_r, tables[ix.rank], slots);
+    // 2. The tiles summed over the ranks, plus the bias, into C.
+    reduce_tiles<Algo>(g, ix, tables[ix.rank], slots, M, N, bias, C[ix.rank]);
   }
 };
+
 using gemm_allreduce = gemm_allreduce_kernel<rcclx::algorithm::flat>;
 using gemm_allreduce_tree = gemm_allreduce_kernel<rcclx::algorithm::tree>;
 // [fusion-kernel]

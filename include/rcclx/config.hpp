@@ -60,8 +60,12 @@
 
 #if defined(_MSC_VER)
 #  define RCCLX_FORCEINLINE __forceinline
+#  define RCCLX_NOINLINE __declspec(noinline)
 #else
 #  define RCCLX_FORCEINLINE inline __attribute__((always_inline))
+// A real call: the callee's registers are allocated on their own, so a phase of a kernel (e.g. the
+// reduction after a GEMM main loop) cannot make the other spill.
+#  define RCCLX_NOINLINE __attribute__((noinline))
 #endif
 
 #if defined(__clang__) || defined(__GNUC__)

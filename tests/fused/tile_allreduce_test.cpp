@@ -1,6 +1,7 @@
 // fused::tile_allreduce, the device API, on emulated ranks: producers write tiles of a 2-D output
 // (edges sticking out), publish them (one by one, or all at once with publish_strided), and reduce
-// them all at the end or one tile behind (the GEMM pattern); an epilogue chain with a user stage, residual_add (not written back) and two stores
+// them all at the end, one tile behind, or on another block (tile_reducer::any_block, example 04's
+// GEMM); an epilogue chain with a user stage, residual_add (not written back) and two stores
 // of different types. Against float64; ranks bit-identical; flat == tree; many back-to-back
 // calls whose tile shapes change; counter wrap-around; a user row-wide stage; a missing rank.
 #include <rcclx/fused/stages.hpp>
@@ -72,28 +73,32 @@ struct tile_kernel {
   template <class G>
   RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
     const int tiles = static_cast<int>(map.num_tiles());
-    fz::tile_allreduce<T, max_r, Algo> ar(tables[ix.rank], slots, map.tile_elems(), tiles);
+    fz::tile_allreduce<T, max_r, Algo> ar(tables[ix.rank], slots, map.tile_elems(), tiles,
+                                          lag == 4 ? fz::tile_reducer::any_block : fz::tile_reducer::same_block);
     const chain_t<T> epi{{2.0f, 0.5f}, {residual, nullptr, map.cols}, {out[ix.rank], map.cols}, {out16[ix.rank], map.cols}};
     // lag 0: publish each tile, reduce all at the end; 1: reduce one tile behind; 2: write all,
     // publish_strided, reduce all; 3 (example 04's GEMM): write all, publish_strided, one
-    // wait_inputs_strided, reduce all with 2 peers' loads in flight.
+    // wait_inputs_strided, reduce all with 2 peers' loads in flight; 4: publish each tile, then
+    // reduce the tiles of the next block (any_block: the flags of this rank's tiles come from it).
     bool ok = true;
     int previous = -1;
     for (int t = ix.block; t < tiles; t += ix.num_blocks) {
       T* in = ar.input(t);
       for (std::size_t e = static_cast<std::size_t>(g.thread_rank()); e < map.tile_elems(); e += static_cast<std::size_t>(g.size()))
         in[e] = T(tile_value(ix.rank, call, static_cast<std::size_t>(t), e));
-      if (lag >= 2) continue;
+      if (lag == 2 || lag == 3) continue;
       ar.publish(g, t);
       if (lag == 1) {
         if (previous >= 0 && ok) ok = ar.template reduce<VPT>(g, previous, map, epi);
         previous = t;
       }
     }
-    if (lag >= 2) ar.publish_strided(g, ix.block, ix.num_blocks);
+    if (lag == 2 || lag == 3) ar.publish_strided(g, ix.block, ix.num_blocks);
     if (lag == 3) ok = ar.wait_inputs_strided(g, ix.block, ix.num_blocks);
     if (lag == 1 && previous >= 0 && ok) ok = ar.template reduce<VPT>(g, previous, map, epi);
-    for (int t = ix.block; t < tiles && lag != 1 && ok; t += ix.num_blocks)
+    for (int t = (ix.block + 1) % ix.num_blocks; lag == 4 && t < tiles && ok; t += ix.num_blocks)
+      ok = ar.template reduce<VPT>(g, t, map, epi);
+    for (int t = ix.block; t < tiles && lag != 1 && lag != 4 && ok; t += ix.num_blocks)
       ok = lag == 3 ? ar.template reduce<VPT, 2>(g, t, map, epi) : ar.template reduce<VPT>(g, t, map, epi);
     ar.finish(g, ix.num_blocks);
   }
@@ -236,7 +241,7 @@ TEMPLATE_TEST_CASE("fused tile_allreduce: flat and tree, all at once and one til
   tile_world<T> w(n, max_tile_elems * max_tiles, max_tiles, 64 * 64);
   std::uint32_t call = 1;
   for (const auto& map : maps()) {
-    for (const int lag : {0, 1, 2, 3}) {
+    for (const int lag : {0, 1, 2, 3, 4}) {
       for (const int blocks : on_host ? std::vector<int>{1, 3} : std::vector<int>{1, 7}) {
         CAPTURE(n, map.rows, map.cols, map.tile_rows, map.tile_cols, lag, blocks);
         const tile_out flat = run_tiles<T, algorithm::flat, 1>(w, map, call, lag, blocks);
@@ -263,7 +268,7 @@ TEST_CASE("fused tile_allreduce: back-to-back calls with changing tile shapes", 
   for (int c = 0; c < calls; ++c) {
     const auto& map = ms[g() % ms.size()];
     const bool tree = g() % 2;
-    const int lag = static_cast<int>(g() % 4), blocks = 1 + static_cast<int>(g() % (on_host ? 3 : 8));
+    const int lag = static_cast<int>(g() % 5), blocks = 1 + static_cast<int>(g() % (on_host ? 3 : 8));
     CAPTURE(c, map.rows, map.cols, tree, lag, blocks);
     // The call number is in every value: a stale tile from any earlier call is a wrong result.
     const auto o = tree ? run_tiles<T, algorithm::tree, 1>(w, map, c, lag, blocks)
@@ -281,7 +286,8 @@ TEST_CASE("fused tile_allreduce: counters wrap around 2^32", "[fused]") {
   for (std::uint32_t c = 0; c < 10; ++c) {
     CAPTURE(c);
     const auto& map = ms[c % ms.size()];
-    const auto o = c % 2 ? run_tiles<T, algorithm::tree, 1>(w, map, c, 1, 2) : run_tiles<T, algorithm::flat, 1>(w, map, c, 0, 2);
+    const auto o = c % 2 ? run_tiles<T, algorithm::tree, 1>(w, map, c, c % 4 == 1 ? 1 : 4, 2)
+                         : run_tiles<T, algorithm::flat, 1>(w, map, c, c % 4 == 0 ? 0 : 4, 2);
     check_tiles(w, map, c, o);
   }
 }

@@ -27,11 +27,13 @@
 // Protocol. Flags live in the peer table's signal pads, in the slot range `slots` (one slot per
 // tile plus a control slot): keep it apart from the blocks that barrier-based collectives (dda) use
 // on the same pads. Slot s of rank r has, like a barrier block, an inbox word per sender (written
-// only by that sender, store-release at system scope) and a counter per peer (touched only by r):
-// publishing tile t to peer p advances counter[t][p] to e and stores e into p's inbox[t][r]; a wait
-// for p is a bounded load-acquire spin until inbox[t][p] reaches counter[t][p]. Counters live on the
-// device and only grow (modulo 2^32), so the protocol is graph-replay-safe and needs no reset;
-// waits expire after the pads' timeout and record an error (barrier_kind::tile, block = the tile).
+// only by that sender, store-release at system scope). Every flag of a call carries the call's
+// epoch, e = the rank's call counter (control slot) + 1, the same on every rank (every rank makes
+// every call): publishing tile t to peer p stores e into p's inbox[t][r]; a wait for p is a bounded
+// load-acquire spin until inbox[t][p] reaches e. The epoch names the call, not the block, so any
+// block of a rank can wait for a tile (tile_reducer::any_block). Epochs live on the device and only
+// grow (modulo 2^32), so the protocol is graph-replay-safe and needs no reset; waits expire after
+// the pads' timeout and record an error (barrier_kind::tile, block = the tile).
 // Buffers: each call uses one half of every symmetric buffer, alternating from call to call (the
 // control slot holds a per-rank call counter, advanced by the last block to reach finish()). The tile
 // flags of call k+1 prove the peers finished call k (each peer publishes them after its call k
@@ -40,10 +42,12 @@
 //
 // Rules: every rank runs every call with the same num_tiles and tile_elems; every block constructs
 // the object and calls finish() once (with the grid's block count); within a call, one block per
-// rank handles tile t for everything (input, publish, reduce), and it is the same block index on
-// every rank; every rank reduces every tile (flat) or calls reduce on every tile (tree); all blocks
-// of all ranks are resident at once (blocks wait for blocks of other ranks). One call per kernel:
-// the call counter advances when the kernel's blocks finish.
+// rank writes and publishes tile t, and (tile_reducer::same_block, the default) the same block
+// reduces it; with tile_reducer::any_block any one block of the rank may reduce it (publish then
+// raises the tile's flag for this rank's own blocks too, and the waits include it); every rank
+// reduces every tile (flat) or calls reduce on every tile (tree); all blocks of all ranks are
+// resident at once (blocks wait for blocks of other ranks). One call per kernel: the call counter
+// advances when the kernel's blocks finish.
 #pragma once
 
 #include <cstddef>
@@ -83,6 +87,12 @@ RCCLX_HOST_DEVICE constexpr std::size_t round16(std::size_t b) { return (b + 15)
 inline constexpr std::size_t default_results = ~std::size_t{0};
 inline constexpr int all_peers = RCCLX_DETAIL_DDA_PEER_BATCH;  // reduce's default PeersInFlight
 }  // namespace detail
+
+// Which block of a rank reduces a tile (the same on every rank and every block of a call).
+// same_block: the block that wrote and published it. any_block: any one block of the rank, e.g. a
+// GEMM whose blocks with fewer tiles reduce the tiles of blocks that are still multiplying; each
+// publish also stores a flag for this rank's own blocks (one more store per tile).
+enum class tile_reducer { same_block, any_block };
 
 template <class T, int MaxRanks = max_ranks, algorithm Algo = algorithm::flat, class ReduceOp = core::op_sum>
 class tile_allreduce {
@@ -139,9 +149,11 @@ class tile_allreduce {
   // This rank's view `t` (kept by reference: it must outlive the object, e.g. a kernel argument or
   // a table in device memory). Reads the call counter: construct once per block per call.
   RCCLX_HOST_DEVICE tile_allreduce(const core::peer_table<T, MaxRanks>& t, tile_slots slots, std::size_t tile_elems,
-                                   int num_tiles)
-      : t_(&t), slots_(slots), tile_elems_(tile_elems), num_tiles_(num_tiles) {
+                                   int num_tiles, tile_reducer reducer = tile_reducer::same_block)
+      : t_(&t), slots_(slots), tile_elems_(tile_elems), num_tiles_(num_tiles),
+        any_block_(reducer == tile_reducer::any_block) {
     const std::uint32_t call = *t.signals.counter_slot(slots.first, 0);
+    epoch_ = call + 1u;
     arrived_before_ = *t.signals.inbox_slot(t.rank(), slots.first, 0);
     base_ = (call & 1u) ? half_bytes(t.capacity_bytes) : 0;
     results_ = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
@@ -175,11 +187,10 @@ class tile_allreduce {
   }
 
   // Group-collective, after the whole group wrote input(tile): raises the tile's flag for the
-  // ranks that read it (flat: all; tree: the owner).
+  // ranks that read it (flat: all; tree: the owner), this one included under any_block.
   template <class Group>
   RCCLX_HOST_DEVICE void publish(const Group& g, int tile) const {
     g.sync();  // the group's writes of the tile happen before the release below
-    // Thread p serves peer p here and in the waits, so the counter it advances is its own.
     for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(tile, p);
   }
 
@@ -192,7 +203,6 @@ class tile_allreduce {
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
     g.sync();
     for (int i = g.thread_rank(); i < count * n; i += g.size()) announce(first + (i / n) * step, i % n);
-    g.sync();  // the waits read counters other threads advanced here
   }
 
   // Group-collective: waits until every rank published `tile` (flat, or tree on the owner).
@@ -203,9 +213,8 @@ class tile_allreduce {
     const int slot = slot_of(tile);
     bool failed = false;
     for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
-      if (p == s.rank) continue;
-      failed = !core::detail::wait_flag(s, s.inbox_slot(s.rank, slot, p), *s.counter_slot(slot, p), tile, p,
-                                        core::barrier_kind::tile);
+      if (p == s.rank && !any_block_) continue;
+      failed = !wait_tile(s.inbox_slot(s.rank, slot, p), tile, p);
     }
     return !g.sync_or(failed);
   }
@@ -220,12 +229,10 @@ class tile_allreduce {
     const int n = s.num_ranks;
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
     bool failed = false;
-    g.sync();  // the counters may have been advanced by other threads of the group (publish)
     for (int i = g.thread_rank(); i < count * n && !failed; i += g.size()) {
       const int tile = first + (i / n) * step, p = i % n, slot = slot_of(tile);
-      if (p == s.rank || owner(tile) != s.rank) continue;
-      failed = !core::detail::wait_flag(s, s.inbox_slot(s.rank, slot, p), *s.counter_slot(slot, p), tile, p,
-                                        core::barrier_kind::tile);
+      if ((p == s.rank && !any_block_) || owner(tile) != s.rank) continue;
+      failed = !wait_tile(s.inbox_slot(s.rank, slot, p), tile, p);
     }
     return !g.sync_or(failed);
   }
@@ -239,7 +246,7 @@ class tile_allreduce {
     g.sync();
     for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
       if (p == s.rank) continue;
-      gpu::store_release_system(s.inbox_slot(p, slot, s.rank), *s.counter_slot(slot, p));
+      gpu::store_release_system(s.inbox_slot(p, slot, s.rank), epoch_);
     }
   }
 
@@ -252,8 +259,7 @@ class tile_allreduce {
     if (o != s.rank) {
       for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
         if (p != o) continue;
-        failed = !core::detail::wait_flag(s, s.inbox_slot(s.rank, slot, o), *s.counter_slot(slot, o), tile, o,
-                                          core::barrier_kind::tile);
+        failed = !wait_tile(s.inbox_slot(s.rank, slot, o), tile, o);
       }
     }
     return !g.sync_or(failed);
@@ -267,12 +273,10 @@ class tile_allreduce {
     const core::signal_pads<MaxRanks>& s = t_->signals;
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
     bool failed = false;
-    g.sync();  // the counters may have been advanced by other threads of the group (publish)
     for (int i = g.thread_rank(); i < count && !failed; i += g.size()) {
       const int tile = first + i * step, o = owner(tile), slot = slot_of(tile);
       if (o == s.rank) continue;
-      failed = !core::detail::wait_flag(s, s.inbox_slot(s.rank, slot, o), *s.counter_slot(slot, o), tile, o,
-                                        core::barrier_kind::tile);
+      failed = !wait_tile(s.inbox_slot(s.rank, slot, o), tile, o);
     }
     return !g.sync_or(failed);
   }
@@ -349,20 +353,20 @@ class tile_allreduce {
   }
 
  private:
-  // The flag of `tile` for peer p: advance counter[tile][p] and store it into p's inbox, when p
-  // reads the tile (flat: every peer; tree: the owner). The owner of a tree tile advances every
-  // counter without storing: it waits for them.
+  // Waits until *flag reaches this call's epoch (the wait of `tile` for rank `peer`): bounded, and
+  // recorded as barrier_kind::tile on expiry.
+  RCCLX_HOST_DEVICE bool wait_tile(const std::uint32_t* flag, int tile, int peer) const {
+    return core::detail::wait_flag(t_->signals, flag, epoch_, tile, peer, core::barrier_kind::tile);
+  }
+
+  // The flag of `tile` for rank p: this call's epoch into p's inbox, when p reads the tile (flat:
+  // every rank; tree: the owner), and when p is this rank only under any_block (otherwise the
+  // reducing block is the one that wrote the tile).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void announce(int tile, int p) const {
     const core::signal_pads<MaxRanks>& s = t_->signals;
-    const int slot = slot_of(tile), r = s.rank;
-    if (p == r) return;
-    const int o = owner(tile);
-    if (Algo == algorithm::flat || p == o || r == o) {
-      std::uint32_t* c = s.counter_slot(slot, p);
-      const std::uint32_t e = *c + 1u;
-      *c = e;
-      if (Algo == algorithm::flat || p == o) gpu::store_release_system(s.inbox_slot(p, slot, r), e);
-    }
+    const int r = s.rank;
+    if (p == r && !any_block_) return;
+    if (Algo == algorithm::flat || p == owner(tile)) gpu::store_release_system(s.inbox_slot(p, slot_of(tile), r), epoch_);
   }
 
   RCCLX_HOST_DEVICE static constexpr std::size_t half_need(std::size_t tile_elems, int num_tiles,
@@ -474,6 +478,8 @@ class tile_allreduce {
   tile_slots slots_;
   std::size_t tile_elems_;
   int num_tiles_;
+  bool any_block_;
+  std::uint32_t epoch_ = 0;           // this call's flag value: the call counter + 1
   std::uint32_t arrived_before_ = 0;  // blocks finished before this call (control slot)
   std::size_t base_ = 0;     // byte offset of this call's half
   std::size_t results_ = 0;  // byte offset of the results inside a half

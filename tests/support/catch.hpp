@@ -26,6 +26,17 @@
 
 #include <cstdlib>
 namespace rcclx_test {
+#if RCCLX_BACKEND_CUDA
+// Every test binary loads its kernels eagerly (unless CUDA_MODULE_LOADING is set already). With
+// CUDA's default lazy loading, a rank's first launch of a kernel while another rank's kernel
+// spin-waits in the same process waits for that kernel, which waits for the rank: the launcher tests
+// (ranks launched one by one, each on its own stream) timed out on an H200 and pass with EAGER.
+// Set before main, so before the CUDA runtime starts. docs/emulated_peers.md has the same advice.
+inline const bool eager_module_loading = [] {
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  return true;
+}();
+#endif
 // Rounds/iterations for a test: `full` normally, full / 100 (at least 1) when RCCLX_TEST_QUICK=1
 // (under compute-sanitizer, which slows kernels by orders of magnitude).
 inline int scaled(int full) {

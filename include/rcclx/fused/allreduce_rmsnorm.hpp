@@ -381,7 +381,7 @@ RCCLX_GLOBAL void __launch_bounds__(BT)
 #endif
 
 // Launches the cluster kernel (allreduce_rmsnorm_cluster.hpp) for this rank if it applies
-// (rmsnorm_cluster_plan); false if it does not, and nothing was launched. Every rank must decide
+// (try_rmsnorm_cluster_choices); false if it does not, and nothing was launched. Every rank must decide
 // alike (same GPU model, same RCCLX_RMSNORM_CLUSTER): the cluster and tile kernels wait for
 // different signals, and a mixed call ends in the bounded timeout error on every rank.
 template <class T, class Out, int MaxRanks>
@@ -392,16 +392,14 @@ inline bool try_launch_rmsnorm_cluster(const core::peer_table<T, MaxRanks>& t, c
   bool launched = false;
   with_vecs_per_thread<T>(vecs_per_thread<T>(a.hidden, bt), [&](auto vpt_tag) {
     constexpr int vpt = decltype(vpt_tag)::value;
-    for (int rows = 1; rows <= rmsnorm_cluster_max_rows<vpt> && !launched; ++rows)
-      with_rmsnorm_cluster_shapes<vpt>([&](auto cb_tag, auto split_tag) {
-        constexpr int cb = decltype(cb_tag)::value, split = decltype(split_tag)::value;
-        if (launched) return;
-        constexpr auto kernel = allreduce_rmsnorm_cluster_kernel<vpt, cb, split, T, Out, MaxRanks>;
-        const int groups = rmsnorm_cluster_plan<kernel, cb, split, T>(t.signals, a.tokens, a.hidden, 1, rows);
-        if (groups == 0) return;
-        gpu::launch_clusters(kernel, groups * cb, bt * split / cb, cb, stream, t, a);
-        launched = true;
-      });
+    launched = try_rmsnorm_cluster_choices<vpt>([&](auto cb_tag, auto split_tag, int rows) {
+      constexpr int cb = decltype(cb_tag)::value, split = decltype(split_tag)::value;
+      constexpr auto kernel = allreduce_rmsnorm_cluster_kernel<vpt, cb, split, T, Out, MaxRanks>;
+      const int groups = rmsnorm_cluster_plan<kernel, cb, split, T>(t.signals, a.tokens, a.hidden, 1, rows);
+      if (groups == 0) return false;
+      gpu::launch_clusters(kernel, groups * cb, bt * split / cb, cb, stream, t, a);
+      return true;
+    });
   });
   return launched;
 #else

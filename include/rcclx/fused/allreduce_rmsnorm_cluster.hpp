@@ -303,14 +303,12 @@ inline bool rmsnorm_cluster_enabled() {
 // ClusterBlocks blocks of 512 * KSplit / ClusterBlocks threads) on pads `s`, with `ranks_per_gpu`
 // ranks sharing the device (1 in a real job, every emulated rank otherwise): `rows_per_group` rows
 // per cluster, every cluster of every rank resident at once (they wait for each other's packets),
-// the rows within the LL regions. 0: the cluster kernel does not apply (turned off, no clusters, or
-// the call does not fit). The decision of both launchers (fused::allreduce_rmsnorm and the
-// emulated one), which try one row per cluster in every shape first. The occupancy query is made
+// the rows within the LL regions. 0: the call does not fit. Called by try_rmsnorm_cluster_choices,
+// which has checked that the cluster kernel is on and clusters exist. The occupancy query is made
 // once per kernel and device, not on every call.
 template <auto Kernel, int ClusterBlocks, int KSplit, class T, int MaxRanks>
 inline int rmsnorm_cluster_plan(const core::signal_pads<MaxRanks>& s, std::size_t tokens, std::size_t hidden,
                                 int ranks_per_gpu, int rows_per_group = 1) {
-  if (!rmsnorm_cluster_enabled() || !gpu::clusters_available()) return 0;
   constexpr int cb = ClusterBlocks, max_devices = 64;
   static std::atomic<int> resident[max_devices] = {};  // 0: not asked yet (a kernel that runs has >= 1)
   int d = 0;
@@ -322,6 +320,24 @@ inline int rmsnorm_cluster_plan(const core::signal_pads<MaxRanks>& s, std::size_
   }
   const int groups = rmsnorm_cluster_groups(tokens, s.ll_blocks, clusters / ranks_per_gpu, cb, rows_per_group);
   return rmsnorm_cluster_fits<T>(s, tokens, hidden, groups, cb) ? groups : 0;
+}
+
+// The cluster kernel's choices for rows of VPT vectors per thread, in the order both launchers
+// (fused::allreduce_rmsnorm and the emulated one) take them: every shape of
+// with_rmsnorm_cluster_shapes with one row per cluster, then with two (up to
+// rmsnorm_cluster_max_rows). try_one(cb_tag, split_tag, rows) plans its kernel
+// (rmsnorm_cluster_plan) and launches it if the call fits, returning whether it did; the walk stops
+// there. False, without a try, when the cluster kernel is off (RCCLX_RMSNORM_CLUSTER=0) or the
+// device has no clusters: checked once per launch.
+template <int VPT, class F>
+inline bool try_rmsnorm_cluster_choices(F&& try_one) {
+  if (!rmsnorm_cluster_enabled() || !gpu::clusters_available()) return false;
+  bool launched = false;
+  for (int rows = 1; rows <= rmsnorm_cluster_max_rows<VPT> && !launched; ++rows)
+    with_rmsnorm_cluster_shapes<VPT>([&](auto cb_tag, auto split_tag) {
+      if (!launched) launched = try_one(cb_tag, split_tag, rows);
+    });
+  return launched;
 }
 #endif
 }  // namespace detail

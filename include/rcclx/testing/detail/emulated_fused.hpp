@@ -61,7 +61,7 @@ RCCLX_GLOBAL void __launch_bounds__(fused_threads * KSplit / ClusterBlocks)
 }
 #endif
 
-// Runs the cluster kernel on every rank if the launchers' rule (fused::detail::rmsnorm_cluster_plan,
+// Runs the cluster kernel on every rank if the launchers' rule (fused::detail::try_rmsnorm_cluster_choices,
 // with every emulated rank on this GPU) says it applies; returns the blocks per rank, 0 if not.
 template <class T, class Out, int MaxRanks>
 inline int try_launch_emulated_cluster(const emulated_world<MaxRanks>& world, const fused::rmsnorm_args<T, Out>* args,
@@ -72,21 +72,20 @@ inline int try_launch_emulated_cluster(const emulated_world<MaxRanks>& world, co
   int used = 0;
   fused::detail::with_vecs_per_thread<T>(fused::detail::vecs_per_thread<T>(args[0].hidden, fused_threads), [&](auto vpt_tag) {
     constexpr int vpt = decltype(vpt_tag)::value;
-    for (int rows = 1; rows <= fused::rmsnorm_cluster_max_rows<vpt> && !used; ++rows)
-      fused::detail::with_rmsnorm_cluster_shapes<vpt>([&](auto cb_tag, auto split_tag) {
-        constexpr int cb = decltype(cb_tag)::value, split = decltype(split_tag)::value;
-        if (used) return;
-        constexpr auto kernel = emulated_allreduce_rmsnorm_cluster<vpt, cb, split, T, Out, MaxRanks>;
-        const int groups = fused::detail::rmsnorm_cluster_plan<kernel, cb, split, T>(t0.signals, args[0].tokens,
-                                                                                     args[0].hidden, n, rows);
-        if (groups == 0) return;
-        emulated_cluster_params<T, Out, MaxRanks> p{};
-        p.tables = world.template device_tables<T>();
-        for (int r = 0; r < n; ++r) p.args[r] = args[r];
-        p.blocks_per_rank = groups * cb;
-        gpu::launch_clusters(kernel, n * p.blocks_per_rank, fused_threads * split / cb, cb, stream, p);
-        used = p.blocks_per_rank;
-      });
+    fused::detail::try_rmsnorm_cluster_choices<vpt>([&](auto cb_tag, auto split_tag, int rows) {
+      constexpr int cb = decltype(cb_tag)::value, split = decltype(split_tag)::value;
+      constexpr auto kernel = emulated_allreduce_rmsnorm_cluster<vpt, cb, split, T, Out, MaxRanks>;
+      const int groups = fused::detail::rmsnorm_cluster_plan<kernel, cb, split, T>(t0.signals, args[0].tokens,
+                                                                                   args[0].hidden, n, rows);
+      if (groups == 0) return false;
+      emulated_cluster_params<T, Out, MaxRanks> p{};
+      p.tables = world.template device_tables<T>();
+      for (int r = 0; r < n; ++r) p.args[r] = args[r];
+      p.blocks_per_rank = groups * cb;
+      gpu::launch_clusters(kernel, n * p.blocks_per_rank, fused_threads * split / cb, cb, stream, p);
+      used = p.blocks_per_rank;
+      return true;
+    });
   });
   return used;
 #else

@@ -10,6 +10,7 @@
 // same thing), and the fused output against a float64 reference on sampled rows.
 //
 //   rcclx-bench-fused --suite gpu --out DIR     # the lead's GPU suite: DIR/rcclx-bench-fused.{json,csv}
+//   rcclx-bench-fused --suite decode|gemm       # only the gpu suite's decode or GEMM rows (quick A/B)
 //   rcclx-bench-fused --suite host              # a tiny sweep for CI on the host backend
 //   rcclx-bench-fused [--emulated N] [--iters I] [--warmup W] [--calls-per-graph K] [--json F] [--csv F]
 // Timing (bench/rcclx_bench/timing.hpp): K back-to-back calls captured in one graph, replay / K,

@@ -96,30 +96,29 @@ struct add_bias {
 // [fusion-stage]
 
 // [fusion-kernel]
-// The GEMM phase of one block: its tiles one after another; each partial product, rounded to bf16
-// as an unfused GEMM would store it, goes into this call's half of the rank's symmetric buffer
-// (row-major BM x BN; what lies outside C is left out: the reduction skips it too) and is published
-// at once, for whichever block of each rank reduces it (tile_reducer::any_block, see reduce_range).
-// A real call (RCCLX_NOINLINE), like reduce_tiles: each phase gets its own register allocation, so
-// this loop compiles as the plain GEMM's does (no spills), whatever the reduction needs; all it
-// takes is passed by value (a member function would need the kernel's parameters in memory).
+// A finished tile's accumulators, passed by value to publish_tile.
+template <int MicroPerThread>
+struct tile_acc {
+  float v[MicroPerThread][4][4];
+};
+
+// The epilogue of one GEMM tile: the partial product, rounded to bf16 as an unfused GEMM would
+// store it, goes into this call's half of the rank's symmetric buffer (row-major BM x BN; what lies
+// outside C is left out: the reduction skips it too) and is published at once, for whichever block
+// of each rank reduces it (tile_reducer::any_block, see reduce_range). A real call
+// (RCCLX_NOINLINE), like reduce_tiles: the kernel's GEMM loop stays as the plain GEMM's is, with no
+// AllReduce state live across its k-loop; the accumulators cross the call by value (registers).
 template <rcclx::algorithm Algo, int MicroPerThread, class Group>
-RCCLX_HOST_DEVICE RCCLX_NOINLINE void gemm_tiles(Group g, rcclx::testing::launch_index ix, const T* A, const T* B,
-                                                 std::size_t M, std::size_t N, std::size_t K_r,
-                                                 const rcclx::core::peer_table<T, max_ranks>* table,
-                                                 rcclx::fused::tile_slots slots) {
+RCCLX_HOST_DEVICE RCCLX_NOINLINE void publish_tile(Group g, tile_acc<MicroPerThread> acc,
+                                                   const rcclx::core::peer_table<T, max_ranks>* table,
+                                                   rcclx::fused::tile_slots slots, int tile, std::size_t M, std::size_t N) {
   namespace fz = rcclx::fused;
   const fz::tile_map map{M, N, BM, BN};  // tile t = (t / tiles_per_row, t % tiles_per_row)
-  const int tiles = static_cast<int>(map.num_tiles());
-  for (int tile = ix.block; tile < tiles; tile += ix.num_blocks) {
-    float acc[MicroPerThread][4][4];
-    const std::size_t tm = tile / map.tiles_per_row(), tn = tile % map.tiles_per_row();
-    gemm_tile<MicroPerThread>(g, A, B, M, N, K_r, tm, tn, acc);
-    // The AllReduce object is built after the tile's main loop (it reads two words of the pads).
-    const fz::tile_allreduce<T, max_ranks, Algo> ar(*table, slots, map.tile_elems(), tiles, fz::tile_reducer::any_block);
-    store_tile<MicroPerThread>(g, acc, ar.input(tile), BN, M - tm * BM, N - tn * BN);
-    ar.publish(g, tile);
-  }
+  const std::size_t tm = tile / map.tiles_per_row(), tn = tile % map.tiles_per_row();
+  const fz::tile_allreduce<T, max_ranks, Algo> ar(*table, slots, map.tile_elems(), static_cast<int>(map.num_tiles()),
+                                                  fz::tile_reducer::any_block);
+  store_tile<MicroPerThread>(g, acc.v, ar.input(tile), BN, M - tm * BM, N - tn * BN);
+  ar.publish(g, tile);
 }
 
 // Which tiles block `b` reduces: tiles first, first + step, ... below end. Block b multiplied
@@ -149,17 +148,20 @@ RCCLX_HOST_DEVICE RCCLX_NOINLINE void reduce_tiles(Group g, rcclx::testing::laun
   const fz::tile_map map{M, N, BM, BN};
   const int tiles = static_cast<int>(map.num_tiles());
   const fz::tile_allreduce<T, max_ranks, Algo> ar(*table, slots, map.tile_elems(), tiles, fz::tile_reducer::any_block);
-  const fz::epilogue<add_bias, fz::store<T>> epi{{bias}, {C, N}};
+  // The ranks' partial tiles are loaded and C stored evict-first (cache_hint::streaming): the
+  // reduction runs while other blocks still multiply, and must not push their A and B out of L2.
+  constexpr auto streaming = rcclx::gpu::cache_hint::streaming;
+  const fz::epilogue<add_bias, fz::store<T, streaming>> epi{{bias}, {C, N}};
   const reduce_range mine(tiles, ix.num_blocks, ix.block);
   // Each tile: wait for every rank's flag (this rank's too: another block may have written it),
   // then reduce, peers' loads 4 at a time (flat: every rank reduces it; tree: its owner reduces it
   // and publishes the result, the other ranks copy that: owned tiles first).
   bool ok = true;
   for (int tile = mine.first; tile < mine.end && ok; tile += mine.step)
-    if (Algo == rcclx::algorithm::flat || ar.owns(tile)) ok = ar.template reduce<1, 4>(g, tile, map, epi);
+    if (Algo == rcclx::algorithm::flat || ar.owns(tile)) ok = ar.template reduce<1, 4, streaming>(g, tile, map, epi);
   if constexpr (Algo == rcclx::algorithm::tree)
     for (int tile = mine.first; tile < mine.end && ok; tile += mine.step)
-      if (!ar.owns(tile)) ok = ar.template reduce<1, 4>(g, tile, map, epi);
+      if (!ar.owns(tile)) ok = ar.template reduce<1, 4, streaming>(g, tile, map, epi);
   ar.finish(g, ix.num_blocks);  // every block, once: the next call uses the other buffer half
 }
 
@@ -184,8 +186,20 @@ struct gemm_allreduce_kernel {
   template <class Group>
   RCCLX_HOST_DEVICE void operator()(const Group& g, rcclx::testing::launch_index ix) const {
     constexpr int mpt = on_gpu ? 1 : micro_tiles;  // micro tiles per thread
-    // 1. This block's GEMM tiles, each published as soon as it is stored.
-    gemm_tiles<Algo, mpt>(g, ix, A[ix.rank], B[ix.rank], M, N, K_r, tables[ix.rank], slots);
+    // 1. This block's GEMM tiles, each published as soon as it is stored: the plain GEMM's loop
+    // (gemm_partials below), inline, where the kernel's parameters stay uniform.
+    const rcclx::fused::tile_map map{M, N, BM, BN};
+    const int tiles = static_cast<int>(map.num_tiles());
+    for (int tile = ix.block; tile < tiles; tile += ix.num_blocks) {
+      float acc[mpt][4][4];
+      const std::size_t tm = tile / map.tiles_per_row(), tn = tile % map.tiles_per_row();
+      gemm_tile<mpt>(g, A[ix.rank], B[ix.rank], M, N, K_r, tm, tn, acc);
+      tile_acc<mpt> done;  // a copy after the loop (accumulating into it spilled in the tree kernel)
+      for (int u = 0; u < mpt; ++u)
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j) done.v[u][i][j] = acc[u][i][j];
+      publish_tile<Algo, mpt>(g, done, tables[ix.rank], slots, tile, M, N);
+    }
     // 2. The tiles summed over the ranks, plus the bias, into C.
     reduce_tiles<Algo>(g, ix, tables[ix.rank], slots, M, N, bias, C[ix.rank]);
   }

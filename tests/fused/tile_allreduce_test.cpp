@@ -55,8 +55,11 @@ struct affine {
   }
 };
 
+// The bf16 copy is stored evict-first (cache_hint::streaming): the same bits as a normal store.
 template <class T>
-using chain_t = fz::epilogue<affine, fz::residual_add<T>, fz::store<T>, fz::store<rcclx::bf16>>;
+using chain_t = fz::epilogue<affine, fz::residual_add<T>, fz::store<T>,
+                             fz::store<rcclx::bf16, rcclx::gpu::cache_hint::streaming>>;
+constexpr auto streaming = rcclx::gpu::cache_hint::streaming;
 
 // Every block of every rank: produce its tiles, publish, reduce (all at the end, or one behind).
 template <class T, algorithm Algo, int VPT>
@@ -80,6 +83,7 @@ struct tile_kernel {
     // publish_strided, reduce all; 3 (example 04's GEMM): write all, publish_strided, one
     // wait_inputs_strided, reduce all with 2 peers' loads in flight; 4: publish each tile, then
     // reduce the tiles of the next block (any_block: the flags of this rank's tiles come from it).
+    // Lags 3 and 4 load the peers' tiles evict-first (cache_hint::streaming), as example 04 does.
     bool ok = true;
     int previous = -1;
     for (int t = ix.block; t < tiles; t += ix.num_blocks) {
@@ -97,9 +101,9 @@ struct tile_kernel {
     if (lag == 3) ok = ar.wait_inputs_strided(g, ix.block, ix.num_blocks);
     if (lag == 1 && previous >= 0 && ok) ok = ar.template reduce<VPT>(g, previous, map, epi);
     for (int t = (ix.block + 1) % ix.num_blocks; lag == 4 && t < tiles && ok; t += ix.num_blocks)
-      ok = ar.template reduce<VPT>(g, t, map, epi);
+      ok = ar.template reduce<VPT, fz::detail::all_peers, streaming>(g, t, map, epi);
     for (int t = ix.block; t < tiles && lag != 1 && lag != 4 && ok; t += ix.num_blocks)
-      ok = lag == 3 ? ar.template reduce<VPT, 2>(g, t, map, epi) : ar.template reduce<VPT>(g, t, map, epi);
+      ok = lag == 3 ? ar.template reduce<VPT, 2, streaming>(g, t, map, epi) : ar.template reduce<VPT>(g, t, map, epi);
     ar.finish(g, ix.num_blocks);
   }
 };

@@ -49,12 +49,12 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_elems(const T* p, float (&out)[E])
 }
 
 // Rounds E floats to T (nearest even) and stores them; `rounded` receives the stored values.
-template <class T, int E>
+template <class T, int E, gpu::cache_hint Stores = gpu::cache_hint::normal>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_elems(T* p, const float (&in)[E], float (&rounded)[E]) {
   using traits = core::value_traits<T>;
   if constexpr (E == gpu::elems_per_vec16<T>) {
     const gpu::vec16 v = traits::pack(in);
-    if (p) gpu::store16(p, v);
+    if (p) gpu::store16<Stores>(p, v);
     traits::unpack(v, rounded);
   } else {
     for (int i = 0; i < E; ++i) {
@@ -65,10 +65,10 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_elems(T* p, const float (&in)[E],
   }
 }
 
-template <class T, int E>
+template <class T, int E, gpu::cache_hint Stores = gpu::cache_hint::normal>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_elems(T* p, const float (&in)[E]) {
   float unused[E];
-  store_elems<T, E>(p, in, unused);
+  store_elems<T, E, Stores>(p, in, unused);
 }
 
 #if RCCLX_BACKEND_GPU
@@ -199,7 +199,10 @@ struct fp8_out {
 };
 
 // out = T(v) (round to nearest even). v is left unchanged (a later stage may store it again).
-template <class T>
+// Stores: cache_hint::streaming writes full vectors evict-first (st.global.cs / nontemporal), for an
+// output that should not push a concurrent phase's operands out of L2; a consumer that reads it
+// right away may prefer the default.
+template <class T, gpu::cache_hint Stores = gpu::cache_hint::normal>
 struct store {
   static_assert(detail::is_float_type_v<T>, "rcclx::fused::store: T must be float, rcclx::bf16 or rcclx::fp16");
   T* out;  // at out[row * ld + col]
@@ -207,7 +210,7 @@ struct store {
 
   template <int E>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position& p, float (&v)[E]) const {
-    detail::store_elems<T>(out + p.row * ld + p.col, v);
+    detail::store_elems<T, E, Stores>(out + p.row * ld + p.col, v);
   }
 };
 

@@ -291,19 +291,23 @@ class tile_allreduce {
   // they are summed. The default (8) hides the most latency; a kernel whose occupancy is set by
   // another phase (a GEMM main loop) passes fewer so the reduction needs no more registers than
   // that phase: the sum is the same (rank order), it only takes more round trips.
+  // Loads: the cache policy of the loads of the ranks' inputs. cache_hint::streaming (evict-first)
+  // keeps them from pushing out of L2 what a concurrent phase reuses: a GEMM main loop's operands
+  // while other blocks reduce finished tiles (examples/04_gemm_allreduce). The result is the same.
   // flat: waits for every rank and reduces. tree: the owner waits, reduces, stores the T result in
   // results(owner) and publishes it; the others wait for it and read it. False if a wait expired.
-  template <int VecsPerThread, int PeersInFlight = detail::all_peers, class Group, class Map, class Epilogue>
+  template <int VecsPerThread, int PeersInFlight = detail::all_peers, gpu::cache_hint Loads = gpu::cache_hint::normal,
+            class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE bool reduce(const Group& g, int tile, const Map& map, const Epilogue& epi) const {
     if constexpr (Algo == algorithm::flat) {
-      return reduce_owned<VecsPerThread, PeersInFlight>(g, tile, map, epi);
+      return reduce_owned<VecsPerThread, PeersInFlight, Loads>(g, tile, map, epi);
     } else {
       const int r = rank(), o = owner(tile);
       const std::size_t tile_off = static_cast<std::size_t>(tile) * tile_elems_;
       if (o == r) {
         if (!wait_inputs(g, tile)) return false;
         T* res = reinterpret_cast<T*>(results(r)) + tile_off;
-        reduce_visit<VecsPerThread, PeersInFlight>(g, tile, map, epi, [&](std::size_t vi, const gpu::vec16& v) {
+        reduce_visit<VecsPerThread, PeersInFlight, Loads>(g, tile, map, epi, [&](std::size_t vi, const gpu::vec16& v) {
           gpu::store16(res + vi * vec_elems, v);
         });
         publish_result(g, tile);
@@ -320,10 +324,11 @@ class tile_allreduce {
   // Group-collective, flat or tree owner only: waits for every rank's `tile`, reduces it and hands
   // it to `epi`, publishing nothing. A tree kernel with its own result payload (e.g. normalised rows)
   // writes it into results(rank()) from its epilogue and then calls publish_result.
-  template <int VecsPerThread, int PeersInFlight = detail::all_peers, class Group, class Map, class Epilogue>
+  template <int VecsPerThread, int PeersInFlight = detail::all_peers, gpu::cache_hint Loads = gpu::cache_hint::normal,
+            class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE bool reduce_owned(const Group& g, int tile, const Map& map, const Epilogue& epi) const {
     if (!wait_inputs(g, tile)) return false;
-    reduce_visit<VecsPerThread, PeersInFlight>(g, tile, map, epi, [](std::size_t, const gpu::vec16&) {});
+    reduce_visit<VecsPerThread, PeersInFlight, Loads>(g, tile, map, epi, [](std::size_t, const gpu::vec16&) {});
     return true;
   }
 
@@ -398,7 +403,7 @@ class tile_allreduce {
   }
 
   // visit() with every held vector summed over the ranks (then passed to `sink(vi, sum)`).
-  template <int VPT, int PeersInFlight, class Group, class Map, class Epilogue, class Sink>
+  template <int VPT, int PeersInFlight, gpu::cache_hint Loads, class Group, class Map, class Epilogue, class Sink>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_visit(const Group& g, int tile, const Map& map, const Epilogue& epi,
                                                         Sink&& sink) const {
     static_assert(PeersInFlight >= 1, "rcclx::fused::tile_allreduce: PeersInFlight must be >= 1");
@@ -407,7 +412,7 @@ class tile_allreduce {
       // Every peer at once (the DDA kernels' loop): pointers copied out of the table once per tile.
       const auto src = sources(tile);
       visit<VPT>(g, tile, map, epi, [&](std::size_t vi, gpu::vec16& v) {
-        v = dda::detail::reduce_vec<ReduceOp>(src, vi * vec_elems);
+        v = dda::detail::reduce_vec<ReduceOp, Loads>(src, vi * vec_elems);
         sink(vi, v);
       });
     } else {
@@ -428,7 +433,7 @@ class tile_allreduce {
           if (p0 >= n) break;
           gpu::vec16 v[batch] = {};
           for (int j = 0; j < batch; ++j)
-            if (p0 + j < n) v[j] = gpu::load16(t_->data[p0 + j] + off);
+            if (p0 + j < n) v[j] = gpu::load16<Loads>(t_->data[p0 + j] + off);
           for (int j = 0; j < batch; ++j) {
             if (p0 + j >= n) continue;
             if (p0 + j == 0) {

@@ -3,6 +3,7 @@
 //   using v = rcclx::gpu::vec16;              // 16 bytes, 16-byte aligned
 //   v x = rcclx::gpu::load16(src + i);        // one global_load_dwordx4 / ld.global.v4
 //   rcclx::gpu::store16_nontemporal(dst + i, x);
+//   x = rcclx::gpu::load16<rcclx::gpu::cache_hint::streaming>(src + i);  // the hint as a template argument
 //
 // Loads from peers' buffers must stay coherent (no read-only/texture path): a peer wrote them
 // during this kernel, ordered by a system-scope acquire. Non-temporal loads are for data read once
@@ -94,6 +95,24 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store16_nontemporal(void* p, const vec1
 #else
   store16(p, v);
 #endif
+}
+
+// Cache policy of a load or store, for templates that take it as a parameter. streaming: the data
+// is touched once (evict-first: ld/st.global.cs on NVIDIA, nontemporal on AMD), so it does not push
+// out of L2 what a concurrent phase of the same kernel reuses, e.g. a GEMM main loop's operands
+// while finished tiles are reduced (docs/fusion.md). normal: the default policy.
+enum class cache_hint { normal, streaming };
+
+template <cache_hint Hint>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE vec16 load16(const void* p) {
+  if constexpr (Hint == cache_hint::streaming) return load16_nontemporal(p);
+  else return load16(p);
+}
+
+template <cache_hint Hint>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store16(void* p, const vec16& v) {
+  if constexpr (Hint == cache_hint::streaming) store16_nontemporal(p, v);
+  else store16(p, v);
 }
 
 // Bit cast usable on host and device in C++17 (std::bit_cast is C++20).

@@ -166,8 +166,9 @@ struct peer_ptrs {
 
 // Reduces one 16-byte vector at element offset `off` across ranks 0..n-1. Loads are issued in
 // batches of up to 8 peers before any arithmetic (8 x 16 bytes in flight per thread), and applied
-// strictly in rank order, so the result does not depend on which load returned first.
-template <class ReduceOp, class T, int MaxRanks>
+// strictly in rank order, so the result does not depend on which load returned first. Loads: the
+// cache policy of the peers' loads.
+template <class ReduceOp, gpu::cache_hint Loads = gpu::cache_hint::normal, class T, int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE gpu::vec16 reduce_vec(const peer_ptrs<T, MaxRanks>& src, std::size_t off) {
   using traits = core::value_traits<T>;
   using acc_t = typename traits::acc_type;
@@ -179,7 +180,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE gpu::vec16 reduce_vec(const peer_ptrs<T, Max
   {
     gpu::vec16 v[batch] = {};
     for (int j = 0; j < batch; ++j)
-      if (j < n) v[j] = gpu::load16(src.p[j] + off);
+      if (j < n) v[j] = gpu::load16<Loads>(src.p[j] + off);
     traits::unpack(v[0], acc);
     for (int j = 1; j < batch; ++j) {
       if (j < n) {
@@ -194,7 +195,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE gpu::vec16 reduce_vec(const peer_ptrs<T, Max
     if (p0 >= n) break;
     gpu::vec16 v[batch] = {};
     for (int j = 0; j < batch; ++j)
-      if (p0 + j < n) v[j] = gpu::load16(src.p[p0 + j] + off);
+      if (p0 + j < n) v[j] = gpu::load16<Loads>(src.p[p0 + j] + off);
     for (int j = 0; j < batch; ++j) {
       if (p0 + j < n) {
         acc_t x[e];

@@ -213,7 +213,7 @@ class tile_allreduce {
     const int slot = slot_of(tile);
     bool failed = false;
     for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
-      if (p == s.rank && !any_block_) continue;
+      if (!flags_between(s.rank, p)) continue;
       failed = !wait_tile(s.inbox_slot(s.rank, slot, p), tile, p);
     }
     return !g.sync_or(failed);
@@ -231,7 +231,7 @@ class tile_allreduce {
     bool failed = false;
     for (int i = g.thread_rank(); i < count * n && !failed; i += g.size()) {
       const int tile = first + (i / n) * step, p = i % n, slot = slot_of(tile);
-      if ((p == s.rank && !any_block_) || owner(tile) != s.rank) continue;
+      if (!flags_between(s.rank, p) || owner(tile) != s.rank) continue;
       failed = !wait_tile(s.inbox_slot(s.rank, slot, p), tile, p);
     }
     return !g.sync_or(failed);
@@ -358,6 +358,10 @@ class tile_allreduce {
   }
 
  private:
+  // Do input flags pass between ranks a and b? Between two ranks always; from a rank to itself only
+  // under any_block (with same_block the block that wrote a tile is the one that reduces it).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flags_between(int a, int b) const { return a != b || any_block_; }
+
   // Waits until *flag reaches this call's epoch (the wait of `tile` for rank `peer`): bounded, and
   // recorded as barrier_kind::tile on expiry.
   RCCLX_HOST_DEVICE bool wait_tile(const std::uint32_t* flag, int tile, int peer) const {
@@ -370,7 +374,7 @@ class tile_allreduce {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void announce(int tile, int p) const {
     const core::signal_pads<MaxRanks>& s = t_->signals;
     const int r = s.rank;
-    if (p == r && !any_block_) return;
+    if (!flags_between(r, p)) return;
     if (Algo == algorithm::flat || p == owner(tile)) gpu::store_release_system(s.inbox_slot(p, slot_of(tile), r), epoch_);
   }
 

@@ -194,7 +194,7 @@ struct gemm_allreduce_kernel {
       float acc[mpt][4][4];
       const std::size_t tm = tile / map.tiles_per_row(), tn = tile % map.tiles_per_row();
       gemm_tile<mpt>(g, A[ix.rank], B[ix.rank], M, N, K_r, tm, tn, acc);
-      tile_acc<mpt> done;  // a copy after the loop (accumulating into it spilled in the tree kernel)
+      tile_acc<mpt> done;  // the accumulators, copied out after the loop
       for (int u = 0; u < mpt; ++u)
         for (int i = 0; i < 4; ++i)
           for (int j = 0; j < 4; ++j) done.v[u][i][j] = acc[u][i][j];

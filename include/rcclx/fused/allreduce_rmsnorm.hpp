@@ -270,9 +270,17 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
   const row_tiles map{tokens, hidden};
   tile_allreduce<T, MaxRanks, Algo> ar(t, slots, hidden, rows);
 
-  // 1. This rank's rows into its symmetric buffer, then all of them flagged at once.
-  for (int i = block; i < rows; i += num_blocks)
-    detail::copy_units<16>(g, ar.input(i), a.input + static_cast<std::size_t>(i) * hidden, vecs);
+  // 1. This rank's rows into its symmetric buffer, then all of them flagged at once. Several rows
+  //    per block (tokens > blocks): their loads batched across rows (copy_rows).
+  const int my_rows = block < rows ? (rows - 1 - block) / num_blocks + 1 : 0;
+  if (my_rows > 1) {
+    const auto row = [&](std::size_t k) { return block + static_cast<int>(k) * num_blocks; };
+    detail::copy_rows(
+        g, static_cast<std::size_t>(my_rows), vecs, [&](std::size_t k) { return ar.input(row(k)); },
+        [&](std::size_t k) { return a.input + static_cast<std::size_t>(row(k)) * hidden; });
+  } else if (my_rows == 1) {
+    detail::copy_units<16>(g, ar.input(block), a.input + static_cast<std::size_t>(block) * hidden, vecs);
+  }
   ar.publish_strided(g, block, num_blocks);
 
   bool ok = true;

@@ -245,6 +245,43 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_units(const Group& g, void* dst, c
   }
 }
 
+// `rows` rows of `units` 16-byte units each, row k from src_of(k) to dst_of(k) (16-byte aligned
+// pointers; callables, e.g. a block's grid-stride rows), laid end to end and spread over the group:
+// thread i copies units i, i + G, ... of the whole run with 4 loads in flight before it stores,
+// across rows. A block with several short rows (8192 bf16 = 1024 units = 2 per thread of 512) then
+// pays one load latency per 4 units, where copy_units row by row pays one per unit. The batch's
+// registers are indexed by constants only (no scratch: the gfx942 ISA check).
+template <class Group, class DstOf, class SrcOf>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_rows(const Group& g, std::size_t rows, std::size_t units,
+                                                   DstOf&& dst_of, SrcOf&& src_of) {
+  constexpr int batch = 4;
+  // Rows and units per row fit 32 bits (a call's rows, a row's vectors).
+  const auto n_rows = static_cast<std::uint32_t>(rows), n_units = static_cast<std::uint32_t>(units);
+  const auto gs = static_cast<std::uint32_t>(g.size()), tid = static_cast<std::uint32_t>(g.thread_rank());
+  std::uint32_t k = tid / n_units, j = tid % n_units;  // this thread's next unit: unit j of row k
+  const auto step = [&](std::uint32_t& row, std::uint32_t& col) {
+    for (col += gs; col >= n_units; col -= n_units) ++row;
+  };
+  while (k < n_rows) {
+    gpu::vec16 v[batch];
+    std::uint32_t sk = k, sj = j;  // the batch's first unit again, for the stores
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int b = 0; b < batch; ++b) {
+      if (k < n_rows) v[b] = gpu::load16(static_cast<const unsigned char*>(static_cast<const void*>(src_of(k))) + 16 * std::size_t{j});
+      step(k, j);
+    }
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int b = 0; b < batch; ++b) {
+      if (sk < n_rows) gpu::store16(static_cast<unsigned char*>(static_cast<void*>(dst_of(sk))) + 16 * std::size_t{sj}, v[b]);
+      step(sk, sj);
+    }
+  }
+}
+
 }  // namespace detail
 }  // namespace fused
 RCCLX_NAMESPACE_END

@@ -13,7 +13,10 @@
 // the same on every rank (as in tensor parallelism): tree uses the owner's copy of a row's residual.
 //
 // Built on fused::tile_allreduce with one tile per row (no block barrier; rows flagged as they are
-// ready). Row i belongs to block i % num_blocks on every rank, in every phase.
+// ready). Row i belongs to block i % num_blocks on every rank, in every phase. A block's rows of x
+// are copied with loads batched across rows; a row's residual and weight are loaded before its
+// flags are awaited (rows of up to 2 vectors per thread); the tree copies a row's residual and
+// output with all loads issued first.
 //   (On CUDA sm_90+, a flat call with one thread-block cluster per row runs the cluster kernel of
 //   allreduce_rmsnorm_cluster.hpp instead: the same bits, no fence; RCCLX_RMSNORM_CLUSTER=0 turns
 //   it off. See try_launch_rmsnorm_cluster for when it applies.)
@@ -254,6 +257,77 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool rmsnorm_uses_ll(const core::signal_pads
   return core::ll_fits(s, num_blocks, (tokens + nb - 1) / nb * hidden * sizeof(T));
 }
 
+namespace detail {
+// The epilogue of make_rmsnorm_epilogue (residual add, RMSNorm, output) with the residual and the
+// weight of the thread's VecsPerThread vectors of one row loaded beforehand (preload), so their
+// latency hides behind the wait for the row's flags and the peers' loads instead of following the
+// reduction. Same stage order and arithmetic (residual_add::add_loaded, rms_norm's row sum, then
+// rms_norm::apply_loaded), so the same bits. The loads are raw vectors (4 registers each).
+template <int VecsPerThread, class T, class Out, int BlockThreads>
+struct preloaded_rmsnorm_epilogue {
+  static constexpr int e = gpu::elems_per_vec16<T>;
+  // Rows of up to 2 vectors per thread preload; longer ones (16384 bf16) load at use, as the
+  // plain stages do: their registers would spill under the 512-thread bound (ptxas, sm_90).
+  static constexpr bool preloads = VecsPerThread <= 2;
+  residual_add<T> add;
+  rms_norm<T, BlockThreads> norm;
+  typename output_of<T, Out>::stage out;
+  gpu::vec16 r[VecsPerThread], w[VecsPerThread];
+
+  // Thread tid of a group of gs threads holds vectors tid + k * gs of row `row` (vecs in all).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void preload(std::size_t row, std::size_t tid, std::size_t gs, std::size_t vecs) {
+    if constexpr (!preloads) return;
+    const std::size_t ld = add.ld;
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int k = 0; k < VecsPerThread; ++k) {
+      const std::size_t vi = static_cast<std::size_t>(k) * gs + tid;
+      if (vi >= vecs) continue;
+      r[k] = gpu::load16(add.residual + row * ld + vi * e);
+      if (norm.weight) w[k] = gpu::load16(norm.weight + vi * e);
+    }
+  }
+
+  template <class Group, class Map>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const Group& g, float (&v)[VecsPerThread][e],
+                                                      const held_vectors<Map, e>& h) const {
+    using traits = core::value_traits<T>;
+    for (int k = 0; k < VecsPerThread; ++k) {
+      if (!h.holds(k)) continue;
+      const position p = h.at(k);
+      float x[e];
+      traits::unpack(preloads ? r[k] : gpu::load16(add.residual + p.row * add.ld + p.col), x);
+      add.add_loaded(p, x, v[k]);
+    }
+    float partial = 0.0f;  // in vector order, as apply_stage sums it
+    for (int k = 0; k < VecsPerThread; ++k)
+      if (h.holds(k)) partial += norm.row_partial(h.at(k), v[k]);
+    const float total = norm.row_combine(g, partial);
+    for (int k = 0; k < VecsPerThread; ++k) {
+      if (!h.holds(k)) continue;
+      const position p = h.at(k);
+      float x[e];
+      if (norm.weight) traits::unpack(preloads ? w[k] : gpu::load16(norm.weight + p.col), x);
+      else
+        for (float& y : x) y = 1.0f;
+      norm.apply_loaded(v[k], total, x);
+      out(p, v[k]);
+    }
+  }
+};
+
+template <int VecsPerThread, class T, class Out, int BlockThreads>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE preloaded_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads>
+make_preloaded_rmsnorm_epilogue(const rmsnorm_args<T, Out>& a, T* residual_out, output_t<T, Out>* out) {
+  preloaded_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads> epi;
+  epi.add = residual_add<T>{a.residual, residual_out, a.hidden};
+  epi.norm = make_rmsnorm_stage<T, Out, BlockThreads>(a);
+  epi.out = make_output_stage(a, out);
+  return epi;
+}
+}  // namespace detail
+
 // One block of one rank. Group-collective (every thread of g); launch BlockThreads threads per block
 // (the row sum is a block reduction over exactly that many; 1 on the host backend) and hold a row:
 // VecsPerThread * BlockThreads * (16 / sizeof(T)) >= hidden. Every rank runs the same grid.
@@ -284,10 +358,14 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
   ar.publish_strided(g, block, num_blocks);
 
   bool ok = true;
+  const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
   if constexpr (Algo == algorithm::flat) {
     // 2. Every row, reduced here: outputs go straight to the caller's arrays.
-    const auto epi = detail::make_rmsnorm_epilogue<T, Out, BlockThreads>(a, a.residual, a.output);
-    for (int i = block; i < rows && ok; i += num_blocks) ok = ar.template reduce<VecsPerThread>(g, i, map, epi);
+    auto epi = detail::make_preloaded_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads>(a, a.residual, a.output);
+    for (int i = block; i < rows && ok; i += num_blocks) {
+      epi.preload(static_cast<std::size_t>(i), tid, gs, vecs);  // in flight while the row's flags arrive
+      ok = ar.template reduce<VecsPerThread>(g, i, map, epi);
+    }
   } else {
     // 2. This rank's chunk: reduced, normalised, published in its buffer (new residual rows, then
     //    output rows), 3. every row copied from its owner (this rank's own rows too).
@@ -295,9 +373,10 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
     const auto res_of = [&](int r) { return reinterpret_cast<T*>(ar.results(r)); };
     const auto out_of = [&](int r) { return reinterpret_cast<out_t*>(ar.results(r) + res_bytes); };
     const int me = ar.rank();
-    const auto epi = detail::make_rmsnorm_epilogue<T, Out, BlockThreads>(a, res_of(me), out_of(me));
+    auto epi = detail::make_preloaded_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads>(a, res_of(me), out_of(me));
     for (int i = block; i < rows && ok; i += num_blocks) {
       if (!ar.owns(i)) continue;
+      epi.preload(static_cast<std::size_t>(i), tid, gs, vecs);
       ok = ar.template reduce_owned<VecsPerThread>(g, i, map, epi);
       if (ok) ar.publish_result(g, i);
     }
@@ -306,8 +385,8 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
     for (int i = block; i < rows && ok; i += num_blocks) {
       const int o = ar.owner(i);
       const std::size_t row = static_cast<std::size_t>(i) * hidden;
-      detail::copy_units<16>(g, a.residual + row, res_of(o) + row, vecs);
-      detail::copy_units<out_unit>(g, a.output + row, out_of(o) + row, vecs);
+      detail::copy_row_pair<VecsPerThread, 16, out_unit>(g, a.residual + row, res_of(o) + row, a.output + row,
+                                                          out_of(o) + row, vecs);
     }
   }
   ar.finish(g, num_blocks);

@@ -282,6 +282,50 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_rows(const Group& g, std::size_t r
   }
 }
 
+// A unit of Bytes (4, 8 or 16) bytes, loaded and stored whole.
+template <int Bytes>
+using unit_t = std::conditional_t<Bytes == 16, gpu::vec16, std::conditional_t<Bytes == 8, std::uint64_t, std::uint32_t>>;
+template <int Bytes>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unit_t<Bytes> load_unit(const void* p) {
+  if constexpr (Bytes == 16) return gpu::load16(p);
+  else return *static_cast<const unit_t<Bytes>*>(p);
+}
+template <int Bytes>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_unit(void* p, const unit_t<Bytes>& v) {
+  if constexpr (Bytes == 16) gpu::store16(p, v);
+  else *static_cast<unit_t<Bytes>*>(p) = v;
+}
+
+// One row of two arrays (units of BytesA and BytesB bytes, `units` of each) from sa, sb to da, db,
+// each thread copying its units tid, tid + G, ... (at most UnitsPerThread of them: units <=
+// UnitsPerThread * G) with every load issued before any store: one load latency for the row,
+// where copy_units pays one per unit and array. Registers indexed by constants only.
+template <int UnitsPerThread, int BytesA, int BytesB, class Group>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_row_pair(const Group& g, void* da, const void* sa, void* db, const void* sb,
+                                                       std::size_t units) {
+  const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
+  unit_t<BytesA> va[UnitsPerThread];
+  unit_t<BytesB> vb[UnitsPerThread];
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+  for (int k = 0; k < UnitsPerThread; ++k) {
+    const std::size_t u = static_cast<std::size_t>(k) * gs + tid;
+    if (u >= units) continue;
+    va[k] = load_unit<BytesA>(static_cast<const unsigned char*>(sa) + BytesA * u);
+    vb[k] = load_unit<BytesB>(static_cast<const unsigned char*>(sb) + BytesB * u);
+  }
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+  for (int k = 0; k < UnitsPerThread; ++k) {
+    const std::size_t u = static_cast<std::size_t>(k) * gs + tid;
+    if (u >= units) continue;
+    store_unit<BytesA>(static_cast<unsigned char*>(da) + BytesA * u, va[k]);
+    store_unit<BytesB>(static_cast<unsigned char*>(db) + BytesB * u, vb[k]);
+  }
+}
+
 }  // namespace detail
 }  // namespace fused
 RCCLX_NAMESPACE_END

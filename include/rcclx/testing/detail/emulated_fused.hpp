@@ -53,12 +53,39 @@ struct emulated_cluster_params {
   int blocks_per_rank;
 };
 template <int VPT, int ClusterBlocks, int KSplit, class T, class Out, int MaxRanks>
-RCCLX_GLOBAL void __launch_bounds__(fused_threads * KSplit / ClusterBlocks)
-    emulated_allreduce_rmsnorm_cluster(emulated_cluster_params<T, Out, MaxRanks> p) {
+RCCLX_DEVICE RCCLX_FORCEINLINE void emulated_cluster_body(const emulated_cluster_params<T, Out, MaxRanks>& p) {
   const int rank = static_cast<int>(blockIdx.x) / p.blocks_per_rank;
   (void)fused::allreduce_rmsnorm_cluster_block<VPT, ClusterBlocks, KSplit>(
       p.tables[rank], p.args[rank], static_cast<int>(blockIdx.x) % p.blocks_per_rank, p.blocks_per_rank);
 }
+template <int VPT, int ClusterBlocks, int KSplit, class T, class Out, int MaxRanks>
+RCCLX_GLOBAL void __launch_bounds__(fused_threads * KSplit / ClusterBlocks)
+    emulated_allreduce_rmsnorm_cluster(emulated_cluster_params<T, Out, MaxRanks> p) {
+  emulated_cluster_body<VPT, ClusterBlocks, KSplit>(p);
+}
+// One shape is compiled with an explicit minimum of 1 resident block per SM: 4 blocks of 128
+// threads holding two vectors each (bf16 rows of 4104-8192). ptxas then gives it 187 registers
+// instead of 164 (sm_90), so at most 2 of its blocks share an SM instead of 3, and 8 x 8192 bf16 on
+// 8 emulated ranks (64 clusters of 4 on one GPU) ran in 8.0 us instead of 8.9 (docs/performance.md,
+// ninth session; probably the clusters spread over more SMs). Only the emulated launch has that
+// many clusters on one GPU; a real job's kernel (fused/allreduce_rmsnorm_cluster.hpp) is unchanged.
+// The other shapes keep the compiler's choice: the same minimum gave the one-vector shapes 160
+// registers instead of 128 and fewer resident clusters (16 x 4096: 7.3 -> 8.9 us), and 4 per SM
+// for the 8 x 128 shape (128 registers) did not change 8 x 8192.
+template <int VPT, int ClusterBlocks, int KSplit, class T, class Out, int MaxRanks>
+RCCLX_GLOBAL void __launch_bounds__(fused_threads * KSplit / ClusterBlocks, 1)
+    emulated_allreduce_rmsnorm_cluster_min1(emulated_cluster_params<T, Out, MaxRanks> p) {
+  emulated_cluster_body<VPT, ClusterBlocks, KSplit>(p);
+}
+// The emulated cluster kernel of a shape (only that one is instantiated).
+template <int VPT, int ClusterBlocks, int KSplit, class T, class Out, int MaxRanks>
+struct emulated_cluster_kernel {
+  static constexpr auto value = emulated_allreduce_rmsnorm_cluster<VPT, ClusterBlocks, KSplit, T, Out, MaxRanks>;
+};
+template <class T, class Out, int MaxRanks>
+struct emulated_cluster_kernel<2, 4, 1, T, Out, MaxRanks> {
+  static constexpr auto value = emulated_allreduce_rmsnorm_cluster_min1<2, 4, 1, T, Out, MaxRanks>;
+};
 #endif
 
 // Runs the cluster kernel on every rank if the launchers' rule (fused::detail::try_rmsnorm_cluster_choices,
@@ -74,7 +101,7 @@ inline int try_launch_emulated_cluster(const emulated_world<MaxRanks>& world, co
     constexpr int vpt = decltype(vpt_tag)::value;
     fused::detail::try_rmsnorm_cluster_choices<vpt>([&](auto cb_tag, auto split_tag, int rows) {
       constexpr int cb = decltype(cb_tag)::value, split = decltype(split_tag)::value;
-      constexpr auto kernel = emulated_allreduce_rmsnorm_cluster<vpt, cb, split, T, Out, MaxRanks>;
+      constexpr auto kernel = emulated_cluster_kernel<vpt, cb, split, T, Out, MaxRanks>::value;
       const int groups = fused::detail::rmsnorm_cluster_plan<kernel, cb, split, T>(t0.signals, args[0].tokens,
                                                                                    args[0].hidden, n, rows);
       if (groups == 0) return false;

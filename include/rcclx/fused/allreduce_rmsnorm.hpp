@@ -345,7 +345,8 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
   tile_allreduce<T, MaxRanks, Algo> ar(t, slots, hidden, rows);
 
   // 1. This rank's rows into its symmetric buffer, then all of them flagged at once. Several rows
-  //    per block (tokens > blocks): their loads batched across rows (copy_rows).
+  //    per block (tokens > blocks): their loads batched across rows (copy_rows); one row:
+  //    copy_units, which measured faster there.
   const int my_rows = block < rows ? (rows - 1 - block) / num_blocks + 1 : 0;
   if (my_rows > 1) {
     const auto row = [&](std::size_t k) { return block + static_cast<int>(k) * num_blocks; };

@@ -152,8 +152,8 @@ class tile_allreduce {
                                    int num_tiles, tile_reducer reducer = tile_reducer::same_block)
       : t_(&t), slots_(slots), tile_elems_(tile_elems), num_tiles_(num_tiles),
         any_block_(reducer == tile_reducer::any_block) {
-    // Acquire: this thread's later accesses, finish()'s counting included, come after the read of
-    // the control words (finish() needs no fence for them, see there).
+    // Acquire: this thread's later accesses (finish()'s count included) come after the counter's
+    // read, whatever the compiler does with the loads; see finish().
     const std::uint32_t call = gpu::load_acquire_system(t.signals.counter_slot(slots.first, 0));
     epoch_ = call + 1u;
     arrived_before_ = *t.signals.inbox_slot(t.rank(), slots.first, 0);
@@ -348,12 +348,15 @@ class tile_allreduce {
       std::uint32_t* call = s.counter_slot(slots_.first, 0);
       std::uint32_t* arrived = s.counter_slot(slots_.first, 1);
       std::uint32_t* arrived_before = s.inbox_slot(s.rank, slots_.first, 0);
-      // No fence: the control words only have to be read before this block is counted, and every
-      // thread read them with an acquire load (constructor) before the group sync above. The
-      // outputs need no ordering here: the next call is a later kernel, and peers reuse this
-      // call's half only after this rank's flags of the next call (see Protocol). A system-scope
-      // fence here waited for this block's last stores to land: 0.4-0.5 us per call of the
-      // tile-flag AllReduce + RMSNorm kernels on one H200 (docs/performance.md).
+      // No fence. The control words (the counter, arrived_before) only have to be read before this
+      // block is counted, so that none of its threads can see the last block's update of this
+      // call: every thread read them in the constructor (the counter with an acquire load), and the
+      // group sync above completes each thread's earlier loads before thread 0 counts (on the
+      // host the fetch_add itself is acq_rel). The outputs need no ordering here: the next call is
+      // a later kernel, and peers reuse this call's half only after this rank's flags of the next
+      // call (see Protocol). A system-scope fence here waited for the block's last stores to land:
+      // 0.4-0.5 us per call of the tile-flag AllReduce + RMSNorm kernels on one H200
+      // (docs/performance.md, tenth session).
       const std::uint32_t now = gpu::fetch_add_local(arrived, 1u) + 1u;
       if (now - arrived_before_ == static_cast<std::uint32_t>(num_blocks)) {
         gpu::store_relaxed_system(arrived_before, now);

@@ -3,7 +3,8 @@
 // GEMM (64 x 64 output tiles through shared memory, a 4 x 4 register tile per thread) whose epilogue
 // writes each finished tile into the symmetric buffer and publishes it; then the tiles are reduced
 // across the ranks, flat (every rank reduces every tile) or tree (each tile's owner reduces it once,
-// the others copy the result), blocks with fewer GEMM tiles reducing those of the busy ones.
+// the others copy the result), blocks with fewer GEMM tiles reducing those of the busy ones, and
+// (flat) a short last round's tiles split over K into parts that the AllReduce sums (split_plan).
 // Walkthrough: docs/fusion.md.
 #pragma once
 
@@ -26,24 +27,26 @@ constexpr int threads = on_gpu ? micro_tiles : 1;  // a host "block" is one thre
 // (40 registers on sm_90), so the fused kernel gets the same persistent grid as the plain GEMM.
 constexpr int blocks_per_sm = 6;
 
-// The BM x BN tile (tm, tn) of A * B (A: M x K, B: K x N, row-major) in FP32: thread i of the group
-// computes micro tiles i, i + G, ... (MicroPerThread of them).
+// The BM x BN tile (tm, tn) of A * B (A: M x K, B: K x N, row-major) in FP32, over the columns
+// [k_begin, k_end) of A (0 and K: the whole product): thread i of the group computes micro tiles
+// i, i + G, ... (MicroPerThread of them).
 template <int MicroPerThread, class Group>
 RCCLX_HOST_DEVICE void gemm_tile(const Group& g, const T* A, const T* B, std::size_t M, std::size_t N, std::size_t K,
-                                 std::size_t tm, std::size_t tn, float (&acc)[MicroPerThread][4][4]) {
+                                 std::size_t tm, std::size_t tn, std::size_t k_begin, std::size_t k_end,
+                                 float (&acc)[MicroPerThread][4][4]) {
   float(&As)[BK][BM + 4] = rcclx::gpu::block_shared<float[BK][BM + 4], struct a_stage>();  // +4: fewer bank conflicts
   float(&Bs)[BK][BN] = rcclx::gpu::block_shared<float[BK][BN], struct b_stage>();
   const int tid = g.thread_rank(), gs = g.size();
   // The tile's corner in A and B, and how much of it lies inside them (int from here on: a tile is small).
-  const T* a = A + tm * BM * K;
-  const T* b = B + tn * BN;
+  const T* a = A + tm * BM * K + k_begin;
+  const T* b = B + tn * BN + k_begin * N;
   const int rows = static_cast<int>(M - tm * BM < BM ? M - tm * BM : BM);
   const int cols = static_cast<int>(N - tn * BN < BN ? N - tn * BN : BN);
   for (auto& u : acc)
     for (auto& row : u)
       for (float& x : row) x = 0.0f;
-  for (std::size_t k0 = 0; k0 < K; k0 += BK, a += BK, b += BK * N) {
-    const int depth = static_cast<int>(K - k0 < BK ? K - k0 : BK);
+  for (std::size_t k0 = k_begin; k0 < k_end; k0 += BK, a += BK, b += BK * N) {
+    const int depth = static_cast<int>(k_end - k0 < BK ? k_end - k0 : BK);
     g.sync();  // everyone is done with the previous stage
     for (int i = tid; i < BM * BK; i += gs) {
       const int r = i / BK, c = i % BK;
@@ -101,32 +104,91 @@ template <int MicroPerThread>
 struct tile_acc {
   float v[MicroPerThread][4][4];
 };
+template <int MicroPerThread>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE tile_acc<MicroPerThread> copy_out(const float (&acc)[MicroPerThread][4][4]) {
+  tile_acc<MicroPerThread> done;
+  for (int u = 0; u < MicroPerThread; ++u)
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) done.v[u][i][j] = acc[u][i][j];
+  return done;
+}
 
-// The epilogue of one GEMM tile: the partial product, rounded to bf16 as an unfused GEMM would
-// store it, goes into this call's half of the rank's symmetric buffer (row-major BM x BN; what lies
-// outside C is left out: the reduction skips it too) and is published at once, for whichever block
+// The epilogue of one GEMM tile (or part of one, see split_plan): the partial product, rounded to
+// bf16 as an unfused GEMM would store it, goes into slot `slot` of this call's half of the rank's
+// symmetric buffer (row-major BM x BN; what lies outside C, placed by `tile`, is left out: the
+// reduction skips it too) and is published at once, for whichever block
 // of each rank reduces it (tile_reducer::any_block, see reduce_range). A real call
 // (RCCLX_NOINLINE), like reduce_tiles: the kernel's GEMM loop stays as the plain GEMM's is, with no
 // AllReduce state live across its k-loop; the accumulators cross the call by value (registers).
 template <rcclx::algorithm Algo, int MicroPerThread, class Group>
 RCCLX_HOST_DEVICE RCCLX_NOINLINE void publish_tile(Group g, tile_acc<MicroPerThread> acc,
                                                    const rcclx::core::peer_table<T, max_ranks>* table,
-                                                   rcclx::fused::tile_slots slots, int tile, std::size_t M, std::size_t N) {
+                                                   rcclx::fused::tile_slots slots, int slot, int slots_used, int tile,
+                                                   std::size_t M, std::size_t N) {
   namespace fz = rcclx::fused;
   const fz::tile_map map{M, N, BM, BN};  // tile t = (t / tiles_per_row, t % tiles_per_row)
   const std::size_t tm = tile / map.tiles_per_row(), tn = tile % map.tiles_per_row();
-  const fz::tile_allreduce<T, max_ranks, Algo> ar(*table, slots, map.tile_elems(), static_cast<int>(map.num_tiles()),
+  const fz::tile_allreduce<T, max_ranks, Algo> ar(*table, slots, map.tile_elems(), slots_used,
                                                   fz::tile_reducer::any_block);
-  store_tile<MicroPerThread>(g, acc.v, ar.input(tile), BN, M - tm * BM, N - tn * BN);
-  ar.publish(g, tile);
+  store_tile<MicroPerThread>(g, acc.v, ar.input(slot), BN, M - tm * BM, N - tn * BN);
+  ar.publish(g, slot);
 }
+
+// The schedule of a call of G = `blocks` blocks per rank over `tiles` GEMM tiles: block b multiplies
+// tiles b, b + G, ...; the last round (tiles from `last` = (rounds - 1) G on) has `r` of them. When
+// r < G, that round runs r blocks at a fraction of the GPU's occupancy, slow for its work, while
+// the other blocks reduce the earlier tiles. The flat kernel then splits each last-round tile's K
+// range into `split` parts, multiplied by different blocks, and publishes every part as a tile of
+// its own: the AllReduce sums the parts along with the ranks (tile_allreduce::reduce_parts), so the
+// split costs no extra pass (an unfused GEMM would need one). Slots ("virtual tiles"): 0 .. last - 1
+// the earlier tiles, last + s r + i part s of tile last + i (part 0 in the tile's own slot).
+// How many parts: as many as leave a block idle (at most 4), and few enough that the idle blocks
+// (G - r split) can reduce the earlier tiles while the shorter last round runs, at most 9 each: on
+// one H200 with 8 emulated ranks (99 blocks each) M = 128 was fastest with 3 parts (99 earlier
+// tiles, 12 idle blocks) and M = 512 with 2 (495 tiles, 65 idle blocks; docs/performance.md).
+// Tree kernels do not split (a tile's parts would have different owners).
+struct split_plan {
+  static constexpr int max_split = 4, max_tiles_per_idle_block = 9;
+  int last = 0, r = 0, split = 1;
+  int k_steps = 1;  // BK-wide steps of K
+
+  RCCLX_HOST_DEVICE split_plan(int tiles, int blocks, std::size_t K, rcclx::algorithm algo = rcclx::algorithm::flat) {
+    const int rounds = (tiles + blocks - 1) / blocks;
+    last = (rounds - 1) * blocks;
+    r = tiles - last;
+    k_steps = static_cast<int>((K + BK - 1) / BK);
+    if (algo == rcclx::algorithm::flat && r > 0 && r < blocks) {
+      const int fit = (blocks - 1) / r;  // parts that still leave a block idle
+      split = fit < max_split ? fit : max_split;
+      if (split > k_steps) split = k_steps;
+      while (split > 1 && last > max_tiles_per_idle_block * (blocks - r * split)) --split;
+      if (split < 1) split = 1;
+    }
+  }
+  // Tile slots a call uses (tile_allreduce's num_tiles), at most tiles + blocks - 1.
+  RCCLX_HOST_DEVICE int virtual_tiles() const { return last + r * split; }
+  RCCLX_HOST_DEVICE bool is_split(int tile) const { return split > 1 && tile >= last; }
+  RCCLX_HOST_DEVICE int tile_of(int v) const { return v < last ? v : last + (v - last) % r; }
+  // The columns [k_begin, k_end) of A that virtual tile v covers: all of them (0, K) for an unsplit tile.
+  RCCLX_HOST_DEVICE std::size_t k_begin(int v, std::size_t K) const { return v < last ? 0 : k_at((v - last) / r, K); }
+  RCCLX_HOST_DEVICE std::size_t k_end(int v, std::size_t K) const {
+    return v < last ? K : k_at((v - last) / r + 1, K);
+  }
+
+ private:
+  RCCLX_HOST_DEVICE std::size_t k_at(int part, std::size_t K) const {  // whole BK steps, split as evenly as they go
+    const std::size_t k = static_cast<std::size_t>(part * k_steps / split) * BK;
+    return k < K ? k : K;
+  }
+};
 
 // Which tiles block `b` reduces: tiles first, first + step, ... below end. Block b multiplied
 // tiles b, b + B, b + 2B, ... (B blocks). The last round (the tiles from (K - 1) B on, K =
 // ceil(tiles / B)) has R tiles, so blocks b < R multiply K tiles and the others K - 1: those finish
 // a whole tile's time earlier and reduce every tile of the earlier rounds meanwhile (L = B - R of
 // them: tiles j, j + L, ... for the j-th), while block b < R reduces only its last tile, the one
-// that ends the GEMM. When every block has as many tiles (R = B), each reduces its own.
+// that ends the GEMM (all of its parts, when split_plan splits it). When every block has as many
+// tiles (R = B), each reduces its own.
 struct reduce_range {
   int first, step, end;
   RCCLX_HOST_DEVICE reduce_range(int tiles, int blocks, int b) {
@@ -137,17 +199,38 @@ struct reduce_range {
   }
 };
 
+// The reduction phase of a block that reduces a split tile (reduce_range: block b < r reduces tile
+// last + b, whose part 0 it multiplied): every part, summed over the ranks and the parts, plus the
+// bias, into C. A call of its own, so reduce_tiles keeps its registers.
+template <rcclx::algorithm Algo, class Group>
+RCCLX_HOST_DEVICE RCCLX_NOINLINE void reduce_split(Group g, rcclx::testing::launch_index ix,
+                                                   const rcclx::core::peer_table<T, max_ranks>* table,
+                                                   rcclx::fused::tile_slots slots, std::size_t M, std::size_t N,
+                                                   std::size_t K, const float* bias, T* C) {
+  namespace fz = rcclx::fused;
+  const fz::tile_map map{M, N, BM, BN};
+  const split_plan plan(static_cast<int>(map.num_tiles()), ix.num_blocks, K, Algo);
+  const fz::tile_allreduce<T, max_ranks, Algo> ar(*table, slots, map.tile_elems(), plan.virtual_tiles(),
+                                                  fz::tile_reducer::any_block);
+  constexpr auto streaming = rcclx::gpu::cache_hint::streaming;
+  const fz::epilogue<add_bias, fz::store<T, streaming>> epi{{bias}, {C, N}};
+  if constexpr (Algo == rcclx::algorithm::flat)
+    ar.template reduce_parts<1, 4, streaming>(g, plan.last + ix.block, plan.split, plan.r, map, epi);
+  ar.finish(g, ix.num_blocks);
+}
+
 // The reduction phase of one block (a real call too): the tiles of reduce_range, each summed over
 // the ranks, plus the bias, into C.
 template <rcclx::algorithm Algo, class Group>
 RCCLX_HOST_DEVICE RCCLX_NOINLINE void reduce_tiles(Group g, rcclx::testing::launch_index ix,
                                                    const rcclx::core::peer_table<T, max_ranks>* table,
-                                                   rcclx::fused::tile_slots slots, std::size_t M, std::size_t N,
-                                                   const float* bias, T* C) {
+                                                   rcclx::fused::tile_slots slots, int slots_used, std::size_t M,
+                                                   std::size_t N, const float* bias, T* C) {
   namespace fz = rcclx::fused;
   const fz::tile_map map{M, N, BM, BN};
   const int tiles = static_cast<int>(map.num_tiles());
-  const fz::tile_allreduce<T, max_ranks, Algo> ar(*table, slots, map.tile_elems(), tiles, fz::tile_reducer::any_block);
+  const fz::tile_allreduce<T, max_ranks, Algo> ar(*table, slots, map.tile_elems(), slots_used,
+                                                  fz::tile_reducer::any_block);
   // The ranks' partial tiles are loaded and C stored evict-first (cache_hint::streaming): the
   // reduction runs while other blocks still multiply, and must not push their A and B out of L2.
   constexpr auto streaming = rcclx::gpu::cache_hint::streaming;
@@ -181,27 +264,31 @@ struct gemm_allreduce_kernel {
   T* C[max_ranks];                                     // rank r's copy of the result: M x N
   const float* bias;
   std::size_t M, N, K_r;
-  rcclx::fused::tile_slots slots;                      // signal-pad slots for the tile flags
+  rcclx::fused::tile_slots slots;                      // signal-pad slots for the tile flags (split_plan's virtual tiles)
 
   template <class Group>
   RCCLX_HOST_DEVICE void operator()(const Group& g, rcclx::testing::launch_index ix) const {
     constexpr int mpt = on_gpu ? 1 : micro_tiles;  // micro tiles per thread
-    // 1. This block's GEMM tiles, each published as soon as it is stored: the plain GEMM's loop
-    // (gemm_partials below), inline, where the kernel's parameters stay uniform.
+    // 1. This block's GEMM tiles (the last round's split into parts of K, see split_plan), each
+    // published as soon as it is stored: the plain GEMM's loop (gemm_partials below), inline, where
+    // the kernel's parameters stay uniform.
     const rcclx::fused::tile_map map{M, N, BM, BN};
     const int tiles = static_cast<int>(map.num_tiles());
-    for (int tile = ix.block; tile < tiles; tile += ix.num_blocks) {
+    const split_plan plan(tiles, ix.num_blocks, K_r, Algo);
+    const int used = plan.virtual_tiles();
+    for (int v = ix.block; v < used; v += ix.num_blocks) {
       float acc[mpt][4][4];
+      const int tile = plan.tile_of(v);
       const std::size_t tm = tile / map.tiles_per_row(), tn = tile % map.tiles_per_row();
-      gemm_tile<mpt>(g, A[ix.rank], B[ix.rank], M, N, K_r, tm, tn, acc);
-      tile_acc<mpt> done;  // the accumulators, copied out after the loop
-      for (int u = 0; u < mpt; ++u)
-        for (int i = 0; i < 4; ++i)
-          for (int j = 0; j < 4; ++j) done.v[u][i][j] = acc[u][i][j];
-      publish_tile<Algo, mpt>(g, done, tables[ix.rank], slots, tile, M, N);
+      gemm_tile<mpt>(g, A[ix.rank], B[ix.rank], M, N, K_r, tm, tn, plan.k_begin(v, K_r), plan.k_end(v, K_r), acc);
+      publish_tile<Algo, mpt>(g, copy_out(acc), tables[ix.rank], slots, v, used, tile, M, N);
     }
-    // 2. The tiles summed over the ranks, plus the bias, into C.
-    reduce_tiles<Algo>(g, ix, tables[ix.rank], slots, M, N, bias, C[ix.rank]);
+    // 2. The tiles summed over the ranks, plus the bias, into C: blocks b < r the parts of split
+    // tile last + b, the others as reduce_range says.
+    if (plan.split > 1 && ix.block < plan.r)
+      reduce_split<Algo>(g, ix, tables[ix.rank], slots, M, N, K_r, bias, C[ix.rank]);
+    else
+      reduce_tiles<Algo>(g, ix, tables[ix.rank], slots, used, M, N, bias, C[ix.rank]);
   }
 };
 
@@ -226,7 +313,7 @@ struct gemm_partials {
     for (int tile = ix.block; tile < tiles; tile += ix.num_blocks) {
       float acc[mpt][4][4];
       const std::size_t tm = tile / map.tiles_per_row(), tn = tile % map.tiles_per_row();
-      gemm_tile<mpt>(g, A[ix.rank], B[ix.rank], M, N, K_r, tm, tn, acc);
+      gemm_tile<mpt>(g, A[ix.rank], B[ix.rank], M, N, K_r, tm, tn, 0, K_r, acc);
       store_tile<mpt>(g, acc, out[ix.rank] + tm * BM * N + tn * BN, N, M - tm * BM, N - tn * BN);
     }
   }

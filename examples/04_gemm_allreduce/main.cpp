@@ -55,25 +55,32 @@ inputs make_inputs(int n, std::size_t M, std::size_t N, std::size_t K_r) {
   return in;
 }
 
-// One rank's C against float64: partial products rounded to bf16 on each rank, summed in fp32 in
-// rank order and rounded to bf16 (the AllReduce's result, as an unfused AllReduce would store it),
-// plus the bias, rounded once more. Returns the elements out of tolerance.
-int check_against_float64(const inputs& in, std::size_t M, std::size_t N, std::size_t K_r, const std::vector<T>& c,
-                          double& max_err) {
+// One rank's C against float64: partial products rounded to bf16 on each rank (each part of a
+// split tile rounded on its own, see split_plan), summed in fp32 and rounded to bf16 (the
+// AllReduce's result, as an unfused AllReduce would store it), plus the bias, rounded once more.
+// Returns the elements out of tolerance.
+int check_against_float64(const inputs& in, std::size_t M, std::size_t N, std::size_t K_r, const split_plan& plan,
+                          const std::vector<T>& c, double& max_err) {
   const int n = static_cast<int>(in.a.size());
+  const std::size_t tiles_per_row = (N + BN - 1) / BN;
   int bad = 0;
   for (std::size_t i = 0; i < M; ++i) {
     for (std::size_t j = 0; j < N; ++j) {
+      const int tile = static_cast<int>(i / BM * tiles_per_row + j / BN), parts = plan.is_split(tile) ? plan.split : 1;
       double sum = in.bias[j], tol = 0;
       for (int r = 0; r < n; ++r) {
-        double part = 0, mag = 0;
-        for (std::size_t q = 0; q < K_r; ++q) {
-          const double x = static_cast<float>(in.a[r][i * K_r + q]) * static_cast<double>(static_cast<float>(in.b[r][q * N + j]));
-          part += x;
-          mag += std::fabs(x);
+        for (int s = 0; s < parts; ++s) {
+          const int v = tile + s * plan.r;  // the part's slot (split_plan)
+          const std::size_t k0 = parts > 1 ? plan.k_begin(v, K_r) : 0, k1 = parts > 1 ? plan.k_end(v, K_r) : K_r;
+          double part = 0, mag = 0;
+          for (std::size_t q = k0; q < k1; ++q) {
+            const double x = static_cast<float>(in.a[r][i * K_r + q]) * static_cast<double>(static_cast<float>(in.b[r][q * N + j]));
+            part += x;
+            mag += std::fabs(x);
+          }
+          sum += part;
+          tol += 0x1p-8 * std::fabs(part) + 2.0 * K_r * 0x1p-24 * mag + n * parts * 0x1p-24 * (std::fabs(part) + 1);
         }
-        sum += part;
-        tol += 0x1p-8 * std::fabs(part) + 2.0 * K_r * 0x1p-24 * mag + n * 0x1p-24 * (std::fabs(part) + 1);
       }
       tol += 0x1p-8 * std::fabs(sum - in.bias[j]) + 0x1p-8 * std::fabs(sum) + 1e-6;
       const double err = std::fabs(static_cast<float>(c[i * N + j]) - sum);
@@ -115,17 +122,22 @@ int run_process_rank(const rcclx::host::launch_config& cfg, std::size_t M, std::
   const std::size_t K_r = K / n;
   const rcclx::fused::tile_map map{M, N, BM, BN};
   const int tiles = static_cast<int>(map.num_tiles());
+  // This rank's blocks must be resident together on its GPU (they wait for the peers' tiles).
+  const int blocks = std::max(1, std::min({tiles, on_gpu ? 32 : 4,
+                                           rcclx::testing::max_blocks_per_rank<gemm_allreduce>(1, threads)}));
+  const int slots_used = split_plan(tiles, blocks, K_r).virtual_tiles();  // tiles, plus parts of split ones
   rcclx::host::communicator_options opts;
-  const rcclx::fused::tile_slots slots{opts.max_blocks, tiles};
+  const rcclx::fused::tile_slots slots{opts.max_blocks, slots_used};
   opts.max_blocks = slots.end();
-  opts.buffer_bytes =
-      std::max(opts.buffer_bytes, rcclx::fused::tile_allreduce<T, max_ranks>::workspace_bytes(map.tile_elems(), tiles));
+  opts.buffer_bytes = std::max(
+      opts.buffer_bytes, rcclx::fused::tile_allreduce<T, max_ranks>::workspace_bytes(map.tile_elems(), slots_used));
   rcclx::host::communicator<max_ranks> comm(bs, opts);
   const int rank = comm.rank();
   if (rank == 0)
     std::printf("rcclx fused GEMM + AllReduce on %s: %d processes, C[%zu x %zu] = sum_r A_r[%zu x %zu] B_r + bias\n",
                 backend_name(), n, M, N, M, K_r);
-  rcclx::fused::tile_allreduce<T, max_ranks>::check("example", comm.device_handle<T>(), slots, map.tile_elems(), tiles);
+  rcclx::fused::tile_allreduce<T, max_ranks>::check("example", comm.device_handle<T>(), slots, map.tile_elems(),
+                                                     slots_used);
 
   const inputs in = make_inputs(n, M, N, K_r);
   std::vector<void*> owned;
@@ -136,9 +148,6 @@ int run_process_rank(const rcclx::host::launch_config& cfg, std::size_t M, std::
   k.N = N;
   k.K_r = K_r;
   k.slots = slots;
-  // This rank's blocks must be resident together on its GPU (they wait for the peers' tiles).
-  const int blocks = std::max(1, std::min({tiles, on_gpu ? 32 : 4,
-                                           rcclx::testing::max_blocks_per_rank<gemm_allreduce>(1, threads)}));
   rcclx::gpu::stream_t stream = rcclx::gpu::stream_create();
   double best_ms = 1e30;
   for (int rep = 0; rep < (on_gpu ? 5 : 2); ++rep) {  // repeated calls alternate buffer halves
@@ -152,7 +161,7 @@ int run_process_rank(const rcclx::host::launch_config& cfg, std::size_t M, std::
   std::vector<T> c(M * N);
   rcclx::gpu::copy(c.data(), k.C[rank], M * N * sizeof(T));
   double max_err = 0;
-  const int bad = check_against_float64(in, M, N, K_r, c, max_err);
+  const int bad = check_against_float64(in, M, N, K_r, split_plan(tiles, blocks, K_r), c, max_err);
   // Every rank must hold the same bits: compare hashes over the bootstrap.
   std::uint64_t h = 1469598103934665603ull;
   for (const T& x : c) h = (h ^ x.bits) * 1099511628211ull;
@@ -212,14 +221,19 @@ int main(int argc, char** argv) {
               backend_name(), n, M, N, M, K_r);
 
   // [fusion-setup]
-  // Tile flags live in the signal pads, in their own slot range; the symmetric buffer holds two
-  // halves of every rank's tiles (calls alternate between them).
+  // All blocks of all ranks must be resident at once: they wait for each other's tiles.
   const rcclx::fused::tile_map map{M, N, BM, BN};
   const int tiles = static_cast<int>(map.num_tiles());
-  const rcclx::fused::tile_slots slots{0, tiles};
-  const std::size_t bytes = rcclx::fused::tile_allreduce<T, max_ranks>::workspace_bytes(map.tile_elems(), tiles);
+  const int blocks = std::max(1, std::min({tiles, on_gpu ? 32 : 4,
+                                           rcclx::testing::max_blocks_per_rank<gemm_allreduce>(n, threads)}));
+  // Tile flags live in the signal pads, in their own slot range: one per tile, plus one per extra
+  // part of a split last-round tile (split_plan); the symmetric buffer holds two halves of every
+  // rank's tiles (calls alternate between them).
+  const int slots_used = split_plan(tiles, blocks, K_r).virtual_tiles();
+  const rcclx::fused::tile_slots slots{0, slots_used};
+  const std::size_t bytes = rcclx::fused::tile_allreduce<T, max_ranks>::workspace_bytes(map.tile_elems(), slots_used);
   rcclx::testing::emulated_world<max_ranks> world(n, bytes, slots.end());
-  rcclx::fused::tile_allreduce<T, max_ranks>::check("example", world.table<T>(0), slots, map.tile_elems(), tiles);
+  rcclx::fused::tile_allreduce<T, max_ranks>::check("example", world.table<T>(0), slots, map.tile_elems(), slots_used);
   // [fusion-setup]
 
   const inputs in = make_inputs(n, M, N, K_r);
@@ -234,9 +248,6 @@ int main(int argc, char** argv) {
   k.K_r = K_r;
   k.slots = slots;
 
-  // All blocks of all ranks must be resident at once: they wait for each other's tiles.
-  const int blocks = std::max(1, std::min({tiles, on_gpu ? 32 : 4,
-                                           rcclx::testing::max_blocks_per_rank<gemm_allreduce>(n, threads)}));
   double best_ms = 1e30;
   for (int rep = 0; rep < (on_gpu ? 5 : 2); ++rep) {  // repeated calls alternate buffer halves
     const auto t0 = std::chrono::steady_clock::now();
@@ -256,7 +267,7 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < M * N; ++i)
       if (c[i].bits != c0[i].bits) ++bad;  // every rank holds the same bits
   }
-  bad += check_against_float64(in, M, N, K_r, c0, max_err);
+  bad += check_against_float64(in, M, N, K_r, split_plan(tiles, blocks, K_r), c0, max_err);
   std::printf("  %d tiles of %dx%d, %d blocks per rank: best %.3f ms per call (wall clock, incl. launch)\n", tiles,
               BM, BN, blocks, best_ms);
   std::printf("  max |error| vs float64 %.3g; %s\n", max_err,

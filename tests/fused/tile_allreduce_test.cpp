@@ -3,7 +3,8 @@
 // them all at the end, one tile behind, or on another block (tile_reducer::any_block, example 04's
 // GEMM); an epilogue chain with a user stage, residual_add (not written back) and two stores
 // of different types. Against float64; ranks bit-identical; flat == tree; many back-to-back
-// calls whose tile shapes change; counter wrap-around; a user row-wide stage; a missing rank.
+// calls whose tile shapes change; counter wrap-around; a user row-wide stage; a missing rank;
+// reduce_parts (a tile published in parts, summed with the ranks).
 #include <rcclx/fused/stages.hpp>
 #include <rcclx/fused/tile_allreduce.hpp>
 #include <rcclx/gpu/shared.hpp>
@@ -293,6 +294,111 @@ TEST_CASE("fused tile_allreduce: counters wrap around 2^32", "[fused]") {
     const auto o = c % 2 ? run_tiles<T, algorithm::tree, 1>(w, map, c, c % 4 == 1 ? 1 : 4, 2)
                          : run_tiles<T, algorithm::flat, 1>(w, map, c, c % 4 == 0 ? 0 : 4, 2);
     check_tiles(w, map, c, o);
+  }
+}
+
+namespace {
+// reduce_parts: every tile t of the map comes in `parts` parts, slots t, t + tiles, ... (example
+// 04's split GEMM tiles), each written and published by whichever block has that slot; every tile
+// is reduced over the ranks and its parts by another block (any_block) and stored.
+template <class T, int PeersInFlight>
+struct parts_kernel {
+  const rcclx::core::peer_table<T, max_r>* tables;
+  T* out[max_r];
+  fz::tile_slots slots;
+  fz::tile_map map;
+  std::uint32_t call;
+  int parts;
+
+  template <class G>
+  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
+    const int tiles = static_cast<int>(map.num_tiles()), slots_used = tiles * parts;
+    fz::tile_allreduce<T, max_r> ar(tables[ix.rank], slots, map.tile_elems(), slots_used, fz::tile_reducer::any_block);
+    for (int v = ix.block; v < slots_used; v += ix.num_blocks) {
+      T* in = ar.input(v);
+      for (std::size_t e = static_cast<std::size_t>(g.thread_rank()); e < map.tile_elems(); e += static_cast<std::size_t>(g.size()))
+        in[e] = T(tile_value(ix.rank, call, static_cast<std::size_t>(v), e));
+      ar.publish(g, v);
+    }
+    const fz::epilogue<fz::store<T>> epi{{out[ix.rank], map.cols}};
+    bool ok = true;
+    for (int t = (ix.block + 1) % ix.num_blocks; t < tiles && ok; t += ix.num_blocks)
+      ok = ar.template reduce_parts<1, PeersInFlight>(g, t, parts, tiles, map, epi);
+    ar.finish(g, ix.num_blocks);
+  }
+};
+
+template <class T, int PeersInFlight>
+std::vector<std::vector<unsigned char>> run_parts(tile_world<T>& w, const fz::tile_map& map, std::uint32_t call,
+                                                  int parts, int blocks) {
+  const std::size_t bytes = map.rows * map.cols * sizeof(T);
+  std::vector<unsigned char> poison(bytes, 0x5A);
+  parts_kernel<T, PeersInFlight> k{};
+  k.tables = w.world.template device_tables<T>();
+  for (int r = 0; r < w.n; ++r) {
+    rcclx::gpu::copy(w.out[r], poison.data(), bytes);
+    k.out[r] = w.out[r];
+  }
+  k.slots = w.slots;
+  k.map = map;
+  k.call = call;
+  k.parts = parts;
+  rt::launch_emulated(w.n, blocks, threads, k);
+  rcclx::gpu::device_synchronize();
+  w.world.throw_if_error();
+  std::vector<std::vector<unsigned char>> o;
+  for (int r = 0; r < w.n; ++r) {
+    o.emplace_back(bytes);
+    rcclx::gpu::copy(o.back().data(), w.out[r], bytes);
+  }
+  return o;
+}
+}  // namespace
+
+TEST_CASE("fused tile_allreduce: reduce_parts sums every rank's parts of a tile, against float64", "[fused]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  using T = rcclx::bf16;
+  const int n = quick || tsan ? GENERATE(2, 5) : GENERATE(2, 3, 5, 8);
+  tile_world<T> w(n, max_tile_elems * max_tiles, max_tiles, 64 * 64);
+  const double u = fused_ref::unit<T>(), u32 = fused_ref::u32;
+  std::uint32_t call = 7;
+  for (const auto& map : maps()) {
+    const int tiles = static_cast<int>(map.num_tiles());
+    for (const int parts : {1, 2, 3}) {
+      if (tiles * parts > max_tiles) continue;
+      const int blocks = on_host ? 3 : 7;
+      CAPTURE(n, map.rows, map.cols, map.tile_rows, map.tile_cols, parts);
+      const auto got = run_parts<T, 2>(w, map, call, parts, blocks);
+      std::size_t bad = 0;
+      std::string first;
+      for (std::size_t row = 0; row < map.rows; ++row) {
+        for (std::size_t col = 0; col < map.cols; ++col) {
+          const std::size_t t = (row / map.tile_rows) * map.tiles_per_row() + col / map.tile_cols;
+          const std::size_t e = (row % map.tile_rows) * map.tile_cols + col % map.tile_cols;
+          double s = 0, sabs = 0;
+          for (int q = 0; q < parts; ++q)
+            for (int r = 0; r < n; ++r) {
+              const double v = fused_ref::exact(T(tile_value(r, call, t + static_cast<std::size_t>(q * tiles), e)));
+              s += v;
+              sabs += std::fabs(v);
+            }
+          const double tol = 2 * ((n * parts - 1) * u32 * sabs + u * std::fabs(s)) + fused_ref::tiny<T>();
+          T g;
+          std::memcpy(&g, got[0].data() + (row * map.cols + col) * sizeof(T), sizeof(T));
+          if (!(std::fabs(fused_ref::exact(g) - s) <= tol)) {
+            if (bad++ == 0)
+              first = "row " + std::to_string(row) + " col " + std::to_string(col) + ": got " +
+                      std::to_string(fused_ref::exact(g)) + ", expected " + std::to_string(s) + " +- " + std::to_string(tol);
+          }
+        }
+      }
+      CAPTURE(first);
+      REQUIRE(bad == 0);
+      for (int r = 1; r < n; ++r) REQUIRE(got[r] == got[0]);  // every rank the same bits
+      // Every peer's loads at once (the DDA loop for one part): the same sum, the same bits.
+      REQUIRE(run_parts<T, fz::detail::all_peers>(w, map, call, parts, blocks) == got);
+      ++call;
+    }
   }
 }
 

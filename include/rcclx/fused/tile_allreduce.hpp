@@ -334,6 +334,24 @@ class tile_allreduce {
     return true;
   }
 
+  // Group-collective, flat only: the AllReduce of the sum of `parts` tiles: tile, tile + stride, ...
+  // (each published by its producer as a tile of its own), handed to `epi` at tile's place in `map`.
+  // For a producer that splits one output tile's work across blocks, e.g. a GEMM splitting the K
+  // range of its last round (examples/04_gemm_allreduce): the sum across the ranks adds the parts
+  // too, in FP32, parts outer and ranks inner (the same order on every rank), rounded to T once.
+  // Same template parameters as reduce(); parts = 1 is reduce(). False if a wait expired.
+  template <int VecsPerThread, int PeersInFlight = detail::all_peers, gpu::cache_hint Loads = gpu::cache_hint::normal,
+            class Group, class Map, class Epilogue>
+  RCCLX_HOST_DEVICE bool reduce_parts(const Group& g, int tile, int parts, int stride, const Map& map,
+                                      const Epilogue& epi) const {
+    static_assert(Algo == algorithm::flat, "rcclx::fused::tile_allreduce::reduce_parts: flat only");
+    for (int q = 0; q < parts; ++q)
+      if (!wait_inputs(g, tile + q * stride)) return false;
+    reduce_visit<VecsPerThread, PeersInFlight, Loads>(g, tile, map, epi, [](std::size_t, const gpu::vec16&) {},
+                                                      parts, stride);
+    return true;
+  }
+
   // Every block, once per call, after its last use of the object: the last block of this rank to
   // get here advances the call counter (the next call uses the other half of the buffers).
   template <class Group>
@@ -414,30 +432,36 @@ class tile_allreduce {
     return src;
   }
 
-  // visit() with every held vector summed over the ranks (then passed to `sink(vi, sum)`).
+  // visit() with every held vector summed over the ranks (then passed to `sink(vi, sum)`), and over
+  // `parts` tiles tile, tile + part_stride, ... when parts > 1 (reduce_parts).
   template <int VPT, int PeersInFlight, gpu::cache_hint Loads, class Group, class Map, class Epilogue, class Sink>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_visit(const Group& g, int tile, const Map& map, const Epilogue& epi,
-                                                        Sink&& sink) const {
+                                                        Sink&& sink, int parts = 1, int part_stride = 0) const {
     static_assert(PeersInFlight >= 1, "rcclx::fused::tile_allreduce: PeersInFlight must be >= 1");
     constexpr int batch = PeersInFlight < RCCLX_DETAIL_DDA_PEER_BATCH ? PeersInFlight : RCCLX_DETAIL_DDA_PEER_BATCH;
     if constexpr (batch >= RCCLX_DETAIL_DDA_PEER_BATCH || batch >= MaxRanks) {
-      // Every peer at once (the DDA kernels' loop): pointers copied out of the table once per tile.
-      const auto src = sources(tile);
-      visit<VPT>(g, tile, map, epi, [&](std::size_t vi, gpu::vec16& v) {
-        v = dda::detail::reduce_vec<ReduceOp, Loads>(src, vi * vec_elems);
-        sink(vi, v);
-      });
-    } else {
-      // `batch` peers at a time, addresses taken from the table at each use (no pointer array held
-      // in registers); the same rank-order sum as dda::detail::reduce_vec, so the same bits.
-      using traits = core::value_traits<T>;
-      using acc_t = typename traits::acc_type;
-      const ReduceOp op{};
-      const int n = num_ranks();
-      const std::size_t first = base_ / sizeof(T) + static_cast<std::size_t>(tile) * tile_elems_;
-      visit<VPT>(g, tile, map, epi, [&](std::size_t vi, gpu::vec16& out) {
-        const std::size_t off = first + vi * vec_elems;
-        acc_t acc[vec_elems] = {};  // set by rank 0's vector (n >= 1)
+      if (parts == 1) {
+        // Every peer at once (the DDA kernels' loop): pointers copied out of the table once per tile.
+        const auto src = sources(tile);
+        visit<VPT>(g, tile, map, epi, [&](std::size_t vi, gpu::vec16& v) {
+          v = dda::detail::reduce_vec<ReduceOp, Loads>(src, vi * vec_elems);
+          sink(vi, v);
+        });
+        return;
+      }
+    }
+    // `batch` peers at a time, addresses taken from the table at each use (no pointer array held
+    // in registers); the same rank-order sum as dda::detail::reduce_vec, so the same bits.
+    using traits = core::value_traits<T>;
+    using acc_t = typename traits::acc_type;
+    const ReduceOp op{};
+    const int n = num_ranks();
+    const std::size_t first = base_ / sizeof(T) + static_cast<std::size_t>(tile) * tile_elems_;
+    const std::size_t part_step = static_cast<std::size_t>(part_stride) * tile_elems_;
+    visit<VPT>(g, tile, map, epi, [&](std::size_t vi, gpu::vec16& out) {
+      acc_t acc[vec_elems] = {};  // set by part 0's rank 0 vector (n >= 1)
+      for (int q = 0; q < parts; ++q) {
+        const std::size_t off = first + q * part_step + vi * vec_elems;
 #if RCCLX_DEVICE_COMPILE
 #  pragma unroll
 #endif
@@ -448,7 +472,7 @@ class tile_allreduce {
             if (p0 + j < n) v[j] = gpu::load16<Loads>(t_->data[p0 + j] + off);
           for (int j = 0; j < batch; ++j) {
             if (p0 + j >= n) continue;
-            if (p0 + j == 0) {
+            if (q == 0 && p0 + j == 0) {
               traits::unpack(v[j], acc);
             } else {
               acc_t x[vec_elems];
@@ -457,10 +481,10 @@ class tile_allreduce {
             }
           }
         }
-        out = traits::pack(acc);
-        sink(vi, out);
-      });
-    }
+      }
+      out = traits::pack(acc);
+      sink(vi, out);
+    });
   }
 
   // Runs `get(vector_index, v)` for the vectors of `tile` this thread holds that lie inside the

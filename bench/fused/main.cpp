@@ -487,11 +487,12 @@ class gemm_runner {
       const auto f = outputs_after(fused, s);
       const auto u = outputs_after([&](rcclx::gpu::stream_t st) { unfused(algorithm::flat, st); }, s);
       const auto ft = outputs_after(fused_tree, s);
-      r.split = gemm_example::split_plan(tiles, fused_blocks, K_r).split;
+      const gemm_example::split_plan plan(tiles, fused_blocks, K_r);
+      r.split = plan.split;
       bool ranks_agree = true;
       for (const auto& c : f) ranks_agree = ranks_agree && c == f[0];
       r.identical = ranks_agree && ft == u && (r.split > 1 || f == u);  // the tree kernel never splits
-      check_reference(s, K_r, gemm_example::split_plan(tiles, fused_blocks, K_r), f[0], r);
+      check_reference(s, K_r, plan, f[0], r);
       bool fell_back = false;
       auto time = [&](auto&& fn) {
         const double us = bench::time_us(mode, o_.timing, stream_, fn, &fell_back);
@@ -575,36 +576,18 @@ class gemm_runner {
     return all;
   }
 
-  // Rank 0's C on up to 16 sampled rows against float64 (bounds as in examples/04, each part of a
-  // split tile rounded on its own).
+  // Rank 0's C on up to 16 sampled rows against float64 (gemm_example::reference_at, bounds as in
+  // examples/04).
   void check_reference(const gemm_shape& s, std::size_t K_r, const gemm_example::split_plan& plan,
                        const std::vector<unsigned char>& c, row& r) {
-    using gemm_example::BM;
-    using gemm_example::BN;
-    const std::size_t step = std::max<std::size_t>(1, s.M / 16), tiles_per_row = (s.N + BN - 1) / BN;
+    const std::size_t step = std::max<std::size_t>(1, s.M / 16);
     for (std::size_t i = 0; i < s.M; i += step) {
       for (std::size_t j = 0; j < s.N; ++j) {
-        const int tile = static_cast<int>(i / BM * tiles_per_row + j / BN), parts = plan.is_split(tile) ? plan.split : 1;
-        double sum = 0, tol = 0;
-        for (int q = 0; q < n_; ++q) {
-          for (int p = 0; p < parts; ++p) {
-            const int v = tile + p * plan.r;
-            const std::size_t k0 = parts > 1 ? plan.k_begin(v, K_r) : 0, k1 = parts > 1 ? plan.k_end(v, K_r) : K_r;
-            double part = 0, mag = 0;
-            for (std::size_t k = k0; k < k1; ++k) {
-              const double x = static_cast<double>(static_cast<float>(ha_[q][i * K_r + k])) *
-                               static_cast<float>(hb_[q][k * s.N + j]);
-              part += x;
-              mag += std::fabs(x);
-            }
-            sum += part;
-            tol += 0x1p-8 * std::fabs(part) + 2.0 * K_r * 0x1p-24 * mag + n_ * parts * 0x1p-24 * (std::fabs(part) + 1);
-          }
-        }
-        tol += 0x1p-8 * std::fabs(sum) + 1e-6;
+        const auto ref = gemm_example::reference_at(ha_, hb_, s.N, K_r, plan, i, j, 0.0);
+        const double tol = ref.tol + 0x1p-8 * std::fabs(ref.sum) + 1e-6;
         T t;
         std::memcpy(&t, c.data() + (i * s.N + j) * sizeof(T), sizeof(T));
-        const double e = std::fabs(static_cast<float>(t) - sum);
+        const double e = std::fabs(static_cast<float>(t) - ref.sum);
         r.max_err = std::max(r.max_err, e);
         if (!(e <= tol)) r.tol_ok = false;
       }

@@ -13,7 +13,9 @@
 #include <rcclx/gpu/shared.hpp>
 #include <rcclx/testing/launch.hpp>
 
+#include <cmath>
 #include <cstddef>
+#include <vector>
 
 namespace gemm_example {
 
@@ -318,5 +320,36 @@ struct gemm_partials {
     }
   }
 };
+
+// Host reference (examples/04 main.cpp and rcclx-bench-fused check C with it): element (i, j) of
+// start + sum_r A_r B_r in float64 (a[r]: M x K row-major, b[r]: K x N), and the bound on what the
+// fused kernel may differ from it before the final rounding: each rank's partial product rounded to
+// bf16 (each part of a split tile on its own, see split_plan), accumulated in fp32, summed in fp32.
+// The caller adds the bound of its last roundings.
+struct reference_value {
+  double sum, tol;
+};
+inline reference_value reference_at(const std::vector<std::vector<T>>& a, const std::vector<std::vector<T>>& b,
+                                     std::size_t N, std::size_t K, const split_plan& plan, std::size_t i, std::size_t j,
+                                     double start) {
+  const int n = static_cast<int>(a.size());
+  const int tile = static_cast<int>(i / BM * ((N + BN - 1) / BN) + j / BN), parts = plan.is_split(tile) ? plan.split : 1;
+  reference_value ref{start, 0};
+  for (int r = 0; r < n; ++r) {
+    for (int s = 0; s < parts; ++s) {
+      const int v = tile + s * plan.r;  // the part's slot (split_plan)
+      const std::size_t k0 = parts > 1 ? plan.k_begin(v, K) : 0, k1 = parts > 1 ? plan.k_end(v, K) : K;
+      double part = 0, mag = 0;
+      for (std::size_t q = k0; q < k1; ++q) {
+        const double x = static_cast<float>(a[r][i * K + q]) * static_cast<double>(static_cast<float>(b[r][q * N + j]));
+        part += x;
+        mag += std::fabs(x);
+      }
+      ref.sum += part;
+      ref.tol += 0x1p-8 * std::fabs(part) + 2.0 * K * 0x1p-24 * mag + n * parts * 0x1p-24 * (std::fabs(part) + 1);
+    }
+  }
+  return ref;
+}
 
 }  // namespace gemm_example

@@ -55,34 +55,15 @@ inputs make_inputs(int n, std::size_t M, std::size_t N, std::size_t K_r) {
   return in;
 }
 
-// One rank's C against float64: partial products rounded to bf16 on each rank (each part of a
-// split tile rounded on its own, see split_plan), summed in fp32 and rounded to bf16 (the
-// AllReduce's result, as an unfused AllReduce would store it), plus the bias, rounded once more.
-// Returns the elements out of tolerance.
+// One rank's C against float64 (reference_at), plus the bias, rounded once more. Returns the
+// elements out of tolerance.
 int check_against_float64(const inputs& in, std::size_t M, std::size_t N, std::size_t K_r, const split_plan& plan,
                           const std::vector<T>& c, double& max_err) {
-  const int n = static_cast<int>(in.a.size());
-  const std::size_t tiles_per_row = (N + BN - 1) / BN;
   int bad = 0;
   for (std::size_t i = 0; i < M; ++i) {
     for (std::size_t j = 0; j < N; ++j) {
-      const int tile = static_cast<int>(i / BM * tiles_per_row + j / BN), parts = plan.is_split(tile) ? plan.split : 1;
-      double sum = in.bias[j], tol = 0;
-      for (int r = 0; r < n; ++r) {
-        for (int s = 0; s < parts; ++s) {
-          const int v = tile + s * plan.r;  // the part's slot (split_plan)
-          const std::size_t k0 = parts > 1 ? plan.k_begin(v, K_r) : 0, k1 = parts > 1 ? plan.k_end(v, K_r) : K_r;
-          double part = 0, mag = 0;
-          for (std::size_t q = k0; q < k1; ++q) {
-            const double x = static_cast<float>(in.a[r][i * K_r + q]) * static_cast<double>(static_cast<float>(in.b[r][q * N + j]));
-            part += x;
-            mag += std::fabs(x);
-          }
-          sum += part;
-          tol += 0x1p-8 * std::fabs(part) + 2.0 * K_r * 0x1p-24 * mag + n * parts * 0x1p-24 * (std::fabs(part) + 1);
-        }
-      }
-      tol += 0x1p-8 * std::fabs(sum - in.bias[j]) + 0x1p-8 * std::fabs(sum) + 1e-6;
+      const reference_value ref = reference_at(in.a, in.b, N, K_r, plan, i, j, in.bias[j]);
+      const double sum = ref.sum, tol = ref.tol + 0x1p-8 * std::fabs(sum - in.bias[j]) + 0x1p-8 * std::fabs(sum) + 1e-6;
       const double err = std::fabs(static_cast<float>(c[i * N + j]) - sum);
       max_err = std::max(max_err, err);
       if (!(err <= tol)) ++bad;

@@ -80,7 +80,8 @@ struct options {
   std::fprintf(stderr,
                "rcclx-bench-fused: %s\n"
                "usage: rcclx-bench-fused [--suite gpu|decode|gemm|host] [--out DIR] [--emulated N] [--iters I] [--warmup W]\n"
-               "                         [--calls-per-graph K] [--json FILE] [--csv FILE] [--ll-blocks N] [--ll-block-bytes B]\n",
+               "                         [--calls-per-graph K] [--json FILE] [--csv FILE] [--ll-blocks N] [--ll-block-bytes B]\n"
+               "                         [--gemm MxNxK]...  (only these GEMM rows, no AllReduce + RMSNorm rows)\n",
                why.c_str());
   std::exit(2);
 }
@@ -89,6 +90,7 @@ options parse(int argc, char** argv) {
   options o;
   for (int i = 0; i < argc; ++i) o.command += (i ? " " : "") + std::string(argv[i]);
   std::string out_dir;
+  std::vector<gemm_shape> custom_gemms;
   auto value = [&](int& i) -> std::string {
     if (i + 1 >= argc) usage(std::string("missing value after ") + argv[i]);
     return argv[++i];
@@ -105,7 +107,14 @@ options parse(int argc, char** argv) {
     else if (a == "--calls-per-graph") o.timing.calls_per_graph = std::max(1, std::atoi(value(i).c_str()));
     else if (a == "--json") o.json = value(i);
     else if (a == "--csv") o.csv = value(i);
-    else if (a == "-h" || a == "--help") usage("help");
+    else if (a == "--gemm") {
+      const std::string v = value(i);
+      unsigned long long m = 0, n = 0, k = 0;
+      char tail = 0;
+      if (std::sscanf(v.c_str(), "%llux%llux%llu%c", &m, &n, &k, &tail) != 3 || !m || !n || !k)
+        usage("--gemm wants MxNxK, e.g. 16x4096x4096, got " + v);
+      custom_gemms.push_back({m, n, k});
+    } else if (a == "-h" || a == "--help") usage("help");
     else usage("unknown argument " + a);
   }
   if (o.suite.empty()) o.suite = on_host ? "host" : "gpu";
@@ -135,6 +144,10 @@ options parse(int argc, char** argv) {
     o.gemms = {{17, 128, 256}, {96, 256, 512}, {17, 320, 832}};  // the last: a split last round
   } else {
     usage("unknown suite " + o.suite);
+  }
+  if (!custom_gemms.empty()) {  // --gemm: these GEMM rows only (the suite's timing and rank count stay)
+    o.shapes.clear();
+    o.gemms = custom_gemms;
   }
   if (!out_dir.empty()) {
     std::error_code ec;

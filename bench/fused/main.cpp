@@ -504,7 +504,7 @@ class gemm_runner {
       r.split = plan.split;
       bool ranks_agree = true;
       for (const auto& c : f) ranks_agree = ranks_agree && c == f[0];
-      r.identical = ranks_agree && ft == u && (r.split > 1 || f == u);  // the tree kernel never splits
+      r.identical = ranks_agree && ft == f && (r.split > 1 || f == u);  // flat and tree split alike
       check_reference(s, K_r, plan, f[0], r);
       bool fell_back = false;
       auto time = [&](auto&& fn) {

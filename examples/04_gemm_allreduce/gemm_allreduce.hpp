@@ -4,7 +4,7 @@
 // writes each finished tile into the symmetric buffer and publishes it; then the tiles are reduced
 // across the ranks, flat (every rank reduces every tile) or tree (each tile's owner reduces it once,
 // the others copy the result), blocks with fewer GEMM tiles reducing those of the busy ones, and
-// (flat) a short last round's tiles split over K into parts that the AllReduce sums (split_plan).
+// a short last round's tiles split over K into parts that the AllReduce sums (split_plan).
 // Walkthrough: docs/fusion.md.
 #pragma once
 
@@ -61,6 +61,12 @@ RCCLX_HOST_DEVICE void gemm_tile(const Group& g, const T* A, const T* B, std::si
     g.sync();
     for (int u = 0; u < MicroPerThread; ++u) {
       const int id = tid + u * gs, mu = id / (BN / 4), nu = id % (BN / 4);
+      // The BK steps unrolled (on GPUs), in both kernels alike. Left to the compiler (unrolled by
+      // 2), the fused kernel's copy of this loop (the same source, compiled in another kernel) ran
+      // ~4% slower per block than the plain GEMM's on one H200 (docs/performance.md, twelfth session).
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
       for (int kk = 0; kk < BK; ++kk) {
         float a[4], b[4];
         for (int i = 0; i < 4; ++i) a[i] = As[kk][mu * 4 + i];
@@ -133,13 +139,13 @@ RCCLX_HOST_DEVICE RCCLX_NOINLINE void publish_tile(Group g, tile_acc<MicroPerThr
   const fz::tile_allreduce<T, max_ranks, Algo> ar(*table, slots, map.tile_elems(), slots_used,
                                                   fz::tile_reducer::any_block);
   store_tile<MicroPerThread>(g, acc.v, ar.input(slot), BN, M - tm * BM, N - tn * BN);
-  ar.publish(g, slot);
+  ar.publish_part(g, slot, tile);  // to the ranks that reduce `tile` (tree: its owner sums the parts)
 }
 
 // The schedule of a call of G = `blocks` blocks per rank over `tiles` GEMM tiles: block b multiplies
 // tiles b, b + G, ...; the last round (tiles from `last` = (rounds - 1) G on) has `r` of them. When
 // r < G, that round runs r blocks at a fraction of the GPU's occupancy, slow for its work, while
-// the other blocks reduce the earlier tiles. The flat kernel then splits each last-round tile's K
+// the other blocks reduce the earlier tiles. The kernel then splits each last-round tile's K
 // range into `split` parts, multiplied by different blocks, and publishes every part as a tile of
 // its own: the AllReduce sums the parts along with the ranks (tile_allreduce::reduce_parts), so the
 // split costs no extra pass (an unfused GEMM would need one). Slots ("virtual tiles"): 0 .. last - 1
@@ -148,18 +154,19 @@ RCCLX_HOST_DEVICE RCCLX_NOINLINE void publish_tile(Group g, tile_acc<MicroPerThr
 // (G - r split) can reduce the earlier tiles while the shorter last round runs, at most 9 each: on
 // one H200 with 8 emulated ranks (99 blocks each) M = 128 was fastest with 3 parts (99 earlier
 // tiles, 12 idle blocks) and M = 512 with 2 (495 tiles, 65 idle blocks; docs/performance.md).
-// Tree kernels do not split (a tile's parts would have different owners).
+// Tree kernels split alike: a part's flag goes to the owner of its tile (publish_part), which sums
+// the parts of every rank (reduce_parts) and publishes the tile's result.
 struct split_plan {
   static constexpr int max_split = 4, max_tiles_per_idle_block = 9;
   int last = 0, r = 0, split = 1;
   int k_steps = 1;  // BK-wide steps of K
 
-  RCCLX_HOST_DEVICE split_plan(int tiles, int blocks, std::size_t K, rcclx::algorithm algo = rcclx::algorithm::flat) {
+  RCCLX_HOST_DEVICE split_plan(int tiles, int blocks, std::size_t K) {
     const int rounds = (tiles + blocks - 1) / blocks;
     last = (rounds - 1) * blocks;
     r = tiles - last;
     k_steps = static_cast<int>((K + BK - 1) / BK);
-    if (algo == rcclx::algorithm::flat && r > 0 && r < blocks) {
+    if (r > 0 && r < blocks) {
       const int fit = (blocks - 1) / r;  // parts that still leave a block idle
       split = fit < max_split ? fit : max_split;
       if (split > k_steps) split = k_steps;
@@ -203,7 +210,8 @@ struct reduce_range {
 
 // The reduction phase of a block that reduces a split tile (reduce_range: block b < r reduces tile
 // last + b, whose part 0 it multiplied): every part, summed over the ranks and the parts, plus the
-// bias, into C. A call of its own, so reduce_tiles keeps its registers.
+// bias, into C (tree: the tile's owner sums them and publishes the result, the other ranks copy
+// it). A call of its own, so reduce_tiles keeps its registers.
 template <rcclx::algorithm Algo, class Group>
 RCCLX_HOST_DEVICE RCCLX_NOINLINE void reduce_split(Group g, rcclx::testing::launch_index ix,
                                                    const rcclx::core::peer_table<T, max_ranks>* table,
@@ -211,13 +219,12 @@ RCCLX_HOST_DEVICE RCCLX_NOINLINE void reduce_split(Group g, rcclx::testing::laun
                                                    std::size_t K, const float* bias, T* C) {
   namespace fz = rcclx::fused;
   const fz::tile_map map{M, N, BM, BN};
-  const split_plan plan(static_cast<int>(map.num_tiles()), ix.num_blocks, K, Algo);
+  const split_plan plan(static_cast<int>(map.num_tiles()), ix.num_blocks, K);
   const fz::tile_allreduce<T, max_ranks, Algo> ar(*table, slots, map.tile_elems(), plan.virtual_tiles(),
                                                   fz::tile_reducer::any_block);
   constexpr auto streaming = rcclx::gpu::cache_hint::streaming;
   const fz::epilogue<add_bias, fz::store<T, streaming>> epi{{bias}, {C, N}};
-  if constexpr (Algo == rcclx::algorithm::flat)
-    ar.template reduce_parts<1, 4, streaming>(g, plan.last + ix.block, plan.split, plan.r, map, epi);
+  ar.template reduce_parts<1, 4, streaming>(g, plan.last + ix.block, plan.split, plan.r, map, epi);
   ar.finish(g, ix.num_blocks);
 }
 
@@ -276,7 +283,7 @@ struct gemm_allreduce_kernel {
     // the kernel's parameters stay uniform.
     const rcclx::fused::tile_map map{M, N, BM, BN};
     const int tiles = static_cast<int>(map.num_tiles());
-    const split_plan plan(tiles, ix.num_blocks, K_r, Algo);
+    const split_plan plan(tiles, ix.num_blocks, K_r);
     const int used = plan.virtual_tiles();
     for (int v = ix.block; v < used; v += ix.num_blocks) {
       float acc[mpt][4][4];

@@ -299,9 +299,10 @@ TEST_CASE("fused tile_allreduce: counters wrap around 2^32", "[fused]") {
 
 namespace {
 // reduce_parts: every tile t of the map comes in `parts` parts, slots t, t + tiles, ... (example
-// 04's split GEMM tiles), each written and published by whichever block has that slot; every tile
-// is reduced over the ranks and its parts by another block (any_block) and stored.
-template <class T, int PeersInFlight>
+// 04's split GEMM tiles), each written and published (publish_part) by whichever block has that
+// slot; every tile is reduced over the ranks and its parts by another block (any_block) and stored
+// (tree: by its owner, the other ranks copying the result).
+template <class T, int PeersInFlight, algorithm Algo = algorithm::flat>
 struct parts_kernel {
   const rcclx::core::peer_table<T, max_r>* tables;
   T* out[max_r];
@@ -313,12 +314,13 @@ struct parts_kernel {
   template <class G>
   RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
     const int tiles = static_cast<int>(map.num_tiles()), slots_used = tiles * parts;
-    fz::tile_allreduce<T, max_r> ar(tables[ix.rank], slots, map.tile_elems(), slots_used, fz::tile_reducer::any_block);
+    fz::tile_allreduce<T, max_r, Algo> ar(tables[ix.rank], slots, map.tile_elems(), slots_used,
+                                          fz::tile_reducer::any_block);
     for (int v = ix.block; v < slots_used; v += ix.num_blocks) {
       T* in = ar.input(v);
       for (std::size_t e = static_cast<std::size_t>(g.thread_rank()); e < map.tile_elems(); e += static_cast<std::size_t>(g.size()))
         in[e] = T(tile_value(ix.rank, call, static_cast<std::size_t>(v), e));
-      ar.publish(g, v);
+      ar.publish_part(g, v, v % tiles);
     }
     const fz::epilogue<fz::store<T>> epi{{out[ix.rank], map.cols}};
     bool ok = true;
@@ -328,12 +330,12 @@ struct parts_kernel {
   }
 };
 
-template <class T, int PeersInFlight>
+template <class T, int PeersInFlight, algorithm Algo = algorithm::flat>
 std::vector<std::vector<unsigned char>> run_parts(tile_world<T>& w, const fz::tile_map& map, std::uint32_t call,
                                                   int parts, int blocks) {
   const std::size_t bytes = map.rows * map.cols * sizeof(T);
   std::vector<unsigned char> poison(bytes, 0x5A);
-  parts_kernel<T, PeersInFlight> k{};
+  parts_kernel<T, PeersInFlight, Algo> k{};
   k.tables = w.world.template device_tables<T>();
   for (int r = 0; r < w.n; ++r) {
     rcclx::gpu::copy(w.out[r], poison.data(), bytes);
@@ -355,7 +357,7 @@ std::vector<std::vector<unsigned char>> run_parts(tile_world<T>& w, const fz::ti
 }
 }  // namespace
 
-TEST_CASE("fused tile_allreduce: reduce_parts sums every rank's parts of a tile, against float64", "[fused]") {
+TEST_CASE("fused tile_allreduce: reduce_parts sums every rank's parts of a tile (flat and tree), against float64", "[fused]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
   using T = rcclx::bf16;
   const int n = quick || tsan ? GENERATE(2, 5) : GENERATE(2, 3, 5, 8);
@@ -397,6 +399,8 @@ TEST_CASE("fused tile_allreduce: reduce_parts sums every rank's parts of a tile,
       for (int r = 1; r < n; ++r) REQUIRE(got[r] == got[0]);  // every rank the same bits
       // Every peer's loads at once (the DDA loop for one part): the same sum, the same bits.
       REQUIRE(run_parts<T, fz::detail::all_peers>(w, map, call, parts, blocks) == got);
+      // Tree: each tile's owner sums the parts of every rank, the others copy: the same bits.
+      REQUIRE(run_parts<T, 2, algorithm::tree>(w, map, call, parts, blocks) == got);
       ++call;
     }
   }

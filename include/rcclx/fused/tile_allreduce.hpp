@@ -196,6 +196,15 @@ class tile_allreduce {
     for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(tile, p);
   }
 
+  // Group-collective, after the whole group wrote input(slot), one part of `tile` (see reduce_parts):
+  // raises the slot's flag for the ranks that reduce `tile` (flat: all; tree: tile's owner, which
+  // sums all of its parts). With slot == tile it is publish(g, tile).
+  template <class Group>
+  RCCLX_HOST_DEVICE void publish_part(const Group& g, int slot, int tile) const {
+    g.sync();
+    for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(slot, p, tile);
+  }
+
   // Group-collective: publish(g, t) for every tile t = first, first + step, ... below num_tiles(),
   // after the group wrote all of them: one group sync, and every (tile, peer) flag stored by its own
   // thread at once instead of one tile after another.
@@ -301,26 +310,7 @@ class tile_allreduce {
   template <int VecsPerThread, int PeersInFlight = detail::all_peers, gpu::cache_hint Loads = gpu::cache_hint::normal,
             class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE bool reduce(const Group& g, int tile, const Map& map, const Epilogue& epi) const {
-    if constexpr (Algo == algorithm::flat) {
-      return reduce_owned<VecsPerThread, PeersInFlight, Loads>(g, tile, map, epi);
-    } else {
-      const int r = rank(), o = owner(tile);
-      const std::size_t tile_off = static_cast<std::size_t>(tile) * tile_elems_;
-      if (o == r) {
-        if (!wait_inputs(g, tile)) return false;
-        T* res = reinterpret_cast<T*>(results(r)) + tile_off;
-        reduce_visit<VecsPerThread, PeersInFlight, Loads>(g, tile, map, epi, [&](std::size_t vi, const gpu::vec16& v) {
-          gpu::store16(res + vi * vec_elems, v);
-        });
-        publish_result(g, tile);
-        return true;
-      }
-      if (!wait_result(g, tile)) return false;
-      const T* res = reinterpret_cast<const T*>(results(o)) + tile_off;
-      visit<VecsPerThread>(g, tile, map, epi,
-                           [&](std::size_t vi, gpu::vec16& v) { v = gpu::load16(res + vi * vec_elems); });
-      return true;
-    }
+    return reduce_parts<VecsPerThread, PeersInFlight, Loads>(g, tile, 1, 0, map, epi);
   }
 
   // Group-collective, flat or tree owner only: waits for every rank's `tile`, reduces it and hands
@@ -334,22 +324,43 @@ class tile_allreduce {
     return true;
   }
 
-  // Group-collective, flat only: the AllReduce of the sum of `parts` tiles: tile, tile + stride, ...
-  // (each published by its producer as a tile of its own), handed to `epi` at tile's place in `map`.
-  // For a producer that splits one output tile's work across blocks, e.g. a GEMM splitting the K
-  // range of its last round (examples/04_gemm_allreduce): the sum across the ranks adds the parts
-  // too, in FP32, parts outer and ranks inner (the same order on every rank), rounded to T once.
-  // Same template parameters as reduce(); parts = 1 is reduce(). False if a wait expired.
+  // Group-collective: the AllReduce of the sum of `parts` tiles: tile, tile + stride, ... (each
+  // written by its producer as a tile of its own and published with publish_part(g, slot, tile)),
+  // handed to `epi` at tile's place in `map`. For a producer that splits one output tile's work
+  // across blocks, e.g. a GEMM splitting the K range of its last round (examples/04_gemm_allreduce):
+  // the sum across the ranks adds the parts too, in FP32, parts outer and ranks inner (the same
+  // order on every rank), rounded to T once. Tree: tile's owner sums every part of every rank and
+  // publishes the result in tile's place; the other ranks wait for it and read it (call it on every
+  // rank, as reduce). Flat and tree give the same bits. Same template parameters as reduce();
+  // parts = 1 is reduce(). False if a wait expired.
   template <int VecsPerThread, int PeersInFlight = detail::all_peers, gpu::cache_hint Loads = gpu::cache_hint::normal,
             class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE bool reduce_parts(const Group& g, int tile, int parts, int stride, const Map& map,
                                       const Epilogue& epi) const {
-    static_assert(Algo == algorithm::flat, "rcclx::fused::tile_allreduce::reduce_parts: flat only");
-    for (int q = 0; q < parts; ++q)
-      if (!wait_inputs(g, tile + q * stride)) return false;
-    reduce_visit<VecsPerThread, PeersInFlight, Loads>(g, tile, map, epi, [](std::size_t, const gpu::vec16&) {},
-                                                      parts, stride);
-    return true;
+    if (Algo == algorithm::flat || owns(tile)) {
+      for (int q = 0; q < parts; ++q)
+        if (!wait_inputs(g, tile + q * stride)) return false;
+    }
+    if constexpr (Algo == algorithm::flat) {
+      reduce_visit<VecsPerThread, PeersInFlight, Loads>(g, tile, map, epi, [](std::size_t, const gpu::vec16&) {},
+                                                        parts, stride);
+      return true;
+    } else {
+      const std::size_t tile_off = static_cast<std::size_t>(tile) * tile_elems_;
+      if (owns(tile)) {
+        T* res = reinterpret_cast<T*>(results(rank())) + tile_off;
+        reduce_visit<VecsPerThread, PeersInFlight, Loads>(
+            g, tile, map, epi, [&](std::size_t vi, const gpu::vec16& v) { gpu::store16(res + vi * vec_elems, v); },
+            parts, stride);
+        publish_result(g, tile);
+        return true;
+      }
+      if (!wait_result(g, tile)) return false;
+      const T* res = reinterpret_cast<const T*>(results(owner(tile))) + tile_off;
+      visit<VecsPerThread>(g, tile, map, epi,
+                           [&](std::size_t vi, gpu::vec16& v) { v = gpu::load16(res + vi * vec_elems); });
+      return true;
+    }
   }
 
   // Every block, once per call, after its last use of the object: the last block of this rank to
@@ -397,11 +408,13 @@ class tile_allreduce {
   // The flag of `tile` for rank p: this call's epoch into p's inbox, when p reads the tile (flat:
   // every rank; tree: the owner), and when p is this rank only under any_block (otherwise the
   // reducing block is the one that wrote the tile).
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void announce(int tile, int p) const {
+  // A part's flag (publish_part) goes to the ranks that reduce the tile it is part of.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void announce(int tile, int p, int of_tile = -1) const {
     const core::signal_pads<MaxRanks>& s = t_->signals;
     const int r = s.rank;
     if (!flags_between(r, p)) return;
-    if (Algo == algorithm::flat || p == owner(tile)) gpu::store_release_system(s.inbox_slot(p, slot_of(tile), r), epoch_);
+    if (Algo == algorithm::flat || p == owner(of_tile < 0 ? tile : of_tile))
+      gpu::store_release_system(s.inbox_slot(p, slot_of(tile), r), epoch_);
   }
 
   RCCLX_HOST_DEVICE static constexpr std::size_t half_need(std::size_t tile_elems, int num_tiles,

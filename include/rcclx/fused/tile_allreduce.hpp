@@ -192,8 +192,7 @@ class tile_allreduce {
   // ranks that read it (flat: all; tree: the owner), this one included under any_block.
   template <class Group>
   RCCLX_HOST_DEVICE void publish(const Group& g, int tile) const {
-    g.sync();  // the group's writes of the tile happen before the release below
-    for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(tile, p);
+    publish_part(g, tile, tile);
   }
 
   // Group-collective, after the whole group wrote input(slot), one part of `tile` (see reduce_parts):
@@ -201,8 +200,8 @@ class tile_allreduce {
   // sums all of its parts). With slot == tile it is publish(g, tile).
   template <class Group>
   RCCLX_HOST_DEVICE void publish_part(const Group& g, int slot, int tile) const {
-    g.sync();
-    for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(slot, p, tile);
+    g.sync();  // the group's writes of the slot happen before the release below
+    for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(slot, tile, p);
   }
 
   // Group-collective: publish(g, t) for every tile t = first, first + step, ... below num_tiles(),
@@ -213,7 +212,10 @@ class tile_allreduce {
     const int n = num_ranks();
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
     g.sync();
-    for (int i = g.thread_rank(); i < count * n; i += g.size()) announce(first + (i / n) * step, i % n);
+    for (int i = g.thread_rank(); i < count * n; i += g.size()) {
+      const int tile = first + (i / n) * step;
+      announce(tile, tile, i % n);
+    }
   }
 
   // Group-collective: waits until every rank published `tile` (flat, or tree on the owner).
@@ -337,17 +339,20 @@ class tile_allreduce {
             class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE bool reduce_parts(const Group& g, int tile, int parts, int stride, const Map& map,
                                       const Epilogue& epi) const {
-    if (Algo == algorithm::flat || owns(tile)) {
+    const auto wait_parts = [&] {
       for (int q = 0; q < parts; ++q)
         if (!wait_inputs(g, tile + q * stride)) return false;
-    }
+      return true;
+    };
     if constexpr (Algo == algorithm::flat) {
+      if (!wait_parts()) return false;
       reduce_visit<VecsPerThread, PeersInFlight, Loads>(g, tile, map, epi, [](std::size_t, const gpu::vec16&) {},
                                                         parts, stride);
       return true;
     } else {
       const std::size_t tile_off = static_cast<std::size_t>(tile) * tile_elems_;
       if (owns(tile)) {
+        if (!wait_parts()) return false;
         T* res = reinterpret_cast<T*>(results(rank())) + tile_off;
         reduce_visit<VecsPerThread, PeersInFlight, Loads>(
             g, tile, map, epi, [&](std::size_t vi, const gpu::vec16& v) { gpu::store16(res + vi * vec_elems, v); },
@@ -405,16 +410,14 @@ class tile_allreduce {
     return core::detail::wait_flag(t_->signals, flag, epoch_, tile, peer, core::barrier_kind::tile);
   }
 
-  // The flag of `tile` for rank p: this call's epoch into p's inbox, when p reads the tile (flat:
-  // every rank; tree: the owner), and when p is this rank only under any_block (otherwise the
-  // reducing block is the one that wrote the tile).
-  // A part's flag (publish_part) goes to the ranks that reduce the tile it is part of.
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void announce(int tile, int p, int of_tile = -1) const {
+  // The flag of `slot` (holding `tile`, or a part of it) for rank p: this call's epoch into p's
+  // inbox, when p reduces the tile (flat: every rank; tree: the tile's owner), and when p is this
+  // rank only under any_block (otherwise the reducing block is the one that wrote the tile).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void announce(int slot, int tile, int p) const {
     const core::signal_pads<MaxRanks>& s = t_->signals;
     const int r = s.rank;
     if (!flags_between(r, p)) return;
-    if (Algo == algorithm::flat || p == owner(of_tile < 0 ? tile : of_tile))
-      gpu::store_release_system(s.inbox_slot(p, slot_of(tile), r), epoch_);
+    if (Algo == algorithm::flat || p == owner(tile)) gpu::store_release_system(s.inbox_slot(p, slot_of(slot), r), epoch_);
   }
 
   RCCLX_HOST_DEVICE static constexpr std::size_t half_need(std::size_t tile_elems, int num_tiles,

@@ -357,6 +357,8 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
     detail::copy_units<16>(g, ar.input(block), a.input + static_cast<std::size_t>(block) * hidden, vecs);
   }
   ar.publish_strided(g, block, num_blocks);
+  // Counted now, while the flags travel, not as the kernel's last round trip (see finish()).
+  ar.finish(g, num_blocks);
 
   bool ok = true;
   const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
@@ -390,7 +392,6 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
                                                           out_of(o) + row, vecs);
     }
   }
-  ar.finish(g, num_blocks);
   return ok;
 }
 

@@ -351,7 +351,8 @@ class tile_allreduce {
       return true;
     } else {
       const std::size_t tile_off = static_cast<std::size_t>(tile) * tile_elems_;
-      if (owns(tile)) {
+      const int o = owner(tile);
+      if (o == rank()) {
         if (!wait_parts()) return false;
         T* res = reinterpret_cast<T*>(results(rank())) + tile_off;
         reduce_visit<VecsPerThread, PeersInFlight, Loads>(
@@ -361,15 +362,21 @@ class tile_allreduce {
         return true;
       }
       if (!wait_result(g, tile)) return false;
-      const T* res = reinterpret_cast<const T*>(results(owner(tile))) + tile_off;
+      const T* res = reinterpret_cast<const T*>(results(o)) + tile_off;
       visit<VecsPerThread>(g, tile, map, epi,
                            [&](std::size_t vi, gpu::vec16& v) { v = gpu::load16(res + vi * vec_elems); });
       return true;
     }
   }
 
-  // Every block, once per call, after its last use of the object: the last block of this rank to
-  // get here advances the call counter (the next call uses the other half of the buffers).
+  // Group-collective, every block, once per call: counts the block; the last block of this rank to
+  // be counted advances the call counter (the next call uses the other half of the buffers). It
+  // only touches the control words, which the constructor read, so it may come at any point the
+  // whole group reaches after the constructor, and the object stays usable for the rest of the
+  // call. At the end of the kernel, its round trip (the count's atomic) is the kernel's last step;
+  // earlier, e.g. right after publishing while the flags are on their way, it overlaps the wait
+  // (the AllReduce + RMSNorm kernels: 0.2-0.4 us per call on one H200, docs/performance.md,
+  // thirteenth session).
   template <class Group>
   RCCLX_HOST_DEVICE void finish(const Group& g, int num_blocks) const {
     if (num_tiles_ <= 0) return;  // an empty call touched nothing: it keeps the half
@@ -380,21 +387,21 @@ class tile_allreduce {
       // common starting value works (emulated_world::reset(value) sets them all to value).
       const core::signal_pads<MaxRanks>& s = t_->signals;
       std::uint32_t* call = s.counter_slot(slots_.first, 0);
-      std::uint32_t* arrived = s.counter_slot(slots_.first, 1);
       std::uint32_t* arrived_before = s.inbox_slot(s.rank, slots_.first, 0);
       // No fence. The control words (the counter, arrived_before) only have to be read before this
       // block is counted, so that none of its threads can see the last block's update of this
       // call: every thread read them in the constructor (the counter with an acquire load), and the
       // group sync above completes each thread's earlier loads before thread 0 counts (on the
-      // host the fetch_add itself is acq_rel). The outputs need no ordering here: the next call is
-      // a later kernel, and peers reuse this call's half only after this rank's flags of the next
-      // call (see Protocol). A system-scope fence here waited for the block's last stores to land:
-      // 0.4-0.5 us per call of the tile-flag AllReduce + RMSNorm kernels on one H200
-      // (docs/performance.md, tenth session).
-      const std::uint32_t now = gpu::fetch_add_local(arrived, 1u) + 1u;
+      // host the fetch_add itself is acq_rel). The outputs need no ordering here:
+      // the next call is a later kernel, and peers reuse this call's half only after this rank's
+      // flags of the next call (see Protocol). A system-scope fence here waited for the block's
+      // last stores to land: 0.4-0.5 us per call of the tile-flag AllReduce + RMSNorm kernels on
+      // one H200 (docs/performance.md, tenth session).
+      const std::uint32_t now = gpu::fetch_add_local(s.counter_slot(slots_.first, 1), 1u) + 1u;
       if (now - arrived_before_ == static_cast<std::uint32_t>(num_blocks)) {
         gpu::store_relaxed_system(arrived_before, now);
-        gpu::store_relaxed_system(call, *call + 1u);
+        // The counter is still what the constructor read (only this store changes it): no load.
+        gpu::store_relaxed_system(call, epoch_);
       }
     }
   }

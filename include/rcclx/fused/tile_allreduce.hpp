@@ -354,7 +354,7 @@ class tile_allreduce {
       const int o = owner(tile);
       if (o == rank()) {
         if (!wait_parts()) return false;
-        T* res = reinterpret_cast<T*>(results(rank())) + tile_off;
+        T* res = reinterpret_cast<T*>(results(o)) + tile_off;
         reduce_visit<VecsPerThread, PeersInFlight, Loads>(
             g, tile, map, epi, [&](std::size_t vi, const gpu::vec16& v) { gpu::store16(res + vi * vec_elems, v); },
             parts, stride);
@@ -387,17 +387,18 @@ class tile_allreduce {
       // common starting value works (emulated_world::reset(value) sets them all to value).
       const core::signal_pads<MaxRanks>& s = t_->signals;
       std::uint32_t* call = s.counter_slot(slots_.first, 0);
+      std::uint32_t* arrived = s.counter_slot(slots_.first, 1);
       std::uint32_t* arrived_before = s.inbox_slot(s.rank, slots_.first, 0);
       // No fence. The control words (the counter, arrived_before) only have to be read before this
       // block is counted, so that none of its threads can see the last block's update of this
       // call: every thread read them in the constructor (the counter with an acquire load), and the
       // group sync above completes each thread's earlier loads before thread 0 counts (on the
-      // host the fetch_add itself is acq_rel). The outputs need no ordering here:
-      // the next call is a later kernel, and peers reuse this call's half only after this rank's
-      // flags of the next call (see Protocol). A system-scope fence here waited for the block's
-      // last stores to land: 0.4-0.5 us per call of the tile-flag AllReduce + RMSNorm kernels on
-      // one H200 (docs/performance.md, tenth session).
-      const std::uint32_t now = gpu::fetch_add_local(s.counter_slot(slots_.first, 1), 1u) + 1u;
+      // host the fetch_add itself is acq_rel). The outputs need no ordering here: the next call is
+      // a later kernel, and peers reuse this call's half only after this rank's flags of the next
+      // call (see Protocol). A system-scope fence here waited for the block's last stores to land:
+      // 0.4-0.5 us per call of the tile-flag AllReduce + RMSNorm kernels on one H200
+      // (docs/performance.md, tenth session).
+      const std::uint32_t now = gpu::fetch_add_local(arrived, 1u) + 1u;
       if (now - arrived_before_ == static_cast<std::uint32_t>(num_blocks)) {
         gpu::store_relaxed_system(arrived_before, now);
         // The counter is still what the constructor read (only this store changes it): no load.

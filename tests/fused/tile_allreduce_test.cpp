@@ -73,12 +73,14 @@ struct tile_kernel {
   fz::tile_map map;
   std::uint32_t call;
   int lag;
+  bool early_finish;  // finish() right after the constructor instead of at the end
 
   template <class G>
   RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
     const int tiles = static_cast<int>(map.num_tiles());
     fz::tile_allreduce<T, max_r, Algo> ar(tables[ix.rank], slots, map.tile_elems(), tiles,
                                           lag == 4 ? fz::tile_reducer::any_block : fz::tile_reducer::same_block);
+    if (early_finish) ar.finish(g, ix.num_blocks);  // the object stays usable for the whole call
     const chain_t<T> epi{{2.0f, 0.5f}, {residual, nullptr, map.cols}, {out[ix.rank], map.cols}, {out16[ix.rank], map.cols}};
     // lag 0: publish each tile, reduce all at the end; 1: reduce one tile behind; 2: write all,
     // publish_strided, reduce all; 3 (example 04's GEMM): write all, publish_strided, one
@@ -105,7 +107,7 @@ struct tile_kernel {
       ok = ar.template reduce<VPT, fz::detail::all_peers, streaming>(g, t, map, epi);
     for (int t = ix.block; t < tiles && lag != 1 && lag != 4 && ok; t += ix.num_blocks)
       ok = lag == 3 ? ar.template reduce<VPT, 2, streaming>(g, t, map, epi) : ar.template reduce<VPT>(g, t, map, epi);
-    ar.finish(g, ix.num_blocks);
+    if (!early_finish) ar.finish(g, ix.num_blocks);
   }
 };
 
@@ -151,7 +153,8 @@ struct tile_out {
 };
 
 template <class T, algorithm Algo, int VPT>
-tile_out run_tiles(tile_world<T>& w, const fz::tile_map& map, std::uint32_t call, int lag, int blocks) {
+tile_out run_tiles(tile_world<T>& w, const fz::tile_map& map, std::uint32_t call, int lag, int blocks,
+                   bool early_finish = false) {
   const std::size_t count = map.rows * map.cols;
   std::vector<unsigned char> poison(count * sizeof(T), 0x5A);
   tile_kernel<T, Algo, VPT> k{};
@@ -167,6 +170,7 @@ tile_out run_tiles(tile_world<T>& w, const fz::tile_map& map, std::uint32_t call
   k.map = map;
   k.call = call;
   k.lag = lag;
+  k.early_finish = early_finish;
   rt::launch_emulated(w.n, blocks, threads, k);
   rcclx::gpu::device_synchronize();
   w.world.throw_if_error();
@@ -262,7 +266,7 @@ TEMPLATE_TEST_CASE("fused tile_allreduce: flat and tree, all at once and one til
   }
 }
 
-TEST_CASE("fused tile_allreduce: back-to-back calls with changing tile shapes", "[fused]") {
+TEST_CASE("fused tile_allreduce: back-to-back calls with changing tile shapes (finish early or at the end)", "[fused]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
   using T = rcclx::bf16;
   const int n = on_host ? 4 : 8;
@@ -274,10 +278,11 @@ TEST_CASE("fused tile_allreduce: back-to-back calls with changing tile shapes", 
     const auto& map = ms[g() % ms.size()];
     const bool tree = g() % 2;
     const int lag = static_cast<int>(g() % 5), blocks = 1 + static_cast<int>(g() % (on_host ? 3 : 8));
-    CAPTURE(c, map.rows, map.cols, tree, lag, blocks);
+    const bool early = g() % 2;  // finish() before or after the call's work: the same protocol
+    CAPTURE(c, map.rows, map.cols, tree, lag, blocks, early);
     // The call number is in every value: a stale tile from any earlier call is a wrong result.
-    const auto o = tree ? run_tiles<T, algorithm::tree, 1>(w, map, c, lag, blocks)
-                        : run_tiles<T, algorithm::flat, 1>(w, map, c, lag, blocks);
+    const auto o = tree ? run_tiles<T, algorithm::tree, 1>(w, map, c, lag, blocks, early)
+                        : run_tiles<T, algorithm::flat, 1>(w, map, c, lag, blocks, early);
     if (on_host || c % 16 == 0) check_tiles(w, map, c, o);
   }
 }

@@ -375,7 +375,7 @@ class tile_allreduce {
   // whole group reaches after the constructor, and the object stays usable for the rest of the
   // call. At the end of the kernel, its round trip (the count's atomic) is the kernel's last step;
   // earlier, e.g. right after publishing while the flags are on their way, it overlaps the wait
-  // (the AllReduce + RMSNorm kernels: 0.2-0.4 us per call on one H200, docs/performance.md,
+  // (the AllReduce + RMSNorm kernels: 0.15-0.3 us per call on one H200, docs/performance.md,
   // thirteenth session).
   template <class Group>
   RCCLX_HOST_DEVICE void finish(const Group& g, int num_blocks) const {

@@ -167,6 +167,7 @@ struct row {
   std::size_t tokens = 0, hidden = 0, bytes = 0;  // bytes: the AllReduce's message per rank
   std::string fused_auto_algo, unfused_best_algo;
   int fused_blocks = 0, unfused_blocks = 0;  // blocks per rank (gemm: fused kernel, plain GEMM)
+  std::string fused_kernel = "-";  // rmsnorm: the kernel the automatic choice launched (kernel_label)
   int split = 1;  // gemm: parts of K per last-round tile in the fused kernels (gemm_example::split_plan)
   double fused_flat_us = 0, fused_tree_us = 0, fused_auto_us = 0;
   double unfused_flat_us = 0, unfused_tree_us = 0, unfused_best_us = 0;
@@ -229,8 +230,12 @@ class rmsnorm_runner {
       const algorithm automatic = fz::resolve_rmsnorm_algorithm<T>(algorithm::automatic, s.tokens, s.hidden, n_);
       r.fused_auto_algo = rcclx::to_string(automatic);
       // Correctness first, on fresh inputs: fused (both algorithms) == unfused, and the reference.
-      const auto fused_flat = outputs_after([&](rcclx::gpu::stream_t st) { fused(s, algorithm::flat, st); });
-      const auto fused_tree = outputs_after([&](rcclx::gpu::stream_t st) { fused(s, algorithm::tree, st); });
+      rt::detail::fused_launch_info flat_info, tree_info;  // what each algorithm launched
+      const auto fused_flat = outputs_after([&](rcclx::gpu::stream_t st) { fused(s, algorithm::flat, st, &flat_info); });
+      const auto fused_tree = outputs_after([&](rcclx::gpu::stream_t st) { fused(s, algorithm::tree, st, &tree_info); });
+      const rt::detail::fused_launch_info& launched = automatic == algorithm::flat ? flat_info : tree_info;
+      r.fused_blocks = launched.blocks_per_rank;
+      r.fused_kernel = kernel_label(launched, automatic);
       const auto unfused_flat = outputs_after([&](rcclx::gpu::stream_t st) { unfused(s, algorithm::flat, st); });
       r.identical = fused_flat == fused_tree && fused_flat == unfused_flat;
       check_reference(s, fused_flat, r);
@@ -251,7 +256,6 @@ class rmsnorm_runner {
       r.unfused_best_us = flat_best ? r.unfused_flat_us : r.unfused_tree_us;
       r.unfused_best_algo = flat_best ? "flat" : "tree";
       r.first_kernel_us = time([&](rcclx::gpu::stream_t st) { dda(s, flat_best ? algorithm::flat : algorithm::tree, st); });
-      r.fused_blocks = fused_blocks(s, automatic);
       r.speedup = speedup_of(r);
       r.speedup_best = best_speedup_of(r);
       if (fell_back) r.timing = "events*";
@@ -277,17 +281,17 @@ class rmsnorm_runner {
     return a;
   }
 
-  int fused_blocks(const shape& s, algorithm a) const {
-    int used = 0;
-    rt::detail::with_emulated_rmsnorm<T, Out, max_r>(a, s.hidden, [&](auto k) {
-      used = rt::detail::emulated_fused_blocks<decltype(k)>(n_, s.tokens);
-    });
-    return used;
+  // "cl<blocks>x<threads>[r<rows>]": the cluster kernel (clusters of <blocks> blocks, up to <rows>
+  // rows per cluster); "tile" or "tree": the tile-flag kernel of that algorithm.
+  static std::string kernel_label(const rt::detail::fused_launch_info& i, algorithm a) {
+    if (i.cluster_blocks == 0) return a == algorithm::tree ? "tree" : "tile";
+    return "cl" + std::to_string(i.cluster_blocks) + "x" + std::to_string(i.cluster_threads) +
+           (i.rows_per_cluster > 1 ? "r" + std::to_string(i.rows_per_cluster) : "");
   }
 
-  void fused(const shape& s, algorithm a, rcclx::gpu::stream_t st) {
+  void fused(const shape& s, algorithm a, rcclx::gpu::stream_t st, rt::detail::fused_launch_info* info = nullptr) {
     const auto v = args(s, false);
-    rt::detail::launch_allreduce_rmsnorm<T, Out, max_r>(world_, v.data(), slots_, a, 0, st);
+    rt::detail::launch_allreduce_rmsnorm<T, Out, max_r>(world_, v.data(), slots_, a, 0, st, info);
   }
 
   void dda(const shape& s, algorithm a, rcclx::gpu::stream_t st) {
@@ -620,8 +624,8 @@ class gemm_runner {
 // ---- reports -------------------------------------------------------------------------------------
 
 void print_header() {
-  std::printf("%-8s %-16s %-5s %-6s %4s %10s %10s %10s %10s %10s %10s %8s %8s %9s %s\n", "kind", "shape", "out",
-              "auto", "blk", "fused_flat", "fused_tree", "fused_auto", "unf_flat", "unf_tree", "first_k", "speedup",
+  std::printf("%-8s %-16s %-5s %-6s %4s %-10s %10s %10s %10s %10s %10s %10s %8s %8s %9s %s\n", "kind", "shape", "out",
+              "auto", "blk", "kernel", "fused_flat", "fused_tree", "fused_auto", "unf_flat", "unf_tree", "first_k", "speedup",
               "x_best", "max_err", "ok");
 }
 
@@ -630,8 +634,9 @@ void print_row(const row& r) {
     std::printf("%-8s %-16s %-5s ERROR: %s\n", r.kind.c_str(), r.shape.c_str(), r.out.c_str(), r.error.c_str());
     return;
   }
-  std::printf("%-8s %-16s %-5s %-6s %4d %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %7.2fx %7.2fx %9.3g %s%s\n",
-              r.kind.c_str(), r.shape.c_str(), r.out.c_str(), r.fused_auto_algo.c_str(), r.fused_blocks, r.fused_flat_us,
+  std::printf("%-8s %-16s %-5s %-6s %4d %-10s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %7.2fx %7.2fx %9.3g %s%s\n",
+              r.kind.c_str(), r.shape.c_str(), r.out.c_str(), r.fused_auto_algo.c_str(), r.fused_blocks,
+              r.fused_kernel.c_str(), r.fused_flat_us,
               r.fused_tree_us, r.fused_auto_us, r.unfused_flat_us, r.unfused_tree_us, r.first_kernel_us, r.speedup,
               r.speedup_best, r.max_err, r.tol_ok && r.identical ? "ok" : (r.identical ? "TOL" : "DIFF"),
               r.split > 1 ? (" split " + std::to_string(r.split)).c_str() : "");
@@ -701,13 +706,15 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
        "    \"first_kernel_us\": \"the unfused path's first kernel alone (rmsnorm: the best dda AllReduce; gemm: the GEMM)\",\n"
        "    \"speedup\": \"unfused_best_us / fused_auto_us (what the automatic choice gives)\",\n"
        "    \"speedup_best_fused\": \"unfused_best_us / min(fused_flat_us, fused_tree_us)\",\n"
+       "    \"fused_kernel\": \"rmsnorm: what the automatic choice launched: clBxT[rR] = the cluster kernel, clusters of B blocks "
+       "of T threads, up to R rows per cluster; tile or tree = the tile-flag kernel; fused_blocks_per_rank: its blocks per rank\",\n"
        "    \"timing\": \"graph: K back-to-back calls per graph, replay/K, median; events: single calls; wall: host\"\n"
        "  },\n  \"rows\": [\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const row& r = rows[i];
     f << "    {\"kind\": \"" << r.kind << "\", \"shape\": \"" << r.shape << "\", \"tokens\": " << r.tokens
       << ", \"hidden\": " << r.hidden << ", \"bytes_per_rank\": " << r.bytes << ", \"output\": \"" << r.out
-      << "\", \"fused_auto_algorithm\": \"" << r.fused_auto_algo << "\", \"fused_blocks_per_rank\": " << r.fused_blocks << ", \"unfused_gemm_blocks_per_rank\": " << r.unfused_blocks << ", \"fused_split\": " << r.split
+      << "\", \"fused_auto_algorithm\": \"" << r.fused_auto_algo << "\", \"fused_blocks_per_rank\": " << r.fused_blocks << ", \"fused_kernel\": \"" << r.fused_kernel << "\", \"unfused_gemm_blocks_per_rank\": " << r.unfused_blocks << ", \"fused_split\": " << r.split
       << ", \"timing\": \"" << r.timing << "\", \"fused_flat_us\": " << num(r.fused_flat_us)
       << ", \"fused_tree_us\": " << num(r.fused_tree_us) << ", \"fused_auto_us\": " << num(r.fused_auto_us)
       << ", \"unfused_flat_us\": " << num(r.unfused_flat_us) << ", \"unfused_tree_us\": " << num(r.unfused_tree_us)
@@ -729,12 +736,12 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
 void write_csv(const std::string& path, const std::vector<row>& rows) {
   std::ofstream f(path);
   if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + path);
-  f << "kind,shape,tokens,hidden,bytes_per_rank,output,fused_auto_algorithm,fused_blocks,timing,fused_flat_us,"
+  f << "kind,shape,tokens,hidden,bytes_per_rank,output,fused_auto_algorithm,fused_blocks,fused_kernel,timing,fused_flat_us,"
        "fused_tree_us,fused_auto_us,unfused_flat_us,unfused_tree_us,unfused_best_us,unfused_best_algorithm,"
        "first_kernel_us,speedup,speedup_best_fused,max_abs_error,ok,error\n";
   for (const row& r : rows)
     f << r.kind << ',' << r.shape << ',' << r.tokens << ',' << r.hidden << ',' << r.bytes << ',' << r.out << ','
-      << r.fused_auto_algo << ',' << r.fused_blocks << ',' << r.timing << ',' << num(r.fused_flat_us) << ','
+      << r.fused_auto_algo << ',' << r.fused_blocks << ',' << r.fused_kernel << ',' << r.timing << ',' << num(r.fused_flat_us) << ','
       << num(r.fused_tree_us) << ',' << num(r.fused_auto_us) << ',' << num(r.unfused_flat_us) << ','
       << num(r.unfused_tree_us) << ',' << num(r.unfused_best_us) << ',' << r.unfused_best_algo << ','
       << num(r.first_kernel_us) << ',' << num(r.speedup) << ',' << num(r.speedup_best) << ',' << num(r.max_err) << ','
@@ -754,7 +761,9 @@ int main(int argc, char** argv) {
               on_host ? "host" : (rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip"), o.command.c_str());
   std::printf("# times in us per call; %s\n# unfused = rcclx's own kernels: dda AllReduce (flat | tree) + add_rmsnorm, "
               "or the GEMM + dda AllReduce; speedup = best unfused / fused (automatic); x_best = best unfused / best "
-              "fused; first_k = the unfused first kernel alone\n",
+              "fused; first_k = the unfused first kernel alone\n# kernel = what the automatic fused choice launched "
+              "(clBxT[rR]: the cluster kernel, clusters of B blocks of T threads, up to R rows each; tile | tree: the "
+              "tile-flag kernel), blk = its blocks per rank\n",
               on_host ? "wall clock (host backend), median"
                       : "graphs of back-to-back calls (replay / calls, median) up to 32 MiB per rank, events above");
   print_header();

@@ -343,16 +343,22 @@ void cluster_against_tile(int n, std::size_t tokens, std::size_t hidden) {
   const auto p = make_problem<T>(n, tokens, hidden, n * 31 + tokens * 7 + hidden);
   upload(w, p);
   const auto a = w.args(tokens, hidden, false);
-  const int used = rt::detail::launch_allreduce_rmsnorm<T, T, max_r>(w.world, a.data(), w.slots, algorithm::flat);
+  rt::detail::fused_launch_info info;
+  const int used =
+      rt::detail::launch_allreduce_rmsnorm<T, T, max_r>(w.world, a.data(), w.slots, algorithm::flat, 0, {}, &info);
   rcclx::gpu::device_synchronize();
   w.world.throw_if_error();
-  // One cluster per row (or per two rows where one per row cannot all be resident): of 8 blocks
-  // (two vectors per logical thread, one per block thread), 4, or 2.
-  bool cluster_shape = false;
-  for (const int cb : {2 * fz::rmsnorm_cluster_blocks, fz::rmsnorm_cluster_blocks, 2})
-    for (int rows = 1; rows <= fz::rmsnorm_cluster_max_rows<1>; ++rows)
-      cluster_shape = cluster_shape || used == static_cast<int>((tokens + rows - 1) / rows) * cb;
-  REQUIRE(cluster_shape);
+  // The cluster kernel ran: one cluster per row (or per two rows where one per row cannot all be
+  // resident) of 8 blocks (two vectors per logical thread, one per block thread), 4, or 2.
+  CAPTURE(used, info.cluster_blocks, info.cluster_threads, info.rows_per_cluster);
+  REQUIRE(info.blocks_per_rank == used);
+  REQUIRE((info.cluster_blocks == 2 * fz::rmsnorm_cluster_blocks || info.cluster_blocks == fz::rmsnorm_cluster_blocks ||
+           info.cluster_blocks == 2));
+  REQUIRE(info.rows_per_cluster >= 1);
+  REQUIRE(info.rows_per_cluster <= 2);
+  const std::size_t groups = (tokens + static_cast<std::size_t>(info.rows_per_cluster) - 1) /
+                             static_cast<std::size_t>(info.rows_per_cluster);
+  REQUIRE(used == static_cast<int>(groups) * info.cluster_blocks);
   const results cluster = download(w, tokens * hidden);
   check<T, void>(cluster, p, reference_of<T, void>(p));
   setenv("RCCLX_RMSNORM_CLUSTER", "0", 1);

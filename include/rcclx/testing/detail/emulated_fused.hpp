@@ -88,15 +88,23 @@ struct emulated_cluster_kernel<2, 4, 1, T, Out, MaxRanks> {
 };
 #endif
 
+// What launch_allreduce_rmsnorm launched on every rank: the blocks per rank, and which kernel.
+struct fused_launch_info {
+  int blocks_per_rank = 0;   // 0: nothing was launched (no rows)
+  int cluster_blocks = 0;    // the cluster kernel's blocks per cluster; 0: the tile-flag kernel (flat or tree)
+  int cluster_threads = 0;   // the cluster kernel's threads per block
+  int rows_per_cluster = 0;  // the cluster kernel's rows per cluster (at most; one after another)
+};
+
 // Runs the cluster kernel on every rank if the launchers' rule (fused::detail::try_rmsnorm_cluster_choices,
-// with every emulated rank on this GPU) says it applies; returns the blocks per rank, 0 if not.
+// with every emulated rank on this GPU) says it applies; returns what it launched (blocks_per_rank 0: not).
 template <class T, class Out, int MaxRanks>
-inline int try_launch_emulated_cluster(const emulated_world<MaxRanks>& world, const fused::rmsnorm_args<T, Out>* args,
-                                       gpu::stream_t stream) {
+inline fused_launch_info try_launch_emulated_cluster(const emulated_world<MaxRanks>& world,
+                                                     const fused::rmsnorm_args<T, Out>* args, gpu::stream_t stream) {
+  fused_launch_info used;
 #if RCCLX_BACKEND_CUDA
   const int n = world.num_ranks();
   const core::peer_table<T, MaxRanks> t0 = world.template table<T>(0);
-  int used = 0;
   fused::detail::with_vecs_per_thread<T>(fused::detail::vecs_per_thread<T>(args[0].hidden, fused_threads), [&](auto vpt_tag) {
     constexpr int vpt = decltype(vpt_tag)::value;
     fused::detail::try_rmsnorm_cluster_choices<vpt>([&](auto cb_tag, auto split_tag, int rows) {
@@ -110,17 +118,16 @@ inline int try_launch_emulated_cluster(const emulated_world<MaxRanks>& world, co
       for (int r = 0; r < n; ++r) p.args[r] = args[r];
       p.blocks_per_rank = groups * cb;
       gpu::launch_clusters(kernel, n * p.blocks_per_rank, fused_threads * split / cb, cb, stream, p);
-      used = p.blocks_per_rank;
+      used = {p.blocks_per_rank, cb, fused_threads * split / cb, rows};
       return true;
     });
   });
-  return used;
 #else
   (void)world;
   (void)args;
   (void)stream;
-  return 0;
 #endif
+  return used;
 }
 
 // Calls f(kernel_type_tag) with the emulated AllReduce + RMSNorm functor type for `algo` (flat or
@@ -145,13 +152,19 @@ inline int emulated_fused_blocks(int num_ranks, std::size_t tokens, int cap = 0)
 }
 
 // Runs fused::allreduce_rmsnorm on every rank of `world` (args[r]: rank r's arguments) in one
-// launch; blocks_per_rank 0: the launcher's choice capped by residency. Returns the blocks used.
+// launch; blocks_per_rank 0: the launcher's choice capped by residency. Returns the blocks used per
+// rank; `info`, if given, receives what was launched (the cluster kernel or the tile-flag kernel).
 template <class T, class Out, int MaxRanks>
 inline int launch_allreduce_rmsnorm(const emulated_world<MaxRanks>& world, const fused::rmsnorm_args<T, Out>* args,
                                     fused::tile_slots slots, algorithm algo, int blocks_per_rank = 0,
-                                    gpu::stream_t stream = {}) {
-  if (algo == algorithm::flat && blocks_per_rank == 0 && args[0].tokens > 0)
-    if (const int used = try_launch_emulated_cluster<T, Out, MaxRanks>(world, args, stream)) return used;
+                                    gpu::stream_t stream = {}, fused_launch_info* info = nullptr) {
+  if (algo == algorithm::flat && blocks_per_rank == 0 && args[0].tokens > 0) {
+    const fused_launch_info c = try_launch_emulated_cluster<T, Out, MaxRanks>(world, args, stream);
+    if (c.blocks_per_rank > 0) {
+      if (info) *info = c;
+      return c.blocks_per_rank;
+    }
+  }
   int used = 0;
   with_emulated_rmsnorm<T, Out, MaxRanks>(algo, args[0].hidden, [&](auto k) {
     using kernel = decltype(k);
@@ -162,6 +175,7 @@ inline int launch_allreduce_rmsnorm(const emulated_world<MaxRanks>& world, const
     used = blocks_per_rank > 0 ? blocks_per_rank : emulated_fused_blocks<kernel>(world.num_ranks(), args[0].tokens);
     if (args[0].tokens > 0) launch_emulated(world.num_ranks(), used, fused_threads, f, stream);
   });
+  if (info) *info = {args[0].tokens > 0 ? used : 0, 0, 0, 0};
   return used;
 }
 

@@ -355,7 +355,7 @@ void cluster_against_tile(int n, std::size_t tokens, std::size_t hidden) {
   REQUIRE((info.cluster_blocks == 2 * fz::rmsnorm_cluster_blocks || info.cluster_blocks == fz::rmsnorm_cluster_blocks ||
            info.cluster_blocks == 2));
   REQUIRE(info.rows_per_cluster >= 1);
-  REQUIRE(info.rows_per_cluster <= 2);
+  REQUIRE(info.rows_per_cluster <= fz::rmsnorm_cluster_max_rows<1>);
   const std::size_t groups = (tokens + static_cast<std::size_t>(info.rows_per_cluster) - 1) /
                              static_cast<std::size_t>(info.rows_per_cluster);
   REQUIRE(used == static_cast<int>(groups) * info.cluster_blocks);

@@ -109,6 +109,7 @@ inline fused_launch_info try_launch_emulated_cluster(const emulated_world<MaxRan
     constexpr int vpt = decltype(vpt_tag)::value;
     fused::detail::try_rmsnorm_cluster_choices<vpt>([&](auto cb_tag, auto split_tag, int rows) {
       constexpr int cb = decltype(cb_tag)::value, split = decltype(split_tag)::value;
+      constexpr int threads = fused_threads * split / cb;
       constexpr auto kernel = emulated_cluster_kernel<vpt, cb, split, T, Out, MaxRanks>::value;
       const int groups = fused::detail::rmsnorm_cluster_plan<kernel, cb, split, T>(t0.signals, args[0].tokens,
                                                                                    args[0].hidden, n, rows);
@@ -117,8 +118,8 @@ inline fused_launch_info try_launch_emulated_cluster(const emulated_world<MaxRan
       p.tables = world.template device_tables<T>();
       for (int r = 0; r < n; ++r) p.args[r] = args[r];
       p.blocks_per_rank = groups * cb;
-      gpu::launch_clusters(kernel, n * p.blocks_per_rank, fused_threads * split / cb, cb, stream, p);
-      used = {p.blocks_per_rank, cb, fused_threads * split / cb, rows};
+      gpu::launch_clusters(kernel, n * p.blocks_per_rank, threads, cb, stream, p);
+      used = {p.blocks_per_rank, cb, threads, rows};
       return true;
     });
   });

@@ -386,6 +386,104 @@ TEST_CASE("fused allreduce_rmsnorm: the cluster kernel equals the tile-flag flat
   cluster_against_tile<float>(8, 2, 4104);
 }
 
+#if RCCLX_BACKEND_CUDA
+namespace {
+constexpr rcclx::core::ll_layout cluster_ll{64, 64 * 1024};
+
+// The emulated cluster kernel of one shape, with the blocks of rank `absent` (if any) leaving at once.
+template <int VPT, int CB, int KS, class T>
+__global__ void __launch_bounds__(rt::detail::fused_threads * KS / CB)
+    cluster_kernel_without(rt::detail::emulated_cluster_params<T, T, max_r> p, int absent) {
+  if (static_cast<int>(blockIdx.x) / p.blocks_per_rank != absent) rt::detail::emulated_cluster_body<VPT, CB, KS>(p);
+}
+
+// Runs that shape with `groups` clusters per rank: cluster q takes rows q, q + groups, ..., so
+// groups < tokens puts several rows (and the exchange slots' reuse) in one cluster.
+template <int VPT, int CB, int KS, class T>
+void launch_cluster_shape(bench_world<T, void>& w, const problem<T>& p, int groups, int absent = -1) {
+  upload(w, p);
+  const auto a = w.args(p.tokens, p.hidden, false);
+  rt::detail::emulated_cluster_params<T, T, max_r> c{};
+  c.tables = w.world.template device_tables<T>();
+  for (int r = 0; r < w.n; ++r) c.args[r] = a[r];
+  c.blocks_per_rank = groups * CB;
+  REQUIRE(fz::rmsnorm_cluster_fits<T>(w.world.template table<T>(0).signals, p.tokens, p.hidden, groups, CB));
+  rcclx::gpu::launch_clusters(cluster_kernel_without<VPT, CB, KS, T>, w.n * c.blocks_per_rank,
+                              rt::detail::fused_threads * KS / CB, CB, rcclx::gpu::stream_t{}, c, absent);
+}
+
+template <int VPT, int CB, int KS>
+void cluster_shape_rows(int n, std::size_t tokens, std::size_t hidden) {
+  using T = rcclx::bf16;
+  bench_world<T, void> w(n, tokens, hidden, 0, cluster_ll);
+  const auto p = make_problem<T>(n, tokens, hidden, 40 + CB * 3 + KS);
+  setenv("RCCLX_RMSNORM_CLUSTER", "0", 1);
+  const results tile = run_fused(w, p, algorithm::flat);
+  unsetenv("RCCLX_RMSNORM_CLUSTER");
+  for (const int groups : {1, 2, static_cast<int>(tokens)}) {
+    CAPTURE(n, tokens, hidden, CB, KS, groups);
+    launch_cluster_shape<VPT, CB, KS>(w, p, groups);
+    rcclx::gpu::device_synchronize();
+    w.world.throw_if_error();
+    const results r = download(w, tokens * hidden);
+    check<T, void>(r, p, reference_of<T, void>(p));
+    REQUIRE(r == tile);
+  }
+}
+}  // namespace
+
+TEST_CASE("fused allreduce_rmsnorm: every cluster shape, several rows per cluster", "[fused][cluster]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  if (!rcclx::gpu::clusters_available()) {
+    WARN("no thread-block clusters (CUDA sm_90+ only): skipping " << Catch::getResultCapture().getCurrentTestName());
+    return;
+  }
+  // Five rows: with one or two clusters per rank a cluster reuses its two exchange slots (rows
+  // m and m + 2), the mbarrier phases alternating; with five, one row each.
+  for (const int n : {3, 8}) {
+    cluster_shape_rows<1, 2, 1>(n, 5, 4096);
+    cluster_shape_rows<1, 4, 1>(n, 5, 4096);
+    cluster_shape_rows<2, 8, 2>(n, 5, 8192);
+    cluster_shape_rows<2, 2, 2>(n, 5, 8192);
+    cluster_shape_rows<2, 4, 1>(n, 5, 8192);
+    cluster_shape_rows<2, 2, 1>(n, 5, 8192);
+  }
+}
+
+TEST_CASE("fused allreduce_rmsnorm: the cluster kernel with a rank that never arrives names it and writes nothing",
+          "[fused][cluster]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  if (!rcclx::gpu::clusters_available()) {
+    WARN("no thread-block clusters (CUDA sm_90+ only): skipping " << Catch::getResultCapture().getCurrentTestName());
+    return;
+  }
+  using T = rcclx::bf16;
+  const int n = 4, absent = 2;
+  const std::size_t tokens = 3;
+  for (const int groups : {1, 3}) {
+    for (const std::size_t hidden : {4096, 8192}) {
+      CAPTURE(groups, hidden);
+      bench_world<T, void> w(n, tokens, hidden, 200ull * 1000 * 1000, cluster_ll);
+      const auto p = make_problem<T>(n, tokens, hidden, 7);
+      if (hidden == 4096) launch_cluster_shape<1, 2, 1>(w, p, groups, absent);
+      else launch_cluster_shape<2, 2, 2>(w, p, groups, absent);
+      require_timeout(w, "LL packet", "waiting for rank 2");
+      // Every rank that ran skipped its stores: the residuals are as uploaded, the outputs untouched.
+      const results r = download(w, tokens * hidden);
+      std::vector<unsigned char> res0(tokens * hidden * sizeof(T)), poison(tokens * hidden * sizeof(T), 0x5A);
+      std::memcpy(res0.data(), p.residual.data(), res0.size());
+      for (int q = 0; q < n; ++q) {
+        CAPTURE(q);
+        REQUIRE(r.res[q] == res0);
+        REQUIRE(r.out[q] == poison);
+      }
+      w.world.reset();
+      check<T, void>(run_fused(w, p, algorithm::flat), p, reference_of<T, void>(p));  // usable again after reset
+    }
+  }
+}
+#endif
+
 TEST_CASE("fused allreduce_rmsnorm: FP8 output saturates", "[fused][fp8]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
   using T = rcclx::bf16;

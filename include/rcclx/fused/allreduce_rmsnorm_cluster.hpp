@@ -1,7 +1,7 @@
 // rcclx/fused/allreduce_rmsnorm_cluster.hpp: the decode-time AllReduce + residual + RMSNorm with
 // each row spread over a thread-block cluster (NVIDIA sm_90+): the one-shot over LL packets (no
 // flag round trip, no fence) with a row's peer loads split over ClusterBlocks SMs, and the row's
-// sum of squares combined over the cluster's shared memory at a hardware barrier.
+// sum of squares combined in the cluster's shared memory (st.async messages, mbarrier waits).
 //
 //   // blocks per rank = ClusterBlocks * groups; launched with cluster dims (ClusterBlocks, 1, 1):
 //   rcclx::fused::allreduce_rmsnorm_cluster_block<vpt, 4>(table, args, blockIdx.x, gridDim.x);
@@ -18,9 +18,10 @@
 //      residual in FP32 and rounds once to T (the new residual);
 //   3. sums the squares of its values per thread and per warp exactly as gpu::block_reduce's first
 //      phase does (KSplit = 2: slice 0 first hands each thread's sum to the slice-1 thread of the
-//      same logical thread, across a cluster barrier), stores its warp sums into the shared memory
-//      of every block of the cluster, and after one cluster barrier adds all 512 / 32 warp sums of
-//      the row in warp order from its own shared memory, as block_reduce's second phase does;
+//      same logical thread, one message each), sends its warp sums into the shared memory of every
+//      block of the cluster, and once its own mbarrier says they all landed adds the 512 / 32 warp
+//      sums of the row in warp order, as block_reduce's second phase does
+//      (detail::cluster_row_total);
 //   4. writes the new residual and the output.
 // So the bits equal the unfused path (dda::allreduce, then add_rmsnorm) and the other fused
 // kernels, on every rank. The residual, the weight and x are loaded before the exchange (their
@@ -30,8 +31,9 @@
 // S (x) + 2(N-1)S (packets) + S (residual), writes 2S (packets) + S (residual) + S_out; LL payload
 // per block: rows per group * VecsPerThread * (512 / ClusterBlocks) * 16 bytes (either KSplit). No
 // symmetric buffer, no tile slots.
-// A wait that expires (a peer that never arrived) is recorded (barrier_kind::ll) and every block of
-// the cluster then skips its stores for that row and the rest: the row's residual stays as it was.
+// A wait that expires (a peer that never arrived) is recorded (barrier_kind::ll); the failure
+// travels with the warp sums, and every block of the cluster then skips its stores for that row and
+// the rest: the row's residual stays as it was.
 #pragma once
 
 #include <atomic>
@@ -56,18 +58,25 @@ namespace fused {
 // Blocks per cluster of the launchers' cluster kernel: 4 blocks of 128 threads per row, or where
 // not every row's cluster of 4 can be resident, 2 blocks of 256 (fewer, larger blocks: more rows
 // resident when registers bound them); rows of two vectors per thread first try 8 blocks of 128
-// threads holding one vector each (with_rmsnorm_cluster_shapes). (8 blocks of 64 threads holding
-// two each measured no faster for 8192-element bf16 rows on one H200.)
+// threads, then 2 blocks of 512, each thread holding one vector (with_rmsnorm_cluster_shapes).
+// (8 blocks of 64 threads holding two each measured no faster for 8192-element bf16 rows on one
+// H200.)
 inline constexpr int rmsnorm_cluster_blocks = 4;
 
 namespace detail {
 // Calls f(cluster blocks, KSplit) (std::integral_constant<int, ...> each) for the cluster shapes the
 // launchers try for rows of VecsPerThread vectors per logical thread, in order: two vectors per
-// thread first as 8 blocks of 128 threads holding one each (KSplit 2), then 4 x 128, then 2 x 256.
+// thread first as 8 blocks of 128 threads holding one each (KSplit 2), then as 2 blocks of 512
+// holding one each (KSplit 2: 128 registers, one block per SM; where 8 x 128 does not fit, e.g.
+// 8 x 8192 bf16 on 8 emulated ranks of one H200, it beat 2 x 256 holding two each, 7.8 against
+// 8.0 us), then 4 x 128, then 2 x 256.
 template <int VecsPerThread, class F>
 inline void with_rmsnorm_cluster_shapes(F&& f) {
   using std::integral_constant;
-  if constexpr (VecsPerThread == 2) f(integral_constant<int, 2 * rmsnorm_cluster_blocks>{}, integral_constant<int, 2>{});
+  if constexpr (VecsPerThread == 2) {
+    f(integral_constant<int, 2 * rmsnorm_cluster_blocks>{}, integral_constant<int, 2>{});
+    f(integral_constant<int, 2>{}, integral_constant<int, 2>{});
+  }
   f(integral_constant<int, rmsnorm_cluster_blocks>{}, integral_constant<int, 1>{});
   f(integral_constant<int, 2>{}, integral_constant<int, 1>{});
 }
@@ -112,57 +121,101 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool rmsnorm_cluster_fits(const core::signal
 #if RCCLX_BACKEND_CUDA
 namespace detail {
 struct cluster_rmsnorm_tag;
-// A row's exchange of partial sums: the slice-0 threads' partials handed to the slice-1 threads
-// (KSplit = 2), the warp sums and failure flags of every block, pushed into every block of the
-// cluster, two rows deep (a block writes row m + 2's values into a mate only after the cluster
-// barrier of row m + 1, which the mate reaches after it has read row m's).
+// One message of the row exchange: a partial sum and whether its sender failed (8 bytes, one
+// gpu::st_async).
+struct alignas(8) cluster_row_msg {
+  float value;
+  std::uint32_t failed;
+};
+// A row's exchange of partial sums, in each block's shared memory, two rows deep (slot m % 2): the
+// slice-0 threads' partials handed to the slice-1 threads (KSplit = 2: `carry`), and every sending
+// warp's sum and failure pushed into every block of the cluster (`sums`). Each slot has an mbarrier
+// that completes when its messages have landed (phase m / 2 of slot m % 2).
 template <int ClusterBlocks, int KSplit, int BlockThreads>
 struct cluster_row_sum {
   static constexpr int parts = ClusterBlocks / KSplit, warps = BlockThreads / 32;
-  float warp_sums[2][parts * warps];
-  int failed[2][ClusterBlocks];
-  float carry[2][KSplit > 1 ? BlockThreads : 1];
+  std::uint64_t sums_bar[2];
+  std::uint64_t carry_bar[2];
+  cluster_row_msg sums[2][parts * warps];
+  cluster_row_msg carry[2][KSplit > 1 ? BlockThreads : 1];
 };
+
+// Every thread of the block, before the kernel's gpu::cluster_arrive_relaxed: the exchange's
+// mbarriers, initialised and fenced so that mates may complete bytes on them once their
+// gpu::cluster_wait (cluster_row_total's first row) has returned.
+template <int ClusterBlocks, int KSplit, int BlockThreads>
+RCCLX_DEVICE RCCLX_FORCEINLINE void cluster_row_init() {
+  auto& tmp = gpu::block_shared<cluster_row_sum<ClusterBlocks, KSplit, BlockThreads>, cluster_rmsnorm_tag>();
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < 2; ++i) {
+      gpu::mbarrier_init(&tmp.sums_bar[i], 1);   // one arrival: this block's own expect
+      gpu::mbarrier_init(&tmp.carry_bar[i], 1);
+    }
+    gpu::fence_mbarrier_init();
+  }
+}
 
 // The row's sum over the cluster in gpu::block_reduce's order (see the file comment), and whether
 // any block of the cluster failed. Every thread of every block of the cluster calls it, once per
-// row (m: the row's index in this group, for the slot parity), after a gpu::cluster_arrive_relaxed
+// row (m: the row's index in this group), after cluster_row_init and a gpu::cluster_arrive_relaxed
 // at the start of the kernel (the first row waits there: no mate's shared memory is written before
-// the mate has started). Each warp stores its sum into every mate's shared memory before a cluster
-// barrier, every thread adds the sums from its own block's shared memory after it (no remote load,
-// no block barrier, nothing to wait for before the block exits). KSplit = 2: the slice-0 threads
-// first hand their partials to the slice-1 threads holding the same logical threads (a second
-// barrier), whose sums make the warps' (add_rmsnorm's thread adds its vectors' sums in k order).
+// the mate has started and initialised its mbarriers). Lane b of each sending warp writes the warp's
+// sum and failure into block b with gpu::st_async; each block waits on its own mbarrier for all of
+// them and adds the sums in warp order from its own shared memory. No cluster barrier: its arrive
+// would release every earlier write of the thread, the LL packets and the residual included, and
+// cost ~0.2 us per row on an H200 (docs/performance.md, fifteenth session). KSplit = 2: the slice-0
+// threads first hand their partials to the slice-1 threads holding the same logical threads, whose
+// sums make the warps' (add_rmsnorm's thread adds its vectors' sums in k order).
+// Slot reuse (row m + 2 into slot m % 2) is safe: a block sends row m + 2 only after receiving its
+// mate's row m + 1 message, which the mate sent (a release, at cluster scope) after reading row m's
+// slot and after row m's phase of that slot completed. Every wait is bounded by its senders, which
+// send after their own bounded waits.
 template <int ClusterBlocks, int KSplit, int BlockThreads>
 RCCLX_DEVICE RCCLX_FORCEINLINE float cluster_row_total(float partial, bool failed, int part, int slice, std::size_t m,
                                                        bool& any_failed) {
   using sums = cluster_row_sum<ClusterBlocks, KSplit, BlockThreads>;
   static_assert(KSplit == 1 || KSplit == 2, "cluster_row_total: KSplit 1 or 2");
+  static_assert(ClusterBlocks >= 2, "cluster_row_total: st.async needs a cluster of two blocks or more");
   auto& tmp = gpu::block_shared<sums, cluster_rmsnorm_tag>();
   const int par = static_cast<int>(m & 1u);
+  const unsigned phase = static_cast<unsigned>((m >> 1) & 1u);
   const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-  const int me = slice * sums::parts + part;  // this block's rank in the cluster
+  if (threadIdx.x == 0) {  // this row's bytes, posted on the slots (a mate's bytes may land first)
+    gpu::mbarrier_expect_bytes(&tmp.sums_bar[par], static_cast<unsigned>(sizeof(cluster_row_msg)) * sums::parts * sums::warps);
+    if (KSplit == 2 && slice == 1)
+      gpu::mbarrier_expect_bytes(&tmp.carry_bar[par], static_cast<unsigned>(sizeof(cluster_row_msg)) * BlockThreads);
+  }
   if (m == 0) gpu::cluster_wait();  // every mate has started (the kernel arrived first thing)
-  if (lane < ClusterBlocks && warp == 0)
-    gpu::cluster_map_shared(&tmp, static_cast<unsigned>(lane))->failed[par][me] = failed ? 1 : 0;
   if constexpr (KSplit == 2) {
-    if (slice == 0) gpu::cluster_map_shared(&tmp, static_cast<unsigned>(me + sums::parts))->carry[par][threadIdx.x] = partial;
-    gpu::cluster_sync();  // the carries have landed
-    if (slice == 1) partial = tmp.carry[par][threadIdx.x] + partial;
+    if (slice == 0) {
+      const unsigned mate = static_cast<unsigned>(sums::parts + part);
+      gpu::st_async(gpu::cluster_shared_address(&tmp.carry[par][threadIdx.x], mate),
+                    gpu::cluster_shared_address(&tmp.carry_bar[par], mate), __float_as_uint(partial), failed ? 1u : 0u);
+    } else {
+      gpu::mbarrier_wait_parity(&tmp.carry_bar[par], phase);
+      const cluster_row_msg c = tmp.carry[par][threadIdx.x];
+      partial = c.value + partial;
+      failed = failed || c.failed != 0u;
+    }
   }
   if (slice == KSplit - 1) {
     const float w = __shfl_sync(0xffffffffu, gpu::warp_sum_as_block_reduce(partial), 0);  // lane 0's, in every lane
-    if (lane < ClusterBlocks)  // lane b stores into block b: one remote store per lane
-      gpu::cluster_map_shared(&tmp, static_cast<unsigned>(lane))->warp_sums[par][part * sums::warps + warp] = w;
+    const unsigned bad = __any_sync(0xffffffffu, failed) ? 1u : 0u;
+    if (lane < ClusterBlocks) {  // lane b writes into block b: one remote store per lane
+      const unsigned b = static_cast<unsigned>(lane);
+      gpu::st_async(gpu::cluster_shared_address(&tmp.sums[par][part * sums::warps + warp], b),
+                    gpu::cluster_shared_address(&tmp.sums_bar[par], b), __float_as_uint(w), bad);
+    }
   }
-  gpu::cluster_sync();  // every block's stores are visible in every block
-  float total = tmp.warp_sums[par][0];
+  gpu::mbarrier_wait_parity(&tmp.sums_bar[par], phase);  // every sending warp's message has landed here
+  float total = tmp.sums[par][0].value;
+  std::uint32_t bad = tmp.sums[par][0].failed;
 #  pragma unroll
-  for (int i = 1; i < sums::parts * sums::warps; ++i) total += tmp.warp_sums[par][i];
-  int bad = 0;
-#  pragma unroll
-  for (int b = 0; b < ClusterBlocks; ++b) bad |= tmp.failed[par][b];
-  any_failed = bad != 0;
+  for (int i = 1; i < sums::parts * sums::warps; ++i) {
+    total += tmp.sums[par][i].value;
+    bad |= tmp.sums[par][i].failed;
+  }
+  any_failed = bad != 0u;
   return total;
 }
 }  // namespace detail
@@ -173,7 +226,7 @@ RCCLX_DEVICE RCCLX_FORCEINLINE float cluster_row_total(float partial, bool faile
 // (rmsnorm_cluster_fits). Returns false if a peer never arrived (recorded in t.signals).
 // KSplit = 2 (VecsPerThread even): each physical thread holds half of a logical thread's vectors
 // (slice 0 the first half, in blocks [0, ClusterBlocks / 2), slice 1 the rest), so a row's packets
-// are waited for in half as many rounds per thread, for one more cluster barrier.
+// are waited for in half as many rounds per thread, for one more message per thread.
 // Everything that does not depend on the peers (x, the residual, the weight, the FP8 scale) is
 // loaded before the exchange, so those latencies hide behind the packets'.
 template <int VecsPerThread, int ClusterBlocks, int KSplit = 1, class T, class Out, int MaxRanks>
@@ -187,6 +240,7 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
   constexpr int block_threads = logical / parts, held_vecs = VecsPerThread / KSplit;
   constexpr int e = gpu::elems_per_vec16<T>;
   using traits = core::value_traits<T>;
+  detail::cluster_row_init<ClusterBlocks, KSplit, block_threads>();
   gpu::cluster_arrive_relaxed();  // this block has started (waited for before the first remote store)
   const gpu::block_group g;
   const core::signal_pads<MaxRanks>& s = t.signals;
@@ -256,7 +310,6 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
         }
       }
     }
-    failed = g.sync_or(failed);  // block-uniform before the cluster hears of it
     bool any_failed = false;
     const float total =
         detail::cluster_row_total<ClusterBlocks, KSplit, block_threads>(partial, failed, part, slice, m, any_failed);

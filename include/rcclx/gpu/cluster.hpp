@@ -3,9 +3,10 @@
 // flag in global memory, no memory fence).
 //
 //   if (rcclx::gpu::clusters_available()) ...               // host: this device can launch them
-//   // in a kernel compiled with __cluster_dims__(4, 1, 1):
-//   float* mate = rcclx::gpu::cluster_map_shared(&my_smem[0], 2);  // block 2's copy
+//   // in a kernel launched in clusters (launch_clusters):
 //   rcclx::gpu::cluster_sync();                              // every thread of every block
+//   std::uint32_t mate = rcclx::gpu::cluster_shared_address(&my_smem[0], 2);  // block 2's copy
+//   rcclx::gpu::st_async(mate, mate_bar, lo, hi);            // a message (see below)
 //
 // Other backends (AMD has no clusters; the host backend has no blocks) report
 // clusters_available() == false, and the device functions are absent: callers keep a path without
@@ -86,17 +87,6 @@ RCCLX_DEVICE RCCLX_FORCEINLINE unsigned cluster_block_rank() {
   return cooperative_groups::this_cluster().block_rank();
 #  else
   return 0;
-#  endif
-}
-
-// The address of `p` (this block's shared memory) in block `rank` of the cluster.
-template <class T>
-RCCLX_DEVICE RCCLX_FORCEINLINE T* cluster_map_shared(T* p, unsigned rank) {
-#  if RCCLX_DETAIL_CLUSTERS
-  return cooperative_groups::this_cluster().map_shared_rank(p, rank);
-#  else
-  (void)rank;
-  return p;
 #  endif
 }
 

@@ -333,6 +333,18 @@ TEMPLATE_TEST_CASE("fused allreduce_rmsnorm: FP8 output (e4m3, e4m3_fnuz, e5m2)"
   matrix<T, rcclx::fp8::e5m2>(n, {3}, {1032});
 }
 
+namespace {
+// LL regions large enough for every LL and cluster case here (on GPUs 64 x 64 KiB).
+constexpr rcclx::core::ll_layout big_ll{on_host ? 8 : 64, 64 * 1024};
+
+// True (with a warning naming the case) where the device has no thread-block clusters.
+bool skip_without_clusters() {
+  if (rcclx::gpu::clusters_available()) return false;
+  WARN("no thread-block clusters (CUDA sm_90+ only): skipping " << Catch::getResultCapture().getCurrentTestName());
+  return true;
+}
+}  // namespace
+
 // The decode path on CUDA sm_90 (fused/allreduce_rmsnorm_cluster.hpp): each row over a cluster of
 // blocks. The launcher must take it where it applies (a silent fallback would hide it from every
 // other test), and give the bits of the tile-flag flat kernel (RCCLX_RMSNORM_CLUSTER=0) and the float64 bounds.
@@ -369,10 +381,7 @@ void cluster_against_tile(int n, std::size_t tokens, std::size_t hidden) {
 
 TEST_CASE("fused allreduce_rmsnorm: the cluster kernel equals the tile-flag flat kernel", "[fused][cluster]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
-  if (!rcclx::gpu::clusters_available()) {
-    WARN("no thread-block clusters (CUDA sm_90+ only): skipping " << Catch::getResultCapture().getCurrentTestName());
-    return;
-  }
+  if (skip_without_clusters()) return;
   // Shapes whose clusters are all resident at once on an H200 with 8 emulated ranks: 8 rows x 8 ranks
   // in clusters of 4, 16 rows x 8 ranks at hidden 4096 only in clusters of 2 x 256 threads, 31 rows
   // with two per cluster; hidden 8192 (two vectors per logical thread) in clusters of 8 x 128
@@ -388,7 +397,6 @@ TEST_CASE("fused allreduce_rmsnorm: the cluster kernel equals the tile-flag flat
 
 #if RCCLX_BACKEND_CUDA
 namespace {
-constexpr rcclx::core::ll_layout cluster_ll{64, 64 * 1024};
 
 // The emulated cluster kernel of one shape, with the blocks of rank `absent` (if any) leaving at once.
 template <int VPT, int CB, int KS, class T>
@@ -415,7 +423,7 @@ void launch_cluster_shape(bench_world<T, void>& w, const problem<T>& p, int grou
 template <int VPT, int CB, int KS>
 void cluster_shape_rows(int n, std::size_t tokens, std::size_t hidden) {
   using T = rcclx::bf16;
-  bench_world<T, void> w(n, tokens, hidden, 0, cluster_ll);
+  bench_world<T, void> w(n, tokens, hidden, 0, big_ll);
   const auto p = make_problem<T>(n, tokens, hidden, 40 + CB * 3 + KS);
   setenv("RCCLX_RMSNORM_CLUSTER", "0", 1);
   const results tile = run_fused(w, p, algorithm::flat);
@@ -434,10 +442,7 @@ void cluster_shape_rows(int n, std::size_t tokens, std::size_t hidden) {
 
 TEST_CASE("fused allreduce_rmsnorm: every cluster shape, several rows per cluster", "[fused][cluster]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
-  if (!rcclx::gpu::clusters_available()) {
-    WARN("no thread-block clusters (CUDA sm_90+ only): skipping " << Catch::getResultCapture().getCurrentTestName());
-    return;
-  }
+  if (skip_without_clusters()) return;
   // Five rows: with one or two clusters per rank a cluster reuses its two exchange slots (rows
   // m and m + 2), the mbarrier phases alternating; with five, one row each.
   for (const int n : {3, 8}) {
@@ -453,17 +458,14 @@ TEST_CASE("fused allreduce_rmsnorm: every cluster shape, several rows per cluste
 TEST_CASE("fused allreduce_rmsnorm: the cluster kernel with a rank that never arrives names it and writes nothing",
           "[fused][cluster]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
-  if (!rcclx::gpu::clusters_available()) {
-    WARN("no thread-block clusters (CUDA sm_90+ only): skipping " << Catch::getResultCapture().getCurrentTestName());
-    return;
-  }
+  if (skip_without_clusters()) return;
   using T = rcclx::bf16;
   const int n = 4, absent = 2;
   const std::size_t tokens = 3;
   for (const int groups : {1, 3}) {
     for (const std::size_t hidden : {4096, 8192}) {
       CAPTURE(groups, hidden);
-      bench_world<T, void> w(n, tokens, hidden, 200ull * 1000 * 1000, cluster_ll);
+      bench_world<T, void> w(n, tokens, hidden, 200ull * 1000 * 1000, big_ll);
       const auto p = make_problem<T>(n, tokens, hidden, 7);
       if (hidden == 4096) launch_cluster_shape<1, 2, 1>(w, p, groups, absent);
       else launch_cluster_shape<2, 2, 2>(w, p, groups, absent);
@@ -586,10 +588,6 @@ TEST_CASE("fused allreduce_rmsnorm: a rank that never arrives is a timeout error
     check<T, void>(run_fused(w, p, algo), p, reference_of<T, void>(p));  // usable again after reset
   }
 }
-
-namespace {
-constexpr rcclx::core::ll_layout big_ll{on_host ? 8 : 64, 64 * 1024};
-}  // namespace
 
 TEMPLATE_TEST_CASE("fused allreduce_rmsnorm: the LL two-shot (tree on LL packets) against float64 and the tile kernels",
                    "[fused][ll]", float, rcclx::bf16) {

@@ -15,8 +15,8 @@
 // Built on fused::tile_allreduce with one tile per row (no block barrier; rows flagged as they are
 // ready). Row i belongs to block i % num_blocks on every rank, in every phase. A block's rows of x
 // are copied with loads batched across rows; a row's residual and weight are loaded before its
-// flags are awaited (rows of up to 2 vectors per thread); the tree copies a row's residual and
-// output with all loads issued first.
+// flags are awaited (rows of up to 2 vectors per thread); the tree copies the rows' residual and
+// output two rows at a time, all loads issued first.
 //   (On CUDA sm_90+, a flat call with one thread-block cluster per row runs the cluster kernel of
 //   allreduce_rmsnorm_cluster.hpp instead: the same bits, no fence; RCCLX_RMSNORM_CLUSTER=0 turns
 //   it off. See try_launch_rmsnorm_cluster for when it applies.)
@@ -385,12 +385,34 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
     }
     constexpr int out_unit = e * static_cast<int>(sizeof(out_t));  // bytes of one vector's outputs
     if (ok) ok = ar.wait_results_strided(g, block, num_blocks);     // all of this block's rows at once
-    for (int i = block; i < rows && ok; i += num_blocks) {
-      const int o = ar.owner(i);
-      const std::size_t row = static_cast<std::size_t>(i) * hidden;
-      detail::copy_row_pair<VecsPerThread, 16, out_unit>(g, a.residual + row, res_of(o) + row, a.output + row,
-                                                          out_of(o) + row, vecs);
-    }
+    // Two rows at a time where the block has two (one load latency for both, where row by row
+    // paid one each: 512 x 4096 bf16 on 8 emulated ranks of one H200 79.9 -> 73.2 us, 8192 x 4096
+    // 1257 -> 1146; docs/performance.md, sixteenth session), then a last one. Rows of more than two
+    // vectors per thread (16384 bf16) go one at a time on a GPU: two would not fit the registers.
+    constexpr bool two_rows = RCCLX_BACKEND_HOST || VecsPerThread <= 2;
+    const auto copy = [&](auto rows_tag, int first) {
+      constexpr int n_rows = decltype(rows_tag)::value;
+      void* da[n_rows];
+      const void* sa[n_rows];
+      void* db[n_rows];
+      const void* sb[n_rows];
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int r = 0; r < n_rows; ++r) {
+        const int i = first + r * num_blocks, o = ar.owner(i);
+        const std::size_t row = static_cast<std::size_t>(i) * hidden;
+        da[r] = a.residual + row;
+        sa[r] = res_of(o) + row;
+        db[r] = a.output + row;
+        sb[r] = out_of(o) + row;
+      }
+      detail::copy_row_pairs<n_rows, VecsPerThread, 16, out_unit>(g, da, sa, db, sb, vecs);
+    };
+    int i = block;
+    if constexpr (two_rows)
+      for (; ok && i + num_blocks < rows; i += 2 * num_blocks) copy(std::integral_constant<int, 2>{}, i);
+    for (; ok && i < rows; i += num_blocks) copy(std::integral_constant<int, 1>{}, i);
   }
   return ok;
 }

@@ -307,11 +307,14 @@ class emulated_peers {
     const std::size_t out = Coll == lpc::collective::allgather ? count_ * static_cast<std::size_t>(num_ranks_)
                             : Coll == lpc::collective::reduce_scatter ? count_ / static_cast<std::size_t>(num_ranks_)
                                                                       : count_;
-    core::with_op(op, [&](auto op_tag) {
+    const auto run = [&](auto op_tag) {
       using op_t = decltype(op_tag);
       if (a == algorithm::low_precision) run_collective<Coll, algorithm::low_precision, Config, op_t>(who, out);
       else run_collective<Coll, algorithm::flat, Config, op_t>(who, out);
-    });
+    };
+    // AllGather and AlltoAll reduce nothing: one instantiation, not one per operator.
+    if constexpr (Coll == lpc::collective::reduce_scatter) core::with_op(op, run);
+    else run(core::op_sum{});
   }
 
   template <lpc::collective Coll, algorithm Algo, class Config, class Op>
@@ -326,7 +329,7 @@ class emulated_peers {
                                                                  "the symmetric buffer: the input cannot live there "
                                                                  "(input_in_symmetric_buffer)");
         dda::detail::check_schedule<typename Config::schedule>(who, num_ranks_);
-        using kernel = detail::emulated_collective<Coll, Algo, Config, Op, T, MaxRanks>;
+        using kernel = detail::emulated_collective_t<Coll, Algo, Config, Op, T, MaxRanks>;
         launch_collective<Coll, Algo, Config, Op>(
             out_count, lpc::num_blocks_for<Config>(Coll, count_, num_ranks_,
                                                    lpc::launch_config{opt_.threads, resident_cap<kernel>()}));
@@ -335,7 +338,7 @@ class emulated_peers {
       static_assert(Coll != lpc::collective::allreduce, "the plain AllReduce is run_allreduce");
     } else {
       const std::size_t elems = Coll == lpc::collective::allgather ? count_ : count_ / static_cast<std::size_t>(num_ranks_);
-      using kernel = detail::emulated_collective<Coll, Algo, Config, Op, T, MaxRanks>;
+      using kernel = detail::emulated_collective_t<Coll, Algo, Config, Op, T, MaxRanks>;
       launch_collective<Coll, Algo, Config, Op>(
           out_count, dda::detail::blocks_for_elems<T>(elems, opt_.threads, resident_cap<kernel>()));
     }
@@ -343,7 +346,7 @@ class emulated_peers {
 
   template <lpc::collective Coll, algorithm Algo, class Config, class Op>
   void launch_collective(std::size_t out_count, int wanted_blocks) {
-    using kernel = detail::emulated_collective<Coll, Algo, Config, Op, T, MaxRanks>;
+    using kernel = detail::emulated_collective_t<Coll, Algo, Config, Op, T, MaxRanks>;
     const int nb = fit_blocks<kernel>(wanted_blocks);
     last_algorithm_ = Algo;
     last_blocks_ = nb;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 
 #include "../../core/ops.hpp"
 #include "../../core/peer_table.hpp"
@@ -85,6 +86,24 @@ struct emulated_collective {
     }
   }
 };
+
+// The functor emulated_peers launches for (Coll, Algo, Config, ReduceOp): its template arguments
+// reduced to what the body reads, so that calls which run the same code share one kernel. The
+// plain collectives read only Config's schedule (ReduceScatter not even that), and AllGather and
+// AlltoAll read no operator. Without this, every LPC config of a test and every runtime op would
+// compile its own copy of the plain kernels (about 2.5x the kernels of the LPC tests).
+template <lpc::collective Coll, algorithm Algo, class Config>
+using emulated_config_t = std::conditional_t<
+    Algo == algorithm::low_precision, Config,
+    std::conditional_t<Coll == lpc::collective::reduce_scatter, lpc::default_config,
+                       lpc::config<lpc::default_format, lpc::default_config::block_size,
+                                   lpc::default_config::scale, typename Config::schedule>>>;
+template <lpc::collective Coll, class ReduceOp>
+using emulated_op_t = std::conditional_t<Coll == lpc::collective::allgather || Coll == lpc::collective::alltoall,
+                                         core::op_sum, ReduceOp>;
+template <lpc::collective Coll, algorithm Algo, class Config, class ReduceOp, class T, int MaxRanks>
+using emulated_collective_t = emulated_collective<Coll, Algo, emulated_config_t<Coll, Algo, Config>,
+                                                  emulated_op_t<Coll, ReduceOp>, T, MaxRanks>;
 
 // Does nothing: the launch-latency floor of a grid (rcclx-bench's empty-kernel baseline).
 struct emulated_empty {

@@ -90,8 +90,8 @@ struct emulated_collective {
 // The functor emulated_peers launches for (Coll, Algo, Config, ReduceOp): its template arguments
 // reduced to what the body reads, so that calls which run the same code share one kernel. The
 // plain collectives read only Config's schedule (ReduceScatter not even that), and AllGather and
-// AlltoAll read no operator. Without this, every LPC config of a test and every runtime op would
-// compile its own copy of the plain kernels (about 2.5x the kernels of the LPC tests).
+// AlltoAll read no operator. Without this, every LPC config of a test and every runtime operator
+// compiled its own copy of the plain kernels.
 template <lpc::collective Coll, algorithm Algo, class Config>
 using emulated_config_t = std::conditional_t<
     Algo == algorithm::low_precision, Config,

@@ -26,10 +26,6 @@ constexpr bool tsan = true;
 #else
 constexpr bool tsan = false;
 #endif
-// Bound of the worlds where a rank is left out on purpose: short, so the expected timeout is quick,
-// but not so short that the call after reset() times out on a loaded 2-core machine under
-// ThreadSanitizer (a rank's thread can wait that long for a core there).
-constexpr std::uint64_t absent_timeout_ns = (tsan ? 2000ull : 200ull) * 1000 * 1000;
 // ThreadSanitizer (host) and compute-sanitizer (GPU, RCCLX_TEST_QUICK=1) runs are much slower: a
 // smaller matrix, the same kinds of cases.
 const bool quick = rcclx_test::quick();
@@ -422,7 +418,7 @@ struct missing_rank_kernel {
 TEST_CASE("dda allreduce: a rank that never arrives is a timeout error naming it", "[dda]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
   rcclx::testing::emulated_options o;
-  o.timeout_ns = absent_timeout_ns;
+  o.timeout_ns = rcclx_test::absent_timeout_ns;
   rcclx::testing::emulated_peers<float, max_r> peers(4, 1000, o);
   try {
     peers.run(2, rcclx::dda::default_launch_config().threads,

@@ -35,10 +35,6 @@ constexpr bool tsan = true;
 #else
 constexpr bool tsan = false;
 #endif
-// Bound of the worlds where a rank is left out on purpose: short, so the expected timeout is quick,
-// but not so short that the call after reset() times out on a loaded 2-core machine under
-// ThreadSanitizer (a rank's thread can wait that long for a core there).
-constexpr std::uint64_t absent_timeout_ns = (tsan ? 2000ull : 200ull) * 1000 * 1000;
 const bool quick = rcclx_test::quick();
 
 template <class T, class F>
@@ -469,7 +465,7 @@ TEST_CASE("fused allreduce_rmsnorm: the cluster kernel with a rank that never ar
   for (const int groups : {1, 3}) {
     for (const std::size_t hidden : {4096, 8192}) {
       CAPTURE(groups, hidden);
-      bench_world<T, void> w(n, tokens, hidden, absent_timeout_ns, big_ll);
+      bench_world<T, void> w(n, tokens, hidden, rcclx_test::absent_timeout_ns, big_ll);
       const auto p = make_problem<T>(n, tokens, hidden, 7);
       if (hidden == 4096) launch_cluster_shape<1, 2, 1>(w, p, groups, absent);
       else launch_cluster_shape<2, 2, 2>(w, p, groups, absent);
@@ -575,7 +571,7 @@ TEST_CASE("fused allreduce_rmsnorm: a rank that never arrives is a timeout error
   const std::size_t tokens = 6, hidden = 1032;
   for (const algorithm algo : {algorithm::flat, algorithm::tree}) {
     CAPTURE(rcclx::to_string(algo));
-    bench_world<T, void> w(n, tokens, hidden, absent_timeout_ns);
+    bench_world<T, void> w(n, tokens, hidden, rcclx_test::absent_timeout_ns);
     const auto p = make_problem<T>(n, tokens, hidden, 1);
     upload(w, p);
     const auto a = w.args(tokens, hidden, false);
@@ -673,7 +669,7 @@ TEST_CASE("fused allreduce_rmsnorm: LL two-shot with a rank that never arrives n
   using T = float;
   const int n = 4, absent = 1;
   const std::size_t tokens = 3, hidden = 1032;
-  bench_world<T, void> w(n, tokens, hidden, absent_timeout_ns, big_ll);
+  bench_world<T, void> w(n, tokens, hidden, rcclx_test::absent_timeout_ns, big_ll);
   const auto p = make_problem<T>(n, tokens, hidden, 2);
   upload(w, p);
   launch_ll<true>(w, p, 2, absent);

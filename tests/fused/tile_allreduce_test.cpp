@@ -33,10 +33,6 @@ constexpr bool tsan = true;
 #else
 constexpr bool tsan = false;
 #endif
-// Bound of the worlds where a rank is left out on purpose: short, so the expected timeout is quick,
-// but not so short that the call after reset() times out on a loaded 2-core machine under
-// ThreadSanitizer (a rank's thread can wait that long for a core there).
-constexpr std::uint64_t absent_timeout_ns = (tsan ? 2000ull : 200ull) * 1000 * 1000;
 const bool quick = rcclx_test::quick();
 
 RCCLX_HOST_DEVICE inline std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
@@ -534,7 +530,7 @@ TEST_CASE("fused tile_allreduce: a rank that never publishes is a timeout error 
   const int n = 5, absent = 3;
   for (const bool tree : {false, true}) {
     CAPTURE(tree);
-    tile_world<T> w(n, max_tile_elems * max_tiles, max_tiles, 64 * 64, absent_timeout_ns);
+    tile_world<T> w(n, max_tile_elems * max_tiles, max_tiles, 64 * 64, rcclx_test::absent_timeout_ns);
     const fz::tile_map map{17, 40, 8, 16};
     auto launch = [&](auto k) {
       k.tables = w.world.template device_tables<T>();

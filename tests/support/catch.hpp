@@ -24,8 +24,17 @@
     }                                                                                      \
   } while (0)
 
+#include <cstdint>
 #include <cstdlib>
 namespace rcclx_test {
+// Barrier bound of the worlds where a test leaves a rank out on purpose: short, so the expected
+// timeout is quick, but not so short that the call after reset() times out on a loaded 2-core
+// machine under ThreadSanitizer (a rank's thread can wait that long for a core there).
+#if defined(__SANITIZE_THREAD__)
+inline constexpr std::uint64_t absent_timeout_ns = 2000ull * 1000 * 1000;
+#else
+inline constexpr std::uint64_t absent_timeout_ns = 200ull * 1000 * 1000;
+#endif
 #if RCCLX_BACKEND_CUDA
 // Every test binary loads its kernels eagerly (unless CUDA_MODULE_LOADING is set already). With
 // CUDA's default lazy loading, a rank's first launch of a kernel while another rank's kernel

@@ -28,12 +28,14 @@
 //     Traffic per rank, S = tokens * hidden * sizeof(T): reads S + N*S (N-1 of it from peers), writes
 //     S (copy) + S (residual) + S_out; flags: (N-1) per row.
 //   tree (two-shot, prefill): rows split into N contiguous chunks; rank c reduces chunk c, adds the
-//     residual, normalises, and publishes the new residual and output rows in its buffer; every
-//     rank then copies every row from its owner. Steps: 2. Traffic per rank: reads S + S (own chunk
-//     from N ranks) + (S + S_out) (gather, (N-1)/N of it from peers), writes S (copy) +
-//     (S + S_out)/N (results) + S + S_out (outputs); flags: 2(N-1) per row, spread over the owners.
-// Symmetric buffer needed per rank: 2 * S (flat), 2 * (S + round16(S) + S_out) (tree): two halves,
-// alternating between calls. Signal-pad slots: 1 + tokens from slots.first.
+//     residual, and publishes in its buffer the new residual rows and each row's sum of squares (the
+//     RMSNorm's block reduction); every rank then loads every row's new residual and sum from its
+//     owner and computes the output itself (the owner's arithmetic on the owner's sum: the same
+//     bits). Steps: 2. Traffic per rank: reads S + S (own chunk from N ranks) + S (gather, (N-1)/N
+//     of it from peers) + the weight, writes S (copy) + S/N (results) + S + S_out (outputs); flags:
+//     2(N-1) per row, spread over the owners.
+// Symmetric buffer needed per rank: 2 * S (flat), 2 * (S + round16(S) + round16(4 * tokens)) (tree):
+// two halves, alternating between calls. Signal-pad slots: 1 + tokens from slots.first.
 #pragma once
 
 #include <cstddef>
@@ -62,13 +64,21 @@
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
 
+namespace detail {
+// Tree: what an owner publishes per call: the new residual rows, then one float (the row's sum of
+// squares) per row.
+template <class T>
+RCCLX_HOST_DEVICE constexpr std::size_t tree_results_bytes(std::size_t tokens, std::size_t hidden) {
+  return round16(tokens * hidden * sizeof(T)) + round16(tokens * sizeof(float));
+}
+}  // namespace detail
+
 // Bytes of symmetric buffer one rank needs for a call (both halves).
 template <class T, class Out = T>
 RCCLX_HOST_DEVICE constexpr std::size_t allreduce_rmsnorm_workspace_bytes(std::size_t tokens, std::size_t hidden,
                                                                           algorithm algo) {
   const std::size_t s = detail::round16(tokens * hidden * sizeof(T));
-  const std::size_t s_out = detail::round16(tokens * hidden * sizeof(output_t<T, Out>));
-  return algo == algorithm::tree ? 2 * (s + s + s_out) : 2 * s;
+  return algo == algorithm::tree ? 2 * (s + detail::tree_results_bytes<T>(tokens, hidden)) : 2 * s;
 }
 
 // The flat variant over the LL one-shot (core/ll.hpp), for a kernel whose rows fit the LL regions
@@ -326,6 +336,127 @@ make_preloaded_rmsnorm_epilogue(const rmsnorm_args<T, Out>& a, T* residual_out, 
   epi.out = make_output_stage(a, out);
   return epi;
 }
+
+// The tree owner's epilogue: the residual add of preloaded_rmsnorm_epilogue (new residual rows to
+// the owner's results) and the RMSNorm's row sum, published as one float per row; no output.
+// Every rank then finishes the row with tree_row_finisher: the same stages, the same bits.
+template <int VecsPerThread, class T, int BlockThreads>
+struct tree_owner_epilogue {
+  static constexpr int e = gpu::elems_per_vec16<T>;
+  static constexpr bool preloads = VecsPerThread <= 2;  // as preloaded_rmsnorm_epilogue
+  residual_add<T> add;
+  rms_norm<T, BlockThreads> norm;
+  float* totals;  // [tokens]: the owner's row sums
+  gpu::vec16 r[VecsPerThread];
+
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void preload(std::size_t row, std::size_t tid, std::size_t gs, std::size_t vecs) {
+    if constexpr (preloads) {
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int k = 0; k < VecsPerThread; ++k) {
+        const std::size_t vi = static_cast<std::size_t>(k) * gs + tid;
+        if (vi < vecs) r[k] = gpu::load16(add.residual + row * add.ld + vi * e);
+      }
+    }
+  }
+
+  template <class Group, class Map>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const Group& g, float (&v)[VecsPerThread][e],
+                                                      const held_vectors<Map, e>& h) const {
+    using traits = core::value_traits<T>;
+    float partial = 0.0f;  // in vector order, as apply_stage sums it
+    for (int k = 0; k < VecsPerThread; ++k) {
+      if (!h.holds(k)) continue;
+      const position p = h.at(k);
+      float x[e];
+      traits::unpack(preloads ? r[k] : gpu::load16(add.residual + p.row * add.ld + p.col), x);
+      add.add_loaded(p, x, v[k]);
+      partial += norm.row_partial(p, v[k]);
+    }
+    const float total = norm.row_combine(g, partial);
+    if (g.thread_rank() == 0) totals[h.tile] = total;
+  }
+};
+
+// The tree's last step for a block's rows: each row's new residual and sum of squares loaded from
+// its owner (all loads of Rows rows issued before any use: one latency), the residual stored, and
+// the output computed as the owner would have (rms_norm::apply_loaded on the owner's sum, then the
+// output stage): the same bits as add_rmsnorm. The weight's vectors are loaded once per block.
+template <int VecsPerThread, class T, class Out, int BlockThreads>
+struct tree_row_finisher {
+  static constexpr int e = gpu::elems_per_vec16<T>;
+  // Rows of up to 2 vectors per thread keep the weight in registers; longer ones load it at use.
+  static constexpr bool preloads = VecsPerThread <= 2;
+  rms_norm<T, BlockThreads> norm;
+  typename output_of<T, Out>::stage out;
+  T* residual;
+  std::size_t hidden, vecs, tid, gs;
+  gpu::vec16 w[VecsPerThread];
+
+  RCCLX_HOST_DEVICE tree_row_finisher(const rmsnorm_args<T, Out>& a, std::size_t tid_, std::size_t gs_)
+      : norm(make_rmsnorm_stage<T, Out, BlockThreads>(a)),
+        out(make_output_stage(a, a.output)),
+        residual(a.residual),
+        hidden(a.hidden),
+        vecs(a.hidden / e),
+        tid(tid_),
+        gs(gs_) {
+    if constexpr (preloads) {
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int k = 0; k < VecsPerThread; ++k) {
+        const std::size_t vi = static_cast<std::size_t>(k) * gs + tid;
+        if (vi < vecs && norm.weight) w[k] = gpu::load16(norm.weight + vi * e);
+      }
+    }
+  }
+
+  // Rows row[0..Rows) (this rank's rows of a block): new residual at res[r] (the owner's copy of
+  // the row), the owner's row sum at *total[r].
+  template <int Rows>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void finish(const std::size_t (&row)[Rows], const T* const (&res)[Rows],
+                                                  const float* const (&total)[Rows]) const {
+    using traits = core::value_traits<T>;
+    gpu::vec16 v[Rows][VecsPerThread];
+    float sum[Rows];
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int r = 0; r < Rows; ++r) {
+      sum[r] = *total[r];
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int k = 0; k < VecsPerThread; ++k) {
+        const std::size_t vi = static_cast<std::size_t>(k) * gs + tid;
+        if (vi < vecs) v[r][k] = gpu::load16(res[r] + vi * e);
+      }
+    }
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int r = 0; r < Rows; ++r) {
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int k = 0; k < VecsPerThread; ++k) {
+        const std::size_t vi = static_cast<std::size_t>(k) * gs + tid;
+        if (vi >= vecs) continue;
+        const position p{row[r], vi * e};
+        gpu::store16(residual + p.row * hidden + p.col, v[r][k]);
+        float x[e], y[e];
+        traits::unpack(v[r][k], x);
+        if (norm.weight) traits::unpack(preloads ? w[k] : gpu::load16(norm.weight + p.col), y);
+        else
+          for (float& z : y) z = 1.0f;
+        norm.apply_loaded(x, sum[r], y);
+        out(p, x);
+      }
+    }
+  }
+};
 }  // namespace detail
 
 // One block of one rank. Group-collective (every thread of g); launch BlockThreads threads per block
@@ -337,7 +468,6 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
                                                const rmsnorm_args<T, Out>& a, tile_slots slots, int block,
                                                int num_blocks) {
   static_assert(Algo == algorithm::flat || Algo == algorithm::tree, "allreduce_rmsnorm_block: flat or tree");
-  using out_t = output_t<T, Out>;
   constexpr int e = gpu::elems_per_vec16<T>;
   const std::size_t tokens = a.tokens, hidden = a.hidden, vecs = hidden / e;
   const int rows = static_cast<int>(tokens);
@@ -370,49 +500,51 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
       ok = ar.template reduce<VecsPerThread>(g, i, map, epi);
     }
   } else {
-    // 2. This rank's chunk: reduced, normalised, published in its buffer (new residual rows, then
-    //    output rows), 3. every row copied from its owner (this rank's own rows too).
+    // 2. This rank's chunk: reduced, residual added, published in its buffer (new residual rows,
+    //    then each row's sum of squares); 3. every row finished from its owner's results (this
+    //    rank's own rows too).
     const std::size_t res_bytes = detail::round16(tokens * hidden * sizeof(T));
     const auto res_of = [&](int r) { return reinterpret_cast<T*>(ar.results(r)); };
-    const auto out_of = [&](int r) { return reinterpret_cast<out_t*>(ar.results(r) + res_bytes); };
+    const auto totals_of = [&](int r) { return reinterpret_cast<float*>(ar.results(r) + res_bytes); };
     const int me = ar.rank();
-    auto epi = detail::make_preloaded_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads>(a, res_of(me), out_of(me));
+    detail::tree_owner_epilogue<VecsPerThread, T, BlockThreads> epi{
+        residual_add<T>{a.residual, res_of(me), hidden}, detail::make_rmsnorm_stage<T, Out, BlockThreads>(a),
+        totals_of(me), {}};
+    // The weight, loaded while this block reduces and waits for the owners.
+    const detail::tree_row_finisher<VecsPerThread, T, Out, BlockThreads> fin(a, tid, gs);
     for (int i = block; i < rows && ok; i += num_blocks) {
       if (!ar.owns(i)) continue;
       epi.preload(static_cast<std::size_t>(i), tid, gs, vecs);
       ok = ar.template reduce_owned<VecsPerThread>(g, i, map, epi);
       if (ok) ar.publish_result(g, i);
     }
-    constexpr int out_unit = e * static_cast<int>(sizeof(out_t));  // bytes of one vector's outputs
-    if (ok) ok = ar.wait_results_strided(g, block, num_blocks);     // all of this block's rows at once
-    // Two rows at a time where the block has two (one load latency for both, where row by row
-    // paid one each: 512 x 4096 bf16 on 8 emulated ranks of one H200 79.9 -> 73.2 us, 8192 x 4096
-    // 1257 -> 1146; docs/performance.md, sixteenth session), then a last one. Rows of more than two
-    // vectors per thread (16384 bf16) go one at a time on a GPU: two would not fit the registers.
-    constexpr bool two_rows = RCCLX_BACKEND_HOST || VecsPerThread <= 2;
-    const auto copy = [&](auto rows_tag, int first) {
+    if (ok) ok = ar.wait_results_strided(g, block, num_blocks);  // all of this block's rows at once
+    // Several rows at a time (one load latency for all): four of one vector per thread, two of
+    // two; rows of more than two vectors per thread (16384 bf16) one at a time on a GPU (more would
+    // not fit the registers).
+    constexpr int batch = RCCLX_BACKEND_HOST ? 2 : (VecsPerThread == 1 ? 4 : (VecsPerThread == 2 ? 2 : 1));
+    const auto finish = [&](auto rows_tag, int first) {
       constexpr int n_rows = decltype(rows_tag)::value;
-      void* da[n_rows];
-      const void* sa[n_rows];
-      void* db[n_rows];
-      const void* sb[n_rows];
+      std::size_t row[n_rows];
+      const T* res[n_rows];
+      const float* total[n_rows];
 #if RCCLX_DEVICE_COMPILE
 #  pragma unroll
 #endif
       for (int r = 0; r < n_rows; ++r) {
         const int i = first + r * num_blocks, o = ar.owner(i);
-        const std::size_t row = static_cast<std::size_t>(i) * hidden;
-        da[r] = a.residual + row;
-        sa[r] = res_of(o) + row;
-        db[r] = a.output + row;
-        sb[r] = out_of(o) + row;
+        row[r] = static_cast<std::size_t>(i);
+        res[r] = res_of(o) + row[r] * hidden;
+        total[r] = totals_of(o) + i;
       }
-      detail::copy_row_pairs<n_rows, VecsPerThread, 16, out_unit>(g, da, sa, db, sb, vecs);
+      fin.finish(row, res, total);
     };
     int i = block;
-    if constexpr (two_rows)
-      for (; ok && i + num_blocks < rows; i += 2 * num_blocks) copy(std::integral_constant<int, 2>{}, i);
-    for (; ok && i < rows; i += num_blocks) copy(std::integral_constant<int, 1>{}, i);
+    if constexpr (batch >= 4)
+      for (; ok && i + 3 * num_blocks < rows; i += 4 * num_blocks) finish(std::integral_constant<int, 4>{}, i);
+    if constexpr (batch >= 2)
+      for (; ok && i + num_blocks < rows; i += 2 * num_blocks) finish(std::integral_constant<int, 2>{}, i);
+    for (; ok && i < rows; i += num_blocks) finish(std::integral_constant<int, 1>{}, i);
   }
   return ok;
 }
@@ -455,7 +587,8 @@ inline void check_rmsnorm_table(const char* who, const core::peer_table<T, MaxRa
   if (resolved == algorithm::flat)
     tile_allreduce<T, MaxRanks, algorithm::flat>::check(who, t, slots, a.hidden, rows);
   else
-    tile_allreduce<T, MaxRanks, algorithm::tree>::check(who, t, slots, a.hidden, rows, s + s_out);
+    tile_allreduce<T, MaxRanks, algorithm::tree>::check(who, t, slots, a.hidden, rows,
+                                                        tree_results_bytes<T>(a.tokens, a.hidden));
   const std::string w(who);
   const void* own = t.data[t.rank()];
   const std::size_t cap = t.capacity_bytes;

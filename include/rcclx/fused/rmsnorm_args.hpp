@@ -284,48 +284,6 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_rows(const Group& g, std::size_t r
   }
 }
 
-// Rows rows of two arrays (units of BytesA and BytesB bytes, `units` of each per row): row r from
-// sa[r], sb[r] to da[r], db[r], each thread copying its units tid, tid + G, ... of every row (at most
-// UnitsPerThread of them: units <= UnitsPerThread * G) with every load of every row issued before
-// any store: one load latency for all of them, where copy_units pays one per unit and array.
-// Registers indexed by constants only.
-template <int Rows, int UnitsPerThread, int BytesA, int BytesB, class Group>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_row_pairs(const Group& g, void* const (&da)[Rows], const void* const (&sa)[Rows],
-                                                        void* const (&db)[Rows], const void* const (&sb)[Rows],
-                                                        std::size_t units) {
-  const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
-  unit_t<BytesA> va[Rows][UnitsPerThread];
-  unit_t<BytesB> vb[Rows][UnitsPerThread];
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-  for (int r = 0; r < Rows; ++r) {
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-    for (int k = 0; k < UnitsPerThread; ++k) {
-      const std::size_t u = static_cast<std::size_t>(k) * gs + tid;
-      if (u >= units) continue;
-      va[r][k] = load_unit<BytesA>(sa[r], u);
-      vb[r][k] = load_unit<BytesB>(sb[r], u);
-    }
-  }
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-  for (int r = 0; r < Rows; ++r) {
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-    for (int k = 0; k < UnitsPerThread; ++k) {
-      const std::size_t u = static_cast<std::size_t>(k) * gs + tid;
-      if (u >= units) continue;
-      store_unit<BytesA>(da[r], u, va[r][k]);
-      store_unit<BytesB>(db[r], u, vb[r][k]);
-    }
-  }
-}
-
 }  // namespace detail
 }  // namespace fused
 RCCLX_NAMESPACE_END

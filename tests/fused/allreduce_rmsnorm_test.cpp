@@ -361,11 +361,12 @@ void cluster_against_tile(int n, std::size_t tokens, std::size_t hidden) {
   rcclx::gpu::device_synchronize();
   w.world.throw_if_error();
   // The cluster kernel ran: one cluster per row (or per two rows where one per row cannot all be
-  // resident) of 8 blocks (two vectors per logical thread, one per block thread), 4, or 2.
+  // resident) of 8 blocks (two vectors per logical thread, one per block thread), 4, 2, or one
+  // block of 512 threads (one row each).
   CAPTURE(used, info.cluster_blocks, info.cluster_threads, info.rows_per_cluster);
   REQUIRE(info.blocks_per_rank == used);
   REQUIRE((info.cluster_blocks == 2 * fz::rmsnorm_cluster_blocks || info.cluster_blocks == fz::rmsnorm_cluster_blocks ||
-           info.cluster_blocks == 2));
+           info.cluster_blocks == 2 || (info.cluster_blocks == 1 && info.rows_per_cluster == 1)));
   REQUIRE(info.rows_per_cluster >= 1);
   REQUIRE(info.rows_per_cluster <= fz::rmsnorm_cluster_max_rows<1>);
   const std::size_t groups = (tokens + static_cast<std::size_t>(info.rows_per_cluster) - 1) /
@@ -383,8 +384,8 @@ TEST_CASE("fused allreduce_rmsnorm: the cluster kernel equals the tile-flag flat
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
   if (skip_without_clusters()) return;
   // Shapes whose clusters are all resident at once on an H200 with 8 emulated ranks: 8 rows x 8 ranks
-  // in clusters of 4, 16 rows x 8 ranks at hidden 4096 only in clusters of 2 x 256 threads, 31 rows
-  // with two per cluster; hidden 8192 (two vectors per logical thread) in clusters of 8 x 128
+  // in clusters of 4, 16 rows x 8 ranks at hidden 4096 only in one block of 512 threads per row, 31
+  // rows with two per cluster of 2 x 256; hidden 8192 (two vectors per logical thread) in clusters of 8 x 128
   // threads, one vector each.
   for (const int n : {2, 5, 8})
     for (const std::size_t tokens : {1, 3})
@@ -446,6 +447,7 @@ TEST_CASE("fused allreduce_rmsnorm: every cluster shape, several rows per cluste
   // Five rows: with one or two clusters per rank a cluster reuses its two exchange slots (rows
   // m and m + 2), the mbarrier phases alternating; with five, one row each.
   for (const int n : {3, 8}) {
+    cluster_shape_rows<1, 1, 1>(n, 5, 4096);
     cluster_shape_rows<1, 2, 1>(n, 5, 4096);
     cluster_shape_rows<1, 4, 1>(n, 5, 4096);
     cluster_shape_rows<2, 8, 2>(n, 5, 8192);
@@ -463,11 +465,13 @@ TEST_CASE("fused allreduce_rmsnorm: the cluster kernel with a rank that never ar
   const int n = 4, absent = 2;
   const std::size_t tokens = 3;
   for (const int groups : {1, 3}) {
-    for (const std::size_t hidden : {4096, 8192}) {
-      CAPTURE(groups, hidden);
+    for (const int shape : {0, 1, 2}) {  // 2 x 256 and 1 x 512 at 4096, 2 x 512 (KSplit 2) at 8192
+      const std::size_t hidden = shape < 2 ? 4096 : 8192;
+      CAPTURE(groups, shape, hidden);
       bench_world<T, void> w(n, tokens, hidden, rcclx_test::absent_timeout_ns, big_ll);
       const auto p = make_problem<T>(n, tokens, hidden, 7);
-      if (hidden == 4096) launch_cluster_shape<1, 2, 1>(w, p, groups, absent);
+      if (shape == 0) launch_cluster_shape<1, 2, 1>(w, p, groups, absent);
+      else if (shape == 1) launch_cluster_shape<1, 1, 1>(w, p, groups, absent);
       else launch_cluster_shape<2, 2, 2>(w, p, groups, absent);
       require_timeout(w, "LL packet", "waiting for rank 2");
       // Every rank that ran skipped its stores: the residuals are as uploaded, the outputs untouched.

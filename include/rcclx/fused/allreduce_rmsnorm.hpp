@@ -15,8 +15,9 @@
 // Built on fused::tile_allreduce with one tile per row (no block barrier; rows flagged as they are
 // ready). Row i belongs to block i % num_blocks on every rank, in every phase. A block's rows of x
 // are copied with loads batched across rows; a row's residual and weight are loaded before its
-// flags are awaited (rows of up to 2 vectors per thread); the tree copies the rows' residual and
-// output two rows at a time, all loads issued first.
+// flags are awaited (rows of up to 2 vectors per thread); the tree's owners publish each row's new
+// residual and sum of squares, and every rank computes the row's output from them (loads of four
+// rows of one vector per thread, or two of two, issued first).
 //   (On CUDA sm_90+, a flat call with one thread-block cluster per row runs the cluster kernel of
 //   allreduce_rmsnorm_cluster.hpp instead: the same bits, no fence; RCCLX_RMSNORM_CLUSTER=0 turns
 //   it off. See try_launch_rmsnorm_cluster for when it applies.)

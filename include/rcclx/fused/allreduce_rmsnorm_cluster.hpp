@@ -1,7 +1,9 @@
 // rcclx/fused/allreduce_rmsnorm_cluster.hpp: the decode-time AllReduce + residual + RMSNorm with
 // each row spread over a thread-block cluster (NVIDIA sm_90+): the one-shot over LL packets (no
 // flag round trip, no fence) with a row's peer loads split over ClusterBlocks SMs, and the row's
-// sum of squares combined in the cluster's shared memory (st.async messages, mbarrier waits).
+// sum of squares combined in the cluster's shared memory (st.async messages, mbarrier waits);
+// with ClusterBlocks = 1 (one block of 512 threads per row) the row's sum is add_rmsnorm's block
+// reduction and no cluster feature is used.
 //
 //   // blocks per rank = ClusterBlocks * groups; launched with cluster dims (ClusterBlocks, 1, 1):
 //   rcclx::fused::allreduce_rmsnorm_cluster_block<vpt, 4>(table, args, blockIdx.x, gridDim.x);
@@ -56,11 +58,11 @@ RCCLX_NAMESPACE_BEGIN
 namespace fused {
 
 // Blocks per cluster of the launchers' cluster kernel: 4 blocks of 128 threads per row, or where
-// not every row's cluster of 4 can be resident, 2 blocks of 256 (fewer, larger blocks: more rows
-// resident when registers bound them); rows of two vectors per thread first try 8 blocks of 128
-// threads, then 2 blocks of 512, each thread holding one vector (with_rmsnorm_cluster_shapes).
-// (8 blocks of 64 threads holding two each measured no faster for 8192-element bf16 rows on one
-// H200.)
+// not every row's cluster of 4 can be resident, one block of 512 (rows of one vector per thread,
+// one row per block), then 2 blocks of 256 (fewer, larger blocks: more rows resident when
+// registers bound them); rows of two vectors per thread first try 8 blocks of 128 threads, then 2
+// blocks of 512, each thread holding one vector (with_rmsnorm_cluster_shapes). (8 blocks of 64
+// threads holding two each measured no faster for 8192-element bf16 rows on one H200.)
 inline constexpr int rmsnorm_cluster_blocks = 4;
 
 namespace detail {
@@ -69,7 +71,11 @@ namespace detail {
 // thread first as 8 blocks of 128 threads holding one each (KSplit 2), then as 2 blocks of 512
 // holding one each (KSplit 2: 128 registers, one block per SM; where 8 x 128 does not fit, e.g.
 // 8 x 8192 bf16 on 8 emulated ranks of one H200, it beat 2 x 256 holding two each, 7.8 against
-// 8.0 us), then 4 x 128, then 2 x 256.
+// 8.0 us), then 4 x 128, then (one vector per thread) one block of 512, then 2 x 256.
+// The one-block "cluster" sums the row with add_rmsnorm's block reduction, no message between SMs:
+// for 16 x 4096 bf16 on 8 emulated ranks of one H200, where 4 x 128 does not fit, 7.07 against
+// 7.26 us on 2 x 256 (docs/performance.md, eighteenth session); with two rows per block, or two
+// vectors per thread (8 x 8192: 10.7 against 7.6 us on 2 x 512), it is slower, so it takes neither.
 template <int VecsPerThread, class F>
 inline void with_rmsnorm_cluster_shapes(F&& f) {
   using std::integral_constant;
@@ -78,6 +84,7 @@ inline void with_rmsnorm_cluster_shapes(F&& f) {
     f(integral_constant<int, 2>{}, integral_constant<int, 2>{});
   }
   f(integral_constant<int, rmsnorm_cluster_blocks>{}, integral_constant<int, 1>{});
+  if constexpr (VecsPerThread == 1) f(integral_constant<int, 1>{}, integral_constant<int, 1>{});
   f(integral_constant<int, 2>{}, integral_constant<int, 1>{});
 }
 }  // namespace detail
@@ -240,8 +247,10 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
   constexpr int block_threads = logical / parts, held_vecs = VecsPerThread / KSplit;
   constexpr int e = gpu::elems_per_vec16<T>;
   using traits = core::value_traits<T>;
-  detail::cluster_row_init<ClusterBlocks, KSplit, block_threads>();
-  gpu::cluster_arrive_relaxed();  // this block has started (waited for before the first remote store)
+  if constexpr (ClusterBlocks > 1) {
+    detail::cluster_row_init<ClusterBlocks, KSplit, block_threads>();
+    gpu::cluster_arrive_relaxed();  // this block has started (waited for before the first remote store)
+  }
   const gpu::block_group g;
   const core::signal_pads<MaxRanks>& s = t.signals;
   const std::size_t hidden = a.hidden, vecs = hidden / e;
@@ -311,8 +320,14 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
       }
     }
     bool any_failed = false;
-    const float total =
-        detail::cluster_row_total<ClusterBlocks, KSplit, block_threads>(partial, failed, part, slice, m, any_failed);
+    float total;
+    if constexpr (ClusterBlocks == 1) {  // the row in one block: add_rmsnorm's block reduction
+      any_failed = g.sync_or(failed);
+      total = gpu::block_reduce<float, logical>().sum(
+          partial, gpu::block_shared<typename gpu::block_reduce<float, logical>::storage_type, detail::cluster_rmsnorm_tag>());
+    } else {
+      total = detail::cluster_row_total<ClusterBlocks, KSplit, block_threads>(partial, failed, part, slice, m, any_failed);
+    }
     failed = failed || any_failed;  // every block of the cluster now agrees
     if (failed) continue;           // nothing of this row is written; later rows are skipped too
 #  pragma unroll
@@ -329,7 +344,8 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
       else out(p, v[k]);
     }
   }
-  if (static_cast<std::size_t>(group) >= a.tokens) gpu::cluster_wait();  // no row: the arrive's wait
+  if constexpr (ClusterBlocks > 1)
+    if (static_cast<std::size_t>(group) >= a.tokens) gpu::cluster_wait();  // no row: the arrive's wait
   return !g.sync_or(failed);
 }
 
@@ -388,7 +404,8 @@ inline bool try_rmsnorm_cluster_choices(F&& try_one) {
   bool launched = false;
   for (int rows = 1; rows <= rmsnorm_cluster_max_rows<VPT> && !launched; ++rows)
     with_rmsnorm_cluster_shapes<VPT>([&](auto cb_tag, auto split_tag) {
-      if (!launched) launched = try_one(cb_tag, split_tag, rows);
+      // A one-block "cluster" takes one row (two measured slower than 2 x 256 taking two).
+      if (!launched && (decltype(cb_tag)::value > 1 || rows == 1)) launched = try_one(cb_tag, split_tag, rows);
     });
   return launched;
 }

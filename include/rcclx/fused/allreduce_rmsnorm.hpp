@@ -269,6 +269,21 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool rmsnorm_uses_ll(const core::signal_pads
 }
 
 namespace detail {
+// The vectors a thread holds of a row of `vecs` 16-byte vectors at `src`: vector tid + k * gs into
+// v[k] (k < VecsPerThread), raw; those past the row are left as they are.
+template <int VecsPerThread, class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_held(gpu::vec16 (&v)[VecsPerThread], const T* src, std::size_t tid,
+                                                   std::size_t gs, std::size_t vecs) {
+  constexpr int e = gpu::elems_per_vec16<T>;
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+  for (int k = 0; k < VecsPerThread; ++k) {
+    const std::size_t vi = static_cast<std::size_t>(k) * gs + tid;
+    if (vi < vecs) v[k] = gpu::load16(src + vi * e);
+  }
+}
+
 // The epilogue of make_rmsnorm_epilogue (residual add, RMSNorm, output) with the residual and the
 // weight of the thread's VecsPerThread vectors of one row loaded beforehand (preload), so their
 // latency hides behind the wait for the row's flags and the peers' loads instead of following the
@@ -287,22 +302,20 @@ struct preloaded_rmsnorm_epilogue {
 
   // Thread tid of a group of gs threads holds vectors tid + k * gs of row `row` (vecs in all).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void preload(std::size_t row, std::size_t tid, std::size_t gs, std::size_t vecs) {
-    if constexpr (!preloads) return;
-    const std::size_t ld = add.ld;
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-    for (int k = 0; k < VecsPerThread; ++k) {
-      const std::size_t vi = static_cast<std::size_t>(k) * gs + tid;
-      if (vi >= vecs) continue;
-      r[k] = gpu::load16(add.residual + row * ld + vi * e);
-      if (norm.weight) w[k] = gpu::load16(norm.weight + vi * e);
-    }
+    preload_residual(row, tid, gs, vecs);
+    if constexpr (preloads)
+      if (norm.weight) load_held(w, norm.weight, tid, gs, vecs);
+  }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void preload_residual(std::size_t row, std::size_t tid, std::size_t gs,
+                                                            std::size_t vecs) {
+    if constexpr (preloads) load_held(r, add.residual + row * add.ld, tid, gs, vecs);
   }
 
+  // The first two stages: v += residual (the new residual, stored by `add`), and the row's sum of
+  // squares (group-collective), returned.
   template <class Group, class Map>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const Group& g, float (&v)[VecsPerThread][e],
-                                                      const held_vectors<Map, e>& h) const {
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float add_residual_and_sum(const Group& g, float (&v)[VecsPerThread][e],
+                                                                 const held_vectors<Map, e>& h) const {
     using traits = core::value_traits<T>;
     for (int k = 0; k < VecsPerThread; ++k) {
       if (!h.holds(k)) continue;
@@ -314,7 +327,14 @@ struct preloaded_rmsnorm_epilogue {
     float partial = 0.0f;  // in vector order, as apply_stage sums it
     for (int k = 0; k < VecsPerThread; ++k)
       if (h.holds(k)) partial += norm.row_partial(h.at(k), v[k]);
-    const float total = norm.row_combine(g, partial);
+    return norm.row_combine(g, partial);
+  }
+
+  template <class Group, class Map>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const Group& g, float (&v)[VecsPerThread][e],
+                                                      const held_vectors<Map, e>& h) const {
+    using traits = core::value_traits<T>;
+    const float total = add_residual_and_sum(g, v, h);
     for (int k = 0; k < VecsPerThread; ++k) {
       if (!h.holds(k)) continue;
       const position p = h.at(k);
@@ -341,41 +361,20 @@ make_preloaded_rmsnorm_epilogue(const rmsnorm_args<T, Out>& a, T* residual_out, 
 // The tree owner's epilogue: the residual add of preloaded_rmsnorm_epilogue (new residual rows to
 // the owner's results) and the RMSNorm's row sum, published as one float per row; no output.
 // Every rank then finishes the row with tree_row_finisher: the same stages, the same bits.
-template <int VecsPerThread, class T, int BlockThreads>
+template <int VecsPerThread, class T, class Out, int BlockThreads>
 struct tree_owner_epilogue {
   static constexpr int e = gpu::elems_per_vec16<T>;
-  static constexpr bool preloads = VecsPerThread <= 2;  // as preloaded_rmsnorm_epilogue
-  residual_add<T> add;
-  rms_norm<T, BlockThreads> norm;
-  float* totals;  // [tokens]: the owner's row sums
-  gpu::vec16 r[VecsPerThread];
+  preloaded_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads> stages;  // residual add and row sum only
+  float* totals;                                                           // [tokens]: the owner's row sums
 
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void preload(std::size_t row, std::size_t tid, std::size_t gs, std::size_t vecs) {
-    if constexpr (preloads) {
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-      for (int k = 0; k < VecsPerThread; ++k) {
-        const std::size_t vi = static_cast<std::size_t>(k) * gs + tid;
-        if (vi < vecs) r[k] = gpu::load16(add.residual + row * add.ld + vi * e);
-      }
-    }
+    stages.preload_residual(row, tid, gs, vecs);
   }
 
   template <class Group, class Map>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const Group& g, float (&v)[VecsPerThread][e],
                                                       const held_vectors<Map, e>& h) const {
-    using traits = core::value_traits<T>;
-    float partial = 0.0f;  // in vector order, as apply_stage sums it
-    for (int k = 0; k < VecsPerThread; ++k) {
-      if (!h.holds(k)) continue;
-      const position p = h.at(k);
-      float x[e];
-      traits::unpack(preloads ? r[k] : gpu::load16(add.residual + p.row * add.ld + p.col), x);
-      add.add_loaded(p, x, v[k]);
-      partial += norm.row_partial(p, v[k]);
-    }
-    const float total = norm.row_combine(g, partial);
+    const float total = stages.add_residual_and_sum(g, v, h);
     if (g.thread_rank() == 0) totals[h.tile] = total;
   }
 };
@@ -403,15 +402,8 @@ struct tree_row_finisher {
         vecs(a.hidden / e),
         tid(tid_),
         gs(gs_) {
-    if constexpr (preloads) {
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-      for (int k = 0; k < VecsPerThread; ++k) {
-        const std::size_t vi = static_cast<std::size_t>(k) * gs + tid;
-        if (vi < vecs && norm.weight) w[k] = gpu::load16(norm.weight + vi * e);
-      }
-    }
+    if constexpr (preloads)
+      if (norm.weight) load_held(w, norm.weight, tid, gs, vecs);
   }
 
   // Rows row[0..Rows) (this rank's rows of a block): new residual at res[r] (the owner's copy of
@@ -427,13 +419,7 @@ struct tree_row_finisher {
 #endif
     for (int r = 0; r < Rows; ++r) {
       sum[r] = *total[r];
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-      for (int k = 0; k < VecsPerThread; ++k) {
-        const std::size_t vi = static_cast<std::size_t>(k) * gs + tid;
-        if (vi < vecs) v[r][k] = gpu::load16(res[r] + vi * e);
-      }
+      load_held(v[r], res[r], tid, gs, vecs);
     }
 #if RCCLX_DEVICE_COMPILE
 #  pragma unroll
@@ -508,9 +494,9 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
     const auto res_of = [&](int r) { return reinterpret_cast<T*>(ar.results(r)); };
     const auto totals_of = [&](int r) { return reinterpret_cast<float*>(ar.results(r) + res_bytes); };
     const int me = ar.rank();
-    detail::tree_owner_epilogue<VecsPerThread, T, BlockThreads> epi{
-        residual_add<T>{a.residual, res_of(me), hidden}, detail::make_rmsnorm_stage<T, Out, BlockThreads>(a),
-        totals_of(me), {}};
+    detail::tree_owner_epilogue<VecsPerThread, T, Out, BlockThreads> epi{
+        detail::make_preloaded_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads>(a, res_of(me), a.output),
+        totals_of(me)};
     // The weight, loaded while this block reduces and waits for the owners.
     const detail::tree_row_finisher<VecsPerThread, T, Out, BlockThreads> fin(a, tid, gs);
     for (int i = block; i < rows && ok; i += num_blocks) {

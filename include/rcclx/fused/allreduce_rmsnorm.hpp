@@ -303,12 +303,15 @@ struct preloaded_rmsnorm_epilogue {
   // Thread tid of a group of gs threads holds vectors tid + k * gs of row `row` (vecs in all).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void preload(std::size_t row, std::size_t tid, std::size_t gs, std::size_t vecs) {
     preload_residual(row, tid, gs, vecs);
-    if constexpr (preloads)
-      if (norm.weight) load_held(w, norm.weight, tid, gs, vecs);
+    preload_weight(tid, gs, vecs);
   }
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void preload_residual(std::size_t row, std::size_t tid, std::size_t gs,
                                                             std::size_t vecs) {
     if constexpr (preloads) load_held(r, add.residual + row * add.ld, tid, gs, vecs);
+  }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void preload_weight(std::size_t tid, std::size_t gs, std::size_t vecs) {
+    if constexpr (preloads)
+      if (norm.weight) load_held(w, norm.weight, tid, gs, vecs);
   }
 
   // The first two stages: v += residual (the new residual, stored by `add`), and the row's sum of
@@ -333,18 +336,22 @@ struct preloaded_rmsnorm_epilogue {
   template <class Group, class Map>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const Group& g, float (&v)[VecsPerThread][e],
                                                       const held_vectors<Map, e>& h) const {
-    using traits = core::value_traits<T>;
     const float total = add_residual_and_sum(g, v, h);
-    for (int k = 0; k < VecsPerThread; ++k) {
-      if (!h.holds(k)) continue;
-      const position p = h.at(k);
-      float x[e];
-      if (norm.weight) traits::unpack(preloads ? w[k] : gpu::load16(norm.weight + p.col), x);
-      else
-        for (float& y : x) y = 1.0f;
-      norm.apply_loaded(v[k], total, x);
-      out(p, v[k]);
-    }
+    for (int k = 0; k < VecsPerThread; ++k)
+      if (h.holds(k)) normalise_and_store(k, h.at(k), v[k], total);
+  }
+
+  // The last two stages for the thread's k-th vector v, at p, given the row's sum of squares: the
+  // RMSNorm with the weight (preloaded, or loaded now), then the output.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void normalise_and_store(int k, const position& p, float (&v)[e],
+                                                               float total) const {
+    using traits = core::value_traits<T>;
+    float x[e];
+    if (norm.weight) traits::unpack(preloads ? w[k] : gpu::load16(norm.weight + p.col), x);
+    else
+      for (float& y : x) y = 1.0f;
+    norm.apply_loaded(v, total, x);
+    out(p, v);
   }
 };
 
@@ -381,29 +388,23 @@ struct tree_owner_epilogue {
 
 // The tree's last step for a block's rows: each row's new residual and sum of squares loaded from
 // its owner (all loads of Rows rows issued before any use: one latency), the residual stored, and
-// the output computed as the owner would have (rms_norm::apply_loaded on the owner's sum, then the
-// output stage): the same bits as add_rmsnorm. The weight's vectors are loaded once per block.
+// the output computed as the owner would have (preloaded_rmsnorm_epilogue's RMSNorm and output
+// stages on the owner's sum): the same bits as add_rmsnorm. The weight is loaded once per block.
 template <int VecsPerThread, class T, class Out, int BlockThreads>
 struct tree_row_finisher {
   static constexpr int e = gpu::elems_per_vec16<T>;
-  // Rows of up to 2 vectors per thread keep the weight in registers; longer ones load it at use.
-  static constexpr bool preloads = VecsPerThread <= 2;
-  rms_norm<T, BlockThreads> norm;
-  typename output_of<T, Out>::stage out;
+  preloaded_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads> stages;  // its weight, RMSNorm and output
   T* residual;
   std::size_t hidden, vecs, tid, gs;
-  gpu::vec16 w[VecsPerThread];
 
   RCCLX_HOST_DEVICE tree_row_finisher(const rmsnorm_args<T, Out>& a, std::size_t tid_, std::size_t gs_)
-      : norm(make_rmsnorm_stage<T, Out, BlockThreads>(a)),
-        out(make_output_stage(a, a.output)),
+      : stages(make_preloaded_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads>(a, a.residual, a.output)),
         residual(a.residual),
         hidden(a.hidden),
         vecs(a.hidden / e),
         tid(tid_),
         gs(gs_) {
-    if constexpr (preloads)
-      if (norm.weight) load_held(w, norm.weight, tid, gs, vecs);
+    stages.preload_weight(tid, gs, vecs);
   }
 
   // Rows row[0..Rows) (this rank's rows of a block): new residual at res[r] (the owner's copy of
@@ -433,13 +434,9 @@ struct tree_row_finisher {
         if (vi >= vecs) continue;
         const position p{row[r], vi * e};
         gpu::store16(residual + p.row * hidden + p.col, v[r][k]);
-        float x[e], y[e];
+        float x[e];
         traits::unpack(v[r][k], x);
-        if (norm.weight) traits::unpack(preloads ? w[k] : gpu::load16(norm.weight + p.col), y);
-        else
-          for (float& z : y) z = 1.0f;
-        norm.apply_loaded(x, sum[r], y);
-        out(p, x);
+        stages.normalise_and_store(k, p, x, sum[r]);
       }
     }
   }

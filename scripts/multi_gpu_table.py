@@ -11,7 +11,7 @@ that scripts/multi-gpu-bench writes for N processes (one per GPU):
 Per type and size: time per call (us) of every variant, the best NCCL (plain or window), and
 auto / NCCL (< 1 is faster than NCCL). Every time is the slowest rank's median, graph replays up to
 the tools' --graph-max-bytes and stream events above (PyTorch's symmetric-memory rows: rank 0's
-events, no graph). Then the targets of the multi-GPU issue, evaluated on these numbers:
+events, no graph). Then the multi-GPU targets, evaluated on these numbers:
   - at <= 256 KiB on 8 GPUs, rcclx automatic at least 1.3x faster than NCCL;
   - at every other size up to 256 MiB, automatic faster than NCCL or within 10% of it;
   - LPC faster than NCCL at >= 64 MiB.

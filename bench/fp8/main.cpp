@@ -8,7 +8,7 @@
 //
 // Bytes moved count reads + writes (elements, codes and scales). Each figure is the median of
 // --iters timed launches (CUDA/HIP events around each launch) alternating between two buffer
-// sets, each far beyond the L2 (256 MiB of float32 input by default). Targets (issue 4): every
+// sets, each far beyond the L2 (256 MiB of float32 input by default). Targets: every
 // kernel >= 90% of the copy bandwidth; dequantize e4m3 -> float >= 2x PyTorch's x.float().
 // Writes DIR/fp8_bench.json and DIR/fp8_bench.csv, and (GPU suite) DIR/fp8_tune.csv: the tuning
 // sweep, every candidate fp8::bulk_tuning of the 8 target kernels against a copy of the same bytes,

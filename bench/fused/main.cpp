@@ -11,7 +11,7 @@
 // then each part is rounded like a rank's partial product, see gemm_example::split_plan), and the
 // fused output against a float64 reference on sampled rows.
 //
-//   rcclx-bench-fused --suite gpu --out DIR     # the lead's GPU suite: DIR/rcclx-bench-fused.{json,csv}
+//   rcclx-bench-fused --suite gpu --out DIR     # the GPU suite: DIR/rcclx-bench-fused.{json,csv}
 //   rcclx-bench-fused --suite decode|gemm       # only the gpu suite's decode or GEMM rows (quick A/B)
 //   rcclx-bench-fused --suite host              # a tiny sweep for CI on the host backend
 //   rcclx-bench-fused [--emulated N] [--iters I] [--warmup W] [--calls-per-graph K] [--json F] [--csv F]
@@ -519,8 +519,8 @@ class gemm_runner {
       };
       r.fused_flat_us = time(fused);
       r.fused_tree_us = time(fused_tree);
-      // The example's default is flat: the tree tail measured slower at every shape on one H200
-      // (docs/performance.md); its column stays for comparison.
+      // The example's default is flat: the tree tail measured slower at M = 16-128 on one H200 and
+      // slightly faster at M = 512 (docs/performance.md); its column stays for comparison.
       r.fused_auto_us = r.fused_flat_us;
       r.fused_auto_algo = "flat";
       r.unfused_flat_us = time([&](rcclx::gpu::stream_t st) { unfused(algorithm::flat, st); });
@@ -816,7 +816,7 @@ int main(int argc, char** argv) {
   bool correct = true;
   for (const auto& r : rows) correct = correct && r.error.empty() && r.tol_ok && r.identical;
   const auto acc = evaluate(rows);
-  std::printf("# acceptance (targets of issue 7%s):\n", on_host ? "; host timings mean nothing" : "");
+  std::printf("# targets (fused against the best unfused path of the same run%s):\n", on_host ? "; host timings mean nothing" : "");
   for (const auto& a : acc)
     std::printf("#   %-22s %-5s %s  [%s]\n", a.name.c_str(), !a.evaluated ? "n/a" : (a.pass ? "PASS" : "MISS"),
                 a.result.c_str(), a.target.c_str());

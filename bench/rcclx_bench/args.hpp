@@ -1,4 +1,4 @@
-// bench/rcclx_bench/args.hpp: command-line and JSON helpers shared by rcclx-bench and
+// bench/rcclx_bench/args.hpp: command-line and JSON utilities shared by rcclx-bench and
 // rcclx-bench-nccl (bench/multi_gpu), so both accept the same lists and sizes and write the same JSON.
 #pragma once
 

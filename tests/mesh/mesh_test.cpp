@@ -1,6 +1,6 @@
 // Mesh schedules: coverage (every (peer, chunk) pair of each collective exactly once per rank) and
 // load balance (rotating / xor_pairs never read one rank twice in a step), for N in [1, 16],
-// checked by brute-force enumeration independent of the schedules' own property helpers.
+// checked by brute-force enumeration independent of the schedules' own property functions.
 #include <rcclx/mesh/schedule.hpp>
 
 #include <set>

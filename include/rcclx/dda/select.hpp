@@ -47,8 +47,9 @@ RCCLX_HOST_DEVICE constexpr thresholds default_thresholds(gpu::arch a, int num_r
     case gpu::arch::sm_90:
     case gpu::arch::sm_100:  // NVLink: vLLM's custom AllReduce (one-shot < 512 KiB at <= 4 ranks,
                              // < 256 KiB at 8; two-shot up to its 8 MiB buffer, then NCCL)
-      // Two H200s, measured (docs/performance.md, fourth session): flat was at least as fast as the
-      // tree up to 8 MiB (both read the peer's S bytes once), and the tree beat NCCL up to 256 MiB.
+      // Two H200s, measured 2026-11-29 (docs/performance.md, two GPUs): flat was at least as fast as
+      // the tree up to 8 MiB (both read the peer's S bytes once), and the tree beat NCCL up to
+      // 256 MiB.
       if (a == gpu::arch::sm_90 && num_ranks <= 2) return {8 * mib, 256 * mib};
       if (num_ranks <= 4) return {512 * kib, 8 * mib};
       return {256 * kib, 8 * mib};

@@ -80,7 +80,7 @@ namespace detail {
 
 // ---- THE DEFAULTS: one line per kernel of rcclx-bench-fp8's table, the only place to change them ----
 // Each `using` is spelled exactly as the tuning sweep prints its candidates ("tune ... <tuning>").
-// History (H200, 64 Mi elements, vs a copy of the same bytes): quantize f32 U4 92% -> U2 97.7%;
+// Measured on an H200 (64 Mi elements, vs a copy of the same bytes): quantize f32 U4 92% -> U2 97.7%;
 // bf16 U4 80.7% -> U1 87.4%; dequantize f32 U4 88% -> U2 + streaming stores 90.4%.
 // Current choice, from the H200 sweep of 2026-11-29 (docs/performance.md): f32 quantize U2 on a
 // resident grid-stride grid; bf16 quantize and every dequantize U2 with one block per tile

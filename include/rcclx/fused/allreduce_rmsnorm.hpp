@@ -88,7 +88,7 @@ RCCLX_HOST_DEVICE constexpr std::size_t allreduce_rmsnorm_workspace_bytes(std::s
 // FP32 (own row from x), and runs the same epilogue. Steps: 1. Traffic per rank: reads S (x) +
 // 2(N-1)S (packets) + S (residual), writes 2S (packets) + S (residual) + S_out. Neither the
 // symmetric buffer nor the tile slots are touched. Same bits as the flat block. Measured on one H200
-// with 8 emulated ranks (docs/performance.md) it is slower than the tile-flag flat block: one block
+// with 8 emulated ranks (docs/fusion.md) it is slower than the tile-flag flat block: one block
 // reads every peer's whole row, and LL packets double those bytes; the launchers do not use it.
 template <int VecsPerThread, int BlockThreads, class T, class Out, int MaxRanks, class Group>
 RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll_block(const Group& g, const core::peer_table<T, MaxRanks>& t,
@@ -145,7 +145,7 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll_block(const Group& g, const core::pe
 // (residual) + S_out. LL region payload per block: rows_per_block * (V + ceil(V / N)) * 16 bytes
 // (rmsnorm_uses_ll2). Group-collective; same launch rules as allreduce_rmsnorm_block; returns false
 // if a peer never arrived (recorded with barrier_kind::ll).
-// Measured on one H200 with 8 emulated ranks (docs/performance.md) it is slower than the tile-flag
+// Measured on one H200 with 8 emulated ranks (docs/fusion.md) it is slower than the tile-flag
 // kernels at every decode and prefill shape (1 x 4096: 9.3 against 7.5 us; 64 x 4096: 27.9 against
 // 17.0 us): its two packet latencies cost more than one flag round trip, and LL doubles the bytes.
 // The launchers do not pick it; it is a device template you may call where fences are dearer.

@@ -1,4 +1,4 @@
-// rcclx/gpu/memory.hpp: 16-byte vector loads/stores, non-temporal variants, alignment helpers.
+// rcclx/gpu/memory.hpp: 16-byte vector loads/stores, non-temporal variants, alignment utilities.
 //
 //   using v = rcclx::gpu::vec16;              // 16 bytes, 16-byte aligned
 //   v x = rcclx::gpu::load16(src + i);        // one global_load_dwordx4 / ld.global.v4

@@ -4,7 +4,7 @@
 # peers' rows read with 16-byte loads; no scratch loads or stores in either (the row, the preloaded
 # residual and weight, the tree's row copies stay in registers); the flat block has no private
 # segment at all. (The tree block reserves 48 bytes of stack in this device-only compile, where the
-# ockl helpers stay external calls; nothing in it loads or stores scratch.) Negative control: flags
+# ockl library functions stay external calls; nothing in it loads or stores scratch.) Negative control: flags
 # at agent scope must make the check fail.
 rcclx_isa_test(isa_gfx942_fused_rmsnorm_flags_and_vectors isa_fused.cpp gfx942
   REQUIRE "buffer_wbl2 sc0 sc1" "global_store_dword [^\n]* sc0 sc1" "global_load_dword [^\n]* sc0 sc1"

@@ -62,7 +62,13 @@
 #  define RCCLX_FORCEINLINE __forceinline
 #  define RCCLX_NOINLINE __declspec(noinline)
 #else
-#  define RCCLX_FORCEINLINE inline __attribute__((always_inline))
+#  if RCCLX_BACKEND_HOST
+// The host backend runs the algorithms for correctness (ranks as threads): the compiler's own
+// inlining is enough there, and forcing every device helper inline multiplies host compile time.
+#    define RCCLX_FORCEINLINE inline
+#  else
+#    define RCCLX_FORCEINLINE inline __attribute__((always_inline))
+#  endif
 // A real call: the callee's registers are allocated on their own, so a phase of a kernel (e.g. the
 // reduction after a GEMM main loop) cannot make the other spill.
 #  define RCCLX_NOINLINE __attribute__((noinline))

@@ -34,6 +34,7 @@
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
 #include "../gpu/group.hpp"
+#include "../gpu/host_blocks.hpp"
 #include "../gpu/runtime.hpp"
 #include "detail/launch.hpp"
 #include "flat.hpp"
@@ -255,11 +256,9 @@ inline void launch(const TableArg& table_arg, int num_ranks, const T* input, T* 
     const core::peer_table<T, MaxRanks>* tp;
     if constexpr (std::is_pointer<TableArg>::value) tp = table_arg;
     else tp = &table_arg;
-    std::vector<std::thread> threads;
-    threads.reserve(static_cast<std::size_t>(num_blocks));
-    for (int b = 0; b < num_blocks; ++b)
-      threads.emplace_back([=] { (void)run_block<op_t, Algo>(gpu::thread_group{}, *tp, input, output, count, b, num_blocks); });
-    for (auto& th : threads) th.join();
+    gpu::run_host_blocks(num_blocks, [&](int b) {
+      (void)run_block<op_t, Algo>(gpu::thread_group{}, *tp, input, output, count, b, num_blocks);
+    });
     core::throw_if_error(*tp->signals.err);
 #endif
   });

@@ -22,8 +22,12 @@
 #  define RCCLX_FP8_FORCE_SOFTWARE 0
 #endif
 
-// Unroll a short fixed loop. GCC spells it differently and warns on the CUDA spelling.
-#if defined(__CUDA_ARCH__) || defined(__clang__)
+// Unroll a short fixed loop. GCC spells it differently and warns on the CUDA spelling. Not on the
+// host backend: it runs the algorithms for correctness, and unrolled peer batches multiply its
+// compile time.
+#if RCCLX_BACKEND_HOST
+#  define RCCLX_DETAIL_FP8_UNROLL
+#elif defined(__CUDA_ARCH__) || defined(__clang__)
 #  define RCCLX_DETAIL_FP8_UNROLL _Pragma("unroll")
 #elif defined(__CUDACC__)
 #  define RCCLX_DETAIL_FP8_UNROLL  // nvcc's host pass rejects both spellings; -O2 unrolls anyway

@@ -15,6 +15,7 @@
 
 #include "../core/error.hpp"
 #include "../gpu/group.hpp"
+#include "../gpu/host_blocks.hpp"
 #include "../gpu/runtime.hpp"
 #include "allreduce_rmsnorm.hpp"
 #include "rmsnorm_args.hpp"
@@ -83,10 +84,7 @@ void add_rmsnorm(const rmsnorm_args<T, Out>& args, gpu::stream_t stream = {}, in
 #else
     (void)stream;
     const int blocks = nb < cfg.max_blocks ? nb : cfg.max_blocks;
-    std::vector<std::thread> threads;
-    for (int b = 0; b < blocks; ++b)
-      threads.emplace_back([=] { add_rmsnorm_block<vpt, 1>(gpu::thread_group{}, args, b, blocks); });
-    for (auto& th : threads) th.join();
+    gpu::run_host_blocks(blocks, [&](int b) { add_rmsnorm_block<vpt, 1>(gpu::thread_group{}, args, b, blocks); });
 #endif
   });
 }

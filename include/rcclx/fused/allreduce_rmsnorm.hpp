@@ -52,6 +52,7 @@
 #include "../dda/allreduce.hpp"
 #include "../dda/select.hpp"
 #include "../gpu/group.hpp"
+#include "../gpu/host_blocks.hpp"
 #include "../gpu/runtime.hpp"
 #include "allreduce_rmsnorm_cluster.hpp"
 #include "rmsnorm_args.hpp"
@@ -658,13 +659,9 @@ inline void launch_rmsnorm(const TableArg& table_arg, int num_ranks, const rmsno
     const core::peer_table<T, MaxRanks>* tp;
     if constexpr (std::is_pointer<TableArg>::value) tp = table_arg;
     else tp = &table_arg;
-    std::vector<std::thread> threads;
-    threads.reserve(static_cast<std::size_t>(num_blocks));
-    for (int b = 0; b < num_blocks; ++b)
-      threads.emplace_back([=] {
-        (void)allreduce_rmsnorm_block<Algo, vpt, 1>(gpu::thread_group{}, *tp, a, slots, b, num_blocks);
-      });
-    for (auto& th : threads) th.join();
+    gpu::run_host_blocks(num_blocks, [&](int b) {
+      (void)allreduce_rmsnorm_block<Algo, vpt, 1>(gpu::thread_group{}, *tp, a, slots, b, num_blocks);
+    });
     core::throw_if_error(*tp->signals.err);
 #endif
   });

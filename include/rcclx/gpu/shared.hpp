@@ -27,7 +27,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE S& block_shared() {
   __shared__ S storage;
   return storage;
 #else
-  thread_local S storage;  // host backend: one block = one std::thread
+  thread_local S storage;  // host backend: one block = one thread (pooled: starts with what the last block left)
   return storage;
 #endif
 }

@@ -22,15 +22,13 @@
 // resident, e.g. to give a fused kernel the occupancy of the plain kernel it extends.
 #pragma once
 
-#include <exception>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "../gpu/group.hpp"
+#include "../gpu/host_blocks.hpp"
 #include "../gpu/runtime.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -62,6 +60,7 @@ struct min_blocks_of<F, std::void_t<decltype(F::min_blocks_per_multiprocessor)>>
   static constexpr int value = F::min_blocks_per_multiprocessor;
   static_assert(max_threads_of<F>::value > 0, "min_blocks_per_multiprocessor needs max_threads_per_block");
 };
+
 
 #if RCCLX_BACKEND_GPU
 template <class F>
@@ -140,24 +139,20 @@ inline void launch_emulated(int num_ranks, int blocks_per_rank, int threads_per_
 #else
   (void)threads_per_block;
   (void)stream;
-  std::vector<std::thread> threads;
-  std::exception_ptr first;
-  std::mutex m;
-  threads.reserve(static_cast<std::size_t>(num_ranks) * blocks_per_rank);
-  for (int r = 0; r < num_ranks; ++r) {
-    for (int b = 0; b < blocks_per_rank; ++b) {
-      threads.emplace_back([&, r, b] {
-        try {
-          f(gpu::thread_group{}, launch_index{r, b, blocks_per_rank, num_ranks});
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(m);
-          if (!first) first = std::current_exception();
-        }
-      });
-    }
-  }
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
+  // Every (rank, block) on its own pooled thread (gpu/host_blocks.hpp); only this small trampoline is
+  // compiled per F, not a thread launch.
+  struct grid {
+    const F* f;
+    int num_ranks, blocks_per_rank;
+  } const g{&f, num_ranks, blocks_per_rank};
+  gpu::run_host_blocks(
+      num_ranks * blocks_per_rank,
+      [](const void* p, int i) {
+        const grid& x = *static_cast<const grid*>(p);
+        (*x.f)(gpu::thread_group{}, launch_index{i / x.blocks_per_rank, i % x.blocks_per_rank, x.blocks_per_rank,
+                                                 x.num_ranks});
+      },
+      &g);
 #endif
 }
 

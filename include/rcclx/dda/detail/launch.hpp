@@ -28,6 +28,7 @@
 #include "../../core/ops.hpp"
 #include "../../core/peer_table.hpp"
 #include "../../gpu/group.hpp"
+#include "../../gpu/host_blocks.hpp"
 #include "../../gpu/memory.hpp"
 #include "../../gpu/runtime.hpp"
 
@@ -218,11 +219,7 @@ inline void launch_body(const char* who, const TableArg& table_arg, int num_rank
   const core::peer_table<T, MaxRanks>* tp;
   if constexpr (std::is_pointer<TableArg>::value) tp = table_arg;
   else tp = &table_arg;
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<std::size_t>(num_blocks));
-  for (int b = 0; b < num_blocks; ++b)
-    pool.emplace_back([=] { (void)body(gpu::thread_group{}, *tp, b, num_blocks); });
-  for (auto& th : pool) th.join();
+  gpu::run_host_blocks(num_blocks, [&](int b) { (void)body(gpu::thread_group{}, *tp, b, num_blocks); });
   core::throw_if_error(*tp->signals.err);
 #endif
 }

@@ -3,7 +3,7 @@
 // bit-identical, flat and tree bit-identical; unwritten elements caught by poisoned outputs.
 // The same source runs on the host backend (a rank's block is a std::thread) and on a GPU (all
 // ranks in one launch).
-#include <rcclx/testing/emulated_peers.hpp>
+#include "../support/emulated_peers.hpp"
 
 #include <cstdint>
 #include <cstring>
@@ -436,7 +436,7 @@ TEST_CASE("dda allreduce: a rank that never arrives is a timeout error naming it
 
 TEST_CASE("emulated_peers: invalid input is a clear rcclx::error", "[dda]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
-  using peers_f = rcclx::testing::emulated_peers<float, 8>;
+  using peers_f = rcclx::testing::emulated_peers<float, max_r>;
   auto code_of = [](auto&& f) {
     try {
       f();
@@ -446,10 +446,10 @@ TEST_CASE("emulated_peers: invalid input is a clear rcclx::error", "[dda]") {
     return rcclx::errc::ok;
   };
   REQUIRE(code_of([] { peers_f p(1, 10); }) == rcclx::errc::invalid_argument);
-  REQUIRE(code_of([] { peers_f p(9, 10); }) == rcclx::errc::invalid_argument);
+  REQUIRE(code_of([] { rcclx::testing::emulated_peers<float, 8> p(9, 10); }) == rcclx::errc::invalid_argument);
   REQUIRE(code_of([] { rcclx::testing::emulated_peers<double> p(2, 10); }) == rcclx::errc::unsupported);
   peers_f p(2, 10);
-  rcclx::testing::emulated_peers<rcclx::fp16, 8> h(2, 10);  // low precision takes float and bf16 only
+  rcclx::testing::emulated_peers<rcclx::fp16, max_r> h(2, 10);  // low precision takes float and bf16 only
   REQUIRE(code_of([&] { h.allreduce(algorithm::low_precision); }) == rcclx::errc::unsupported);
   REQUIRE(code_of([&] { p.allreduce(static_cast<algorithm>(42)); }) == rcclx::errc::invalid_argument);
   REQUIRE(code_of([&] { p.allreduce(algorithm::flat, static_cast<reduce_op>(7)); }) == rcclx::errc::invalid_argument);
@@ -457,7 +457,7 @@ TEST_CASE("emulated_peers: invalid input is a clear rcclx::error", "[dda]") {
   REQUIRE(code_of([&] { p.input(0).resize(3); p.allreduce(); }) == rcclx::errc::invalid_argument);
   rcclx::testing::emulated_options o;
   o.in_place = o.input_in_symmetric_buffer = true;
-  rcclx::testing::emulated_peers<float, 8> q(2, 10, o);
+  rcclx::testing::emulated_peers<float, max_r> q(2, 10, o);
   REQUIRE(code_of([&] { q.allreduce(algorithm::flat); }) == rcclx::errc::invalid_argument);
   REQUIRE(code_of([&] { q.allreduce(algorithm::tree); }) == rcclx::errc::ok);
   try {

@@ -3,7 +3,7 @@
 // blocks are not 16-byte aligned); ReduceScatter is within the fp32 accumulation bound of a float64
 // reference for sum, exact for min/max, and bit-identical to the AllReduce's block of the same
 // rank; every mesh schedule, inputs in the symmetric buffer, AlltoAll in place, clear errors.
-#include <rcclx/testing/emulated_peers.hpp>
+#include "../support/emulated_peers.hpp"
 
 #include <cstdint>
 #include <random>
@@ -154,13 +154,13 @@ TEST_CASE("dda collectives: every schedule, inputs in the symmetric buffer, Allt
   SECTION("schedules") {
     peers_t<float> peers(n, count);
     const auto in = fill(peers, 4);
-    peers.allgather<lin>(algorithm::flat);
+    peers.allgather<algorithm::flat, lin>();  // the plain kernels of this schedule only
     check_allgather(peers, in);
-    peers.allgather<xr>(algorithm::flat);
+    peers.allgather<algorithm::flat, xr>();  // the plain kernels of this schedule only
     check_allgather(peers, in);
-    peers.alltoall<lin>(algorithm::flat);
+    peers.alltoall<algorithm::flat, lin>();  // the plain kernels of this schedule only
     check_alltoall(peers, in);
-    peers.alltoall<xr>(algorithm::flat);
+    peers.alltoall<algorithm::flat, xr>();  // the plain kernels of this schedule only
     check_alltoall(peers, in);
   }
   SECTION("inputs in the symmetric buffers") {

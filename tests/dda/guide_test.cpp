@@ -1,7 +1,7 @@
 // The examples of docs/emulated_peers.md, compiled and run as tests (host backend and GPU).
 #include <rcclx/dda/flat.hpp>
 #include <rcclx/dda/partition.hpp>
-#include <rcclx/testing/emulated_peers.hpp>
+#include "../support/emulated_peers.hpp"
 
 #include <cmath>
 #include <vector>

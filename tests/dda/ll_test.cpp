@@ -3,7 +3,7 @@
 // a missing rank reported as a bounded LL timeout naming it. Runs on host threads and on a GPU.
 #include <rcclx/core/ll.hpp>
 #include <rcclx/dda/allreduce.hpp>
-#include <rcclx/testing/emulated_peers.hpp>
+#include "../support/emulated_peers.hpp"
 
 #include <cstdint>
 #include <random>

@@ -87,10 +87,11 @@ std::vector<std::vector<T>> inputs_of(const peers_t<T, MaxR>& peers) {
 template <class Config, class T, int MaxR>
 void run_lpc(peers_t<T, MaxR>& peers, lpc::collective c, reduce_op op) {
   switch (c) {
-    case lpc::collective::allreduce: peers.template allreduce<Config>(algorithm::low_precision, op); break;
-    case lpc::collective::allgather: peers.template allgather<Config>(algorithm::low_precision); break;
-    case lpc::collective::reduce_scatter: peers.template reduce_scatter<Config>(algorithm::low_precision, op); break;
-    case lpc::collective::alltoall: peers.template alltoall<Config>(algorithm::low_precision); break;
+    // The algorithm fixed at compile time: only the LPC kernels of Config are compiled.
+    case lpc::collective::allreduce: peers.template allreduce<algorithm::low_precision, Config>(op); break;
+    case lpc::collective::allgather: peers.template allgather<algorithm::low_precision, Config>(); break;
+    case lpc::collective::reduce_scatter: peers.template reduce_scatter<algorithm::low_precision, Config>(op); break;
+    case lpc::collective::alltoall: peers.template alltoall<algorithm::low_precision, Config>(); break;
   }
   REQUIRE(peers.last_algorithm() == algorithm::low_precision);
 }

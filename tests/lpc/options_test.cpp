@@ -158,7 +158,7 @@ TEMPLATE_TEST_CASE("lpc: sums past the range: AllReduce saturates, ReduceScatter
   peers_t<T> peers(n, count);
   for (int r = 0; r < n; ++r)
     for (std::size_t i = 0; i < count; ++i) peers.input(r)[i] = T(static_cast<float>(i % 2 ? -3e38 : 3e38));
-  peers.allreduce(algorithm::low_precision);
+  peers.template allreduce<algorithm::low_precision>();
   for (int r = 0; r < n; ++r) {
     for (std::size_t i = 0; i < count; ++i) {
       const double y = rcclx_test::exact(peers.output(r)[i]);
@@ -168,7 +168,7 @@ TEMPLATE_TEST_CASE("lpc: sums past the range: AllReduce saturates, ReduceScatter
       REQUIRE((y > 0) == (i % 2 == 0));
     }
   }
-  peers.reduce_scatter(algorithm::low_precision);
+  peers.template reduce_scatter<algorithm::low_precision>();
   for (int r = 0; r < n; ++r) {
     const double y = rcclx_test::exact(peers.output(r)[0]);
     CAPTURE(r, y);

@@ -106,50 +106,44 @@ class emulated_peers {
   // AllReduce of every rank's input into every rank's output. low_precision (or automatic when the
   // environment enables it, see lpc/select.hpp) runs lpc::fp8_allreduce with Config.
   template <class Config = lpc::default_config>
-  void allreduce(algorithm algo = algorithm::automatic, reduce_op op = reduce_op::sum) {
-    if constexpr (core::is_reducible_v<T>) {
-      const char* who = "emulated_peers::allreduce";
-      check_op_and_algorithm(who, op, algo);
-      const algorithm a = lpc::resolve_algorithm<T>(lpc::collective::allreduce, algo, count_, num_ranks_);
-      if (a == algorithm::low_precision) {
-        core::with_op(op, [&](auto op_tag) {
-          run_collective<lpc::collective::allreduce, algorithm::low_precision, Config, decltype(op_tag)>(who, count_);
-        });
-        return;
-      }
-      dda::detail::validate_call<T>(who, num_ranks_, MaxRanks, dev_in_[0], dev_out_[0], count_, op, a, 0);
-      if (a == algorithm::flat && opt_.in_place && opt_.input_in_symmetric_buffer)
-        throw error(errc::invalid_argument, "emulated_peers::allreduce: algorithm::flat cannot write its output "
-                                            "into the symmetric buffer (in_place with input_in_symmetric_buffer); "
-                                            "use algorithm::tree");
-      last_algorithm_ = a;
-      core::with_op(op, [&](auto op_tag) {
-        using op_t = decltype(op_tag);
-        if (a == algorithm::flat) run_allreduce<op_t, algorithm::flat>();
-        else run_allreduce<op_t, algorithm::tree>();
-      });
-    }
-  }
+  void allreduce(algorithm algo = algorithm::automatic, reduce_op op = reduce_op::sum);
 
   // AllGather: output(r)[p * count + i] = input(p)[i] (low precision: after one FP8 round trip).
   // Not with in_place (the output is num_ranks times larger).
   template <class Config = lpc::default_config>
-  void allgather(algorithm algo = algorithm::automatic) {
-    dispatch<lpc::collective::allgather, Config>("emulated_peers::allgather", algo, reduce_op::sum);
-  }
+  void allgather(algorithm algo = algorithm::automatic);
 
   // ReduceScatter: output(r)[i] = op over p of input(p)[r * count / num_ranks + i]; count must be a
   // multiple of num_ranks. Not with in_place (the output is num_ranks times smaller).
   template <class Config = lpc::default_config>
-  void reduce_scatter(algorithm algo = algorithm::automatic, reduce_op op = reduce_op::sum) {
-    dispatch<lpc::collective::reduce_scatter, Config>("emulated_peers::reduce_scatter", algo, op);
-  }
+  void reduce_scatter(algorithm algo = algorithm::automatic, reduce_op op = reduce_op::sum);
 
   // AlltoAll: block i of rank r (count / num_ranks elements) lands at block r of rank i; count must
   // be a multiple of num_ranks.
   template <class Config = lpc::default_config>
-  void alltoall(algorithm algo = algorithm::automatic) {
-    dispatch<lpc::collective::alltoall, Config>("emulated_peers::alltoall", algo, reduce_op::sum);
+  void alltoall(algorithm algo = algorithm::automatic);
+
+  // The same four with the algorithm fixed at compile time: only the kernels that algorithm can run
+  // are compiled (flat or tree: no FP8 kernel; low_precision: no plain kernel; automatic: both, as
+  // above). A test sweeping LPC configs, or the plain collectives' schedules, compiles a fraction.
+  //   peers.allreduce<rcclx::algorithm::tree>(rcclx::reduce_op::max);
+  //   peers.allgather<rcclx::algorithm::flat, rcclx::lpc::config<rcclx::lpc::default_format, 32,
+  //                   rcclx::fp8::scale_kind::fp32, rcclx::mesh::linear>>();
+  template <algorithm Algo, class Config = lpc::default_config>
+  void allreduce(reduce_op op = reduce_op::sum) {
+    allreduce_impl<Config, Algo>(Algo, op);
+  }
+  template <algorithm Algo, class Config = lpc::default_config>
+  void allgather() {
+    dispatch<lpc::collective::allgather, Config, Algo>("emulated_peers::allgather", Algo, reduce_op::sum);
+  }
+  template <algorithm Algo, class Config = lpc::default_config>
+  void reduce_scatter(reduce_op op = reduce_op::sum) {
+    dispatch<lpc::collective::reduce_scatter, Config, Algo>("emulated_peers::reduce_scatter", Algo, op);
+  }
+  template <algorithm Algo, class Config = lpc::default_config>
+  void alltoall() {
+    dispatch<lpc::collective::alltoall, Config, Algo>("emulated_peers::alltoall", Algo, reduce_op::sum);
   }
 
   // Runs f on every emulated rank: blocks_per_rank blocks of `threads` threads each (one thread per
@@ -292,8 +286,13 @@ class emulated_peers {
                                               std::to_string(static_cast<int>(algo)) + " is not an rcclx::algorithm");
   }
 
-  // AllGather, ReduceScatter, AlltoAll: checks, then the plain or the LPC functor.
-  template <lpc::collective Coll, class Config>
+  // AllReduce (defined below the class). Only: the one algorithm whose kernels are compiled, or
+  // automatic for all of them (the algorithm then chosen at run time); the same for dispatch.
+  template <class Config, algorithm Only>
+  void allreduce_impl(algorithm algo, reduce_op op);
+
+  // AllGather, ReduceScatter, AlltoAll: checks, then the plain (flat) or the LPC functor.
+  template <lpc::collective Coll, class Config, algorithm Only = algorithm::automatic>
   void dispatch(const char* who, algorithm algo, reduce_op op) {
     check_op_and_algorithm(who, op, algo);
     if (Coll != lpc::collective::allgather && count_ % static_cast<std::size_t>(num_ranks_) != 0)
@@ -309,8 +308,13 @@ class emulated_peers {
                                                                       : count_;
     const auto run = [&](auto op_tag) {
       using op_t = decltype(op_tag);
-      if (a == algorithm::low_precision) run_collective<Coll, algorithm::low_precision, Config, op_t>(who, out);
-      else run_collective<Coll, algorithm::flat, Config, op_t>(who, out);
+      // (For these collectives tree resolves to the one-shot direct algorithm, as flat.)
+      if (a == algorithm::low_precision) {
+        if constexpr (Only == algorithm::automatic || Only == algorithm::low_precision)
+          run_collective<Coll, algorithm::low_precision, Config, op_t>(who, out);
+      } else {
+        if constexpr (Only != algorithm::low_precision) run_collective<Coll, algorithm::flat, Config, op_t>(who, out);
+      }
     };
     // AllGather and AlltoAll reduce nothing: one instantiation, not one per operator.
     if constexpr (Coll == lpc::collective::reduce_scatter) core::with_op(op, run);
@@ -388,6 +392,73 @@ class emulated_peers {
   int last_blocks_ = 0;
   std::size_t out_count_ = 0;  // output elements of the last call
 };
+
+// The collectives are defined out of the class, not inline: a test suite (or any user) can compile
+// the kernels of an instantiation once, in one file (`template void emulated_peers<float>::
+// allreduce<>(algorithm, reduce_op);`), and declare it `extern template` everywhere else, so no other
+// translation unit instantiates or optimizes them (an inline member would still be instantiated for
+// inlining). tests/support/emulated_peers.hpp does that for the tests.
+template <class T, int MaxRanks>
+template <class Config>
+void emulated_peers<T, MaxRanks>::allreduce(algorithm algo, reduce_op op) {
+  allreduce_impl<Config, algorithm::automatic>(algo, op);
+}
+
+template <class T, int MaxRanks>
+template <class Config, algorithm Only>
+void emulated_peers<T, MaxRanks>::allreduce_impl(algorithm algo, reduce_op op) {
+  constexpr bool any = Only == algorithm::automatic;
+  if constexpr (core::is_reducible_v<T>) {
+    const char* who = "emulated_peers::allreduce";
+    check_op_and_algorithm(who, op, algo);
+    const algorithm a = lpc::resolve_algorithm<T>(lpc::collective::allreduce, algo, count_, num_ranks_);
+    if (a == algorithm::low_precision) {
+      if constexpr (any || Only == algorithm::low_precision) {
+        core::with_op(op, [&](auto op_tag) {
+          run_collective<lpc::collective::allreduce, algorithm::low_precision, Config, decltype(op_tag)>(who, count_);
+        });
+      }
+      return;
+    }
+    if constexpr (any || Only == algorithm::flat || Only == algorithm::tree) {
+      dda::detail::validate_call<T>(who, num_ranks_, MaxRanks, dev_in_[0], dev_out_[0], count_, op, a, 0);
+      if (a == algorithm::flat && opt_.in_place && opt_.input_in_symmetric_buffer)
+        throw error(errc::invalid_argument, "emulated_peers::allreduce: algorithm::flat cannot write its output "
+                                            "into the symmetric buffer (in_place with input_in_symmetric_buffer); "
+                                            "use algorithm::tree");
+      last_algorithm_ = a;
+      core::with_op(op, [&](auto op_tag) {
+        using op_t = decltype(op_tag);
+        if (a == algorithm::flat) {
+          if constexpr (any || Only == algorithm::flat) run_allreduce<op_t, algorithm::flat>();
+        } else {
+          if constexpr (any || Only == algorithm::tree) run_allreduce<op_t, algorithm::tree>();
+        }
+      });
+    }
+  } else {
+    (void)algo;
+    (void)op;
+  }
+}
+
+template <class T, int MaxRanks>
+template <class Config>
+void emulated_peers<T, MaxRanks>::allgather(algorithm algo) {
+  dispatch<lpc::collective::allgather, Config>("emulated_peers::allgather", algo, reduce_op::sum);
+}
+
+template <class T, int MaxRanks>
+template <class Config>
+void emulated_peers<T, MaxRanks>::reduce_scatter(algorithm algo, reduce_op op) {
+  dispatch<lpc::collective::reduce_scatter, Config>("emulated_peers::reduce_scatter", algo, op);
+}
+
+template <class T, int MaxRanks>
+template <class Config>
+void emulated_peers<T, MaxRanks>::alltoall(algorithm algo) {
+  dispatch<lpc::collective::alltoall, Config>("emulated_peers::alltoall", algo, reduce_op::sum);
+}
 
 }  // namespace testing
 RCCLX_NAMESPACE_END

@@ -1,0 +1,39 @@
+// tests/support/emulated_peers.hpp: rcclx::testing::emulated_peers for the tests, with the kernels
+// of its default instantiations compiled once for the whole suite (tests/support/emulated_*.cpp,
+// the rcclx_test_support library) instead of once per test file: every test that includes this
+// header declares them `extern template`, so it neither instantiates nor optimizes them.
+//
+// Shared: emulated_peers<T, 16> for T in float, bf16, fp16 and int32_t, its AllReduce, AllGather,
+// ReduceScatter and AlltoAll with lpc::default_config (the plain and the low-precision kernels, every
+// operator). Other configs and rank bounds are instantiated by the test that uses them, as usual.
+#pragma once
+
+#include <rcclx/testing/emulated_peers.hpp>
+
+#include <cstdint>
+
+namespace rcclx_test {
+constexpr int shared_max_ranks = 16;  // the MaxRanks of the shared instantiations
+template <class T>
+using shared_peers = rcclx::testing::emulated_peers<T, shared_max_ranks>;
+}  // namespace rcclx_test
+
+extern template void rcclx_test::shared_peers<float>::allreduce<>(rcclx::algorithm, rcclx::reduce_op);
+extern template void rcclx_test::shared_peers<float>::allgather<>(rcclx::algorithm);
+extern template void rcclx_test::shared_peers<float>::reduce_scatter<>(rcclx::algorithm, rcclx::reduce_op);
+extern template void rcclx_test::shared_peers<float>::alltoall<>(rcclx::algorithm);
+
+extern template void rcclx_test::shared_peers<rcclx::bf16>::allreduce<>(rcclx::algorithm, rcclx::reduce_op);
+extern template void rcclx_test::shared_peers<rcclx::bf16>::allgather<>(rcclx::algorithm);
+extern template void rcclx_test::shared_peers<rcclx::bf16>::reduce_scatter<>(rcclx::algorithm, rcclx::reduce_op);
+extern template void rcclx_test::shared_peers<rcclx::bf16>::alltoall<>(rcclx::algorithm);
+
+extern template void rcclx_test::shared_peers<rcclx::fp16>::allreduce<>(rcclx::algorithm, rcclx::reduce_op);
+extern template void rcclx_test::shared_peers<rcclx::fp16>::allgather<>(rcclx::algorithm);
+extern template void rcclx_test::shared_peers<rcclx::fp16>::reduce_scatter<>(rcclx::algorithm, rcclx::reduce_op);
+extern template void rcclx_test::shared_peers<rcclx::fp16>::alltoall<>(rcclx::algorithm);
+
+extern template void rcclx_test::shared_peers<std::int32_t>::allreduce<>(rcclx::algorithm, rcclx::reduce_op);
+extern template void rcclx_test::shared_peers<std::int32_t>::allgather<>(rcclx::algorithm);
+extern template void rcclx_test::shared_peers<std::int32_t>::reduce_scatter<>(rcclx::algorithm, rcclx::reduce_op);
+extern template void rcclx_test::shared_peers<std::int32_t>::alltoall<>(rcclx::algorithm);

@@ -296,7 +296,7 @@ class rmsnorm_runner {
 
   void dda(const shape& s, algorithm a, rcclx::gpu::stream_t st) {
     const std::size_t count = s.tokens * s.hidden;
-    rt::detail::rank_buffers<T, max_r> b{};
+    rt::rank_buffers<T, max_r> b{};
     for (int r = 0; r < n_; ++r) {
       b.in[r] = x_[r];
       b.out[r] = sum_[r];
@@ -548,7 +548,7 @@ class gemm_runner {
   }
 
   void dda(std::size_t count, algorithm a, rcclx::gpu::stream_t st) {
-    rt::detail::rank_buffers<T, max_r> b{};
+    rt::rank_buffers<T, max_r> b{};
     for (int q = 0; q < n_; ++q) {
       b.in[q] = static_cast<const T*>(world_.buffer(q));
       b.out[q] = c_[q];

@@ -437,8 +437,11 @@ struct exchange_floor {
       core::ll_write(s.ll_region(s.rank, flag, ix.block), static_cast<std::size_t>(tid), rcclx::gpu::vec16{}, flag,
                      s.ll_block_bytes);
       const core::ll_halves<MaxR> h(s, flag, ix.block);
-      constexpr int batch = MaxR < 8 ? MaxR : 8;
-      for (int p0 = 0; p0 < h.n && !failed; p0 += batch) {
+      // Batches of peers over constant bounds, as the one-shot (dda/flat.hpp ll_reduce_vec): h.p is
+      // indexed with constants only, so it stays in registers.
+      constexpr int batch = MaxR < RCCLX_DETAIL_DDA_PEER_BATCH ? MaxR : RCCLX_DETAIL_DDA_PEER_BATCH;
+      for (int p0 = 0; p0 < MaxR; p0 += batch) {
+        if (p0 >= h.n || failed) break;
         core::ll_packet q[batch] = {};
         for (int j = 0; j < batch; ++j)
           if (p0 + j < h.n && p0 + j != h.rank) core::ll_load(h.p[p0 + j], static_cast<std::size_t>(tid), q[j], h.split);
@@ -509,8 +512,8 @@ class runner {
   }
 
  private:
-  rt::detail::rank_buffers<T, MaxR> buffers(bool registered) const {
-    rt::detail::rank_buffers<T, MaxR> b{};
+  rt::rank_buffers<T, MaxR> buffers(bool registered) const {
+    rt::rank_buffers<T, MaxR> b{};
     for (int r = 0; r < n_; ++r) {
       b.in[r] = registered ? static_cast<const T*>(world_.buffer(r)) : in_[r];
       b.out[r] = out_[r];
@@ -842,8 +845,8 @@ class coll_runner {
     return (o_.graph_all || bytes <= o_.graph_max_bytes) ? bench::timing_mode::graph : bench::timing_mode::events;
   }
 
-  rt::detail::rank_buffers<T, MaxR> buffers() const {
-    rt::detail::rank_buffers<T, MaxR> b{};
+  rt::rank_buffers<T, MaxR> buffers() const {
+    rt::rank_buffers<T, MaxR> b{};
     for (int r = 0; r < n_; ++r) {
       b.in[r] = in_[r];
       b.out[r] = out_[r];
@@ -911,7 +914,7 @@ class coll_runner {
   template <lpc::collective C, bool Low>
   void run_kernel(coll_row& r, std::size_t count) {
     using op = rcclx::core::op_sum;
-    const rt::detail::rank_buffers<T, MaxR> b = buffers();
+    const rt::rank_buffers<T, MaxR> b = buffers();
     const auto* tables = world_.template device_tables<T>();
     if constexpr (C == lpc::collective::allreduce && !Low) {
       using kernel = rt::detail::emulated_allreduce<op, algorithm::tree, T, MaxR>;

@@ -206,7 +206,7 @@ namespace {
 struct calls_in_one_kernel {
   static constexpr int max_threads_per_block = 512;  // the ready-made kernels' register budget
   const rcclx::core::peer_table<float, max_r>* tables;
-  rcclx::testing::detail::rank_buffers<float, max_r> buf;
+  rcclx::testing::rank_buffers<float, max_r> buf;
   std::size_t max_count;
   int calls;
 
@@ -403,7 +403,7 @@ namespace {
 // An AllReduce on which rank `absent` never arrives.
 struct missing_rank_kernel {
   const rcclx::core::peer_table<float, max_r>* tables;
-  rcclx::testing::detail::rank_buffers<float, max_r> buf;
+  rcclx::testing::rank_buffers<float, max_r> buf;
   std::size_t count;
   int absent;
   template <class G>

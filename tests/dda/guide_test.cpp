@@ -37,7 +37,7 @@ TEST_CASE("guide: AllReduce on 8 emulated ranks", "[guide]") {
 struct matvec_allreduce_residual {
   static constexpr int max_threads_per_block = 512;  // compile with __launch_bounds__(512): the block size it runs with
   const rcclx::core::peer_table<float, rcclx::max_ranks>* tables;  // peers.device_tables()
-  rcclx::testing::detail::rank_buffers<float, rcclx::max_ranks> buf;  // in[r]: residual, out[r]: result
+  rcclx::testing::rank_buffers<float, rcclx::max_ranks> buf;  // in[r]: residual, out[r]: result
   std::size_t count;
 
   template <class Group>

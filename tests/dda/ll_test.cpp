@@ -151,7 +151,7 @@ namespace {
 struct ll_many_tiles {
   static constexpr int max_threads_per_block = 512;
   const rcclx::core::peer_table<float, max_r>* tables;
-  rcclx::testing::detail::rank_buffers<float, max_r> buf;
+  rcclx::testing::rank_buffers<float, max_r> buf;
   std::size_t count;
   template <class G>
   RCCLX_HOST_DEVICE void operator()(const G& g, rcclx::testing::launch_index ix) const {
@@ -183,7 +183,7 @@ namespace {
 struct missing_rank_ll {
   static constexpr int max_threads_per_block = 512;  // the ready-made kernels' register budget
   const rcclx::core::peer_table<float, max_r>* tables;
-  rcclx::testing::detail::rank_buffers<float, max_r> buf;
+  rcclx::testing::rank_buffers<float, max_r> buf;
   std::size_t count;
   int absent;
   template <class G>

@@ -225,7 +225,7 @@ results run_unfused(bench_world<T, F>& w, const problem<T>& p) {
   upload(w, p);
   const std::size_t count = p.tokens * p.hidden;
   using ar = rt::detail::emulated_allreduce<rcclx::core::op_sum, algorithm::flat, T, max_r>;
-  rt::detail::rank_buffers<T, max_r> b{};
+  rt::rank_buffers<T, max_r> b{};
   for (int r = 0; r < w.n; ++r) {
     b.in[r] = w.x[r];
     b.out[r] = w.sum[r];

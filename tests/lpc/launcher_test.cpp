@@ -102,7 +102,10 @@ TEMPLATE_TEST_CASE("lpc and plain launchers: one call per rank, both table overl
   }
   const int n = GENERATE(2, 5, 8);
   const std::size_t nn = static_cast<std::size_t>(n);
+  // Under ThreadSanitizer the largest size (minutes of instrumented element loops) is left out:
+  // the same protocol paths run at 1001 already.
   for (const std::size_t base : {std::size_t{1}, std::size_t{1001}, std::size_t{40000}}) {
+    if (base == 40000 && tsan) continue;
     for (const lpc::collective c : all_collectives) {
       const bool divisible = c == lpc::collective::reduce_scatter || c == lpc::collective::alltoall;
       const std::size_t count = divisible ? base * nn : base + 2;

@@ -31,7 +31,7 @@ using namespace lpc_test;
 template <int Which>
 struct user_kernel {
   const rcclx::core::peer_table<float, max_r>* tables;
-  rcclx::testing::detail::rank_buffers<float, max_r> buf;
+  rcclx::testing::rank_buffers<float, max_r> buf;
   std::size_t count;
 
   template <class Group>

@@ -51,6 +51,11 @@ struct emulated_options {
   std::uint64_t timeout_ns = core::default_timeout_ns;  // bound of every barrier wait
   core::ll_layout ll = core::default_ll_layout();  // LL regions of the pads (barrier-free flat); {0, 0}: off
   unsigned char poison = 0x5A;  // byte written over every output before a call
+  // For your own kernels (run()): each rank's symmetric buffer holds at least this many bytes (0:
+  // what the collectives need at this count), and the signal pads have this many block slots (0:
+  // enough for the collectives' grids; a tile AllReduce needs fused::pad_blocks_for(blocks, tiles)).
+  std::size_t symmetric_bytes = 0;
+  int pad_slots = 0;
 };
 
 template <class T, int MaxRanks = max_ranks>
@@ -58,8 +63,8 @@ class emulated_peers {
  public:
   emulated_peers(int num_ranks, std::size_t count, emulated_options options = {})
       : num_ranks_(check_ranks(num_ranks)), count_(count), opt_(options),
-        world_(num_ranks, buffer_bytes(check_ranks(num_ranks), count), max_world_blocks(), options.timeout_ns,
-               options.ll) {
+        world_(num_ranks, world_bytes(check_ranks(num_ranks), count, options), world_slots(options),
+               options.timeout_ns, options.ll) {
     if constexpr (!core::is_reducible_v<T>)
       throw error(errc::unsupported, "emulated_peers: the element type is not supported (float, rcclx::bf16, "
                                      "rcclx::fp16 or int32_t)");
@@ -157,6 +162,7 @@ class emulated_peers {
       throw error(errc::invalid_argument, "emulated_peers::run: blocks_per_rank = " + std::to_string(blocks_per_rank) +
                                               " is outside [1, " + std::to_string(world_.max_blocks()) +
                                               "] (the signal pads' max_blocks)");
+    out_count_ = count_;
     before_call();
     launch_emulated(num_ranks_, blocks_per_rank, threads, f);
     after_call();
@@ -169,9 +175,9 @@ class emulated_peers {
   core::peer_table<T, MaxRanks> table(int rank) const { return world_.template table<T>(checked_rank(rank)); }
   T* device_input(int rank) const { return dev_in_.at(checked_rank(rank)); }
   T* device_output(int rank) const { return dev_out_.at(checked_rank(rank)); }
-  // Both as the arrays emulated kernels index by rank.
-  detail::rank_buffers<T, MaxRanks> device_buffers() const {
-    detail::rank_buffers<T, MaxRanks> b{};
+  // Both as the arrays emulated kernels index by rank (in[r], out[r]).
+  rank_buffers<T, MaxRanks> device_buffers() const {
+    rank_buffers<T, MaxRanks> b{};
     for (int r = 0; r < num_ranks_; ++r) {
       b.in[r] = dev_in_[r];
       b.out[r] = dev_out_[r];
@@ -237,6 +243,14 @@ class emulated_peers {
       }
     }
     return b;
+  }
+  static std::size_t world_bytes(int num_ranks, std::size_t count, const emulated_options& o) {
+    const std::size_t b = buffer_bytes(num_ranks, count);
+    return o.symmetric_bytes > b ? o.symmetric_bytes : b;
+  }
+  static int world_slots(const emulated_options& o) {
+    if (o.pad_slots < 0) throw error(errc::invalid_argument, "emulated_peers: pad_slots must be >= 0");
+    return o.pad_slots > 0 ? o.pad_slots : max_world_blocks();
   }
   static int max_world_blocks() {
     const auto cfg = dda::default_launch_config();

@@ -34,6 +34,14 @@
 RCCLX_NAMESPACE_BEGIN
 namespace testing {
 
+// Per-rank buffers of an emulated call, passed to a kernel by value: in[r] and out[r] are rank r's
+// input and output (emulated_peers::device_buffers()).
+template <class T, int MaxRanks>
+struct rank_buffers {
+  const T* in[MaxRanks];
+  T* out[MaxRanks];
+};
+
 struct launch_index {
   int rank;             // emulated rank of this block
   int block;            // block index within the rank, in [0, num_blocks)

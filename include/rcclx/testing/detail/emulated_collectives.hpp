@@ -23,12 +23,7 @@ RCCLX_NAMESPACE_BEGIN
 namespace testing {
 namespace detail {
 
-// Per-rank buffers of an emulated call: in[r] and out[r] are rank r's input and output.
-template <class T, int MaxRanks>
-struct rank_buffers {
-  const T* in[MaxRanks];
-  T* out[MaxRanks];
-};
+using testing::rank_buffers;  // (the name these functors and older code use)
 
 // DDA AllReduce (flat or tree, chosen at compile time) on every emulated rank.
 template <class ReduceOp, algorithm Algo, class T, int MaxRanks>

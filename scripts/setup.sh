@@ -2,6 +2,7 @@
 # rcclx's build and checks need, when they are missing and we are allowed to (root + apt-get).
 # Sets RCCLX_JOBS, RCCLX_ROOT and RCCLX_GENERATOR.
 set -euo pipefail
+RCCLX_SETUP_START="${RCCLX_SETUP_START:-$(date +%s)}"
 RCCLX_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RCCLX_JOBS="${RCCLX_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 

@@ -16,7 +16,8 @@
 #   hip:  with CMake's HIP language enabled, the sources compile as HIP for ARCHS (HIP_ARCHITECTURES);
 #         otherwise the C++ compiler must be hipcc (or a HIP-capable clang) and the sources compile as
 #         C++ with --offload-arch=<arch> for each of ARCHS (default gfx942). Links rcclx::hip
-#         (hip::device + rocPRIM: find_package(hip) and find_package(rocprim)).
+#         (hip::device + rocPRIM: find_package(hip) and find_package(rocprim)). With one target, its
+#         family is defined as RCCLX_BUILD_ARCH (gpu::build_arch: compile-time tuning choices).
 # The vendor packages are looked for only when a target asks for that backend, so a host-only
 # consumer's configure never searches for HIP or CUDA.
 include_guard(GLOBAL)
@@ -121,6 +122,18 @@ function(rcclx_add_kernel_sources target)
         target_compile_options(${target} PRIVATE --offload-arch=${arch})
         target_link_options(${target} PRIVATE --offload-arch=${arch})
       endforeach()
+    endif()
+    # One target: its family is this build's architecture at compile time (gpu::build_arch, the
+    # default of dda::select_algorithm_v); with several, gfx942 (the home platform).
+    list(LENGTH archs n_archs)
+    if(n_archs EQUAL 1)
+      if(archs MATCHES "^gfx94[0-2]")
+        target_compile_definitions(${target} PRIVATE RCCLX_BUILD_ARCH=gfx942)
+      elseif(archs MATCHES "^gfx90a")
+        target_compile_definitions(${target} PRIVATE RCCLX_BUILD_ARCH=gfx90a)
+      elseif(archs MATCHES "^gfx950")
+        target_compile_definitions(${target} PRIVATE RCCLX_BUILD_ARCH=gfx950)
+      endif()
     endif()
     # The LPC wire format follows the build target (lpc/config.hpp): FNUZ by default on HIP (gfx942
     # converts it in hardware), OCP e4m3 for builds that target gfx950 and no gfx94x.

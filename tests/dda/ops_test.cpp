@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 
 #include "../support/catch.hpp"
 #include "reference.hpp"
@@ -18,9 +19,22 @@ using rcclx::gpu::arch;
 
 // ---- compile-time selection: usable in constant expressions ----------------------------------
 static_assert(rcclx::dda::select_algorithm_v<rcclx::bf16, 8, 4096> == algorithm::flat, "8 KiB at 8 ranks: flat");
-static_assert(rcclx::dda::select_algorithm_v<rcclx::bf16, 8, 100 * 1024> == algorithm::flat, "200 KiB: flat");
-static_assert(rcclx::dda::select_algorithm_v<rcclx::bf16, 8, 100 * 1024 + 1> == algorithm::tree, "> 200 KiB: tree");
-static_assert(rcclx::dda::select_algorithm_v<float, 2, 128 * 1024> == algorithm::flat, "512 KiB at 2 ranks: flat");
+static_assert(rcclx::dda::select_algorithm_v<rcclx::bf16, 8, 100 * 1024, arch::gfx942> == algorithm::flat, "200 KiB: flat");
+static_assert(rcclx::dda::select_algorithm_v<rcclx::bf16, 8, 100 * 1024 + 1, arch::gfx942> == algorithm::tree,
+              "> 200 KiB: tree");
+static_assert(rcclx::dda::select_algorithm_v<float, 2, 128 * 1024, arch::gfx942> == algorithm::flat,
+              "512 KiB at 2 ranks: flat");
+static_assert(rcclx::dda::resolve_algorithm_v<float, 8, 1 << 20, algorithm::flat> == algorithm::flat &&
+                  rcclx::dda::resolve_algorithm_v<float, 8, 1 << 24, algorithm::automatic, arch::gfx942> ==
+                      algorithm::tree,
+              "resolve_algorithm_v: an explicit algorithm stays, automatic takes the table's choice");
+#if RCCLX_BACKEND_HOST
+static_assert(rcclx::gpu::build_arch == arch::host, "the host backend's build architecture");
+#elif RCCLX_BACKEND_CUDA
+static_assert(rcclx::gpu::build_arch == arch::sm_80 || rcclx::gpu::build_arch == arch::sm_90 ||
+                  rcclx::gpu::build_arch == arch::sm_100,
+              "a CUDA build's architecture comes from its targets");
+#endif
 static_assert(rcclx::dda::select_algorithm_v<float, 8, 1 << 20, arch::sm_90> == algorithm::tree, "4 MiB: tree");
 static_assert(rcclx::dda::select_algorithm(300 * 1024, 8, arch::sm_90) == algorithm::tree, "sm_90 8 ranks: 256 KiB");
 static_assert(rcclx::dda::select_algorithm(300 * 1024, 4, arch::sm_90) == algorithm::flat, "sm_90 4 ranks: 512 KiB");
@@ -146,6 +160,47 @@ TEST_CASE("select: run-time table and environment overrides", "[dda][select]") {
   REQUIRE_THROWS_AS(rcclx::dda::tuned_thresholds(8, a), rcclx::error);
   env.set("RCCLX_DDA_FLAT_MAX_BYTES", "");
   REQUIRE_THROWS_AS(rcclx::dda::tuned_thresholds(8, a), rcclx::error);
+}
+
+namespace {
+// The compile-time choice (select_algorithm_v: this build's architecture, no environment) against
+// the run-time choice (select_algorithm: the device's architecture and the environment, here unset)
+// for every size in Sizes at NumRanks ranks.
+template <class T, int NumRanks, std::size_t... Sizes>
+void check_compile_time_choice(std::index_sequence<Sizes...>) {
+  constexpr std::size_t base[] = {1, 64, 1000, 4096, 16384, 32768, 65536, 100000, 131072, 262144, 1 << 20, 4 << 20,
+                                  8 << 20, 16 << 20, 64 << 20};
+  const algorithm compiled[] = {rcclx::dda::select_algorithm_v<T, NumRanks, base[Sizes]>...};
+  const std::size_t sizes[] = {base[Sizes]...};
+  for (std::size_t i = 0; i < sizeof...(Sizes); ++i) {
+    const std::size_t count = sizes[i];
+    CAPTURE(NumRanks, count, sizeof(T));
+    REQUIRE(compiled[i] == rcclx::dda::select_algorithm(count * sizeof(T), NumRanks));
+    REQUIRE(rcclx::dda::resolve_algorithm<T>(algorithm::automatic, count, NumRanks) == compiled[i]);
+  }
+}
+}  // namespace
+
+TEST_CASE("select: the compile-time choice is the run-time choice on this build's architecture", "[dda][select]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  if (rcclx::gpu::current_arch() != rcclx::gpu::build_arch) {
+    WARN("this device (" << rcclx::gpu::to_string(rcclx::gpu::current_arch()) << ") is not the build's architecture ("
+                         << rcclx::gpu::to_string(rcclx::gpu::build_arch) << "): nothing to compare");
+    return;
+  }
+  env_guard env;
+  for (const char* v : {"RCCLX_DDA_FLAT_MAX_BYTES", "RCCLX_DDA_TREE_MAX_BYTES", "RCCL_DDA_ALL_REDUCE_FLAT_MAX_BYTES",
+                        "RCCL_DDA_ALL_REDUCE_TREE_MAX_BYTES"})
+    env.set(v, nullptr);
+  using seq = std::make_index_sequence<15>;
+  check_compile_time_choice<float, 2>(seq{});
+  check_compile_time_choice<float, 3>(seq{});
+  check_compile_time_choice<float, 4>(seq{});
+  check_compile_time_choice<float, 8>(seq{});
+  check_compile_time_choice<float, 16>(seq{});
+  check_compile_time_choice<rcclx::bf16, 2>(seq{});
+  check_compile_time_choice<rcclx::bf16, 5>(seq{});
+  check_compile_time_choice<rcclx::bf16, 8>(seq{});
 }
 
 TEST_CASE("select: tables are monotonic and consistent", "[dda][select]") {

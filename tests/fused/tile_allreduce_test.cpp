@@ -266,6 +266,26 @@ TEMPLATE_TEST_CASE("fused tile_allreduce: flat and tree, all at once and one til
   }
 }
 
+TEMPLATE_TEST_CASE("fused tile_allreduce: automatic runs flat or tree by the message size, with the same bits", "[fused]",
+                   float, rcclx::bf16) {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  using T = TestType;
+  const int n = GENERATE(2, 5);
+  // 64 x 64: one tile of 4096 elements (flat everywhere); 512 x 256 in 32 tiles of 64 x 64: above the
+  // table's flat range on the host (tree), and for float at 5 ranks on sm_90 (the CAPTURE says which).
+  tile_world<T> w(n, max_tile_elems * max_tiles, max_tiles, 512 * 256);
+  std::uint32_t call = 1;
+  for (const auto& map : {fz::tile_map{64, 64, 64, 64}, fz::tile_map{512, 256, 64, 64}}) {
+    const std::size_t bytes = map.rows * map.cols * sizeof(T);
+    CAPTURE(n, map.rows, map.cols, bytes, rcclx::to_string(rcclx::dda::select_algorithm(bytes, n, rcclx::gpu::build_arch)));
+    const tile_out a = run_tiles<T, algorithm::automatic, 1>(w, map, call, 1, on_host ? 3 : 7);
+    check_tiles(w, map, call, a);
+    REQUIRE(run_tiles<T, algorithm::flat, 1>(w, map, call, 1, on_host ? 3 : 7) == a);
+    REQUIRE(run_tiles<T, algorithm::tree, 1>(w, map, call, 1, on_host ? 3 : 7) == a);
+    ++call;
+  }
+}
+
 TEST_CASE("fused tile_allreduce: back-to-back calls with changing tile shapes (finish early or at the end)", "[fused]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
   using T = rcclx::bf16;

@@ -183,11 +183,13 @@ inline void validate_table(const char* who, const core::peer_table<T, MaxRanks>&
                                             "written): use algorithm::tree, or another output");
 }
 
-// One block of one rank: the algorithm as a compile-time choice.
+// One block of one rank: the algorithm as a compile-time choice (flat or tree; the launchers
+// resolve automatic on the host, with the tuning table and its environment overrides).
 template <class ReduceOp, algorithm Algo, class T, int MaxRanks, class Group>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool run_block(const Group& g, const core::peer_table<T, MaxRanks>& t,
                                                    const T* in, T* out, std::size_t count, int block,
                                                    int num_blocks) {
+  static_assert(Algo == algorithm::flat || Algo == algorithm::tree, "run_block: flat or tree");
   if constexpr (Algo == algorithm::flat) return flat_allreduce<ReduceOp>(g, t, in, out, count, block, num_blocks);
   else return tree_allreduce<ReduceOp>(g, t, in, out, count, block, num_blocks);
 }
@@ -265,6 +267,31 @@ inline void launch(const TableArg& table_arg, int num_ranks, const T* input, T* 
 }
 
 }  // namespace detail
+
+// The device-side AllReduce with the algorithm chosen at compile time, for your kernels:
+//
+//   bool ok = rcclx::dda::dispatch_allreduce<rcclx::core::op_sum, rcclx::algorithm::automatic>(
+//       rcclx::gpu::block_group{}, table, in, out, count, blockIdx.x, gridDim.x);
+//
+// flat or tree: that algorithm (only it is compiled). automatic: flat or tree by select_algorithm(
+// count * sizeof(T), num_ranks, gpu::build_arch), the built-in table of this build's architecture
+// (no environment override on a device): every rank of one build picks the same for the same count;
+// both algorithms are compiled. With Count known at compile time, resolve_algorithm_v<T, N, Count>
+// gives the choice as a constant instead. Same preconditions and result as flat_allreduce.
+template <class ReduceOp = core::op_sum, algorithm Algo = algorithm::automatic, class T, int MaxRanks, class Group>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool dispatch_allreduce(const Group& g, const core::peer_table<T, MaxRanks>& t,
+                                                            const T* in, T* out, std::size_t count, int block,
+                                                            int num_blocks) {
+  static_assert(Algo != algorithm::low_precision,
+                "rcclx::dda::dispatch_allreduce: low precision is rcclx::lpc::fp8_allreduce (<rcclx/lpc/allreduce.hpp>)");
+  if constexpr (Algo == algorithm::automatic) {
+    if (select_algorithm(count * sizeof(T), t.num_ranks(), gpu::build_arch) == algorithm::flat)
+      return detail::run_block<ReduceOp, algorithm::flat>(g, t, in, out, count, block, num_blocks);
+    return detail::run_block<ReduceOp, algorithm::tree>(g, t, in, out, count, block, num_blocks);
+  } else {
+    return detail::run_block<ReduceOp, Algo>(g, t, in, out, count, block, num_blocks);
+  }
+}
 
 // AllReduce of `count` elements for this rank (table.rank()): output[i] = op over ranks of input[i].
 // T: float, rcclx::bf16, rcclx::fp16 or int32_t. input may be the rank's symmetric buffer

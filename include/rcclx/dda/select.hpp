@@ -2,7 +2,7 @@
 // type, the rank count and a size known at compile time, or at run time from a tuning table per
 // GPU architecture and rank count, overridable by environment variables.
 //
-//   constexpr auto a = rcclx::dda::select_algorithm_v<rcclx::bf16, 8, 4096>;   // algorithm::flat
+//   constexpr auto a = rcclx::dda::select_algorithm_v<rcclx::bf16, 8, 4096>;   // algorithm::flat (this build's arch)
 //   rcclx::algorithm b = rcclx::dda::select_algorithm(bytes, num_ranks);        // table + env
 //
 // Run-time overrides (bytes; a K, M or G suffix means KiB, MiB, GiB):
@@ -76,10 +76,17 @@ RCCLX_HOST_DEVICE constexpr algorithm select_algorithm(std::size_t bytes, int nu
   return select_algorithm(bytes, default_thresholds(a, num_ranks));
 }
 
-// Compile-time choice for Count elements of T on NumRanks ranks of architecture Arch (default: the
-// home platform, MI300X).
-template <class T, int NumRanks, std::size_t Count, gpu::arch Arch = gpu::arch::gfx942>
+// Compile-time choice for Count elements of T on NumRanks ranks of architecture Arch (default: this
+// build's, gpu::build_arch). The same as the run-time select_algorithm on a device of that
+// architecture with no environment override.
+template <class T, int NumRanks, std::size_t Count, gpu::arch Arch = gpu::build_arch>
 inline constexpr algorithm select_algorithm_v = select_algorithm(Count * sizeof(T), NumRanks, Arch);
+
+// Algo itself, or for algorithm::automatic the compile-time choice above (never low_precision).
+template <class T, int NumRanks, std::size_t Count, algorithm Algo = algorithm::automatic,
+          gpu::arch Arch = gpu::build_arch>
+inline constexpr algorithm resolve_algorithm_v =
+    Algo == algorithm::automatic ? select_algorithm_v<T, NumRanks, Count, Arch> : Algo;
 
 namespace detail {
 // Parses a byte count with an optional K/M/G suffix; throws rcclx::error naming the variable.

@@ -1,6 +1,7 @@
-// rcclx/fused/stages.hpp: the ready-made epilogue stages: residual add, RMSNorm with weight, FP8
-// output with a per-tensor scale, and a plain store. Chain them with fused::epilogue; your own
-// functor is a stage too (see fused/epilogue.hpp for the contract).
+// rcclx/fused/stages.hpp: the ready-made epilogue stages: bias, activations (SiLU, GELU, SwiGLU on
+// interleaved gate/up), residual add, RMSNorm with weight, FP8 output with a per-tensor scale, and a
+// plain store. Chain them with fused::epilogue; your own functor is a stage too (see
+// fused/epilogue.hpp for the contract).
 //
 //   namespace fz = rcclx::fused;
 //   auto& tmp = rcclx::gpu::block_shared<fz::rms_norm<rcclx::bf16, 512>::storage_type, struct norm_tag>();
@@ -195,6 +196,71 @@ struct fp8_out {
     float q[E];
     for (int i = 0; i < E; ++i) q[i] = v[i] * inv;
     fp8::encode_packed<Format, Mode>(q).store(out + p.row * ld + p.col);
+  }
+};
+
+// v += bias[col] (bias widened to FP32). A row-parallel linear layer's bias, added once after the
+// AllReduce (not on every rank before it).
+template <class T>
+struct bias {
+  static_assert(detail::is_float_type_v<T>, "rcclx::fused::bias: T must be float, rcclx::bf16 or rcclx::fp16");
+  const T* values;  // [cols]
+
+  template <int E>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position& p, float (&v)[E]) const {
+    float b[E];
+    detail::load_elems<T>(values + p.col, b);
+    for (int i = 0; i < E; ++i) v[i] += b[i];
+  }
+};
+
+// The activations compute in FP32 with the device's expf / erff / tanhf: every rank gets the same
+// bits (same code, same inputs), but a GPU backend and the host backend may differ in the last bit.
+
+// v = silu(v) = v / (1 + exp(-v)).
+struct silu {
+  template <int E>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position&, float (&v)[E]) const {
+    for (int i = 0; i < E; ++i) v[i] = v[i] / (1.0f + expf(-v[i]));
+  }
+};
+
+// GELU: exact (erf, PyTorch's approximate='none') or the tanh approximation (approximate='tanh').
+enum class gelu_approximation { none, tanh };
+
+template <gelu_approximation Approx = gelu_approximation::none>
+struct gelu {
+  template <int E>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position&, float (&v)[E]) const {
+    for (int i = 0; i < E; ++i) {
+      const float x = v[i];
+      if constexpr (Approx == gelu_approximation::none) {
+        v[i] = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+      } else {
+        v[i] = 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+      }
+    }
+  }
+};
+
+// SwiGLU on interleaved gate/up columns: the row holds (gate_0, up_0, gate_1, up_1, ...); writes
+// out[row * ld + j] = T(silu(gate_j) * up_j) for the vector's E / 2 pairs (j from col / 2): the
+// output row is half as wide. A terminal stage (v is left unchanged). ld in output elements.
+template <class T>
+struct swiglu_store {
+  static_assert(detail::is_float_type_v<T>, "rcclx::fused::swiglu_store: T must be float, rcclx::bf16 or rcclx::fp16");
+  T* out;
+  std::size_t ld;
+
+  template <int E>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position& p, float (&v)[E]) const {
+    static_assert(E % 2 == 0, "rcclx::fused::swiglu_store: a vector holds whole gate/up pairs");
+    float y[E / 2];
+    for (int j = 0; j < E / 2; ++j) {
+      const float gate = v[2 * j], up = v[2 * j + 1];
+      y[j] = gate / (1.0f + expf(-gate)) * up;
+    }
+    detail::store_elems<T, E / 2>(out + p.row * ld + p.col / 2, y);
   }
 };
 

@@ -20,6 +20,9 @@
 //         then reads the result from the owner. Per tile: 2(N-1) flag stores (1 per producer, N-1 by
 //         the owner), N reads by the owner, 1 read by each other rank: 2(N-1)/N of a tile crosses
 //         links per rank (the ring minimum). Two steps.
+//   automatic: flat or tree for the whole message (num_tiles x tile_elems elements) by the built-in
+//         table of this build's architecture (dda::select_algorithm, gpu::build_arch), chosen by the
+//         constructor, the same on every rank; both are compiled. resolved() says which.
 // Every rank's epilogue sees the same values: the AllReduce result rounded once to T (as
 // dda::allreduce would output it), widened to FP32, reduced in rank order 0..N-1 in FP32. Flat and
 // tree give the same bits.
@@ -60,6 +63,7 @@
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
 #include "../dda/detail/tiles.hpp"
+#include "../dda/select.hpp"
 #include "../gpu/atomic.hpp"
 #include "../gpu/memory.hpp"
 #include "epilogue.hpp"
@@ -96,15 +100,15 @@ enum class tile_reducer { same_block, any_block };
 
 template <class T, int MaxRanks = max_ranks, algorithm Algo = algorithm::flat, class ReduceOp = core::op_sum>
 class tile_allreduce {
-  static_assert(Algo == algorithm::flat || Algo == algorithm::tree,
-                "rcclx::fused::tile_allreduce: Algo must be algorithm::flat or algorithm::tree");
+  static_assert(Algo == algorithm::flat || Algo == algorithm::tree || Algo == algorithm::automatic,
+                "rcclx::fused::tile_allreduce: Algo must be algorithm::flat, tree or automatic");
   static_assert(std::is_same<T, float>::value || std::is_same<T, bf16>::value || std::is_same<T, fp16>::value,
                 "rcclx::fused::tile_allreduce: T must be float, rcclx::bf16 or rcclx::fp16");
 
  public:
   using value_type = T;
   static constexpr int vec_elems = gpu::elems_per_vec16<T>;
-  static constexpr algorithm algo = Algo;
+  static constexpr algorithm algo = Algo;  // as given; resolved() says what a call runs
 
   // Bytes each symmetric buffer needs: two halves, each with every tile's input (num_tiles x
   // tile_elems elements) and, for tree, results_bytes of published results (default: one tile of
@@ -159,7 +163,14 @@ class tile_allreduce {
     arrived_before_ = *t.signals.inbox_slot(t.rank(), slots.first, 0);
     base_ = (call & 1u) ? half_bytes(t.capacity_bytes) : 0;
     results_ = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
+    if constexpr (Algo == algorithm::automatic)  // the same choice on every rank: same tiles, same build
+      tree_ = dda::select_algorithm(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T), t.num_ranks(),
+                                    gpu::build_arch) == algorithm::tree;
   }
+
+  // The algorithm this call runs: Algo, or for automatic the built-in table's choice for the whole
+  // message (num_tiles x tile_elems elements) on this build's architecture (dda/select.hpp).
+  RCCLX_HOST_DEVICE algorithm resolved() const { return is_tree() ? algorithm::tree : algorithm::flat; }
 
   RCCLX_HOST_DEVICE int num_tiles() const { return num_tiles_; }
   RCCLX_HOST_DEVICE std::size_t tile_elems() const { return tile_elems_; }
@@ -171,6 +182,7 @@ class tile_allreduce {
     if constexpr (Algo == algorithm::flat) {
       return rank();
     } else {
+      if (!is_tree()) return rank();
       const int n = num_ranks();
       const int per = num_tiles_ > n ? (num_tiles_ + n - 1) / n : 1;
       return tile / per;
@@ -344,12 +356,13 @@ class tile_allreduce {
         if (!wait_inputs(g, tile + q * stride)) return false;
       return true;
     };
-    if constexpr (Algo == algorithm::flat) {
+    if (!is_tree()) {
       if (!wait_parts()) return false;
       reduce_visit<VecsPerThread, PeersInFlight, Loads>(g, tile, map, epi, [](std::size_t, const gpu::vec16&) {},
                                                         parts, stride);
       return true;
-    } else {
+    }
+    if constexpr (Algo != algorithm::flat) {
       const std::size_t tile_off = static_cast<std::size_t>(tile) * tile_elems_;
       const int o = owner(tile);
       if (o == rank()) {
@@ -366,6 +379,8 @@ class tile_allreduce {
       visit<VecsPerThread>(g, tile, map, epi,
                            [&](std::size_t vi, gpu::vec16& v) { v = gpu::load16(res + vi * vec_elems); });
       return true;
+    } else {
+      return true;  // not reached: flat returned above
     }
   }
 
@@ -408,6 +423,11 @@ class tile_allreduce {
   }
 
  private:
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool is_tree() const {
+    if constexpr (Algo == algorithm::automatic) return tree_;
+    else return Algo == algorithm::tree;
+  }
+
   // Do input flags pass between ranks a and b? Between two ranks always; from a rank to itself only
   // under any_block (with same_block the block that wrote a tile is the one that reduces it).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flags_between(int a, int b) const { return a != b || any_block_; }
@@ -425,7 +445,7 @@ class tile_allreduce {
     const core::signal_pads<MaxRanks>& s = t_->signals;
     const int r = s.rank;
     if (!flags_between(r, p)) return;
-    if (Algo == algorithm::flat || p == owner(tile)) gpu::store_release_system(s.inbox_slot(p, slot_of(slot), r), epoch_);
+    if (!is_tree() || p == owner(tile)) gpu::store_release_system(s.inbox_slot(p, slot_of(slot), r), epoch_);
   }
 
   RCCLX_HOST_DEVICE static constexpr std::size_t half_need(std::size_t tile_elems, int num_tiles,
@@ -544,6 +564,7 @@ class tile_allreduce {
   std::size_t tile_elems_;
   int num_tiles_;
   bool any_block_;
+  bool tree_ = Algo == algorithm::tree;  // automatic: the constructor's choice
   std::uint32_t epoch_ = 0;           // this call's flag value: the call counter + 1
   std::uint32_t arrived_before_ = 0;  // blocks finished before this call (control slot)
   std::size_t base_ = 0;     // byte offset of this call's half

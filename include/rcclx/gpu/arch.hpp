@@ -56,6 +56,34 @@ inline arch arch_from_compute_capability(int major, int minor) {
   return arch::unknown;
 }
 
+namespace detail {
+RCCLX_HOST_DEVICE constexpr arch arch_from_cuda_arch(int cuda_arch) {  // 900 -> sm_90
+  return cuda_arch >= 1000 ? arch::sm_100 : cuda_arch >= 900 ? arch::sm_90 : cuda_arch >= 800 ? arch::sm_80 : arch::unknown;
+}
+template <class... More>
+RCCLX_HOST_DEVICE constexpr int first_of(int a, More...) {
+  return a;
+}
+}  // namespace detail
+
+// This build's architecture, at compile time, and the same in every compilation pass (host and
+// device passes of one file must agree on anything a template depends on): the host backend:
+// arch::host; CUDA: the first of nvcc's targets (__CUDA_ARCH_LIST__, e.g. -arch=sm_90 -> sm_90);
+// HIP: RCCLX_BUILD_ARCH when defined (rcclx_add_kernel_sources defines it for a build with one
+// target: gfx90a, gfx942 or gfx950), else gfx942, the home platform. Compile-time tuning choices
+// (dda::select_algorithm_v) default to it; current_arch() is the run-time query.
+#if RCCLX_BACKEND_HOST
+inline constexpr arch build_arch = arch::host;
+#elif defined(RCCLX_BUILD_ARCH)
+inline constexpr arch build_arch = arch::RCCLX_BUILD_ARCH;
+#elif RCCLX_BACKEND_CUDA && defined(__CUDA_ARCH_LIST__)
+inline constexpr arch build_arch = detail::arch_from_cuda_arch(detail::first_of(__CUDA_ARCH_LIST__));
+#elif RCCLX_BACKEND_CUDA
+inline constexpr arch build_arch = arch::sm_90;
+#else
+inline constexpr arch build_arch = arch::gfx942;
+#endif
+
 // Family of the current device (host code; one runtime query per call).
 inline arch current_arch() {
 #if RCCLX_BACKEND_HIP

@@ -56,6 +56,7 @@ struct emulated_options {
   // enough for the collectives' grids; a tile AllReduce needs fused::pad_blocks_for(blocks, tiles)).
   std::size_t symmetric_bytes = 0;
   int pad_slots = 0;
+  std::size_t output_count = 0;  // elements of output(r) after run() (0: count)
 };
 
 template <class T, int MaxRanks = max_ranks>
@@ -85,8 +86,9 @@ class emulated_peers {
       if (opt_.in_place) {
         dev_out_.push_back(dev_in_.back());
       } else {
-        // Room for an AllGather's num_ranks * count elements.
-        owned_.push_back(gpu::device_malloc(element_bytes(count * static_cast<std::size_t>(num_ranks))));
+        // Room for an AllGather's num_ranks * count elements, or run()'s output_count.
+        const std::size_t gather = count * static_cast<std::size_t>(num_ranks);
+        owned_.push_back(gpu::device_malloc(element_bytes(opt_.output_count > gather ? opt_.output_count : gather)));
         dev_out_.push_back(static_cast<T*>(owned_.back()));
       }
     }
@@ -162,7 +164,11 @@ class emulated_peers {
       throw error(errc::invalid_argument, "emulated_peers::run: blocks_per_rank = " + std::to_string(blocks_per_rank) +
                                               " is outside [1, " + std::to_string(world_.max_blocks()) +
                                               "] (the signal pads' max_blocks)");
-    out_count_ = count_;
+    if (opt_.in_place && opt_.output_count > count_)
+      throw error(errc::invalid_argument, "emulated_peers::run: output_count = " + std::to_string(opt_.output_count) +
+                                              " exceeds count = " + std::to_string(count_) +
+                                              " with in_place (the output is the input)");
+    out_count_ = opt_.output_count ? opt_.output_count : count_;
     before_call();
     launch_emulated(num_ranks_, blocks_per_rank, threads, f);
     after_call();

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "../support/catch.hpp"
+#include "../support/launchers.hpp"
 #include "../support/emulated_peers.hpp"
 #include "../support/rank_runner.hpp"
 

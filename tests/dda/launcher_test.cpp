@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../support/catch.hpp"
+#include "../support/launchers.hpp"
 #include "../support/rank_runner.hpp"
 #include "reference.hpp"
 

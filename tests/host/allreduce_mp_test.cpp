@@ -14,6 +14,7 @@
 #include <rcclx/host/socket_bootstrap.hpp>
 
 #include "../support/catch.hpp"
+#include "../support/launchers.hpp"
 #include "multiprocess.hpp"
 #include "multiprocess_checks.hpp"
 

@@ -21,6 +21,7 @@
 
 #include "../lpc/reference.hpp"
 #include "../support/catch.hpp"
+#include "../support/launchers.hpp"
 #include "multiprocess.hpp"
 #include "multiprocess_checks.hpp"
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../support/catch.hpp"
+#include "../support/launchers.hpp"
 #include "../support/rank_runner.hpp"
 #include "common.hpp"
 

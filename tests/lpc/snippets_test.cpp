@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../support/catch.hpp"
+#include "../support/launchers.hpp"
 #include "../support/rank_runner.hpp"
 #include "common.hpp"
 

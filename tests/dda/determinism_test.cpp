@@ -57,17 +57,8 @@ using rcclx::fp16;
 constexpr int max_r = 8;
 constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
 
-#if defined(__SANITIZE_THREAD__)
-constexpr bool tsan = true;
-#else
-constexpr bool tsan = false;
-#endif
 // ThreadSanitizer (host) and compute-sanitizer (GPU, RCCLX_TEST_QUICK=1): a sample of the cases.
-bool quick() {
-  const char* q = std::getenv("RCCLX_TEST_QUICK");
-  return q && q[0] == '1';
-}
-const bool sampled = tsan || quick();
+const bool sampled = rcclx_test::tsan || rcclx_test::quick();
 
 // ---- inputs: a pure function of (rank, logical element id) -----------------------------------------
 

@@ -130,10 +130,4 @@ inline bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
-// RCCLX_TEST_QUICK=1 (compute-sanitizer runs): smaller matrices.
-inline bool quick() {
-  const char* q = std::getenv("RCCLX_TEST_QUICK");
-  return q && q[0] == '1';
-}
-
 }  // namespace rcclx_test

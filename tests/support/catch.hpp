@@ -46,11 +46,18 @@ inline const bool eager_module_loading = [] {
   return true;
 }();
 #endif
-// Rounds/iterations for a test: `full` normally, full / 100 (at least 1) when RCCLX_TEST_QUICK=1
-// (under compute-sanitizer, which slows kernels by orders of magnitude).
-inline int scaled(int full) {
+// Built with ThreadSanitizer (g++ defines __SANITIZE_THREAD__): tests sample their matrices.
+#if defined(__SANITIZE_THREAD__)
+inline constexpr bool tsan = true;
+#else
+inline constexpr bool tsan = false;
+#endif
+// RCCLX_TEST_QUICK=1 (compute-sanitizer runs, which slow kernels by orders of magnitude): smaller
+// matrices.
+inline bool quick() {
   const char* q = std::getenv("RCCLX_TEST_QUICK");
-  if (q && q[0] == '1') return full / 100 > 0 ? full / 100 : 1;
-  return full;
+  return q && q[0] == '1';
 }
+// Rounds/iterations for a test: `full` normally, full / 100 (at least 1) in quick mode.
+inline int scaled(int full) { return quick() ? (full / 100 > 0 ? full / 100 : 1) : full; }
 }  // namespace rcclx_test

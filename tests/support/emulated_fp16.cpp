@@ -1,7 +1,5 @@
 // The shared emulated_peers<rcclx::fp16, 16> kernels (see emulated_peers.hpp), compiled once for the suite.
+#define RCCLX_TEST_DEFINE_SHARED_PEERS
 #include "emulated_peers.hpp"
 
-template void rcclx_test::shared_peers<rcclx::fp16>::allreduce<>(rcclx::algorithm, rcclx::reduce_op);
-template void rcclx_test::shared_peers<rcclx::fp16>::allgather<>(rcclx::algorithm);
-template void rcclx_test::shared_peers<rcclx::fp16>::reduce_scatter<>(rcclx::algorithm, rcclx::reduce_op);
-template void rcclx_test::shared_peers<rcclx::fp16>::alltoall<>(rcclx::algorithm);
+RCCLX_TEST_SHARED_PEERS(, rcclx::fp16);

@@ -18,22 +18,16 @@ template <class T>
 using shared_peers = rcclx::testing::emulated_peers<T, shared_max_ranks>;
 }  // namespace rcclx_test
 
-extern template void rcclx_test::shared_peers<float>::allreduce<>(rcclx::algorithm, rcclx::reduce_op);
-extern template void rcclx_test::shared_peers<float>::allgather<>(rcclx::algorithm);
-extern template void rcclx_test::shared_peers<float>::reduce_scatter<>(rcclx::algorithm, rcclx::reduce_op);
-extern template void rcclx_test::shared_peers<float>::alltoall<>(rcclx::algorithm);
+// EXT is `extern` here and empty in emulated_*.cpp, which define them.
+#define RCCLX_TEST_SHARED_PEERS(EXT, T)                                                                  \
+  EXT template void rcclx_test::shared_peers<T>::allreduce<>(rcclx::algorithm, rcclx::reduce_op);       \
+  EXT template void rcclx_test::shared_peers<T>::allgather<>(rcclx::algorithm);                         \
+  EXT template void rcclx_test::shared_peers<T>::reduce_scatter<>(rcclx::algorithm, rcclx::reduce_op);  \
+  EXT template void rcclx_test::shared_peers<T>::alltoall<>(rcclx::algorithm)
 
-extern template void rcclx_test::shared_peers<rcclx::bf16>::allreduce<>(rcclx::algorithm, rcclx::reduce_op);
-extern template void rcclx_test::shared_peers<rcclx::bf16>::allgather<>(rcclx::algorithm);
-extern template void rcclx_test::shared_peers<rcclx::bf16>::reduce_scatter<>(rcclx::algorithm, rcclx::reduce_op);
-extern template void rcclx_test::shared_peers<rcclx::bf16>::alltoall<>(rcclx::algorithm);
-
-extern template void rcclx_test::shared_peers<rcclx::fp16>::allreduce<>(rcclx::algorithm, rcclx::reduce_op);
-extern template void rcclx_test::shared_peers<rcclx::fp16>::allgather<>(rcclx::algorithm);
-extern template void rcclx_test::shared_peers<rcclx::fp16>::reduce_scatter<>(rcclx::algorithm, rcclx::reduce_op);
-extern template void rcclx_test::shared_peers<rcclx::fp16>::alltoall<>(rcclx::algorithm);
-
-extern template void rcclx_test::shared_peers<std::int32_t>::allreduce<>(rcclx::algorithm, rcclx::reduce_op);
-extern template void rcclx_test::shared_peers<std::int32_t>::allgather<>(rcclx::algorithm);
-extern template void rcclx_test::shared_peers<std::int32_t>::reduce_scatter<>(rcclx::algorithm, rcclx::reduce_op);
-extern template void rcclx_test::shared_peers<std::int32_t>::alltoall<>(rcclx::algorithm);
+#ifndef RCCLX_TEST_DEFINE_SHARED_PEERS
+RCCLX_TEST_SHARED_PEERS(extern, float);
+RCCLX_TEST_SHARED_PEERS(extern, rcclx::bf16);
+RCCLX_TEST_SHARED_PEERS(extern, rcclx::fp16);
+RCCLX_TEST_SHARED_PEERS(extern, std::int32_t);
+#endif

@@ -123,10 +123,24 @@
 #  define RCCLX_DETAIL_HIP_FLAG_SCOPE __HIP_MEMORY_SCOPE_SYSTEM
 #endif
 
+// Checked mode (docs/checks.md): every collective's arguments that must agree across ranks travel
+// with its first flags and are compared; a missing tile_allreduce::finish() and a tile map that does
+// not fit its tiles are caught too. Each turns into an error record instead of wrong results.
+// Default: on without NDEBUG (Debug builds), off with it (Release). Define RCCLX_CHECKS=0 or 1 to
+// choose. It is part of the inline namespace, so checked and unchecked code can share a program
+// (each with its own copy of rcclx) but never mix types: all ranks of a job must use one setting.
+#ifndef RCCLX_CHECKS
+#  if defined(NDEBUG)
+#    define RCCLX_CHECKS 0
+#  else
+#    define RCCLX_CHECKS 1
+#  endif
+#endif
+
 #define RCCLX_DETAIL_CAT2(a, b) a##b
 #define RCCLX_DETAIL_CAT(a, b) RCCLX_DETAIL_CAT2(a, b)
 
-// The inline namespace carries the version and the backend, so two copies of rcclx (or one TU
+// The inline namespace carries the version, the backend and the checked mode, so two copies of rcclx (or one TU
 // built for CUDA and another for the host backend) can live in one program without ODR clashes.
 #if RCCLX_BACKEND_HIP
 #  define RCCLX_DETAIL_BACKEND_TAG hip
@@ -135,10 +149,16 @@
 #else
 #  define RCCLX_DETAIL_BACKEND_TAG host
 #endif
+#if RCCLX_CHECKS
+#  define RCCLX_DETAIL_CHECKS_TAG _checked
+#else
+#  define RCCLX_DETAIL_CHECKS_TAG
+#endif
 #define RCCLX_ABI_NAMESPACE                                                                      \
-  RCCLX_DETAIL_CAT(RCCLX_DETAIL_CAT(RCCLX_DETAIL_CAT(v, RCCLX_VERSION_MAJOR),                    \
-                                    RCCLX_DETAIL_CAT(_, RCCLX_VERSION_MINOR)),                   \
-                   RCCLX_DETAIL_CAT(_, RCCLX_DETAIL_BACKEND_TAG))
+  RCCLX_DETAIL_CAT(RCCLX_DETAIL_CAT(RCCLX_DETAIL_CAT(RCCLX_DETAIL_CAT(v, RCCLX_VERSION_MAJOR),   \
+                                                     RCCLX_DETAIL_CAT(_, RCCLX_VERSION_MINOR)),  \
+                                    RCCLX_DETAIL_CAT(_, RCCLX_DETAIL_BACKEND_TAG)),              \
+                   RCCLX_DETAIL_CHECKS_TAG)
 
 #define RCCLX_NAMESPACE_BEGIN                                                                    \
   namespace rcclx {                                                                              \
@@ -162,6 +182,9 @@ inline constexpr backend current_backend = backend::cuda;
 #else
 inline constexpr backend current_backend = backend::host;
 #endif
+
+// Is this translation unit built in checked mode (RCCLX_CHECKS)?
+inline constexpr bool checks = RCCLX_CHECKS != 0;
 
 // Largest rank count any rcclx collective supports (one node of MI300X/MI350 or H100/H200 is 8;
 // 16 covers two-socket and future parts).

@@ -56,6 +56,7 @@ enum class barrier_kind : std::uint32_t {
   end = 3,    // release: this rank has finished reading peers' buffers
   tile = 4,   // a per-tile flag of a fused epilogue
   ll = 5,     // LL packets (one-shot flat, fused two-shot): a peer's flagged packet (core/ll.hpp) never came
+  check = 6,  // checked mode (RCCLX_CHECKS): a peer's call fingerprint (core/call_check.hpp) never came
 };
 
 inline const char* to_string(barrier_kind k) {
@@ -65,34 +66,139 @@ inline const char* to_string(barrier_kind k) {
     case barrier_kind::end: return "end";
     case barrier_kind::tile: return "tile";
     case barrier_kind::ll: return "LL packet";
+    case barrier_kind::check: return "call check";
   }
   return "unknown";
 }
 
-// Written by the first thread whose bounded wait expired; `code` doubles as the "set" word
-// (0 = no error), claimed with a compare-and-swap so the first failure wins.
+// Written by the first thread whose bounded wait expired (or whose check failed); `code` doubles
+// as the "set" word (0 = no error), claimed with a compare-and-swap so the first failure wins.
+//   timeout:  kind = barrier_kind, call = the flag awaited, observed = the flag seen
+//   mismatch: kind = 0: a launch that disagrees with a device-side table (observed = which check);
+//             kind = (collective << 8) | call_field (core/call_check.hpp): a peer passed other
+//             arguments; missing_rank = that peer, observed = its value, reserved = this rank's
+//   invalid_argument: kind = misuse (core/call_check.hpp), observed and reserved its two values
 struct error_record {
-  std::uint32_t code;          // 0: none; otherwise static_cast<uint32_t>(errc::timeout)
-  std::uint32_t waiting_rank;  // the rank that waited
-  std::uint32_t missing_rank;  // the peer whose flag never arrived
-  std::uint32_t kind;          // barrier_kind
-  std::uint32_t block;         // block index of the barrier
+  std::uint32_t code;          // 0: none; otherwise static_cast<uint32_t>(errc)
+  std::uint32_t waiting_rank;  // the rank that waited (that recorded)
+  std::uint32_t missing_rank;  // the peer whose flag never arrived (whose arguments differ)
+  std::uint32_t kind;          // barrier_kind (timeout), field (mismatch), misuse (invalid_argument)
+  std::uint32_t block;         // block index of the barrier (the tile of a tile wait)
   std::uint32_t call;          // barrier call number on that block (the counter value awaited)
-  std::uint32_t observed;      // the flag value seen at expiry
-  std::uint32_t reserved;
+  std::uint32_t observed;      // the flag value seen at expiry; the peer's value
+  std::uint32_t reserved;      // this rank's value (mismatch, invalid_argument)
 };
 static_assert(sizeof(error_record) == 32, "error_record layout is shared with peers' hosts");
 
+// What the checked mode compares (error_record::kind of a mismatch: (collective << 8) | field).
+enum class call_field : std::uint32_t {
+  collective = 1,    // which collective (AllReduce, tile AllReduce)
+  element_type = 2,  // T
+  op = 3,            // reduce_op
+  algorithm = 4,     // flat / tree (as resolved)
+  count = 5,         // elements (low 32 bits) / tiles of a tile AllReduce
+  blocks = 6,        // blocks per rank (grid)
+  shape = 7,         // threads per block / elements per tile
+  map_tiles = 8,     // a tile map's tile count
+  map_tile_rows = 9,
+  map_tile_cols = 10,
+  map_cols = 11,     // the output's columns
+};
+
+// Misuse the checked mode detects on one rank (error_record::kind of an invalid_argument record).
+enum class misuse : std::uint32_t {
+  missing_finish = 1,     // a tile AllReduce call whose blocks did not all call finish()
+  map_vector_width = 2,   // a tile map's columns are not whole 16-byte vectors
+  map_tile_too_large = 3,  // a tile map's tile holds more elements than the tile
+  map_too_many_tiles = 4,  // a tile map has more tiles than the call
+};
+
+namespace detail {
+inline const char* collective_name(std::uint32_t c) {
+  switch (c) {
+    case 1: return "AllReduce";
+    case 2: return "tile AllReduce";
+  }
+  return "a collective";
+}
+inline const char* field_name(std::uint32_t collective, std::uint32_t f) {
+  const bool tiles = collective == 2;
+  switch (static_cast<call_field>(f)) {
+    case call_field::collective: return "collective";
+    case call_field::element_type: return "element type";
+    case call_field::op: return "reduce op";
+    case call_field::algorithm: return "algorithm";
+    case call_field::count: return tiles ? "tile count" : "count (elements, low 32 bits)";
+    case call_field::blocks: return "blocks per rank";
+    case call_field::shape: return tiles ? "elements per tile" : "threads per block";
+    case call_field::map_tiles: return "tile map's tile count";
+    case call_field::map_tile_rows: return "tile map's tile rows";
+    case call_field::map_tile_cols: return "tile map's tile columns";
+    case call_field::map_cols: return "tile map's output columns";
+  }
+  return "argument";
+}
+inline std::string field_value(std::uint32_t f, std::uint32_t v) {
+  switch (static_cast<call_field>(f)) {
+    case call_field::collective: return collective_name(v);
+    case call_field::element_type:
+      switch (v) {
+        case 1: return "float";
+        case 2: return "bf16";
+        case 3: return "fp16";
+        case 4: return "int32";
+        default: return "type of " + std::to_string(v & 0xFFu) + " bytes";
+      }
+    case call_field::op: return v == 0 ? "sum" : v == 1 ? "min" : v == 2 ? "max" : std::to_string(v);
+    case call_field::algorithm: return v == 0 ? "flat" : v == 1 ? "tree" : std::to_string(v);
+    default: return std::to_string(v);
+  }
+}
+}  // namespace detail
+
 inline std::string describe(const error_record& r) {
-  if (r.code == static_cast<std::uint32_t>(errc::mismatch))
-    return "rank " + std::to_string(r.waiting_rank) + " (block " + std::to_string(r.block) +
-           "): the launch disagrees with the device-side peer table (check " + std::to_string(r.observed) +
-           ": 1 = rank count, 2 = capacity, 3 = more blocks than the signal pads hold); nothing was touched";
+  const std::string rank = "rank " + std::to_string(r.waiting_rank);
+  if (r.code == static_cast<std::uint32_t>(errc::mismatch)) {
+    if (r.kind == 0)
+      return rank + " (block " + std::to_string(r.block) +
+             "): the launch disagrees with the device-side peer table (check " + std::to_string(r.observed) +
+             ": 1 = rank count, 2 = capacity, 3 = more blocks than the signal pads hold); nothing was touched";
+    const std::uint32_t c = r.kind >> 8, f = r.kind & 0xFFu;
+    return rank + " and rank " + std::to_string(r.missing_rank) + " called " + detail::collective_name(c) +
+           " with different " + detail::field_name(c, f) + ": rank " + std::to_string(r.waiting_rank) + " passed " +
+           detail::field_value(f, r.reserved) + ", rank " + std::to_string(r.missing_rank) + " passed " +
+           detail::field_value(f, r.observed) + " (found by block " + std::to_string(r.block) +
+           "); no output was written";
+  }
+  if (r.code == static_cast<std::uint32_t>(errc::invalid_argument)) {
+    switch (static_cast<misuse>(r.kind)) {
+      case misuse::missing_finish:
+        return rank + ": the previous tile AllReduce call on these pad slots did not call finish() in every block (" +
+               std::to_string(r.observed) + " blocks constructed it since the last finished call, this launch has " +
+               std::to_string(r.reserved) + " per rank): call finish(g, num_blocks) once per block and call; no "
+               "output was written";
+      case misuse::map_vector_width:
+        return rank + " (tile " + std::to_string(r.block) + "): the tile map's columns (" + std::to_string(r.observed) +
+               ") are not a multiple of the vector width (" + std::to_string(r.reserved) +
+               " elements): a vector would straddle the edge of the output; no output was written";
+      case misuse::map_tile_too_large:
+        return rank + " (tile " + std::to_string(r.block) + "): the tile map's tiles have " +
+               std::to_string(r.observed) + " elements but the call's tiles hold " + std::to_string(r.reserved) +
+               "; no output was written";
+      case misuse::map_too_many_tiles:
+        return rank + " (tile " + std::to_string(r.block) + "): the tile map has " + std::to_string(r.observed) +
+               " tiles but the call has " + std::to_string(r.reserved) + "; no output was written";
+    }
+    return rank + ": invalid argument (misuse " + std::to_string(r.kind) + ")";
+  }
+  const bool check = r.kind == static_cast<std::uint32_t>(barrier_kind::check);
   return "rank " + std::to_string(r.waiting_rank) + " timed out in the " +
          to_string(static_cast<barrier_kind>(r.kind)) + " barrier (block " + std::to_string(r.block) +
          ", call " + std::to_string(r.call) + ") waiting for rank " + std::to_string(r.missing_rank) +
          " (its flag read " + std::to_string(r.observed) + "): rank " + std::to_string(r.missing_rank) +
-         " never arrived";
+         " never arrived" +
+         (check ? std::string(" (or was not built with RCCLX_CHECKS: every rank must use the same setting)")
+                : std::string());
 }
 
 // Throws rcclx::error(timeout) naming the missing rank if the record holds an error.

@@ -6,6 +6,9 @@
 //                                          completed with peer p, the value it sends next time + 1
 //     ll_epoch[ll.blocks] u32              slot [b] touched only by rank r (block b): LL calls made
 //     error    error_record                first bounded-wait expiry on this rank
+//     check_epoch[max_blocks] u32          slot [b] touched only by rank r: checked calls of block b
+//     check[2][max_blocks] 32 B            (32-aligned) one LL packet each: a call's fingerprint
+//                                          (core/call_check.hpp), by call parity; written only by r
 //     ll  [2][ll.blocks][2 * ll.block_bytes]  (256-aligned) one-shot LL packets (core/ll.hpp): two
 //                                          halves alternating by call parity; region [h][b] written
 //                                          only by block b of rank r, read by block b of every peer;
@@ -70,8 +73,22 @@ RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_error_offset(int max_blocks, 
 }
 
 template <int MaxRanks>
+RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_check_epoch_offset(int max_blocks, int ll_blocks) {
+  return signal_pad_error_offset<MaxRanks>(max_blocks, ll_blocks) + sizeof(error_record);
+}
+
+// The checked mode's fingerprint packets: [2][max_blocks] x 32 bytes (present in every build, so
+// the layout does not depend on RCCLX_CHECKS).
+template <int MaxRanks>
+RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_check_offset(int max_blocks, int ll_blocks) {
+  return (signal_pad_check_epoch_offset<MaxRanks>(max_blocks, ll_blocks) +
+          static_cast<std::size_t>(max_blocks) * sizeof(std::uint32_t) + 31) / 32 * 32;
+}
+
+template <int MaxRanks>
 RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_ll_offset(int max_blocks, int ll_blocks) {
-  return (signal_pad_error_offset<MaxRanks>(max_blocks, ll_blocks) + sizeof(error_record) + 255) / 256 * 256;
+  return (signal_pad_check_offset<MaxRanks>(max_blocks, ll_blocks) + 2 * 32 * static_cast<std::size_t>(max_blocks) +
+          255) / 256 * 256;
 }
 
 // Bytes of one rank's pad (a multiple of 256 so pads can be packed in one allocation).
@@ -115,6 +132,21 @@ struct signal_pads {
   // LL calls block `block` of this rank has made (its flag of the next call is this + 1).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* ll_epoch_slot(int block) const {
     return counters + static_cast<std::size_t>(max_blocks) * MaxRanks + block;
+  }
+  // Checked calls block `block` (or tile slot) of this rank has made.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* check_epoch_slot(int block) const {
+    return reinterpret_cast<std::uint32_t*>(err + 1) + block;
+  }
+  // The fingerprint packet (32 bytes) of `owner` for `slot` (a block, or a tile AllReduce's slot)
+  // and calls of this parity.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned char* check_packet(int owner, std::uint32_t parity, int slot) const {
+    // From the error record's place in this rank's pad (the same in every pad: one layout).
+    const std::size_t err_off = static_cast<std::size_t>(reinterpret_cast<const unsigned char*>(err) -
+                                                         reinterpret_cast<const unsigned char*>(inbox[rank]));
+    const std::size_t off =
+        (err_off + sizeof(error_record) + static_cast<std::size_t>(max_blocks) * sizeof(std::uint32_t) + 31) / 32 * 32;
+    return reinterpret_cast<unsigned char*>(inbox[owner]) + off +
+           ((parity & 1u) * static_cast<std::size_t>(max_blocks) + static_cast<std::size_t>(slot)) * 32;
   }
   // The LL region of block `block` of `owner` for calls of this parity (2 * ll_block_bytes bytes).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned char* ll_region(int owner, std::uint32_t parity, int block) const {

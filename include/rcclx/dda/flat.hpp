@@ -42,6 +42,7 @@
 #include <cstddef>
 
 #include "../core/barrier.hpp"
+#include "../core/call_check.hpp"
 #include "../core/ll.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
@@ -52,14 +53,30 @@ namespace dda {
 
 namespace detail {
 
+#if RCCLX_CHECKS
+// The checked mode's fingerprint of an AllReduce call (core/call_check.hpp).
+template <class T, class ReduceOp, class Group>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE core::call_fingerprint allreduce_fingerprint(algorithm algo, std::size_t count,
+                                                                                int num_blocks, const Group& g) {
+  return core::fingerprint<T, ReduceOp>(core::checked_collective::allreduce, algo, count, num_blocks,
+                                        static_cast<std::size_t>(g.size()));
+}
+#endif
+
+struct no_pre_wait {
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()() const { return true; }
+};
+
 // Reduces LL packet `vi` across ranks in rank order 0..n-1: this rank's vector is `mine`, every
-// peer's comes from its LL half (loads of a batch of peers issued before any wait). False if a wait
-// expired (the error is recorded).
-template <class ReduceOp, class T, int MaxRanks>
+// peer's comes from its LL half (loads of a batch of peers issued before any wait). `pre()` runs
+// once the first batch's loads are in flight, before any of them is waited for (the checked mode
+// compares the call fingerprints there); false from it fails the call. False if a wait expired
+// (the error is recorded).
+template <class ReduceOp, class T, int MaxRanks, class PreWait = no_pre_wait>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool ll_reduce_vec(const core::signal_pads<MaxRanks>& s,
                                                        const core::ll_halves<MaxRanks>& h, std::size_t vi,
                                                        const gpu::vec16& mine, std::uint32_t flag, int block,
-                                                       gpu::vec16& out) {
+                                                       gpu::vec16& out, PreWait&& pre = PreWait{}) {
   using traits = core::value_traits<T>;
   using acc_t = typename traits::acc_type;
   constexpr int e = gpu::elems_per_vec16<T>;
@@ -75,6 +92,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool ll_reduce_vec(const core::signal_pads<M
       const int p = p0 + j;
       if (p < h.n && p != h.rank) core::ll_load(h.p[p], vi, q[j], h.split);
     }
+    if (p0 == 0 && !pre()) return false;
     std::uint32_t pending = 0;  // peers of the batch whose packet has not landed yet
     for (int j = 0; j < batch; ++j) {
       const int p = p0 + j;
@@ -168,18 +186,36 @@ RCCLX_HOST_DEVICE bool flat_allreduce_ll(const Group& g, const core::peer_table<
     gpu::vec16 mine{};
     if (full) mine = detail::load_vec(input + vi * e, in_aligned);
     else if (part) mine = detail::load_partial(input, vi, l.partial_elems());
+#if RCCLX_CHECKS
+    const core::call_fingerprint fp = detail::allreduce_fingerprint<T, ReduceOp>(algorithm::flat, count, num_blocks, g);
+    const std::uint32_t cflag = core::check_begin(g, s, block, fp);
+    // The peers' fingerprints are compared while this thread's data loads are in flight.
+    const auto pre = [&] { return core::check_verify(g, s, block, cflag, fp, block); };
+#else
+    const detail::no_pre_wait pre{};
+#endif
     const std::uint32_t flag = core::ll_begin(g, s, block);
     bool failed = false;
+    gpu::vec16 r{};
     if (full || part) {
       core::ll_write(s.ll_region(s.rank, flag, block), static_cast<std::size_t>(tid), mine, flag, s.ll_block_bytes);
       const core::ll_halves<MaxRanks> h(s, flag, block);
-      gpu::vec16 r;
-      failed = !detail::ll_reduce_vec<ReduceOp, T>(s, h, static_cast<std::size_t>(tid), mine, flag, block, r);
-      if (!failed && full) detail::store_vec(output + vi * e, r, out_aligned);
-      if (!failed && part) detail::store_partial(output, vi, l.partial_elems(), r);
+      failed = !detail::ll_reduce_vec<ReduceOp, T>(s, h, static_cast<std::size_t>(tid), mine, flag, block, r, pre);
     }
+#if RCCLX_CHECKS
+    else {
+      failed = !pre();
+    }
+    if (g.sync_or(failed)) return false;  // no thread writes output unless every peer matched
+#endif
+    if (!failed && full) detail::store_vec(output + vi * e, r, out_aligned);
+    if (!failed && part) detail::store_partial(output, vi, l.partial_elems(), r);
     return !g.sync_or(failed);
   }
+#if RCCLX_CHECKS
+  const core::call_fingerprint fp = detail::allreduce_fingerprint<T, ReduceOp>(algorithm::flat, count, num_blocks, g);
+  const std::uint32_t cflag = core::check_begin(g, s, block, fp);
+#endif
   const std::uint32_t flag = core::ll_begin(g, s, block);
   const detail::tile_range all{0, l.tiles};
   unsigned char* own = s.ll_region(s.rank, flag, block);
@@ -193,6 +229,9 @@ RCCLX_HOST_DEVICE bool flat_allreduce_ll(const Group& g, const core::peer_table<
         if (ok[0]) core::ll_write(own, local(vi[0]), detail::load_vec(input + vi[0] * e, in_aligned), flag, s.ll_block_bytes);
       },
       [&](std::size_t pv) { core::ll_write(own, local(pv), detail::load_partial(input, pv, l.partial_elems()), flag, s.ll_block_bytes); });
+#if RCCLX_CHECKS
+  if (g.sync_or(!core::check_verify(g, s, block, cflag, fp, block))) return false;
+#endif
   // 2. Reduce them from every rank's packets as they arrive.
   const core::ll_halves<MaxRanks> h(s, flag, block);
   bool failed = false;
@@ -225,6 +264,11 @@ RCCLX_HOST_DEVICE bool flat_allreduce_barrier(const Group& g, const core::peer_t
   const int tid = g.thread_rank();
   const detail::tile_range all{0, l.tiles};
   T* own = t.data[t.rank()];
+#if RCCLX_CHECKS
+  const core::call_fingerprint fp = detail::allreduce_fingerprint<T, ReduceOp>(algorithm::flat, count, num_blocks, g);
+  const std::uint32_t cflag = core::check_begin(g, t.signals, block, fp);
+  if (g.sync_or(!core::check_verify(g, t.signals, block, cflag, fp, block))) return false;
+#endif
   if (input != own) detail::copy_owned(l, tid, all, input, own);
   if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
   detail::reduce_owned<ReduceOp>(l, tid, all, t, output, static_cast<T*>(nullptr));

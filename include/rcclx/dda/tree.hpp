@@ -29,6 +29,7 @@
 #include <cstddef>
 
 #include "../core/barrier.hpp"
+#include "../core/call_check.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
 #include "detail/tiles.hpp"
@@ -46,6 +47,13 @@ RCCLX_HOST_DEVICE bool tree_allreduce(const Group& g, const core::peer_table<T, 
   const detail::layout<T> l(count, g.size(), block, num_blocks);
   const int tid = g.thread_rank(), r = t.rank(), n = t.num_ranks();
   T* own = t.data[r];
+#if RCCLX_CHECKS
+  const core::call_fingerprint fp = core::fingerprint<T, ReduceOp>(core::checked_collective::allreduce, algorithm::tree,
+                                                                   count, num_blocks, static_cast<std::size_t>(g.size()));
+  const std::uint32_t cflag = core::check_begin(g, t.signals, block, fp);
+  // Before the copy: the output may be this rank's symmetric buffer, and it stays untouched.
+  if (g.sync_or(!core::check_verify(g, t.signals, block, cflag, fp, block))) return false;
+#endif
   if (input != own) detail::copy_owned(l, tid, detail::tile_range{0, l.tiles}, input, own);
   if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
   // Reduce-scatter: this rank's chunk, into its own buffer (for the peers) and its output.

@@ -59,12 +59,14 @@
 #include <type_traits>
 
 #include "../core/barrier.hpp"
+#include "../core/call_check.hpp"
 #include "../core/error.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
 #include "../dda/detail/tiles.hpp"
 #include "../dda/select.hpp"
 #include "../gpu/atomic.hpp"
+#include "../gpu/group.hpp"
 #include "../gpu/memory.hpp"
 #include "epilogue.hpp"
 
@@ -90,6 +92,25 @@ namespace detail {
 RCCLX_HOST_DEVICE constexpr std::size_t round16(std::size_t b) { return (b + 15) / 16 * 16; }
 inline constexpr std::size_t default_results = ~std::size_t{0};
 inline constexpr int all_peers = RCCLX_DETAIL_DDA_PEER_BATCH;  // reduce's default PeersInFlight
+
+// A map's shape for the checked mode: {tiles, tile rows, tile columns, output columns}; a map type
+// of your own is described by its tile count and tile size only.
+RCCLX_HOST_DEVICE inline core::call_fingerprint map_fingerprint(const tile_map& m) {
+  return {{static_cast<std::uint32_t>(m.num_tiles()), static_cast<std::uint32_t>(m.tile_rows),
+           static_cast<std::uint32_t>(m.tile_cols), static_cast<std::uint32_t>(m.cols)}};
+}
+RCCLX_HOST_DEVICE inline core::call_fingerprint map_fingerprint(const row_tiles& m) {
+  return {{static_cast<std::uint32_t>(m.rows), 1u, static_cast<std::uint32_t>(m.cols), static_cast<std::uint32_t>(m.cols)}};
+}
+template <class Map>
+RCCLX_HOST_DEVICE inline core::call_fingerprint map_fingerprint(const Map& m) {
+  return {{static_cast<std::uint32_t>(m.num_tiles()), 0u, static_cast<std::uint32_t>(m.tile_elems()), 0u}};
+}
+// Are the map's columns (words 2 and 3 of its fingerprint) known to be whole vectors?
+RCCLX_HOST_DEVICE constexpr bool map_columns_checked(const tile_map&) { return true; }
+RCCLX_HOST_DEVICE constexpr bool map_columns_checked(const row_tiles&) { return true; }
+template <class Map>
+RCCLX_HOST_DEVICE constexpr bool map_columns_checked(const Map&) { return false; }
 }  // namespace detail
 
 // Which block of a rank reduces a tile (the same on every rank and every block of a call).
@@ -166,6 +187,22 @@ class tile_allreduce {
     if constexpr (Algo == algorithm::automatic)  // the same choice on every rank: same tiles, same build
       tree_ = dda::select_algorithm(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T), t.num_ranks(),
                                     gpu::build_arch) == algorithm::tree;
+#if RCCLX_CHECKS
+    fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
+                                         static_cast<std::size_t>(num_tiles), 0, tile_elems);
+    if (num_tiles > 0) {
+      // Constructions since the last finished call: at most this launch's blocks per rank minus
+      // one, unless a call before this one did not call finish() in every block (its epoch did not
+      // advance, so its flags would pass this call's waits). One count per block, before any wait.
+      const core::signal_pads<MaxRanks>& s = t.signals;
+      const std::uint32_t before = gpu::fetch_add_local(s.check_epoch_slot(slots.first), 1u) - arrived_before_;
+      const int blocks = gpu::launch_blocks();
+      if (blocks > 0 && before >= static_cast<std::uint32_t>(blocks)) {
+        bad_ = true;
+        core::detail::record_misuse(s, core::misuse::missing_finish, 0, before, static_cast<std::uint32_t>(blocks));
+      }
+    }
+#endif
   }
 
   // The algorithm this call runs: Algo, or for automatic the built-in table's choice for the whole
@@ -212,6 +249,9 @@ class tile_allreduce {
   // sums all of its parts). With slot == tile it is publish(g, tile).
   template <class Group>
   RCCLX_HOST_DEVICE void publish_part(const Group& g, int slot, int tile) const {
+#if RCCLX_CHECKS
+    if (g.thread_rank() == 0) core::check_publish(t_->signals, slots_.first, epoch_, fp_);
+#endif
     g.sync();  // the group's writes of the slot happen before the release below
     for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(slot, tile, p);
   }
@@ -223,6 +263,9 @@ class tile_allreduce {
   RCCLX_HOST_DEVICE void publish_strided(const Group& g, int first, int step) const {
     const int n = num_ranks();
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
+#if RCCLX_CHECKS
+    if (g.thread_rank() == 0 && count > 0) core::check_publish(t_->signals, slots_.first, epoch_, fp_);
+#endif
     g.sync();
     for (int i = g.thread_rank(); i < count * n; i += g.size()) {
       const int tile = first + (i / n) * step;
@@ -241,7 +284,7 @@ class tile_allreduce {
       if (!flags_between(s.rank, p)) continue;
       failed = !wait_tile(s.inbox_slot(s.rank, slot, p), tile, p);
     }
-    return !g.sync_or(failed);
+    return !g.sync_or(failed || !call_agrees(g, tile));
   }
 
   // Group-collective: wait_inputs for every tile t = first, first + step, ... below num_tiles() at
@@ -259,7 +302,7 @@ class tile_allreduce {
       if (!flags_between(s.rank, p) || owner(tile) != s.rank) continue;
       failed = !wait_tile(s.inbox_slot(s.rank, slot, p), tile, p);
     }
-    return !g.sync_or(failed);
+    return !g.sync_or(failed || !call_agrees(g, first));
   }
 
   // Tree, group-collective on the owner after the whole group wrote the tile's result: raises the
@@ -287,7 +330,7 @@ class tile_allreduce {
         failed = !wait_tile(s.inbox_slot(s.rank, slot, o), tile, o);
       }
     }
-    return !g.sync_or(failed);
+    return !g.sync_or(failed || !call_agrees(g, tile));
   }
 
   // Tree, group-collective: wait_result for every tile t = first, first + step, ... below
@@ -303,7 +346,7 @@ class tile_allreduce {
       if (o == s.rank) continue;
       failed = !wait_tile(s.inbox_slot(s.rank, slot, o), tile, o);
     }
-    return !g.sync_or(failed);
+    return !g.sync_or(failed || !call_agrees(g, first));
   }
 
   // Group-collective: the AllReduce of `tile`, handed to `epi` (a fused::epilogue, or any callable
@@ -333,7 +376,9 @@ class tile_allreduce {
   template <int VecsPerThread, int PeersInFlight = detail::all_peers, gpu::cache_hint Loads = gpu::cache_hint::normal,
             class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE bool reduce_owned(const Group& g, int tile, const Map& map, const Epilogue& epi) const {
+    if (!map_fits(g, tile, map)) return false;
     if (!wait_inputs(g, tile)) return false;
+    if (!map_agrees(g, tile, map)) return false;
     reduce_visit<VecsPerThread, PeersInFlight, Loads>(g, tile, map, epi, [](std::size_t, const gpu::vec16&) {});
     return true;
   }
@@ -351,10 +396,11 @@ class tile_allreduce {
             class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE bool reduce_parts(const Group& g, int tile, int parts, int stride, const Map& map,
                                       const Epilogue& epi) const {
+    if (!map_fits(g, tile, map)) return false;
     const auto wait_parts = [&] {
       for (int q = 0; q < parts; ++q)
         if (!wait_inputs(g, tile + q * stride)) return false;
-      return true;
+      return map_agrees(g, tile, map);
     };
     if (!is_tree()) {
       if (!wait_parts()) return false;
@@ -374,7 +420,7 @@ class tile_allreduce {
         publish_result(g, tile);
         return true;
       }
-      if (!wait_result(g, tile)) return false;
+      if (!wait_result(g, tile) || !map_agrees(g, tile, map)) return false;
       const T* res = reinterpret_cast<const T*>(results(o)) + tile_off;
       visit<VecsPerThread>(g, tile, map, epi,
                            [&](std::size_t vi, gpu::vec16& v) { v = gpu::load16(res + vi * vec_elems); });
@@ -426,6 +472,70 @@ class tile_allreduce {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool is_tree() const {
     if constexpr (Algo == algorithm::automatic) return tree_;
     else return Algo == algorithm::tree;
+  }
+
+  // Checked mode: did every peer make this call (count, shape, type, op, algorithm)? Not
+  // group-collective (the callers fold it into their vote). Always true without RCCLX_CHECKS.
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool call_agrees(const Group& g, int tile) const {
+#if RCCLX_CHECKS
+    return !bad_ && core::check_verify(g, t_->signals, slots_.first, epoch_, fp_, tile);
+#else
+    (void)g;
+    (void)tile;
+    return true;
+#endif
+  }
+
+  // Checked mode, group-collective: the map fits this call (its tiles, the vector width; otherwise
+  // an invalid_argument record) and its fingerprint is published for the peers' map_agrees.
+  template <class Group, class Map>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool map_fits(const Group& g, int tile, const Map& map) const {
+#if RCCLX_CHECKS
+    const core::call_fingerprint f = detail::map_fingerprint(map);
+    core::misuse m{};
+    std::uint32_t a = 0, b = 0;
+    if (bad_) {
+      return false;
+    } else if (detail::map_columns_checked(map) &&
+               ((f.w[2] % static_cast<std::uint32_t>(vec_elems)) != 0 || (f.w[3] % static_cast<std::uint32_t>(vec_elems)) != 0)) {
+      m = core::misuse::map_vector_width;
+      a = f.w[3] % static_cast<std::uint32_t>(vec_elems) != 0 ? f.w[3] : f.w[2];
+      b = static_cast<std::uint32_t>(vec_elems);
+    } else if (static_cast<std::size_t>(map.tile_elems()) > tile_elems_) {
+      m = core::misuse::map_tile_too_large;
+      a = static_cast<std::uint32_t>(map.tile_elems());
+      b = static_cast<std::uint32_t>(tile_elems_);
+    } else if (static_cast<std::size_t>(map.num_tiles()) > static_cast<std::size_t>(num_tiles_)) {
+      m = core::misuse::map_too_many_tiles;
+      a = static_cast<std::uint32_t>(map.num_tiles());
+      b = static_cast<std::uint32_t>(num_tiles_);
+    }
+    if (m != core::misuse{}) {
+      if (g.thread_rank() == 0) core::detail::record_misuse(t_->signals, m, tile, a, b);
+      return false;
+    }
+    if (g.thread_rank() == 0) core::check_publish(t_->signals, slots_.first + 1, epoch_, f);
+#else
+    (void)g;
+    (void)tile;
+    (void)map;
+#endif
+    return true;
+  }
+
+  // Checked mode, group-collective, after the waits: every peer reduces with the same map.
+  template <class Group, class Map>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool map_agrees(const Group& g, int tile, const Map& map) const {
+#if RCCLX_CHECKS
+    const bool ok = core::check_verify(g, t_->signals, slots_.first + 1, epoch_, detail::map_fingerprint(map), tile, true);
+    return !g.sync_or(!ok);
+#else
+    (void)g;
+    (void)tile;
+    (void)map;
+    return true;
+#endif
   }
 
   // Do input flags pass between ranks a and b? Between two ranks always; from a rank to itself only
@@ -569,6 +679,10 @@ class tile_allreduce {
   std::uint32_t arrived_before_ = 0;  // blocks finished before this call (control slot)
   std::size_t base_ = 0;     // byte offset of this call's half
   std::size_t results_ = 0;  // byte offset of the results inside a half
+#if RCCLX_CHECKS
+  core::call_fingerprint fp_{};  // this call, as the peers must see it (core/call_check.hpp)
+  bool bad_ = false;             // a missing finish() was found: nothing is reduced
+#endif
 };
 
 }  // namespace fused

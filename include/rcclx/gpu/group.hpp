@@ -66,5 +66,30 @@ struct thread_group {
 using default_group = thread_group;
 #endif
 
+#if !RCCLX_BACKEND_GPU
+namespace detail {
+// The block count of the launch the calling host thread runs a block of (run_host_blocks sets it,
+// launch_emulated narrows it to one rank's blocks); 0 outside a launch.
+inline int& host_launch_blocks() {
+  thread_local int n = 0;
+  return n;
+}
+}  // namespace detail
+#endif
+
+// Blocks of one rank's grid in the current launch: gridDim.x * gridDim.y on GPUs (launch_emulated
+// puts its ranks in z), the blocks of the current run_host_blocks launch (of one rank under
+// launch_emulated) on the host backend; 0 where unknown. The checked mode uses it (a tile
+// AllReduce call's blocks).
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int launch_blocks() {
+#if RCCLX_DEVICE_COMPILE
+  return static_cast<int>(gridDim.x * gridDim.y);
+#elif RCCLX_BACKEND_GPU
+  return 0;
+#else
+  return detail::host_launch_blocks();
+#endif
+}
+
 }  // namespace gpu
 RCCLX_NAMESPACE_END

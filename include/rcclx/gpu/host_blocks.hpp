@@ -13,6 +13,7 @@
 #pragma once
 
 #include "../config.hpp"
+#include "group.hpp"
 
 #if !RCCLX_BACKEND_GPU
 
@@ -34,6 +35,7 @@ namespace detail {
 struct host_launch {
   void (*block)(const void*, int);
   const void* ctx;
+  int n;
   std::mutex m;
   std::condition_variable done;
   int remaining;
@@ -71,7 +73,7 @@ class host_block_pool {
 
   void run(int n, void (*block)(const void*, int), const void* ctx) {
     if (n <= 0) return;
-    host_launch l{block, ctx, {}, {}, n, nullptr};
+    host_launch l{block, ctx, n, {}, {}, n, nullptr};
     std::vector<host_worker*> w;
     w.reserve(static_cast<std::size_t>(n));
     {
@@ -128,6 +130,7 @@ inline void host_worker::loop() {
       launch_ = nullptr;
     }
     try {
+      host_launch_blocks() = l->n;
       l->block(l->ctx, i);
     } catch (...) {
       std::lock_guard<std::mutex> lock(l->m);

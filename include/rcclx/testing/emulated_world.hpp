@@ -96,14 +96,16 @@ class emulated_world {
     for (const auto& e : errors()) core::throw_if_error(e);
   }
 
-  // Sets every counter, inbox flag and LL epoch to `value`, clears the error records and the LL
-  // packets: the state after `value` barriers. reset() (value 0) is required after an error; tests use other values to
+  // Sets every counter, inbox flag, LL epoch and check counter to `value`, clears the error records,
+  // the LL packets and the check packets: the state after `value` barriers. reset() (value 0) is required after an error; tests use other values to
   // exercise counter wrap-around.
   void reset(std::uint32_t value = 0) {
     gpu::device_synchronize();
     const std::size_t words = core::signal_pad_error_offset<MaxRanks>(max_blocks_, ll_.blocks) / sizeof(std::uint32_t);
+    const std::size_t checks = core::signal_pad_check_epoch_offset<MaxRanks>(max_blocks_, ll_.blocks) / sizeof(std::uint32_t);
     std::vector<std::uint32_t> host(pad_bytes_ / sizeof(std::uint32_t), 0u);
     for (std::size_t i = 0; i < words; ++i) host[i] = value;
+    for (int b = 0; b < max_blocks_; ++b) host[checks + static_cast<std::size_t>(b)] = value;  // check counters
     for (int r = 0; r < num_ranks_; ++r) gpu::copy(pad(r), host.data(), pad_bytes_);
   }
 

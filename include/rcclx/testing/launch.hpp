@@ -74,8 +74,8 @@ struct min_blocks_of<F, std::void_t<decltype(F::min_blocks_per_multiprocessor)>>
 template <class F>
 RCCLX_DEVICE RCCLX_FORCEINLINE void run_emulated_block(const F& f, int num_ranks, int blocks_per_rank) {
   launch_index ix;
-  ix.rank = static_cast<int>(blockIdx.x) / blocks_per_rank;
-  ix.block = static_cast<int>(blockIdx.x) % blocks_per_rank;
+  ix.rank = static_cast<int>(blockIdx.z);  // ranks in z: gridDim.x is one rank's grid (gpu::launch_blocks)
+  ix.block = static_cast<int>(blockIdx.x);
   ix.num_blocks = blocks_per_rank;
   ix.num_ranks = num_ranks;
   f(gpu::block_group{}, ix);
@@ -135,7 +135,7 @@ inline void launch_emulated(int num_ranks, int blocks_per_rank, int threads_per_
                     " threads cannot all be resident on this GPU (at most " + std::to_string(limit) +
                     " blocks per rank)");
   constexpr int bound = detail::max_threads_of<F>::value, min_blocks = detail::min_blocks_of<F>::value;
-  const int grid = num_ranks * blocks_per_rank;
+  const dim3 grid(static_cast<unsigned>(blocks_per_rank), 1u, static_cast<unsigned>(num_ranks));
   if constexpr (bound > 0 && min_blocks > 0)
     detail::emulated_kernel_occupancy<F, bound, min_blocks><<<grid, threads_per_block, 0, stream>>>(f, num_ranks,
                                                                                                   blocks_per_rank);
@@ -157,6 +157,7 @@ inline void launch_emulated(int num_ranks, int blocks_per_rank, int threads_per_
       num_ranks * blocks_per_rank,
       [](const void* p, int i) {
         const grid& x = *static_cast<const grid*>(p);
+        gpu::detail::host_launch_blocks() = x.blocks_per_rank;  // one rank's grid
         (*x.f)(gpu::thread_group{}, launch_index{i / x.blocks_per_rank, i % x.blocks_per_rank, x.blocks_per_rank,
                                                  x.num_ranks});
       },

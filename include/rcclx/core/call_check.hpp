@@ -1,0 +1,206 @@
+// rcclx/core/call_check.hpp: the checked mode's call fingerprints (RCCLX_CHECKS, docs/checks.md).
+// Each rank publishes what it is calling (collective, element type, op, algorithm, count, grid,
+// shape) as one LL packet next to its first flags; every rank compares its peers' with its own
+// before it writes any output. Ranks that disagree all fail the call with errc::mismatch, the record
+// naming the field and both values, instead of reducing mismatched data or waiting for flags that
+// never come.
+//
+//   const core::call_fingerprint fp = core::fingerprint<T, ReduceOp>(core::checked_collective::allreduce,
+//                                                                   algorithm::flat, count, num_blocks, g.size());
+//   const std::uint32_t cflag = core::check_begin(g, pads, block, fp);   // group-collective: publish
+//   ... publish data, issue loads ...
+//   if (g.sync_or(!core::check_verify(g, pads, block, cflag, fp, block))) return false;  // before any output
+//
+// Protocol: the packet of (rank, slot) for calls of parity k % 2 lives in the rank's own pad
+// (signal_pads::check_packet); block `slot` of every rank makes the same sequence of checked calls,
+// so their counters (check_epoch) agree and the packet's flag names the call, exactly as the LL
+// one-shot's regions (core/ll.hpp): written again two calls later, after every peer read it. A
+// rank that disagrees still publishes and reads its check packets in the same order, whatever
+// protocol its arguments make it run next (LL or barriers): the check never waits for anything a
+// mismatched peer would not send. Cost: one 32-byte packet store and N - 1 packet loads per block
+// and call, the loads overlapping the call's own first round trip where the algorithm allows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "../gpu/atomic.hpp"
+#include "../gpu/memory.hpp"
+#include "barrier.hpp"
+#include "error.hpp"
+#include "ll.hpp"
+#include "ops.hpp"
+#include "signal_pad.hpp"
+#include "types.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace core {
+
+// What a fingerprint describes (the `collective` field).
+enum class checked_collective : std::uint32_t { allreduce = 1, tile_allreduce = 2 };
+
+// 16 bytes: w[0] = collective << 24 | element type << 16 | op << 8 | algorithm; w[1] = count (low
+// 32 bits); w[2] = count bits 32..47 << 16 | blocks per rank; w[3] = shape (threads per block, or
+// elements per tile). A tile map's fingerprint uses the four words for its own fields.
+struct call_fingerprint {
+  std::uint32_t w[4];
+};
+
+// Element type identities on the wire (also named by describe()).
+template <class T>
+RCCLX_HOST_DEVICE constexpr std::uint32_t type_id() {
+  if constexpr (std::is_same<T, float>::value) return 1;
+  else if constexpr (std::is_same<T, bf16>::value) return 2;
+  else if constexpr (std::is_same<T, fp16>::value) return 3;
+  else if constexpr (std::is_same<T, std::int32_t>::value) return 4;
+  else return 0x80u | (static_cast<std::uint32_t>(sizeof(T)) & 0x7Fu);
+}
+
+template <class T, class ReduceOp>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE call_fingerprint fingerprint(checked_collective c, algorithm algo,
+                                                                 std::size_t count, int blocks, std::size_t shape) {
+  call_fingerprint f;
+  f.w[0] = (static_cast<std::uint32_t>(c) << 24) | (type_id<T>() << 16) |
+           ((static_cast<std::uint32_t>(ReduceOp::value) & 0xFFu) << 8) | (static_cast<std::uint32_t>(algo) & 0xFFu);
+  f.w[1] = static_cast<std::uint32_t>(count);
+  f.w[2] = ((static_cast<std::uint32_t>(static_cast<std::uint64_t>(count) >> 32) & 0xFFFFu) << 16) |
+           (static_cast<std::uint32_t>(blocks) & 0xFFFFu);
+  f.w[3] = static_cast<std::uint32_t>(shape);
+  return f;
+}
+
+namespace detail {
+
+// Records that `peer` passed other arguments: the first field in which `theirs` differs from `mine`.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE inline void record_call_mismatch(const signal_pads<MaxRanks>& s, int block, int peer,
+                                                   const call_fingerprint& mine, const gpu::vec16& theirs,
+                                                   bool map) {
+  std::uint32_t field = 0, a = 0, b = 0;
+  const std::uint32_t c = map ? static_cast<std::uint32_t>(checked_collective::tile_allreduce) : mine.w[0] >> 24;
+  if (map) {
+    // A tile map: tiles, tile rows, tile columns, output columns, one word each.
+    for (int i = 3; i >= 0; --i)
+      if (mine.w[i] != theirs.w[i]) {
+        field = static_cast<std::uint32_t>(call_field::map_tiles) + static_cast<std::uint32_t>(i);
+        a = mine.w[i];
+        b = theirs.w[i];
+      }
+  } else {
+    // Fields in the order a reader would look at them: the first that differs is reported.
+    const std::uint32_t mc[7] = {mine.w[0] >> 24, (mine.w[0] >> 16) & 0xFFu, (mine.w[0] >> 8) & 0xFFu,
+                                 mine.w[0] & 0xFFu, mine.w[1], mine.w[2] & 0xFFFFu,
+                                 mine.w[3]};
+    const std::uint32_t tc[7] = {theirs.w[0] >> 24, (theirs.w[0] >> 16) & 0xFFu, (theirs.w[0] >> 8) & 0xFFu,
+                                 theirs.w[0] & 0xFFu, theirs.w[1], theirs.w[2] & 0xFFFFu, theirs.w[3]};
+    const bool count_high_differs = (mine.w[2] >> 16) != (theirs.w[2] >> 16);
+    for (int i = 6; i >= 0; --i)
+      if (mc[i] != tc[i] || (i == 4 && count_high_differs)) {
+        field = static_cast<std::uint32_t>(i + 1);
+        a = mc[i];
+        b = tc[i];
+      }
+  }
+  if (gpu::compare_exchange_local(&s.err->code, 0u, 0xFFFFFFFFu) != 0u) return;
+  s.err->waiting_rank = static_cast<std::uint32_t>(s.rank);
+  s.err->missing_rank = static_cast<std::uint32_t>(peer);
+  s.err->kind = (c << 8) | field;
+  s.err->block = static_cast<std::uint32_t>(block);
+  s.err->call = 0;
+  s.err->observed = b;
+  s.err->reserved = a;
+  gpu::store_release_system(&s.err->code, static_cast<std::uint32_t>(errc::mismatch));
+}
+
+// Records a misuse found on this rank (an invalid_argument record).
+template <int MaxRanks>
+RCCLX_HOST_DEVICE inline void record_misuse(const signal_pads<MaxRanks>& s, misuse what, int block, std::uint32_t a,
+                                            std::uint32_t b) {
+  if (gpu::compare_exchange_local(&s.err->code, 0u, 0xFFFFFFFFu) != 0u) return;
+  s.err->waiting_rank = static_cast<std::uint32_t>(s.rank);
+  s.err->missing_rank = static_cast<std::uint32_t>(s.rank);
+  s.err->kind = static_cast<std::uint32_t>(what);
+  s.err->block = static_cast<std::uint32_t>(block);
+  s.err->call = 0;
+  s.err->observed = a;
+  s.err->reserved = b;
+  gpu::store_release_system(&s.err->code, static_cast<std::uint32_t>(errc::invalid_argument));
+}
+
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE gpu::vec16 as_vec(const call_fingerprint& f) {
+  gpu::vec16 v;
+  for (int i = 0; i < 4; ++i) v.w[i] = f.w[i];
+  return v;
+}
+
+// Zeroed memory reads as flag 0 ("nothing yet"): a call flag of 0 (a counter reset to 2^32 - 1)
+// is sent as 2^31, which has the same parity.
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t nonzero_flag(std::uint32_t f) { return f ? f : 0x80000000u; }
+
+}  // namespace detail
+
+// Publishes `fp` as (this rank, slot)'s packet of the call whose flag is `flag` (one thread).
+template <int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void check_publish(const signal_pads<MaxRanks>& s, int slot, std::uint32_t flag,
+                                                       const call_fingerprint& fp) {
+  flag = detail::nonzero_flag(flag);
+  ll_write(s.check_packet(s.rank, flag, slot), 0, detail::as_vec(fp), flag, 16);
+}
+
+// Group-collective, once per checked call by every block that takes part: advances the block's
+// check counter and publishes `fp`. Returns the call's check flag (for check_verify).
+template <class Group, int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t check_begin(const Group& g, const signal_pads<MaxRanks>& s,
+                                                              int block, const call_fingerprint& fp) {
+  std::uint32_t* c = s.check_epoch_slot(block);
+  std::uint32_t flag = *c + 1u;
+  if (flag == 0u) flag = 2u;  // as core::ll_begin: never 0, parity kept
+  g.sync();
+  if (g.thread_rank() == 0) {
+    *c = flag;
+    check_publish(s, block, flag, fp);
+  }
+  return flag;
+}
+
+// Compares the packet (slot, flag) of every peer this thread serves (p = thread_rank, + group size,
+// ...) with `fp`, waiting (bounded) for those not there yet. Not group-collective: merge the result
+// into a group vote (g.sync_or(!ok)) before the first output is written. False on a mismatch (the
+// record names the field and both values) or an expired wait (barrier_kind::check; `block` in the
+// records). `map`: fp is a tile map's fingerprint. `only`: serve this one peer only (>= 0).
+template <class Group, int MaxRanks>
+RCCLX_HOST_DEVICE inline bool check_verify(const Group& g, const signal_pads<MaxRanks>& s, int slot, std::uint32_t flag,
+                                           const call_fingerprint& fp, int block, bool map = false, int only = -1) {
+  flag = detail::nonzero_flag(flag);
+  if (only >= 0 && g.thread_rank() != 0) return true;  // one thread serves that peer
+  for (int p = only >= 0 ? only : g.thread_rank(); p < s.num_ranks; p += g.size()) {
+    if (p != s.rank) {
+      const unsigned char* pkt = s.check_packet(p, flag, slot);
+      ll_packet q;
+      ll_load(pkt, 0, q, 16);
+      if (!ll_landed(q, flag)) {
+        const bool ok = detail::spin_bounded(
+            s,
+            [&] {
+              ll_load(pkt, 0, q, 16);
+              return ll_landed(q, flag);
+            },
+            [&] {
+              detail::record_timeout(s, block, p, barrier_kind::check, flag, static_cast<std::uint32_t>(q.w[0] >> 32));
+            });
+        if (!ok) return false;
+      }
+      const gpu::vec16 theirs = ll_payload(q);
+      if (theirs.w[0] != fp.w[0] || theirs.w[1] != fp.w[1] || theirs.w[2] != fp.w[2] || theirs.w[3] != fp.w[3]) {
+        detail::record_call_mismatch(s, block, p, fp, theirs, map);
+        return false;
+      }
+    }
+    if (only >= 0) break;
+  }
+  return true;
+}
+
+}  // namespace core
+RCCLX_NAMESPACE_END

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "args.hpp"
+#include "checks_cost.hpp"
 #include "timing.hpp"
 
 namespace {
@@ -73,6 +74,7 @@ struct options {
   int procs_blocks = 0;                          // --procs-blocks: communicator_options::collective_blocks
   bool dda = true;                               // the DDA AllReduce table (--collectives-only: off)
   bool collectives = false;                      // --collectives: the LPC vs plain table
+  bool checks_cost = false;                      // --checks-cost: the checked mode's cost (checks_cost.hpp)
   std::size_t coll_min_bytes = on_host ? 4 * 1024 : 1024 * 1024;
   std::size_t coll_max_bytes = on_host ? 64 * 1024 : 256u * 1024 * 1024;
   std::string json, csv, png, suite, coll_csv, coll_png;
@@ -88,6 +90,7 @@ struct options {
                "                   [--threads T] [--max-blocks B] [--ll-blocks N] [--ll-block-bytes B]\n"
                "                   [--procs N [--no-compare] | --procs-child] [--procs-blocks B]   one process per rank (procs.hpp)\n"
                "                   [--collectives] [--collectives-only] [--coll-min-bytes B] [--coll-max-bytes B]\n"
+               "                   [--checks-cost]   flat AllReduce with and without RCCLX_CHECKS (docs/checks.md)\n"
                "                   [--json FILE] [--csv FILE] [--png FILE] [--suite gpu|host --out DIR]\n"
                "sizes accept K, M and G suffixes (KiB, MiB, GiB)\n",
                why.c_str());
@@ -140,6 +143,7 @@ options parse(int argc, char** argv) {
     else if (a == "--procs-blocks") o.procs_blocks = std::atoi(value(i).c_str());
     else if (a == "--collectives") o.collectives = true;
     else if (a == "--collectives-only") o.collectives = true, o.dda = false;
+    else if (a == "--checks-cost") o.checks_cost = true;
     else if (a == "--coll-min-bytes") o.coll_min_bytes = parse_size(value(i));
     else if (a == "--coll-max-bytes") o.coll_max_bytes = parse_size(value(i));
     else if (a == "--json") o.json = value(i);
@@ -163,6 +167,7 @@ options parse(int argc, char** argv) {
     o.collectives = true;
     o.coll_min_bytes = 1024 * 1024;
     o.coll_max_bytes = 256u * 1024 * 1024;
+    o.checks_cost = true;
   } else if (o.suite == "host") {
     o.num_ranks = 4;
     o.max_bytes = 64 * 1024;
@@ -173,6 +178,7 @@ options parse(int argc, char** argv) {
     o.collectives = true;
     o.coll_min_bytes = 4 * 1024;
     o.coll_max_bytes = 64 * 1024;
+    o.checks_cost = true;
   } else if (!o.suite.empty()) {
     usage("unknown suite " + o.suite);
   }
@@ -1050,6 +1056,45 @@ struct acceptance {
   bool evaluated = false, pass = false;
 };
 
+// The checked mode's cost: flat AllReduce (the latency path) with RCCLX_CHECKS=1 against the same
+// call without, timed alternately in this process (checks_cost.hpp). Target: <= 5% at 8 KiB.
+acceptance run_checks_cost(const options& o) {
+  acceptance a{"checks_cost_8KiB", "flat AllReduce at 8 KiB with RCCLX_CHECKS=1 within 1.05x of the same call without",
+               "", 0};
+  bench::checks_cost_args args;
+  args.num_ranks = std::min(o.num_ranks, 8);
+  args.bytes = on_host ? std::vector<std::size_t>{1024, 8192, 65536}
+                       : std::vector<std::size_t>{16, 1024, 8192, 65536, 262144};
+  args.warmup = o.timing.warmup;
+  args.iters = o.timing.iters;
+  args.calls_per_graph = o.timing.calls_per_graph;
+  std::printf("#\n# checked mode cost (RCCLX_CHECKS, docs/checks.md): flat AllReduce on %d emulated ranks, the same "
+              "measurement compiled with and without checks, timed alternately (best of 2 medians each)\n",
+              args.num_ranks);
+  std::printf("# %6s %10s %12s %12s %8s\n", "type", "bytes", "off(us)", "on(us)", "on/off");
+  for (const std::string& t : o.types) {
+    if (t != "float" && t != "bf16") continue;
+    args.type = t;
+    std::vector<double> off = bench::allreduce_us_checks_off(args), on = bench::allreduce_us_checks_on(args);
+    const std::vector<double> off2 = bench::allreduce_us_checks_off(args), on2 = bench::allreduce_us_checks_on(args);
+    for (std::size_t i = 0; i < args.bytes.size(); ++i) {
+      off[i] = std::min(off[i], off2[i]);
+      on[i] = std::min(on[i], on2[i]);
+      const double ratio = off[i] > 0 && on[i] > 0 ? on[i] / off[i] : 0.0;
+      std::printf("  %6s %10zu %12.2f %12.2f %8.3f\n", t.c_str(), args.bytes[i], off[i], on[i], ratio);
+      if (args.bytes[i] == 8192 && ratio > 0) {
+        a.evaluated = true;
+        if (ratio > a.worst) {
+          a.worst = ratio;
+          a.result = "worst on/off " + std::to_string(ratio).substr(0, 5) + " (" + t + ")";
+        }
+      }
+    }
+  }
+  a.pass = a.evaluated && a.worst <= 1.05;
+  return a;
+}
+
 // Targets against floors measured in the same run, with the same grid and timing:
 //   flat (LL one-shot) at <= 64 KiB within 1.3x of its exchange floor (exchange_floor above);
 //   tree at >= 16 MiB moving its required HBM traffic at >= 90% of the copy bandwidth;
@@ -1292,6 +1337,14 @@ int main(int argc, char** argv) {
   for (const auto& r : crows) correct = correct && r.error.empty() && r.tol_ok && r.identical;
   auto acc = evaluate(rows);
   const auto cacc = evaluate_coll(crows);
+  if (o.checks_cost) {
+    try {
+      acc.push_back(run_checks_cost(o));
+    } catch (const std::exception& e) {
+      std::printf("rcclx-bench: checks cost: %s\n", e.what());
+      return 1;
+    }
+  }
   std::printf("# targets against floors measured in this run (informative; the exit status is correctness only):\n");
   for (const auto& a : cacc) acc.push_back(a);
   for (const auto& a : acc) {

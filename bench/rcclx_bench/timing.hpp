@@ -16,6 +16,9 @@
 #include <vector>
 
 namespace bench {
+// Internal linkage: translation units of rcclx-bench built with and without RCCLX_CHECKS (each with
+// its own copy of rcclx) include it too (checks_cost.hpp).
+namespace {
 
 enum class timing_mode { graph, events, wall };
 
@@ -181,4 +184,5 @@ inline std::string device_name() {
 #endif
 }
 
+}  // namespace
 }  // namespace bench

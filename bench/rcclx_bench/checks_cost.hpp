@@ -1,0 +1,97 @@
+// bench/rcclx_bench/checks_cost.hpp: the cost of the checked mode (RCCLX_CHECKS, docs/checks.md).
+// The same measurement is compiled twice, into checks_on.cpp (RCCLX_CHECKS=1) and checks_off.cpp
+// (RCCLX_CHECKS=0): each has its own copy of rcclx (the checked mode is part of the inline
+// namespace), so one process times both, in the same way, alternating. Only the plain types below
+// cross between them.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+struct checks_cost_args {
+  std::string type;                // "float" or "bf16"
+  int num_ranks;                   // emulated ranks on one GPU (<= 8)
+  std::vector<std::size_t> bytes;  // message sizes
+  int warmup, iters, calls_per_graph;
+};
+
+// Median time (us) of one flat AllReduce per size (dda::flat_allreduce on emulated ranks, graph
+// replay on GPUs, wall time on the host backend); a negative entry: the size could not run.
+std::vector<double> allreduce_us_checks_on(const checks_cost_args& a);
+std::vector<double> allreduce_us_checks_off(const checks_cost_args& a);
+
+}  // namespace bench
+
+#ifdef RCCLX_BENCH_CHECKS_COST_IMPL
+// The body, included by checks_on.cpp and checks_off.cpp with RCCLX_BENCH_CHECKS_COST_IMPL set to
+// the function they define.
+#  include <rcclx/core/types.hpp>
+#  include <rcclx/testing/emulated_peers.hpp>
+#  include <rcclx/testing/launch.hpp>
+
+#  include <algorithm>
+
+#  include "timing.hpp"
+
+namespace bench {
+namespace {
+
+template <class T>
+std::vector<double> checks_cost_run(const checks_cost_args& a) {
+  namespace rt = rcclx::testing;
+  constexpr int max_r = 8;
+  std::size_t max_bytes = 16;
+  for (std::size_t b : a.bytes) max_bytes = std::max(max_bytes, b);
+  rt::emulated_world<max_r> world(a.num_ranks, max_bytes, 32);
+  rt::rank_buffers<T, max_r> buf{};
+  std::vector<void*> owned;
+  for (int r = 0; r < a.num_ranks; ++r) {
+    owned.push_back(rcclx::gpu::device_malloc(max_bytes));
+    owned.push_back(rcclx::gpu::device_malloc(max_bytes));
+    rcclx::gpu::memset_zero(owned[owned.size() - 2], max_bytes);
+    buf.in[r] = static_cast<const T*>(owned[owned.size() - 2]);
+    buf.out[r] = static_cast<T*>(owned.back());
+  }
+  const rcclx::dda::launch_config cfg = rcclx::dda::default_launch_config();
+  rcclx::gpu::stream_t stream = rcclx::current_backend == rcclx::backend::host ? nullptr : rcclx::gpu::stream_create();
+  timing_options o;
+  o.warmup = a.warmup;
+  o.iters = a.iters;
+  o.calls_per_graph = a.calls_per_graph;
+  const timing_mode mode = rcclx::current_backend == rcclx::backend::host ? timing_mode::wall : timing_mode::graph;
+  std::vector<double> us;
+  using kernel = rt::detail::emulated_allreduce<rcclx::core::op_sum, rcclx::algorithm::flat, T, max_r>;
+  for (std::size_t b : a.bytes) {
+    const std::size_t count = b / sizeof(T);
+    const kernel k{world.template device_tables<T>(), buf, count};
+    int nb = rcclx::dda::num_blocks_for<T>(count, rcclx::algorithm::flat, a.num_ranks, cfg);
+    nb = std::min(nb, rt::max_blocks_per_rank<kernel>(a.num_ranks, cfg.threads));
+    try {
+      us.push_back(time_us(mode, o, stream, [&](rcclx::gpu::stream_t s) {
+        rt::launch_emulated(a.num_ranks, nb, cfg.threads, k, s);
+      }));
+      rcclx::gpu::device_synchronize();
+      world.throw_if_error();
+    } catch (const std::exception&) {
+      us.push_back(-1.0);
+      rcclx::gpu::device_synchronize();
+      world.reset();
+    }
+  }
+  if (stream) rcclx::gpu::stream_destroy(stream);
+  for (void* p : owned) rcclx::gpu::device_free(p);
+  return us;
+}
+
+}  // namespace
+
+std::vector<double> RCCLX_BENCH_CHECKS_COST_IMPL(const checks_cost_args& a) {
+  if (a.type == "bf16") return checks_cost_run<rcclx::bf16>(a);
+  return checks_cost_run<float>(a);
+}
+
+}  // namespace bench
+#endif

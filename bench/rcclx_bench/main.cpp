@@ -91,6 +91,7 @@ struct options {
                "                   [--procs N [--no-compare] | --procs-child] [--procs-blocks B]   one process per rank (procs.hpp)\n"
                "                   [--collectives] [--collectives-only] [--coll-min-bytes B] [--coll-max-bytes B]\n"
                "                   [--checks-cost]   flat AllReduce with and without RCCLX_CHECKS (docs/checks.md)\n"
+               "                   [--checks-cost-only]   that table alone\n"
                "                   [--json FILE] [--csv FILE] [--png FILE] [--suite gpu|host --out DIR]\n"
                "sizes accept K, M and G suffixes (KiB, MiB, GiB)\n",
                why.c_str());
@@ -144,6 +145,7 @@ options parse(int argc, char** argv) {
     else if (a == "--collectives") o.collectives = true;
     else if (a == "--collectives-only") o.collectives = true, o.dda = false;
     else if (a == "--checks-cost") o.checks_cost = true;
+    else if (a == "--checks-cost-only") o.checks_cost = true, o.dda = false;
     else if (a == "--coll-min-bytes") o.coll_min_bytes = parse_size(value(i));
     else if (a == "--coll-max-bytes") o.coll_max_bytes = parse_size(value(i));
     else if (a == "--json") o.json = value(i);

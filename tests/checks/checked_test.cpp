@@ -100,6 +100,8 @@ std::vector<std::vector<float>> run_per_rank(rt::emulated_world<max_r>& world, c
   return result;
 }
 
+}  // namespace
+
 TEST_CASE("checked mode: per-rank AllReduce calls that disagree fail on every rank, outputs untouched", "[checks]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
   if (!rcclx_test::concurrent_kernels_possible()) return;
@@ -156,6 +158,8 @@ TEST_CASE("checked mode: per-rank AllReduce calls that disagree fail on every ra
     CHECK(wrong == 0);
   }
 }
+
+namespace {
 
 // ---- tile AllReduce ---------------------------------------------------------------------------------
 
@@ -240,6 +244,8 @@ struct tile_setup {
   }
 };
 
+}  // namespace
+
 TEST_CASE("checked mode: tile AllReduce ranks that disagree on the tile shape or count fail, outputs untouched",
           "[checks]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
@@ -323,4 +329,3 @@ TEST_CASE("checked mode: a tile AllReduce call without finish() makes the next c
   s.check_recovers(m);
 }
 
-}  // namespace

@@ -1,4 +1,5 @@
-# rcclx_add_kernel_sources(<target> BACKEND <host|hip|cuda> [SOURCES <file>...] [ARCHS <arch>...])
+# rcclx_add_kernel_sources(<target> BACKEND <host|hip|cuda> [SOURCES <file>...] [ARCHS <arch>...]
+#                          [CHECKS <ON|OFF>])
 #
 # Compiles <target>'s kernel sources (SOURCES, default: every source of the target) for one backend
 # and links the matching rcclx target. Installed with the package and available after
@@ -18,6 +19,9 @@
 #         C++ with --offload-arch=<arch> for each of ARCHS (default gfx942). Links rcclx::hip
 #         (hip::device + rocPRIM: find_package(hip) and find_package(rocprim)). With one target, its
 #         family is defined as RCCLX_BUILD_ARCH (gpu::build_arch: compile-time tuning choices).
+# CHECKS: the checked mode (docs/checks.md) for the whole target: RCCLX_CHECKS=1 (ON) or 0 (OFF).
+# Default: the build type decides (on without NDEBUG, as in Debug; off in Release). Turn it ON for
+# the unit tests of your kernels on emulated peers. Every rank of a job must use the same setting.
 # The vendor packages are looked for only when a target asks for that backend, so a host-only
 # consumer's configure never searches for HIP or CUDA.
 include_guard(GLOBAL)
@@ -60,7 +64,7 @@ function(rcclx_backend_target backend out)
 endfunction()
 
 function(rcclx_add_kernel_sources target)
-  cmake_parse_arguments(A "" "BACKEND" "SOURCES;ARCHS" ${ARGN})
+  cmake_parse_arguments(A "" "BACKEND;CHECKS" "SOURCES;ARCHS" ${ARGN})
   if(A_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "rcclx_add_kernel_sources(${target}): unknown arguments '${A_UNPARSED_ARGUMENTS}'")
   endif()
@@ -69,6 +73,13 @@ function(rcclx_add_kernel_sources target)
   endif()
   if(NOT A_BACKEND)
     message(FATAL_ERROR "rcclx_add_kernel_sources(${target}): BACKEND host, hip or cuda is required")
+  endif()
+  if(DEFINED A_CHECKS)
+    if(A_CHECKS)
+      target_compile_definitions(${target} PRIVATE RCCLX_CHECKS=1)
+    else()
+      target_compile_definitions(${target} PRIVATE RCCLX_CHECKS=0)
+    endif()
   endif()
   set(sources ${A_SOURCES})
   if(NOT sources)

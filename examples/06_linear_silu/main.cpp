@@ -80,11 +80,12 @@ int main(int argc, char** argv) {
   for (float& b : bias) b = dist(gen);
   float* dev_bias = static_cast<float*>(rcclx::gpu::device_malloc(N * sizeof(float)));
   rcclx::gpu::copy(dev_bias, bias.data(), N * sizeof(float));
-  peers.run(/*blocks_per_rank=*/2, /*threads=*/on_gpu ? 256 : 1,
+  const int threads = rcclx::current_backend == rcclx::backend::host ? 1 : 256;  // the host backend: 1 per block
+  peers.run(/*blocks_per_rank=*/2, threads,
             linear_silu{peers.device_tables(), peers.device_buffers(), dev_bias, map, k, fz::tile_slots{0, tiles}});
+  rcclx::gpu::device_free(dev_bias);
   // peers.output(r): M x N on every rank, the same bits everywhere
   // [minimal-host]
-  rcclx::gpu::device_free(dev_bias);
 
   // float64 reference: the K-sum of every rank's slice, bias, SiLU.
   std::size_t bad = 0, differ = 0;

@@ -164,7 +164,9 @@ namespace {
 // ---- tile AllReduce ---------------------------------------------------------------------------------
 
 // Every block of every rank: write its tiles (rank + 1 everywhere), publish, reduce into out[rank]
-// through rank_map[rank]; finish() unless skip_finish.
+// through rank_map[rank]; finish() unless skip_finish (every block) or the block is skip_block.
+// second_object: the reduce goes through another object of the same call (a kernel may construct
+// it more than once, e.g. in a helper per tile).
 struct tile_kernel {
   const rcclx::core::peer_table<float, max_r>* tables;
   float* out[max_r];
@@ -173,6 +175,8 @@ struct tile_kernel {
   int num_tiles[max_r];
   fz::tile_slots slots;
   bool skip_finish;
+  int skip_block;
+  bool second_object;
 
   template <class G>
   RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
@@ -185,9 +189,15 @@ struct tile_kernel {
       ar.publish(g, t);
     }
     const fz::epilogue<fz::store<float>> epi{{out[r], map[r].cols}};
-    for (int t = ix.block; t < num_tiles[r]; t += ix.num_blocks)
-      if (!ar.template reduce<4>(g, t, map[r], epi)) break;
-    if (!skip_finish) ar.finish(g, ix.num_blocks);
+    for (int t = ix.block; t < num_tiles[r]; t += ix.num_blocks) {
+      if (second_object) {
+        const fz::tile_allreduce<float, max_r> again(tables[r], slots, tile_elems[r], num_tiles[r]);
+        if (!again.template reduce<4>(g, t, map[r], epi)) break;
+      } else if (!ar.template reduce<4>(g, t, map[r], epi)) {
+        break;
+      }
+    }
+    if (!skip_finish && ix.block != skip_block) ar.finish(g, ix.num_blocks);
   }
 };
 
@@ -205,7 +215,7 @@ struct tile_setup {
   }
   // Runs the kernel with rank r's map maps[r]; returns how many output elements changed.
   std::size_t run(const std::vector<fz::tile_map>& maps, bool skip_finish = false,
-                  const std::vector<std::size_t>& tile_elems = {}) {
+                  const std::vector<std::size_t>& tile_elems = {}, int skip_block = -1, bool second_object = false) {
     const std::vector<float> s(out_elems, sentinel);
     tile_kernel k{};
     k.tables = world.device_tables<float>();
@@ -218,6 +228,8 @@ struct tile_setup {
     }
     k.slots = slots;
     k.skip_finish = skip_finish;
+    k.skip_block = skip_block;
+    k.second_object = second_object;
     rt::launch_emulated(n, 2, threads, k);
     rcclx::gpu::device_synchronize();
     std::size_t touched = 0;
@@ -326,6 +338,27 @@ TEST_CASE("checked mode: a tile AllReduce call without finish() makes the next c
   CHECK(code == errc::invalid_argument);
   CHECK(e.find("did not call finish() in every block") != std::string::npos);
   for (const std::string& x : all_errors(s.world)) CHECK(x.find("finish()") != std::string::npos);
+  s.check_recovers(m);
+
+  // One block of each rank skips it: the counter stays too; the next call is refused.
+  s.world.reset();
+  CHECK(s.run({m, m, m}, false, {}, /*skip_block=*/1) == static_cast<std::size_t>(s.n) * 64 * 64);
+  CHECK(first_error(s.world).empty());
+  CHECK(s.run({m, m, m}) == 0);
+  CHECK(first_error(s.world).find("did not call finish() in every block") != std::string::npos);
+  s.check_recovers(m);
+}
+
+TEST_CASE("checked mode: objects constructed more than once per call and back-to-back calls pass", "[checks]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  tile_setup s;
+  const fz::tile_map m{64, 64, 8, 32};
+  s.world.reset();
+  for (int call = 0; call < 4; ++call) {
+    CAPTURE(call);
+    CHECK(s.run({m, m, m}, false, {}, -1, /*second_object=*/call % 2 == 1) == static_cast<std::size_t>(s.n) * 64 * 64);
+    CHECK(first_error(s.world).empty());
+  }
   s.check_recovers(m);
 }
 

@@ -169,12 +169,15 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t check_begin(const Group& g, co
 // into a group vote (g.sync_or(!ok)) before the first output is written. False on a mismatch (the
 // record names the field and both values) or an expired wait (barrier_kind::check; `block` in the
 // records). `map`: fp is a tile map's fingerprint. `only`: serve this one peer only (>= 0).
+// `below`: serve only peers 0 .. below - 1 (those that publish this packet: a tree tile map's owners).
 template <class Group, int MaxRanks>
 RCCLX_HOST_DEVICE inline bool check_verify(const Group& g, const signal_pads<MaxRanks>& s, int slot, std::uint32_t flag,
-                                           const call_fingerprint& fp, int block, bool map = false, int only = -1) {
+                                           const call_fingerprint& fp, int block, bool map = false, int only = -1,
+                                           int below = max_ranks) {
   flag = detail::nonzero_flag(flag);
   if (only >= 0 && g.thread_rank() != 0) return true;  // one thread serves that peer
-  for (int p = only >= 0 ? only : g.thread_rank(); p < s.num_ranks; p += g.size()) {
+  const int end = below < s.num_ranks ? below : s.num_ranks;
+  for (int p = only >= 0 ? only : g.thread_rank(); p < end; p += g.size()) {
     if (p != s.rank) {
       const unsigned char* pkt = s.check_packet(p, flag, slot);
       ll_packet q;

@@ -173,10 +173,10 @@ inline std::string describe(const error_record& r) {
   if (r.code == static_cast<std::uint32_t>(errc::invalid_argument)) {
     switch (static_cast<misuse>(r.kind)) {
       case misuse::missing_finish:
-        return rank + ": the previous tile AllReduce call on these pad slots did not call finish() in every block (" +
-               std::to_string(r.observed) + " blocks constructed it since the last finished call, this launch has " +
-               std::to_string(r.reserved) + " per rank): call finish(g, num_blocks) once per block and call; no "
-               "output was written";
+        return rank + ": the previous tile AllReduce call on these pad slots (from slot " + std::to_string(r.block) +
+               ") did not call finish() in every block: its call counter stayed at call " +
+               std::to_string(r.observed) + ", so its flags would pass this call's waits. Call finish(g, num_blocks) "
+               "once per block and call; no output was written";
       case misuse::map_vector_width:
         return rank + " (tile " + std::to_string(r.block) + "): the tile map's columns (" + std::to_string(r.observed) +
                ") are not a multiple of the vector width (" + std::to_string(r.reserved) +
@@ -192,8 +192,11 @@ inline std::string describe(const error_record& r) {
     return rank + ": invalid argument (misuse " + std::to_string(r.kind) + ")";
   }
   const bool check = r.kind == static_cast<std::uint32_t>(barrier_kind::check);
+  // A tile wait records the tile, not the block.
+  const bool tile = r.kind == static_cast<std::uint32_t>(barrier_kind::tile);
   return "rank " + std::to_string(r.waiting_rank) + " timed out in the " +
-         to_string(static_cast<barrier_kind>(r.kind)) + " barrier (block " + std::to_string(r.block) +
+         to_string(static_cast<barrier_kind>(r.kind)) + " barrier (" + (tile ? "tile " : "block ") +
+         std::to_string(r.block) +
          ", call " + std::to_string(r.call) + ") waiting for rank " + std::to_string(r.missing_rank) +
          " (its flag read " + std::to_string(r.observed) + "): rank " + std::to_string(r.missing_rank) +
          " never arrived" +

@@ -111,6 +111,36 @@ RCCLX_HOST_DEVICE constexpr bool map_columns_checked(const tile_map&) { return t
 RCCLX_HOST_DEVICE constexpr bool map_columns_checked(const row_tiles&) { return true; }
 template <class Map>
 RCCLX_HOST_DEVICE constexpr bool map_columns_checked(const Map&) { return false; }
+
+// Checked mode: did the previous call on these slots leave its call counter where it was (a block
+// that skipped finish())? Its flags would then pass this call's waits. The slot's word holds the
+// launch and the call (low 15 and 16 bits) of the last object constructed there, and bit 31 once
+// the answer was yes: the first thread of a new launch to see the word finds the previous launch
+// with this same call number (yes) or the one before (no) and leaves the answer for the rest of
+// its launch, which may construct objects of the call any number of times. Every thread gets the
+// same answer; typically a warp's worth of compare-and-swaps per call. Unknown launches pass.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE inline bool previous_call_unfinished(const core::signal_pads<MaxRanks>& s, int slot,
+                                                       std::uint32_t epoch) {
+  const std::uint32_t launch = gpu::launch_id() & 0x7FFFu;
+  if (launch == 0) return false;
+  constexpr std::uint32_t yes = 0x80000000u;
+  std::uint32_t* w = s.check_epoch_slot(slot);
+  const std::uint32_t mine = (launch << 16) | (epoch & 0xFFFFu);
+  std::uint32_t prev = gpu::load_relaxed_system(w);
+  for (;;) {
+    const bool same_launch = ((prev >> 16) & 0x7FFFu) == launch && (prev & 0xFFFFu) == (epoch & 0xFFFFu);
+    const bool bad = same_launch ? (prev & yes) != 0 : (prev & 0xFFFFu) == (epoch & 0xFFFFu);
+    if (same_launch) return bad;
+    const std::uint32_t want = mine | (bad ? yes : 0u);
+    const std::uint32_t got = gpu::compare_exchange_local(w, prev, want);
+    if (got == prev) {
+      if (bad) core::detail::record_misuse(s, core::misuse::missing_finish, slot, epoch, 0u);
+      return bad;
+    }
+    prev = got;
+  }
+}
 }  // namespace detail
 
 // Which block of a rank reduces a tile (the same on every rank and every block of a call).
@@ -190,18 +220,7 @@ class tile_allreduce {
 #if RCCLX_CHECKS
     fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
                                          static_cast<std::size_t>(num_tiles), 0, tile_elems);
-    if (num_tiles > 0) {
-      // Constructions since the last finished call: at most this launch's blocks per rank minus
-      // one, unless a call before this one did not call finish() in every block (its epoch did not
-      // advance, so its flags would pass this call's waits). One count per block, before any wait.
-      const core::signal_pads<MaxRanks>& s = t.signals;
-      const std::uint32_t before = gpu::fetch_add_local(s.check_epoch_slot(slots.first), 1u) - arrived_before_;
-      const int blocks = gpu::launch_blocks();
-      if (blocks > 0 && before >= static_cast<std::uint32_t>(blocks)) {
-        bad_ = true;
-        core::detail::record_misuse(s, core::misuse::missing_finish, 0, before, static_cast<std::uint32_t>(blocks));
-      }
-    }
+    if (num_tiles > 0) bad_ = detail::previous_call_unfinished(t.signals, slots.first, epoch_);
 #endif
   }
 
@@ -524,11 +543,20 @@ class tile_allreduce {
     return true;
   }
 
-  // Checked mode, group-collective, after the waits: every peer reduces with the same map.
+  // Checked mode, group-collective, after the waits: this rank's map is the one every rank that
+  // reduces uses (flat: every rank; tree: the owners, the only ranks sure to pass a map: a tree
+  // kernel may call reduce_owned on its own tiles alone). A tree rank that only reads results with
+  // another map fails alone; the owners' outputs are right for theirs.
   template <class Group, class Map>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool map_agrees(const Group& g, int tile, const Map& map) const {
 #if RCCLX_CHECKS
-    const bool ok = core::check_verify(g, t_->signals, slots_.first + 1, epoch_, detail::map_fingerprint(map), tile, true);
+    int owners = num_ranks();
+    if (is_tree() && num_tiles_ > 0) {
+      const int per = num_tiles_ > owners ? (num_tiles_ + owners - 1) / owners : 1;
+      owners = (num_tiles_ + per - 1) / per;
+    }
+    const bool ok = core::check_verify(g, t_->signals, slots_.first + 1, epoch_, detail::map_fingerprint(map), tile,
+                                       true, -1, owners);
     return !g.sync_or(!ok);
 #else
     (void)g;

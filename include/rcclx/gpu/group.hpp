@@ -7,6 +7,8 @@
 //   bool any_failed = g.sync_or(my_failed);
 #pragma once
 
+#include <cstdint>
+
 #include "vendor.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -68,26 +70,32 @@ using default_group = thread_group;
 
 #if !RCCLX_BACKEND_GPU
 namespace detail {
-// The block count of the launch the calling host thread runs a block of (run_host_blocks sets it,
-// launch_emulated narrows it to one rank's blocks); 0 outside a launch.
-inline int& host_launch_blocks() {
-  thread_local int n = 0;
-  return n;
+// The identity of the launch the calling host thread runs a block of (run_host_blocks sets it);
+// 0 outside a launch.
+inline std::uint32_t& host_launch_id() {
+  thread_local std::uint32_t id = 0;
+  return id;
 }
 }  // namespace detail
 #endif
 
-// Blocks of one rank's grid in the current launch: gridDim.x * gridDim.y on GPUs (launch_emulated
-// puts its ranks in z), the blocks of the current run_host_blocks launch (of one rank under
-// launch_emulated) on the host backend; 0 where unknown. The checked mode uses it (a tile
-// AllReduce call's blocks).
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int launch_blocks() {
-#if RCCLX_DEVICE_COMPILE
-  return static_cast<int>(gridDim.x * gridDim.y);
+// An identity of the current kernel launch: the same in every block of one launch, different in
+// the next launch (low 32 bits of the grid id on NVIDIA, the dispatch packet's ring slot on AMD, a
+// launch counter on the host backend); 0 where unknown (host code of a GPU build). The checked mode uses
+// it to tell a new call from a second object of the same call (a tile AllReduce's missing finish()).
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t launch_id() {
+#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_CUDA
+  unsigned long long id;
+  asm volatile("mov.u64 %0, %%gridid;" : "=l"(id));
+  return static_cast<std::uint32_t>(id);
+#elif RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_HIP
+  // The AQL dispatch packet's slot in its queue's ring (64-byte packets): consecutive launches on a
+  // queue use consecutive slots.
+  return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(__builtin_amdgcn_dispatch_ptr()) >> 6);
 #elif RCCLX_BACKEND_GPU
   return 0;
 #else
-  return detail::host_launch_blocks();
+  return detail::host_launch_id();
 #endif
 }
 

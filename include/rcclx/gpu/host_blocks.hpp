@@ -17,7 +17,9 @@
 
 #if !RCCLX_BACKEND_GPU
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -36,6 +38,7 @@ struct host_launch {
   void (*block)(const void*, int);
   const void* ctx;
   int n;
+  std::uint32_t id;  // gpu::launch_id() in its blocks
   std::mutex m;
   std::condition_variable done;
   int remaining;
@@ -73,7 +76,10 @@ class host_block_pool {
 
   void run(int n, void (*block)(const void*, int), const void* ctx) {
     if (n <= 0) return;
-    host_launch l{block, ctx, n, {}, {}, n, nullptr};
+    static std::atomic<std::uint32_t> launches{0};
+    std::uint32_t id = launches.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (id == 0) id = launches.fetch_add(1, std::memory_order_relaxed) + 1;  // 0 means "unknown"
+    host_launch l{block, ctx, n, id, {}, {}, n, nullptr};
     std::vector<host_worker*> w;
     w.reserve(static_cast<std::size_t>(n));
     {
@@ -130,7 +136,7 @@ inline void host_worker::loop() {
       launch_ = nullptr;
     }
     try {
-      host_launch_blocks() = l->n;
+      host_launch_id() = l->id;
       l->block(l->ctx, i);
     } catch (...) {
       std::lock_guard<std::mutex> lock(l->m);

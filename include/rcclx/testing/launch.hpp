@@ -74,7 +74,7 @@ struct min_blocks_of<F, std::void_t<decltype(F::min_blocks_per_multiprocessor)>>
 template <class F>
 RCCLX_DEVICE RCCLX_FORCEINLINE void run_emulated_block(const F& f, int num_ranks, int blocks_per_rank) {
   launch_index ix;
-  ix.rank = static_cast<int>(blockIdx.z);  // ranks in z: gridDim.x is one rank's grid (gpu::launch_blocks)
+  ix.rank = static_cast<int>(blockIdx.z);  // ranks in z: gridDim.x is one rank's grid
   ix.block = static_cast<int>(blockIdx.x);
   ix.num_blocks = blocks_per_rank;
   ix.num_ranks = num_ranks;
@@ -157,7 +157,6 @@ inline void launch_emulated(int num_ranks, int blocks_per_rank, int threads_per_
       num_ranks * blocks_per_rank,
       [](const void* p, int i) {
         const grid& x = *static_cast<const grid*>(p);
-        gpu::detail::host_launch_blocks() = x.blocks_per_rank;  // one rank's grid
         (*x.f)(gpu::thread_group{}, launch_index{i / x.blocks_per_rank, i % x.blocks_per_rank, x.blocks_per_rank,
                                                  x.num_ranks});
       },

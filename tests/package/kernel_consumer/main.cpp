@@ -8,6 +8,10 @@
 #include <cstdio>
 #include <vector>
 
+#ifdef RCCLX_CONSUMER_EXPECT_CHECKS  // rcclx_add_kernel_sources(... CHECKS ON|OFF) reached the sources
+static_assert(rcclx::checks == (RCCLX_CONSUMER_EXPECT_CHECKS != 0), "CHECKS did not reach the kernel sources");
+#endif
+
 struct add_then_allreduce {
   const rcclx::core::peer_table<float, 4>* tables;
   float* out[4];
@@ -42,6 +46,6 @@ int main() {
     for (float x : got) bad += x != 10.0f;  // 1 + 2 + 3 + 4
     rcclx::gpu::device_free(k.out[r]);
   }
-  std::printf("kernel_consumer: %s\n", bad ? "WRONG" : "sums ok");
+  std::printf("kernel_consumer: %s (checked mode %s)\n", bad ? "WRONG" : "sums ok", rcclx::checks ? "on" : "off");
   return bad ? 1 : 0;
 }

@@ -18,6 +18,13 @@ rcclx_need_packages() {
     [ -d /usr/include/rocprim ] || missing+=(librocprim-dev)
     command -v clang++-19 >/dev/null || missing+=(clang-19)
   fi
+  if [ "${RCCLX_SKIP_PYTHON:-0}" != 1 ]; then
+    # The Python package's tests (label python): Debian's interpreter and torch (CPU).
+    [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch" 2>/dev/null || missing+=(python3-torch)
+    [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import pytest" 2>/dev/null || missing+=(python3-pytest)
+    [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import setuptools" 2>/dev/null || missing+=(python3-setuptools)
+    [ -f /usr/include/python3.11/Python.h ] || missing+=(python3-dev)
+  fi
   echo "${missing[@]:-}"
 }
 

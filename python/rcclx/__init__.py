@@ -1,0 +1,132 @@
+"""rcclx for PyTorch: collectives over a torch.distributed group, as torch operators.
+
+    import torch.distributed as dist, rcclx
+    dist.init_process_group("gloo")                # or "nccl"; any group works
+    comm = rcclx.Communicator()                    # collective over the default group
+    comm.all_reduce(t)                             # in place, as dist.all_reduce; returns t
+    torch.ops.rcclx.all_reduce(t, comm.id, "sum", "automatic")   # the registered operator
+
+The set-up exchange travels over the group (torch.distributed.all_gather_object): rcclx opens no
+socket of its own. docs/pytorch.md.
+"""
+import enum
+
+import torch
+import torch.distributed as dist
+
+from . import _C  # registers torch.ops.rcclx.*
+
+__all__ = ["Communicator", "ReduceOp", "new_comm", "backend", "max_ranks"]
+
+backend = _C.backend      # "host" (CPU tensors, ranks as processes) or "cuda"
+max_ranks = _C.max_ranks
+
+_OPS = ("sum", "min", "max")
+_ALGORITHMS = ("flat", "tree", "low_precision", "automatic")
+
+
+class ReduceOp(enum.Enum):
+    """The torchcomms spelling (rcclx.ReduceOp.SUM)."""
+    SUM = "sum"
+    MIN = "min"
+    MAX = "max"
+
+
+def _op_name(op):
+    if isinstance(op, ReduceOp):
+        return op.value
+    if isinstance(op, str) and op in _OPS:
+        return op
+    raise ValueError(f"rcclx: op must be one of {_OPS} or an rcclx.ReduceOp (got {op!r})")
+
+
+def _algorithm_name(a):
+    if a not in _ALGORITHMS:
+        raise ValueError(f"rcclx: algorithm must be one of {_ALGORITHMS} (got {a!r})")
+    return a
+
+
+class _Done:
+    """The work object of an async_op=True call (the call has completed on return)."""
+
+    def __init__(self, result):
+        self._result = result
+
+    def wait(self, timeout=None):
+        return True
+
+    def is_completed(self):
+        return True
+
+    def result(self):
+        return self._result
+
+
+class Communicator:
+    """Every rank of `group` (None: the default group) constructs one, in the same order.
+
+    buffer_bytes: the workspace each rank shares with its peers (default 8 MiB);
+    timeout: seconds a rank waits for a peer before the call fails with an error naming it.
+    """
+
+    def __init__(self, group=None, device=None, buffer_bytes=0, timeout=0.0):
+        if not dist.is_initialized():
+            raise RuntimeError("rcclx.Communicator: torch.distributed is not initialized "
+                               "(call torch.distributed.init_process_group first)")
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.num_ranks = dist.get_world_size(group)
+        if not 2 <= self.num_ranks <= max_ranks:
+            raise ValueError(f"rcclx.Communicator: the group has {self.num_ranks} ranks; rcclx takes 2..{max_ranks}")
+        self.device = torch.device(device) if device is not None else (
+            torch.device("cpu") if backend == "host" else torch.device("cuda", torch.cuda.current_device()))
+        n = self.num_ranks
+
+        def allgather(data: bytes) -> bytes:
+            out = [None] * n
+            dist.all_gather_object(out, data, group=group)
+            return b"".join(out)
+
+        self._allgather = allgather
+        self.id = _C.create(self.rank, n, allgather, int(buffer_bytes), float(timeout))
+
+    def destroy(self):
+        """Frees this rank's buffers (collective: every rank calls it)."""
+        if getattr(self, "id", None) is not None:
+            _C.destroy(self.id)
+            self.id = None
+
+    # ---- the torch.distributed spelling ----
+    def all_reduce(self, t, op="sum", algorithm="automatic"):
+        """In place, as torch.distributed.all_reduce; returns t. The same bits on every rank."""
+        return torch.ops.rcclx.all_reduce(t, self.id, _op_name(op), _algorithm_name(algorithm))
+
+    def all_gather(self, out, t, algorithm="automatic"):
+        """out: num_ranks x t.numel() elements, as torch.distributed.all_gather_into_tensor."""
+        torch.ops.rcclx.all_gather(out, t, self.id, _algorithm_name(algorithm))
+        return out
+
+    def reduce_scatter(self, out, t, op="sum", algorithm="automatic"):
+        """t: num_ranks x out.numel() elements, as torch.distributed.reduce_scatter_tensor."""
+        torch.ops.rcclx.reduce_scatter(out, t, self.id, _op_name(op), _algorithm_name(algorithm))
+        return out
+
+    def all_to_all(self, out, t, algorithm="automatic"):
+        """Equal splits, as torch.distributed.all_to_all_single."""
+        torch.ops.rcclx.all_to_all(out, t, self.id, _algorithm_name(algorithm))
+        return out
+
+    # ---- the torchcomms spelling ----
+    def allreduce(self, t, op=ReduceOp.SUM, async_op=False):
+        self.all_reduce(t, op)
+        return _Done(t) if async_op else None
+
+
+def new_comm(device, name=None, group=None, **kwargs):
+    """torchcomms' constructor: a Communicator over `group` (default: the torchrun job's default
+    group, initialised here from the environment if needed)."""
+    if not dist.is_initialized():
+        dist.init_process_group("gloo" if backend == "host" else "nccl")
+    c = Communicator(group=group, device=device, **kwargs)
+    c.name = name
+    return c

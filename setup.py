@@ -1,0 +1,32 @@
+# The rcclx Python package (python/rcclx): a torch extension over the header-only library.
+#   pip install --no-build-isolation .      (or: python3 -m pip install --no-build-isolation -e .)
+# Built for the CUDA backend when torch has CUDA and nvcc is found (RCCLX_TORCH_BACKEND=cuda|host
+# chooses), otherwise for the host backend (CPU tensors, ranks as processes sharing memory).
+import os
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension, CUDA_HOME
+import torch
+
+here = os.path.dirname(os.path.abspath(__file__))
+want = os.environ.get("RCCLX_TORCH_BACKEND", "cuda" if (torch.version.cuda and CUDA_HOME) else "host")
+if want not in ("host", "cuda"):
+    raise SystemExit(f"RCCLX_TORCH_BACKEND must be host or cuda (got {want!r})")
+include = [os.path.join(here, "include")]
+cxx = ["-O2", "-std=c++17"]
+if want == "cuda":
+    # The same source, compiled by nvcc as CUDA (the library's CUDA backend).
+    ext = CUDAExtension("rcclx._C", ["python/rcclx/csrc/ops.cu"], include_dirs=include,
+                        extra_compile_args={"cxx": cxx, "nvcc": ["-O2", "-std=c++17", "--expt-relaxed-constexpr"]})
+else:
+    ext = CppExtension("rcclx._C", ["python/rcclx/csrc/ops.cpp"], include_dirs=include, extra_compile_args=cxx)
+
+setup(
+    name="rcclx",
+    version="0.1.0",
+    description="rcclx collectives for PyTorch",
+    package_dir={"": "python"},
+    packages=["rcclx"],
+    ext_modules=[ext],
+    cmdclass={"build_ext": BuildExtension},
+)

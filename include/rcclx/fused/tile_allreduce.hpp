@@ -211,7 +211,7 @@ class tile_allreduce {
     // read, whatever the compiler does with the loads; see finish().
     const std::uint32_t call = gpu::load_acquire_system(t.signals.counter_slot(slots.first, 0));
     epoch_ = call + 1u;
-    arrived_before_ = *t.signals.inbox_slot(t.rank(), slots.first, 0);
+    arrived_before_ = gpu::load_relaxed_system(t.signals.inbox_slot(t.rank(), slots.first, 0));
     base_ = (call & 1u) ? half_bytes(t.capacity_bytes) : 0;
     results_ = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
     if constexpr (Algo == algorithm::automatic)  // the same choice on every rank: same tiles, same build
@@ -460,6 +460,11 @@ class tile_allreduce {
   template <class Group>
   RCCLX_HOST_DEVICE void finish(const Group& g, int num_blocks) const {
     if (num_tiles_ <= 0) return;  // an empty call touched nothing: it keeps the half
+#if RCCLX_CHECKS
+    // A call refused for a missing finish() before it counts nothing: its blocks all keep the
+    // call number they were refused with (the pads need a reset, as after any error).
+    if (bad_) return;
+#endif
     g.sync();
     if (g.thread_rank() == 0) {
       // Control slot of this rank: counter[0] = calls completed, counter[1] = blocks that finished

@@ -129,9 +129,9 @@ RCCLX_HOST_DEVICE inline bool previous_call_unfinished(const core::signal_pads<M
   const std::uint32_t mine = (launch << 16) | (epoch & 0xFFFFu);
   std::uint32_t prev = gpu::load_relaxed_system(w);
   for (;;) {
-    const bool same_launch = ((prev >> 16) & 0x7FFFu) == launch && (prev & 0xFFFFu) == (epoch & 0xFFFFu);
-    const bool bad = same_launch ? (prev & yes) != 0 : (prev & 0xFFFFu) == (epoch & 0xFFFFu);
-    if (same_launch) return bad;
+    const bool same_call = (prev & 0xFFFFu) == (epoch & 0xFFFFu);
+    if (same_call && ((prev >> 16) & 0x7FFFu) == launch) return (prev & yes) != 0;  // this launch decided
+    const bool bad = same_call;  // a new launch with the call number of the previous one
     const std::uint32_t want = mine | (bad ? yes : 0u);
     const std::uint32_t got = gpu::compare_exchange_local(w, prev, want);
     if (got == prev) {
@@ -239,9 +239,7 @@ class tile_allreduce {
       return rank();
     } else {
       if (!is_tree()) return rank();
-      const int n = num_ranks();
-      const int per = num_tiles_ > n ? (num_tiles_ + n - 1) / n : 1;
-      return tile / per;
+      return tile / tiles_per_owner();
     }
   }
   RCCLX_HOST_DEVICE bool owns(int tile) const { return owner(tile) == rank(); }
@@ -493,6 +491,12 @@ class tile_allreduce {
   }
 
  private:
+  // Tree: tiles of one owner's chunk (tile t belongs to rank t / tiles_per_owner()).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int tiles_per_owner() const {
+    const int n = num_ranks();
+    return num_tiles_ > n ? (num_tiles_ + n - 1) / n : 1;
+  }
+
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool is_tree() const {
     if constexpr (Algo == algorithm::automatic) return tree_;
     else return Algo == algorithm::tree;
@@ -555,11 +559,8 @@ class tile_allreduce {
   template <class Group, class Map>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool map_agrees(const Group& g, int tile, const Map& map) const {
 #if RCCLX_CHECKS
-    int owners = num_ranks();
-    if (is_tree() && num_tiles_ > 0) {
-      const int per = num_tiles_ > owners ? (num_tiles_ + owners - 1) / owners : 1;
-      owners = (num_tiles_ + per - 1) / per;
-    }
+    const int per = tiles_per_owner();
+    const int owners = is_tree() && num_tiles_ > 0 ? (num_tiles_ + per - 1) / per : num_ranks();
     const bool ok = core::check_verify(g, t_->signals, slots_.first + 1, epoch_, detail::map_fingerprint(map), tile,
                                        true, -1, owners);
     return !g.sync_or(!ok);

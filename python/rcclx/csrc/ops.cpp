@@ -134,20 +134,28 @@ void with_type(at::ScalarType s, F&& f) {
   }
 }
 
-// rcclx::error -> a Python RuntimeError carrying its message (names the rank, the barrier, ...).
+// f(T{}) with T the C++ type of t's dtype; an rcclx::error becomes a Python RuntimeError carrying
+// its message (names the rank, the barrier, ...).
 template <class F>
-void guarded(F&& f) {
+void run_typed(const at::Tensor& t, F&& f) {
   try {
-    f();
+    with_type(t.scalar_type(), f);
   } catch (const rcclx::error& e) {
     TORCH_CHECK(false, e.what());
   }
 }
 
-rcclx::algorithm resolve(rcclx::lpc::collective c, rcclx::algorithm a, std::size_t bytes, int n) {
+// An output / input pair of a collective: both usable, the same dtype.
+void check_pair(const char* what, const at::Tensor& out, const at::Tensor& in) {
+  check_tensor(what, "the input", in);
+  check_tensor(what, "the output", out);
+  TORCH_CHECK(out.scalar_type() == in.scalar_type(), "rcclx.", what, ": the output's dtype ", out.scalar_type(),
+              " differs from the input's ", in.scalar_type());
+}
+
+rcclx::algorithm resolve(rcclx::lpc::collective c, rcclx::algorithm a, std::size_t bytes) {
   // automatic: low precision where RCCL_LOW_PRECISION_ENABLE* enables it for this size (lpc/select.hpp).
   if (a == rcclx::algorithm::automatic && rcclx::lpc::use_low_precision(c, bytes)) return rcclx::algorithm::low_precision;
-  (void)n;
   return a;
 }
 
@@ -155,71 +163,54 @@ at::Tensor all_reduce(at::Tensor t, std::int64_t comm, std::string op, std::stri
   check_tensor("all_reduce", "the tensor", t);
   const auto e = find(comm);
   const auto o = parse_op(op);
-  auto a = parse_algorithm(algorithm);
-  a = resolve(rcclx::lpc::collective::allreduce, a, t.nbytes(), e->num_ranks);
-  guarded([&] {
-    with_type(t.scalar_type(), [&](auto tag) {
-      using T = decltype(tag);
-      T* p = static_cast<T*>(t.data_ptr());
-      e->comm->allreduce<T>(p, p, static_cast<std::size_t>(t.numel()), o, a, stream_of(t));
-    });
+  const auto a = resolve(rcclx::lpc::collective::allreduce, parse_algorithm(algorithm), t.nbytes());
+  run_typed(t, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = static_cast<T*>(t.data_ptr());
+    e->comm->allreduce<T>(p, p, static_cast<std::size_t>(t.numel()), o, a, stream_of(t));
   });
   return t;
 }
 
 void all_gather(at::Tensor out, at::Tensor in, std::int64_t comm, std::string algorithm) {
-  check_tensor("all_gather", "the input", in);
-  check_tensor("all_gather", "the output", out);
+  check_pair("all_gather", out, in);
   const auto e = find(comm);
-  TORCH_CHECK(out.scalar_type() == in.scalar_type(), "rcclx.all_gather: the output's dtype ", out.scalar_type(),
-              " differs from the input's ", in.scalar_type());
   TORCH_CHECK(out.numel() == in.numel() * e->num_ranks, "rcclx.all_gather: the output has ", out.numel(),
               " elements; it needs num_ranks x input = ", e->num_ranks, " x ", in.numel());
-  auto a = resolve(rcclx::lpc::collective::allgather, parse_algorithm(algorithm), in.nbytes(), e->num_ranks);
-  guarded([&] {
-    with_type(in.scalar_type(), [&](auto tag) {
-      using T = decltype(tag);
-      e->comm->allgather<T>(static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()),
-                            static_cast<std::size_t>(in.numel()), a, stream_of(in));
-    });
+  const auto a = resolve(rcclx::lpc::collective::allgather, parse_algorithm(algorithm), in.nbytes());
+  run_typed(in, [&](auto tag) {
+    using T = decltype(tag);
+    e->comm->allgather<T>(static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()),
+                          static_cast<std::size_t>(in.numel()), a, stream_of(in));
   });
 }
 
 void reduce_scatter(at::Tensor out, at::Tensor in, std::int64_t comm, std::string op, std::string algorithm) {
-  check_tensor("reduce_scatter", "the input", in);
-  check_tensor("reduce_scatter", "the output", out);
+  check_pair("reduce_scatter", out, in);
   const auto e = find(comm);
-  TORCH_CHECK(out.scalar_type() == in.scalar_type(), "rcclx.reduce_scatter: the output's dtype ", out.scalar_type(),
-              " differs from the input's ", in.scalar_type());
   TORCH_CHECK(in.numel() == out.numel() * e->num_ranks, "rcclx.reduce_scatter: the input has ", in.numel(),
               " elements; it needs num_ranks x output = ", e->num_ranks, " x ", out.numel());
   const auto o = parse_op(op);
-  auto a = resolve(rcclx::lpc::collective::reduce_scatter, parse_algorithm(algorithm), in.nbytes(), e->num_ranks);
-  guarded([&] {
-    with_type(in.scalar_type(), [&](auto tag) {
-      using T = decltype(tag);
-      e->comm->reduce_scatter<T>(static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()),
-                                 static_cast<std::size_t>(in.numel()), o, a, stream_of(in));
-    });
+  const auto a = resolve(rcclx::lpc::collective::reduce_scatter, parse_algorithm(algorithm), in.nbytes());
+  run_typed(in, [&](auto tag) {
+    using T = decltype(tag);
+    e->comm->reduce_scatter<T>(static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()),
+                               static_cast<std::size_t>(in.numel()), o, a, stream_of(in));
   });
 }
 
 void all_to_all(at::Tensor out, at::Tensor in, std::int64_t comm, std::string algorithm) {
-  check_tensor("all_to_all", "the input", in);
-  check_tensor("all_to_all", "the output", out);
+  check_pair("all_to_all", out, in);
   const auto e = find(comm);
-  TORCH_CHECK(out.scalar_type() == in.scalar_type() && out.numel() == in.numel(),
-              "rcclx.all_to_all: the output (", out.scalar_type(), ", ", out.numel(),
-              " elements) must match the input (", in.scalar_type(), ", ", in.numel(), " elements)");
+  TORCH_CHECK(out.numel() == in.numel(), "rcclx.all_to_all: the output has ", out.numel(),
+              " elements; it needs the input's ", in.numel());
   TORCH_CHECK(in.numel() % e->num_ranks == 0, "rcclx.all_to_all: ", in.numel(),
               " elements do not split into ", e->num_ranks, " equal blocks");
-  auto a = resolve(rcclx::lpc::collective::alltoall, parse_algorithm(algorithm), in.nbytes(), e->num_ranks);
-  guarded([&] {
-    with_type(in.scalar_type(), [&](auto tag) {
-      using T = decltype(tag);
-      e->comm->alltoall<T>(static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()),
-                           static_cast<std::size_t>(in.numel()), a, stream_of(in));
-    });
+  const auto a = resolve(rcclx::lpc::collective::alltoall, parse_algorithm(algorithm), in.nbytes());
+  run_typed(in, [&](auto tag) {
+    using T = decltype(tag);
+    e->comm->alltoall<T>(static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()),
+                         static_cast<std::size_t>(in.numel()), a, stream_of(in));
   });
 }
 

@@ -5,7 +5,9 @@
 // cross between them.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,38 @@ struct checks_cost_args {
 // replay on GPUs, wall time on the host backend); a negative entry: the size could not run.
 std::vector<double> allreduce_us_checks_on(const checks_cost_args& a);
 std::vector<double> allreduce_us_checks_off(const checks_cost_args& a);
+
+// Prints the table (per type in `types` that is float or bf16, per size: off, on, on/off; each the
+// best of `rounds` alternating measurements) and returns the worst on/off ratio at 8 KiB (0: none).
+inline double print_checks_cost(checks_cost_args args, const std::vector<std::string>& types, int rounds,
+                                std::string* worst_type = nullptr) {
+  std::printf("#\n# checked mode cost (RCCLX_CHECKS, docs/checks.md): flat AllReduce on %d emulated ranks, the same "
+              "measurement compiled with and without checks, timed alternately (best of %d medians each)\n",
+              args.num_ranks, rounds);
+  std::printf("# %6s %10s %12s %12s %8s\n", "type", "bytes", "off(us)", "on(us)", "on/off");
+  double worst = 0;
+  for (const std::string& t : types) {
+    if (t != "float" && t != "bf16") continue;
+    args.type = t;
+    std::vector<double> off(args.bytes.size(), 1e30), on(args.bytes.size(), 1e30);
+    for (int k = 0; k < rounds; ++k) {
+      const std::vector<double> f = allreduce_us_checks_off(args), n = allreduce_us_checks_on(args);
+      for (std::size_t i = 0; i < args.bytes.size(); ++i) {
+        off[i] = f[i] < 0 || off[i] < 0 ? -1.0 : std::min(off[i], f[i]);
+        on[i] = n[i] < 0 || on[i] < 0 ? -1.0 : std::min(on[i], n[i]);
+      }
+    }
+    for (std::size_t i = 0; i < args.bytes.size(); ++i) {
+      const double ratio = off[i] > 0 && on[i] > 0 ? on[i] / off[i] : 0.0;
+      std::printf("  %6s %10zu %12.2f %12.2f %8.3f\n", t.c_str(), args.bytes[i], off[i], on[i], ratio);
+      if (args.bytes[i] == 8192 && ratio > worst) {
+        worst = ratio;
+        if (worst_type) *worst_type = t;
+      }
+    }
+  }
+  return worst;
+}
 
 }  // namespace bench
 

@@ -1070,29 +1070,10 @@ acceptance run_checks_cost(const options& o) {
   args.warmup = o.timing.warmup;
   args.iters = o.timing.iters;
   args.calls_per_graph = o.timing.calls_per_graph;
-  std::printf("#\n# checked mode cost (RCCLX_CHECKS, docs/checks.md): flat AllReduce on %d emulated ranks, the same "
-              "measurement compiled with and without checks, timed alternately (best of 2 medians each)\n",
-              args.num_ranks);
-  std::printf("# %6s %10s %12s %12s %8s\n", "type", "bytes", "off(us)", "on(us)", "on/off");
-  for (const std::string& t : o.types) {
-    if (t != "float" && t != "bf16") continue;
-    args.type = t;
-    std::vector<double> off = bench::allreduce_us_checks_off(args), on = bench::allreduce_us_checks_on(args);
-    const std::vector<double> off2 = bench::allreduce_us_checks_off(args), on2 = bench::allreduce_us_checks_on(args);
-    for (std::size_t i = 0; i < args.bytes.size(); ++i) {
-      off[i] = std::min(off[i], off2[i]);
-      on[i] = std::min(on[i], on2[i]);
-      const double ratio = off[i] > 0 && on[i] > 0 ? on[i] / off[i] : 0.0;
-      std::printf("  %6s %10zu %12.2f %12.2f %8.3f\n", t.c_str(), args.bytes[i], off[i], on[i], ratio);
-      if (args.bytes[i] == 8192 && ratio > 0) {
-        a.evaluated = true;
-        if (ratio > a.worst) {
-          a.worst = ratio;
-          a.result = "worst on/off " + std::to_string(ratio).substr(0, 5) + " (" + t + ")";
-        }
-      }
-    }
-  }
+  std::string type;
+  a.worst = bench::print_checks_cost(args, o.types, 2, &type);
+  a.evaluated = a.worst > 0;
+  if (a.evaluated) a.result = "worst on/off " + std::to_string(a.worst).substr(0, 5) + " (" + type + ")";
   a.pass = a.evaluated && a.worst <= 1.05;
   return a;
 }

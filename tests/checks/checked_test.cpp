@@ -9,8 +9,6 @@
 //   - a tile AllReduce call whose blocks skip finish(): the next call fails.
 // After each error the world is reset and a matching call gives the right sums (the pads work).
 #include <rcclx/dda/allreduce.hpp>
-#include <rcclx/fused/stages.hpp>
-#include <rcclx/fused/tile_allreduce.hpp>
 #include <rcclx/testing/emulated_world.hpp>
 #include <rcclx/testing/launch.hpp>
 
@@ -21,6 +19,7 @@
 
 #include "../support/catch.hpp"
 #include "../support/rank_runner.hpp"
+#include "tile_runs.hpp"
 
 static_assert(rcclx::checks, "this test is built with RCCLX_CHECKS=1");
 
@@ -32,8 +31,8 @@ using rcclx::algorithm;
 using rcclx::errc;
 constexpr int max_r = 8;
 constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
-constexpr int threads = on_host ? 1 : 256;
-constexpr float sentinel = -12345.0f;
+using checks_test::sentinel;
+using checks_test::tile_setup;
 
 // The first recorded error of the world, as the host would throw it ("" if none).
 template <int M>
@@ -161,100 +160,19 @@ TEST_CASE("checked mode: per-rank AllReduce calls that disagree fail on every ra
 
 namespace {
 
-// ---- tile AllReduce ---------------------------------------------------------------------------------
-
-// Every block of every rank: write its tiles (rank + 1 everywhere), publish, reduce into out[rank]
-// through rank_map[rank]; finish() unless skip_finish (every block) or the block is skip_block.
-// second_object: the reduce goes through another object of the same call (a kernel may construct
-// it more than once, e.g. in a helper per tile).
-struct tile_kernel {
-  const rcclx::core::peer_table<float, max_r>* tables;
-  float* out[max_r];
-  fz::tile_map map[max_r];
-  std::size_t tile_elems[max_r];
-  int num_tiles[max_r];
-  fz::tile_slots slots;
-  bool skip_finish;
-  int skip_block;
-  bool second_object;
-
-  template <class G>
-  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
-    const int r = ix.rank;
-    fz::tile_allreduce<float, max_r> ar(tables[r], slots, tile_elems[r], num_tiles[r]);
-    for (int t = ix.block; t < num_tiles[r]; t += ix.num_blocks) {
-      float* in = ar.input(t);
-      for (std::size_t e = static_cast<std::size_t>(g.thread_rank()); e < tile_elems[r]; e += static_cast<std::size_t>(g.size()))
-        in[e] = static_cast<float>(r + 1);
-      ar.publish(g, t);
-    }
-    const fz::epilogue<fz::store<float>> epi{{out[r], map[r].cols}};
-    for (int t = ix.block; t < num_tiles[r]; t += ix.num_blocks) {
-      if (second_object) {
-        const fz::tile_allreduce<float, max_r> again(tables[r], slots, tile_elems[r], num_tiles[r]);
-        if (!again.template reduce<4>(g, t, map[r], epi)) break;
-      } else if (!ar.template reduce<4>(g, t, map[r], epi)) {
-        break;
-      }
-    }
-    if (!skip_finish && ix.block != skip_block) ar.finish(g, ix.num_blocks);
+// A matching call after a reset gives 1 + 2 + 3 everywhere in the output.
+void check_recovers(tile_setup& s, const fz::tile_map& m) {
+  s.reset();
+  const std::size_t touched = s.run({m, m, m});
+  CHECK(s.first_error().empty());
+  CHECK(touched == static_cast<std::size_t>(s.n) * m.rows * m.cols);
+  std::size_t wrong = 0;
+  for (int r = 0; r < s.n; ++r) {
+    const std::vector<float> h = s.output(r);
+    for (std::size_t i = 0; i < m.rows * m.cols; ++i) wrong += h[i] != 6.0f;
   }
-};
-
-struct tile_setup {
-  int n = 3;
-  fz::tile_slots slots{0, 64};
-  rt::emulated_world<max_r> world;
-  std::vector<float*> out;
-  std::size_t out_elems = 64 * 64 + 64;  // room past the 64 x 64 output: writes past its end are seen
-  tile_setup() : world(3, fz::tile_allreduce<float, max_r>::workspace_bytes(256, 64), fz::pad_blocks_for(0, 64)) {
-    for (int r = 0; r < n; ++r) out.push_back(static_cast<float*>(rcclx::gpu::device_malloc(out_elems * sizeof(float))));
-  }
-  ~tile_setup() {
-    for (float* p : out) rcclx::gpu::device_free(p);
-  }
-  // Runs the kernel with rank r's map maps[r]; returns how many output elements changed.
-  std::size_t run(const std::vector<fz::tile_map>& maps, bool skip_finish = false,
-                  const std::vector<std::size_t>& tile_elems = {}, int skip_block = -1, bool second_object = false) {
-    const std::vector<float> s(out_elems, sentinel);
-    tile_kernel k{};
-    k.tables = world.device_tables<float>();
-    for (int r = 0; r < n; ++r) {
-      rcclx::gpu::copy(out[r], s.data(), out_elems * sizeof(float));
-      k.out[r] = out[r];
-      k.map[r] = maps[r];
-      k.tile_elems[r] = tile_elems.empty() ? maps[r].tile_elems() : tile_elems[r];
-      k.num_tiles[r] = static_cast<int>(maps[r].num_tiles());
-    }
-    k.slots = slots;
-    k.skip_finish = skip_finish;
-    k.skip_block = skip_block;
-    k.second_object = second_object;
-    rt::launch_emulated(n, 2, threads, k);
-    rcclx::gpu::device_synchronize();
-    std::size_t touched = 0;
-    std::vector<float> h(out_elems);
-    for (int r = 0; r < n; ++r) {
-      rcclx::gpu::copy(h.data(), out[r], out_elems * sizeof(float));
-      for (float v : h) touched += v != sentinel;
-    }
-    return touched;
-  }
-  // A matching call after a reset gives 1 + 2 + 3 everywhere in the output.
-  void check_recovers(const fz::tile_map& m) {
-    world.reset();
-    const std::size_t touched = run({m, m, m});
-    CHECK(first_error(world).empty());
-    CHECK(touched == static_cast<std::size_t>(n) * m.rows * m.cols);
-    std::vector<float> h(m.rows * m.cols);
-    std::size_t wrong = 0;
-    for (int r = 0; r < n; ++r) {
-      rcclx::gpu::copy(h.data(), out[r], h.size() * sizeof(float));
-      for (float v : h) wrong += v != 6.0f;
-    }
-    CHECK(wrong == 0);
-  }
-};
+  CHECK(wrong == 0);
+}
 
 }  // namespace
 
@@ -266,37 +184,37 @@ TEST_CASE("checked mode: tile AllReduce ranks that disagree on the tile shape or
   errc code{};
 
   SECTION("the same tile count and size, another tile shape") {
-    s.world.reset();
+    s.reset();
     CHECK(s.run({wide, tall, wide}) == 0);
-    const std::string e = first_error(s.world, &code);
+    const std::string e = s.first_error(&code);
     INFO(e);
     CHECK(code == errc::mismatch);
     CHECK(e.find("different tile map's tile rows") != std::string::npos);
-    for (const std::string& m : all_errors(s.world)) CHECK(m.find("called tile AllReduce with different") != std::string::npos);
-    s.check_recovers(wide);
+    for (const std::string& m : s.all_errors()) CHECK(m.find("called tile AllReduce with different") != std::string::npos);
+    check_recovers(s, wide);
   }
   SECTION("the same tile count, another number of elements per tile") {
-    s.world.reset();
+    s.reset();
     const fz::tile_map small{32, 64, 8, 16};  // 16 tiles of 128 elements
     CHECK(s.run({wide, small, wide}) == 0);
-    const std::string e = first_error(s.world, &code);
+    const std::string e = s.first_error(&code);
     INFO(e);
     CHECK(code == errc::mismatch);
     CHECK(e.find("different elements per tile") != std::string::npos);
     CHECK(e.find("passed 256") != std::string::npos);
     CHECK(e.find("passed 128") != std::string::npos);
-    s.check_recovers(wide);
+    check_recovers(s, wide);
   }
   SECTION("another tile count: a mismatch, not a timeout that blames a rank that ran") {
-    s.world.reset();
+    s.reset();
     const fz::tile_map fewer{32, 64, 8, 32};  // 8 tiles of 256
     CHECK(s.run({wide, fewer, wide}) == 0);
-    const std::string e = first_error(s.world, &code);
+    const std::string e = s.first_error(&code);
     INFO(e);
     CHECK(code == errc::mismatch);
     CHECK(e.find("different tile count") != std::string::npos);
-    for (const std::string& m : all_errors(s.world)) CHECK(m.find("never arrived") == std::string::npos);
-    s.check_recovers(wide);
+    for (const std::string& m : s.all_errors()) CHECK(m.find("never arrived") == std::string::npos);
+    check_recovers(s, wide);
   }
 }
 
@@ -306,21 +224,21 @@ TEST_CASE("checked mode: a tile map whose columns are not whole vectors is refus
   errc code{};
   // 62 columns (not a multiple of 4 floats): vectors would straddle the right edge of the output.
   const fz::tile_map odd_cols{64, 62, 8, 32};
-  s.world.reset();
+  s.reset();
   CHECK(s.run({odd_cols, odd_cols, odd_cols}, false, {256, 256, 256}) == 0);
-  std::string e = first_error(s.world, &code);
+  std::string e = s.first_error(&code);
   INFO(e);
   CHECK(code == errc::invalid_argument);
   CHECK(e.find("not a multiple of the vector width (4 elements)") != std::string::npos);
   CHECK(e.find("(62)") != std::string::npos);
   // Tile columns that are not whole vectors (30), in a tile of 240 elements.
   const fz::tile_map odd_tile{64, 60, 8, 30};
-  s.world.reset();
+  s.reset();
   CHECK(s.run({odd_tile, odd_tile, odd_tile}, false, {240, 240, 240}) == 0);
-  e = first_error(s.world, &code);
+  e = s.first_error(&code);
   CHECK(code == errc::invalid_argument);
   CHECK(e.find("not a multiple of the vector width") != std::string::npos);
-  s.check_recovers(fz::tile_map{64, 64, 8, 32});
+  check_recovers(s, fz::tile_map{64, 64, 8, 32});
 }
 
 TEST_CASE("checked mode: a tile AllReduce call without finish() makes the next call fail, nothing written",
@@ -328,37 +246,37 @@ TEST_CASE("checked mode: a tile AllReduce call without finish() makes the next c
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
   tile_setup s;
   const fz::tile_map m{64, 64, 8, 32};
-  s.world.reset();
+  s.reset();
   CHECK(s.run({m, m, m}, /*skip_finish=*/true) == static_cast<std::size_t>(s.n) * 64 * 64);  // itself correct
-  CHECK(first_error(s.world).empty());
+  CHECK(s.first_error().empty());
   CHECK(s.run({m, m, m}) == 0);  // the next call: refused
   errc code{};
-  const std::string e = first_error(s.world, &code);
+  const std::string e = s.first_error(&code);
   INFO(e);
   CHECK(code == errc::invalid_argument);
   CHECK(e.find("did not call finish() in every block") != std::string::npos);
-  for (const std::string& x : all_errors(s.world)) CHECK(x.find("finish()") != std::string::npos);
-  s.check_recovers(m);
+  for (const std::string& x : s.all_errors()) CHECK(x.find("finish()") != std::string::npos);
+  check_recovers(s, m);
 
   // One block of each rank skips it: the counter stays too; the next call is refused.
-  s.world.reset();
+  s.reset();
   CHECK(s.run({m, m, m}, false, {}, /*skip_block=*/1) == static_cast<std::size_t>(s.n) * 64 * 64);
-  CHECK(first_error(s.world).empty());
+  CHECK(s.first_error().empty());
   CHECK(s.run({m, m, m}) == 0);
-  CHECK(first_error(s.world).find("did not call finish() in every block") != std::string::npos);
-  s.check_recovers(m);
+  CHECK(s.first_error().find("did not call finish() in every block") != std::string::npos);
+  check_recovers(s, m);
 }
 
 TEST_CASE("checked mode: objects constructed more than once per call and back-to-back calls pass", "[checks]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
   tile_setup s;
   const fz::tile_map m{64, 64, 8, 32};
-  s.world.reset();
+  s.reset();
   for (int call = 0; call < 4; ++call) {
     CAPTURE(call);
     CHECK(s.run({m, m, m}, false, {}, -1, /*second_object=*/call % 2 == 1) == static_cast<std::size_t>(s.n) * 64 * 64);
-    CHECK(first_error(s.world).empty());
+    CHECK(s.first_error().empty());
   }
-  s.check_recovers(m);
+  check_recovers(s, m);
 }
 

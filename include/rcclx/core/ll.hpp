@@ -149,25 +149,41 @@ struct ll_halves {
   }
 };
 
+// Something a reader waits for alongside its LL packets, polled in the same loop (one round trip
+// per retry for both): the checked mode's fingerprint packet (core::check_poller). poll(): 1 ready,
+// 0 not yet (a new load issued), -1 failed (recorded); expired(): records its timeout.
+struct ll_no_extra {
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void issue() {}
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int poll() { return 1; }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void expired() {}
+};
+
 // Polls packet `index` of the peers p0 + j whose bit j is set in `pending` until each carries
 // `flag`, reloading q[j] (the packets stay raw: one set of registers for loads and results). One
 // loop for the whole batch (not one per peer: the code and the registers of a single retry path),
-// every pending packet's loads issued before any is checked. False if the bound expired (the
-// record names the first missing peer) or another thread of this rank already failed.
-template <int Batch, int MaxRanks>
+// every pending packet's loads issued before any is checked; `extra` (already issued) is polled in
+// the same loop until it is ready. False if the bound expired (the record names the first missing
+// peer), `extra` failed, or another thread of this rank already failed.
+template <int Batch, int MaxRanks, class Extra = ll_no_extra>
 RCCLX_HOST_DEVICE inline bool ll_wait_batch(const signal_pads<MaxRanks>& s, const ll_halves<MaxRanks>& h, int p0,
                                             std::size_t index, std::uint32_t flag, int block, ll_packet (&q)[Batch],
-                                            std::uint32_t pending) {
-  return detail::spin_bounded(
+                                            std::uint32_t pending, Extra&& extra = Extra{}) {
+  int x = 0;  // extra's state: 1 ready, 0 waiting, -1 failed
+  const bool ok = detail::spin_bounded(
       s,
       [&] {
         for (int j = 0; j < Batch; ++j)
           if ((pending >> j) & 1u) ll_load(h.p[p0 + j], index, q[j], h.split);
+        if (x == 0) x = extra.poll();
         for (int j = 0; j < Batch; ++j)
           if (((pending >> j) & 1u) && ll_landed(q[j], flag)) pending &= ~(1u << j);
-        return pending == 0u;
+        return x < 0 || (x > 0 && pending == 0u);
       },
       [&] {
+        if (pending == 0u) {
+          extra.expired();
+          return;
+        }
         // The first missing peer, found with constant indices (a dynamic index into h.p or q
         // would move them to scratch memory).
         int missing = 0;
@@ -180,6 +196,7 @@ RCCLX_HOST_DEVICE inline bool ll_wait_batch(const signal_pads<MaxRanks>& s, cons
         }
         detail::record_timeout(s, block, missing, barrier_kind::ll, flag, seen);
       });
+  return ok && x > 0;
 }
 
 // Polls packet `index` of one region (owner `owner`'s, e.g. s.ll_region(owner, flag, block)) until

@@ -63,20 +63,16 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE core::call_fingerprint allreduce_fingerprint
 }
 #endif
 
-struct no_pre_wait {
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()() const { return true; }
-};
-
 // Reduces LL packet `vi` across ranks in rank order 0..n-1: this rank's vector is `mine`, every
-// peer's comes from its LL half (loads of a batch of peers issued before any wait). `pre()` runs
-// once the first batch's loads are in flight, before any of them is waited for (the checked mode
-// compares the call fingerprints there); false from it fails the call. False if a wait expired
-// (the error is recorded).
-template <class ReduceOp, class T, int MaxRanks, class PreWait = no_pre_wait>
+// peer's comes from its LL half (loads of a batch of peers issued before any wait). `extra` is
+// issued with the first batch's loads and polled in the same waits (core::ll_wait_batch: the checked
+// mode's fingerprint, core::check_poller); its failure fails the call. False if a wait expired (the
+// error is recorded).
+template <class ReduceOp, class T, int MaxRanks, class Extra = core::ll_no_extra>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool ll_reduce_vec(const core::signal_pads<MaxRanks>& s,
                                                        const core::ll_halves<MaxRanks>& h, std::size_t vi,
                                                        const gpu::vec16& mine, std::uint32_t flag, int block,
-                                                       gpu::vec16& out, PreWait&& pre = PreWait{}) {
+                                                       gpu::vec16& out, Extra&& extra = Extra{}) {
   using traits = core::value_traits<T>;
   using acc_t = typename traits::acc_type;
   constexpr int e = gpu::elems_per_vec16<T>;
@@ -92,13 +88,15 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool ll_reduce_vec(const core::signal_pads<M
       const int p = p0 + j;
       if (p < h.n && p != h.rank) core::ll_load(h.p[p], vi, q[j], h.split);
     }
-    if (p0 == 0 && !pre()) return false;
+    if (p0 == 0) extra.issue();
     std::uint32_t pending = 0;  // peers of the batch whose packet has not landed yet
     for (int j = 0; j < batch; ++j) {
       const int p = p0 + j;
       if (p < h.n && p != h.rank && !core::ll_landed(q[j], flag)) pending |= 1u << j;
     }
-    if (RCCLX_UNLIKELY(pending != 0u) && !core::ll_wait_batch<batch>(s, h, p0, vi, flag, block, q, pending))
+    const int x = extra.poll();
+    if (x < 0) return false;
+    if (RCCLX_UNLIKELY(pending != 0u || x == 0) && !core::ll_wait_batch<batch>(s, h, p0, vi, flag, block, q, pending, extra))
       return false;
     for (int j = 0; j < batch; ++j) {
       const int p = p0 + j;
@@ -188,35 +186,50 @@ RCCLX_HOST_DEVICE bool flat_allreduce_ll(const Group& g, const core::peer_table<
     else if (part) mine = detail::load_partial(input, vi, l.partial_elems());
 #if RCCLX_CHECKS
     const core::call_fingerprint fp = detail::allreduce_fingerprint<T, ReduceOp>(algorithm::flat, count, num_blocks, g);
-    const std::uint32_t cflag = core::check_begin(g, s, block, fp);
-    // The peers' fingerprints are compared while this thread's data loads are in flight.
-    const auto pre = [&] { return core::check_verify(g, s, block, cflag, fp, block); };
+    std::uint32_t flag;
+    const std::uint32_t cflag = core::check_ll_begin(g, s, block, fp, flag);
 #else
-    const detail::no_pre_wait pre{};
-#endif
     const std::uint32_t flag = core::ll_begin(g, s, block);
+#endif
     bool failed = false;
     gpu::vec16 r{};
     if (full || part) {
       core::ll_write(s.ll_region(s.rank, flag, block), static_cast<std::size_t>(tid), mine, flag, s.ll_block_bytes);
       const core::ll_halves<MaxRanks> h(s, flag, block);
-      failed = !detail::ll_reduce_vec<ReduceOp, T>(s, h, static_cast<std::size_t>(tid), mine, flag, block, r, pre);
+#if RCCLX_CHECKS
+      // The peer's fingerprint (peer = thread rank) is loaded with the data packets and waited for in
+      // the same loop; a group smaller than the rank count compares every other peer's first.
+      if (g.size() < s.num_ranks) failed = !core::check_verify(g, s, block, cflag, fp, block);
+      if (!failed)
+        failed = !detail::ll_reduce_vec<ReduceOp, T>(s, h, static_cast<std::size_t>(tid), mine, flag, block, r,
+                                                     core::check_poller<MaxRanks>(g, s, block, cflag, fp, block));
+#else
+      failed = !detail::ll_reduce_vec<ReduceOp, T>(s, h, static_cast<std::size_t>(tid), mine, flag, block, r);
+#endif
     }
 #if RCCLX_CHECKS
     else {
-      failed = !pre();
+      failed = !core::check_verify(g, s, block, cflag, fp, block);
     }
-    if (g.sync_or(failed)) return false;  // no thread writes output unless every peer matched
-#endif
+    // No thread writes output unless every peer matched: the one vote of the call comes before the
+    // stores (it also orders the counters' advance before the next call's reads).
+    if (g.sync_or(failed)) return false;
+    if (full) detail::store_vec(output + vi * e, r, out_aligned);
+    if (part) detail::store_partial(output, vi, l.partial_elems(), r);
+    return true;
+#else
     if (!failed && full) detail::store_vec(output + vi * e, r, out_aligned);
     if (!failed && part) detail::store_partial(output, vi, l.partial_elems(), r);
     return !g.sync_or(failed);
+#endif
   }
 #if RCCLX_CHECKS
   const core::call_fingerprint fp = detail::allreduce_fingerprint<T, ReduceOp>(algorithm::flat, count, num_blocks, g);
-  const std::uint32_t cflag = core::check_begin(g, s, block, fp);
-#endif
+  std::uint32_t flag;
+  const std::uint32_t cflag = core::check_ll_begin(g, s, block, fp, flag);
+#else
   const std::uint32_t flag = core::ll_begin(g, s, block);
+#endif
   const detail::tile_range all{0, l.tiles};
   unsigned char* own = s.ll_region(s.rank, flag, block);
   // Owned vector vi (tile vi / G, the block's (vi / G) / num_blocks-th) is packet `local(vi)`.

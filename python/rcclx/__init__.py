@@ -9,6 +9,7 @@
 The set-up exchange travels over the group (torch.distributed.all_gather_object): rcclx opens no
 socket of its own. docs/pytorch.md.
 """
+import contextlib
 import enum
 
 import torch
@@ -66,10 +67,15 @@ class Communicator:
     """Every rank of `group` (None: the default group) constructs one, in the same order.
 
     buffer_bytes: the workspace each rank shares with its peers (default 8 MiB);
-    timeout: seconds a rank waits for a peer before the call fails with an error naming it.
+    timeout: seconds a rank waits for a peer before the call fails with an error naming it;
+    check_calls: compare every call's arguments across ranks over the group before it runs (one
+    all_gather_object per call: clear errors for mismatched calls, at the cost of a round trip over
+    the group; default on);
+    symmetric_bytes: the pool of symmetric_empty (default 64 MiB, allocated on first use).
     """
 
-    def __init__(self, group=None, device=None, buffer_bytes=0, timeout=0.0):
+    def __init__(self, group=None, device=None, buffer_bytes=0, timeout=0.0, check_calls=True,
+                 symmetric_bytes=0):
         if not dist.is_initialized():
             raise RuntimeError("rcclx.Communicator: torch.distributed is not initialized "
                                "(call torch.distributed.init_process_group first)")
@@ -78,8 +84,17 @@ class Communicator:
         self.num_ranks = dist.get_world_size(group)
         if not 2 <= self.num_ranks <= max_ranks:
             raise ValueError(f"rcclx.Communicator: the group has {self.num_ranks} ranks; rcclx takes 2..{max_ranks}")
-        self.device = torch.device(device) if device is not None else (
-            torch.device("cpu") if backend == "host" else torch.device("cuda", torch.cuda.current_device()))
+        if backend == "host":
+            self.device = torch.device("cpu")
+            if device is not None and torch.device(device).type != "cpu":
+                raise ValueError(f"rcclx.Communicator: this build of rcclx (host backend) takes CPU tensors, "
+                                 f"not device {device}")
+        else:
+            d = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
+            if d.type not in ("cuda", "hip"):
+                raise ValueError(f"rcclx.Communicator: this build of rcclx takes GPU tensors, not device {d}")
+            self.device = torch.device("cuda", d.index if d.index is not None else torch.cuda.current_device())
+            torch.cuda.set_device(self.device)
         n = self.num_ranks
 
         def allgather(data: bytes) -> bytes:
@@ -88,7 +103,8 @@ class Communicator:
             return b"".join(out)
 
         self._allgather = allgather
-        self.id = _C.create(self.rank, n, allgather, int(buffer_bytes), float(timeout))
+        self.id = _C.create(self.rank, n, allgather, int(buffer_bytes), float(timeout),
+                            1 if check_calls else 0, int(symmetric_bytes))
 
     def destroy(self):
         """Frees this rank's buffers (collective: every rank calls it)."""
@@ -99,7 +115,8 @@ class Communicator:
     # ---- the torch.distributed spelling ----
     def all_reduce(self, t, op="sum", algorithm="automatic"):
         """In place, as torch.distributed.all_reduce; returns t. The same bits on every rank."""
-        return torch.ops.rcclx.all_reduce(t, self.id, _op_name(op), _algorithm_name(algorithm))
+        torch.ops.rcclx.all_reduce(t, self.id, _op_name(op), _algorithm_name(algorithm))
+        return t
 
     def all_gather(self, out, t, algorithm="automatic"):
         """out: num_ranks x t.numel() elements, as torch.distributed.all_gather_into_tensor."""
@@ -115,6 +132,38 @@ class Communicator:
         """Equal splits, as torch.distributed.all_to_all_single."""
         torch.ops.rcclx.all_to_all(out, t, self.id, _algorithm_name(algorithm))
         return out
+
+    # ---- symmetric tensors, graphs, errors ----
+    def symmetric_empty(self, shape, dtype=torch.float32):
+        """Collective (every rank, same order, same shape and dtype): an uninitialised tensor in this
+        communicator's registered pool. Collectives on it read the peers' copies directly (no copy
+        into the workspace). The pool is reused once none of its tensors is alive."""
+        if isinstance(shape, int):
+            shape = (shape,)
+        return _C.symmetric_empty(self.id, [int(d) for d in shape], torch.empty(0, dtype=dtype))
+
+    def is_symmetric(self, t):
+        """Does t lie in this communicator's registered memory (symmetric_empty)?"""
+        return _C.is_symmetric(self.id, t)
+
+    @contextlib.contextmanager
+    def graph_capture(self):
+        """Wrap a CUDA graph capture that calls this communicator's collectives:
+
+            g = torch.cuda.CUDAGraph()
+            with comm.graph_capture(), torch.cuda.graph(g):
+                comm.all_reduce(t)
+            g.replay()
+
+        The captured collectives read the peers' copies of their inputs directly; on leaving,
+        every rank exchanges the handles of those buffers (collective)."""
+        yield self
+        _C.register_graph_buffers(self.id)
+
+    def synchronize(self):
+        """Waits for the current stream, then raises an error a kernel recorded (GPU builds: a peer
+        that never arrived within the timeout). The host backend raises at the call itself."""
+        _C.synchronize(self.id)
 
     # ---- the torchcomms spelling ----
     def allreduce(self, t, op=ReduceOp.SUM, async_op=False):

@@ -6,10 +6,12 @@
 #include <torch/extension.h>
 #if defined(__CUDACC__)
 #  include <ATen/cuda/CUDAContext.h>
+#  include <c10/cuda/CUDAFunctions.h>
 #endif
 
 #include <rcclx/host/bootstrap.hpp>
 #include <rcclx/host/communicator.hpp>
+#include <rcclx/host/shareable_memory.hpp>
 #include <rcclx/lpc/select.hpp>
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -26,10 +29,27 @@ using communicator = rcclx::host::communicator<max_ranks>;
 
 // One Python Communicator: the bootstrap (an allgather over the group, called back into Python)
 // must outlive the communicator, which uses it for its per-call agreement checks.
+// Symmetric tensors (symmetric_empty): one registered pool per communicator, allocated on first
+// use (collective), handed out in call order by a bump pointer, so every rank's n-th tensor lies at
+// the same offset. The pool starts over when none of its tensors is alive.
+struct symmetric_pool {
+  void* base = nullptr;
+  std::size_t bytes = 0, used = 0;
+  std::int64_t live = 0;
+  ~symmetric_pool() {
+    if (base) rcclx::host::shareable_free(base);  // after the last tensor in it, or the communicator, is gone
+  }
+};
+
 struct entry {
   std::unique_ptr<rcclx::host::callback_bootstrap> bootstrap;
   std::unique_ptr<communicator> comm;
   int rank = 0, num_ranks = 0;
+  int device = -1;  // GPU builds: the device the communicator's memory lives on
+  std::size_t symmetric_bytes = 0;
+  std::shared_ptr<std::mutex> pool_mutex = std::make_shared<std::mutex>();
+  std::shared_ptr<symmetric_pool> pool = std::make_shared<symmetric_pool>();
+  ~entry() { comm.reset(); }  // before the pool: the communicator closes its registrations
 };
 
 std::mutex registry_mutex;
@@ -45,10 +65,14 @@ std::shared_ptr<entry> find(std::int64_t id) {
 
 // allgather(bytes) -> bytes (num_ranks * len), a Python callable; called with or without the GIL.
 std::int64_t create(std::int64_t rank, std::int64_t num_ranks, py::function allgather, std::int64_t buffer_bytes,
-                    double timeout_s) {
+                    double timeout_s, std::int64_t check_calls, std::int64_t symmetric_bytes) {
   auto e = std::make_shared<entry>();
   e->rank = static_cast<int>(rank);
   e->num_ranks = static_cast<int>(num_ranks);
+  e->symmetric_bytes = symmetric_bytes > 0 ? static_cast<std::size_t>(symmetric_bytes) : std::size_t(64) << 20;
+#if RCCLX_BACKEND_CUDA
+  e->device = static_cast<int>(c10::cuda::current_device());
+#endif
   auto fn = std::make_shared<py::function>(std::move(allgather));
   const int n = e->num_ranks;
   e->bootstrap = std::make_unique<rcclx::host::callback_bootstrap>(
@@ -66,6 +90,7 @@ std::int64_t create(std::int64_t rank, std::int64_t num_ranks, py::function allg
   rcclx::host::communicator_options o;
   if (buffer_bytes > 0) o.buffer_bytes = static_cast<std::size_t>(buffer_bytes);
   if (timeout_s > 0) o.timeout_ns = static_cast<std::uint64_t>(timeout_s * 1e9);
+  if (check_calls >= 0) o.check_calls = check_calls != 0;
   e->comm = std::make_unique<communicator>(*e->bootstrap, o);
   std::lock_guard<std::mutex> lock(registry_mutex);
   registry[next_id] = e;
@@ -82,6 +107,88 @@ void destroy(std::int64_t id) {
     registry.erase(it);
   }
   e->comm.reset();
+}
+
+// Collective, every rank in the same order with the same shape and dtype: an uninitialised tensor
+// in the communicator's registered pool (collectives on it read peers' copies: zero-copy).
+// `like`: any tensor of the wanted dtype (pybind11 has no caster for torch.dtype).
+at::Tensor symmetric_empty(std::int64_t id, std::vector<std::int64_t> shape, const at::Tensor& like) {
+  const auto e = find(id);
+  const at::ScalarType dtype = like.scalar_type();
+  std::int64_t numel = 1;
+  for (const std::int64_t d : shape) {
+    TORCH_CHECK(d >= 0, "rcclx.symmetric_empty: negative dimension ", d, " in ", at::IntArrayRef(shape));
+    numel *= d;
+  }
+  const std::size_t bytes = static_cast<std::size_t>(numel) * c10::elementSize(dtype);
+  void* ptr = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(*e->pool_mutex);
+    symmetric_pool& pool = *e->pool;
+    if (!pool.base) {
+      pool.base = rcclx::host::shareable_malloc(e->symmetric_bytes);
+      pool.bytes = e->symmetric_bytes;
+      try {
+        e->comm->register_buffer(pool.base, pool.bytes);  // collective
+      } catch (const rcclx::error& err) {
+        rcclx::host::shareable_free(pool.base);
+        pool.base = nullptr;
+        TORCH_CHECK(false, "rcclx.symmetric_empty: registering the pool failed: ", err.what());
+      }
+    }
+    const std::size_t need = (bytes + 255) / 256 * 256;  // every tensor 256-byte aligned
+    TORCH_CHECK(pool.used + need <= pool.bytes, "rcclx.symmetric_empty: ", bytes, " bytes for shape ",
+                at::IntArrayRef(shape), " do not fit: ", pool.bytes - pool.used, " of the pool's ", pool.bytes,
+                " bytes are left (Communicator(symmetric_bytes=...) sets its size; it is reused once no symmetric "
+                "tensor is alive)");
+    ptr = static_cast<char*>(pool.base) + pool.used;
+    pool.used += need;
+    ++pool.live;
+  }
+  auto pool = e->pool;
+  auto mutex = e->pool_mutex;
+  auto options = at::TensorOptions().dtype(dtype);
+#if RCCLX_BACKEND_CUDA
+  options = options.device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(e->device)));
+#endif
+  return at::from_blob(
+      ptr, shape,
+      [pool, mutex](void*) {
+        std::lock_guard<std::mutex> lock(*mutex);
+        if (--pool->live == 0) pool->used = 0;
+      },
+      options);
+}
+
+// Does t lie in a buffer registered with the communicator (a symmetric tensor)?
+bool is_symmetric(std::int64_t id, const at::Tensor& t) {
+  const auto e = find(id);
+  return e->comm->is_registered(t.data_ptr(), t.nbytes());
+}
+
+// Collective: after a CUDA graph captured collectives on this communicator, opens the peers' copies
+// of the buffers they read (communicator::register_graph_buffers).
+void register_graph_buffers(std::int64_t id) {
+  const auto e = find(id);
+  try {
+    e->comm->register_graph_buffers();
+  } catch (const rcclx::error& err) {
+    TORCH_CHECK(false, err.what());
+  }
+}
+
+// Waits for torch's current stream, then raises a device-side error (a peer that never arrived).
+void synchronize(std::int64_t id) {
+  const auto e = find(id);
+  try {
+#if RCCLX_BACKEND_CUDA
+    e->comm->synchronize(at::cuda::getCurrentCUDAStream());
+#else
+    e->comm->synchronize();
+#endif
+  } catch (const rcclx::error& err) {
+    TORCH_CHECK(false, err.what());
+  }
 }
 
 rcclx::reduce_op parse_op(const std::string& op) {
@@ -108,6 +215,8 @@ void check_tensor(const char* what, const char* name, const at::Tensor& t) {
 #else
   TORCH_CHECK(t.device().is_cuda(), "rcclx.", what, ": ", name, " is on ", t.device(),
               "; this build of rcclx takes GPU tensors");
+  TORCH_CHECK(t.device().index() == c10::cuda::current_device(), "rcclx.", what, ": ", name, " is on ",
+              t.device(), " but the current device is cuda:", static_cast<int>(c10::cuda::current_device()));
 #endif
   const auto s = t.scalar_type();
   TORCH_CHECK(s == at::kFloat || s == at::kBFloat16 || s == at::kHalf || s == at::kInt, "rcclx.", what, ": ", name,
@@ -159,7 +268,7 @@ rcclx::algorithm resolve(rcclx::lpc::collective c, rcclx::algorithm a, std::size
   return a;
 }
 
-at::Tensor all_reduce(at::Tensor t, std::int64_t comm, std::string op, std::string algorithm) {
+void all_reduce(at::Tensor t, std::int64_t comm, std::string op, std::string algorithm) {
   check_tensor("all_reduce", "the tensor", t);
   const auto e = find(comm);
   const auto o = parse_op(op);
@@ -169,7 +278,6 @@ at::Tensor all_reduce(at::Tensor t, std::int64_t comm, std::string op, std::stri
     T* p = static_cast<T*>(t.data_ptr());
     e->comm->allreduce<T>(p, p, static_cast<std::size_t>(t.numel()), o, a, stream_of(t));
   });
-  return t;
 }
 
 void all_gather(at::Tensor out, at::Tensor in, std::int64_t comm, std::string algorithm) {
@@ -215,14 +323,15 @@ void all_to_all(at::Tensor out, at::Tensor in, std::int64_t comm, std::string al
 }
 
 // Meta: shapes only (torch.compile / fake tensors trace through them).
-at::Tensor all_reduce_meta(at::Tensor t, std::int64_t, std::string, std::string) { return t; }
+void all_reduce_meta(at::Tensor, std::int64_t, std::string, std::string) {}
 void collective_meta(at::Tensor, at::Tensor, std::int64_t, std::string) {}
 void reduce_scatter_meta(at::Tensor, at::Tensor, std::int64_t, std::string, std::string) {}
 
 }  // namespace
 
 TORCH_LIBRARY(rcclx, m) {
-  m.def("all_reduce(Tensor(a!) t, int comm, str op, str algorithm) -> Tensor(a!)");
+  // In place, returning nothing (as the other three): torch.compile functionalizes such ops.
+  m.def("all_reduce(Tensor(a!) t, int comm, str op, str algorithm) -> ()");
   m.def("all_gather(Tensor(a!) out, Tensor input, int comm, str algorithm) -> ()");
   m.def("reduce_scatter(Tensor(a!) out, Tensor input, int comm, str op, str algorithm) -> ()");
   m.def("all_to_all(Tensor(a!) out, Tensor input, int comm, str algorithm) -> ()");
@@ -253,8 +362,15 @@ TORCH_LIBRARY_IMPL(rcclx, Meta, m) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "rcclx: collectives over shared memory, as torch operators";
   m.def("create", &create, "Creates a communicator (collective over the group); returns its id", py::arg("rank"),
-        py::arg("num_ranks"), py::arg("allgather"), py::arg("buffer_bytes") = 0, py::arg("timeout_s") = 0.0);
+        py::arg("num_ranks"), py::arg("allgather"), py::arg("buffer_bytes") = 0, py::arg("timeout_s") = 0.0,
+        py::arg("check_calls") = -1, py::arg("symmetric_bytes") = 0);
   m.def("destroy", &destroy, "Destroys a communicator", py::arg("id"));
+  m.def("symmetric_empty", &symmetric_empty, "A tensor in the communicator's registered pool (collective)",
+        py::arg("id"), py::arg("shape"), py::arg("like"));
+  m.def("is_symmetric", &is_symmetric, "Does the tensor lie in a registered buffer?", py::arg("id"), py::arg("t"));
+  m.def("register_graph_buffers", &register_graph_buffers,
+        "After a graph capture: opens the peers' buffers of the captured collectives (collective)", py::arg("id"));
+  m.def("synchronize", &synchronize, "Waits for the current stream; raises a device-side error", py::arg("id"));
   m.attr("max_ranks") = max_ranks;
   m.attr("backend") = rcclx::current_backend == rcclx::backend::host ? "host" : "cuda";
   m.attr("checks") = rcclx::checks;

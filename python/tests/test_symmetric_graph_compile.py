@@ -1,0 +1,119 @@
+"""Symmetric tensors (every backend), CUDA graph capture and replay (CUDA backend), and
+torch.compile(fullgraph=True) over the registered operators (torch >= 2.0), on several processes
+(host backend: CPU tensors; CUDA backend: every process on the same GPU)."""
+import pytest
+import torch
+
+import rcclx
+
+from test_collectives import _device, _input, _run, _same_bits_everywhere, _tolerance
+
+needs_cuda = pytest.mark.skipif(rcclx.backend != "cuda", reason="CUDA graphs need the CUDA build of rcclx")
+needs_compile = pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile needs torch >= 2.0")
+
+
+# ---- symmetric tensors ---------------------------------------------------------------------------
+
+def _symmetric(rank, n):
+    dev = _device()
+    comm = rcclx.Communicator(timeout=20.0, symmetric_bytes=1 << 20)
+    for dtype in (torch.float32, torch.bfloat16):
+        count = 3000
+        t = comm.symmetric_empty((count,), dtype)
+        assert t.device.type == dev.type and t.dtype == dtype and t.shape == (count,)
+        assert comm.is_symmetric(t)
+        t.copy_(_input(rank, count, dtype, 5).to(dev))
+        comm.all_reduce(t)
+        ref = sum(_input(r, count, dtype, 5).double() for r in range(n))
+        assert bool(((t.double().cpu() - ref).abs() <= _tolerance(dtype, n, ref)).all())
+        assert _same_bits_everywhere(t)
+        del t
+    assert not comm.is_symmetric(torch.ones(16, device=dev))
+    # A request larger than the pool: a clear error on every rank, and the pool still works.
+    with pytest.raises(RuntimeError, match="do not fit"):
+        comm.symmetric_empty((1 << 20,), torch.float32)
+    a = comm.symmetric_empty((64, 4), torch.float32)
+    a.fill_(float(rank + 1))
+    comm.all_reduce(a, op="max")
+    assert bool((a.cpu() == n).all())
+    del a
+    comm.destroy()
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_symmetric_tensors(n):
+    _run(_symmetric, n)
+
+
+# ---- CUDA graphs ---------------------------------------------------------------------------------
+
+def _graph(rank, n):
+    dev = _device()
+    comm = rcclx.Communicator(timeout=20.0)
+    x = torch.zeros(5000, device=dev)
+    y = torch.zeros(4096, dtype=torch.bfloat16, device=dev)
+    comm.all_reduce(x)  # warm-up outside the capture (kernels loaded, nothing allocated in it)
+    g = torch.cuda.CUDAGraph()
+    with comm.graph_capture(), torch.cuda.graph(g):
+        x.mul_(2.0)
+        comm.all_reduce(x)
+        comm.all_reduce(y, op="max", algorithm="flat")
+    for step in range(3):
+        x.copy_(_input(rank, x.numel(), torch.float32, 20 + step).to(dev))
+        y.copy_(_input(rank, y.numel(), torch.bfloat16, 40 + step).to(dev))
+        g.replay()
+        torch.cuda.synchronize()
+        comm.synchronize()
+        ref = sum(2.0 * _input(r, x.numel(), torch.float32, 20 + step).double() for r in range(n))
+        assert bool(((x.double().cpu() - ref).abs() <= _tolerance(torch.float32, n, ref)).all()), step
+        want = torch.stack([_input(r, y.numel(), torch.bfloat16, 40 + step) for r in range(n)]).amax(0)
+        assert torch.equal(y.cpu(), want), step
+        assert _same_bits_everywhere(x)
+    comm.destroy()
+
+
+@needs_cuda
+@pytest.mark.parametrize("n", [2, 4])
+def test_cuda_graph_capture_and_replay(n):
+    _run(_graph, n)
+
+
+# ---- torch.compile -------------------------------------------------------------------------------
+
+class _RowParallelTail(torch.nn.Module):
+    """The end of a row-parallel layer: partial product, AllReduce, bias, SiLU."""
+
+    def __init__(self, comm):
+        super().__init__()
+        self.comm_id = comm.id
+
+    def forward(self, x, w, b):
+        y = x @ w
+        torch.ops.rcclx.all_reduce(y, self.comm_id, "sum", "automatic")
+        return torch.nn.functional.silu(y + b)
+
+
+def _compile(rank, n):
+    import torch._dynamo as dynamo
+
+    dev = _device()
+    comm = rcclx.Communicator(timeout=20.0)
+    m = _RowParallelTail(comm)
+    g = torch.Generator().manual_seed(rank)
+    x = torch.randn(8, 64, generator=g).to(dev)
+    w = torch.randn(64, 32, generator=torch.Generator().manual_seed(100 + rank)).to(dev)
+    b = torch.randn(32, generator=torch.Generator().manual_seed(7)).to(dev)
+    eager = m(x, w, b)
+    dynamo.reset()
+    compiled = torch.compile(m, fullgraph=True, backend="aot_eager")  # fullgraph: a graph break fails
+    out = compiled(x, w, b)
+    assert torch.equal(out, eager)
+    explain = dynamo.explain(m)(x, w, b)
+    assert explain.graph_break_count == 0
+    comm.destroy()
+
+
+@needs_compile
+@pytest.mark.parametrize("n", [2])
+def test_torch_compile_fullgraph(n):
+    _run(_compile, n)

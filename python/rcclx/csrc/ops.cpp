@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,21 @@ void destroy(std::int64_t id) {
   e->comm.reset();
 }
 
+// f() with an rcclx::error raised as a torch error. The torch error is raised outside the handler
+// and after f's locals are gone: a c10::Error raised from inside a catch block, or with a lock held,
+// killed the process (SIGSEGV) in the nvcc-built extension on torch 2.11, where the same error raised
+// from a plain scope did not.
+template <class F>
+void run_plain(F&& f) {
+  std::string err;
+  try {
+    f();
+  } catch (const rcclx::error& e) {
+    err = e.what();
+  }
+  TORCH_CHECK(err.empty(), err);
+}
+
 // Collective, every rank in the same order with the same shape and dtype: an uninitialised tensor
 // in the communicator's registered pool (collectives on it read peers' copies: zero-copy).
 // `like`: any tensor of the wanted dtype (pybind11 has no caster for torch.dtype).
@@ -122,6 +138,7 @@ at::Tensor symmetric_empty(std::int64_t id, std::vector<std::int64_t> shape, con
   }
   const std::size_t bytes = static_cast<std::size_t>(numel) * c10::elementSize(dtype);
   void* ptr = nullptr;
+  std::string err;  // raised once the lock is released (see run_typed)
   {
     std::lock_guard<std::mutex> lock(*e->pool_mutex);
     symmetric_pool& pool = *e->pool;
@@ -130,21 +147,28 @@ at::Tensor symmetric_empty(std::int64_t id, std::vector<std::int64_t> shape, con
       pool.bytes = e->symmetric_bytes;
       try {
         e->comm->register_buffer(pool.base, pool.bytes);  // collective
-      } catch (const rcclx::error& err) {
+      } catch (const rcclx::error& x) {
         rcclx::host::shareable_free(pool.base);
         pool.base = nullptr;
-        TORCH_CHECK(false, "rcclx.symmetric_empty: registering the pool failed: ", err.what());
+        err = std::string("rcclx.symmetric_empty: registering the pool failed: ") + x.what();
       }
     }
     const std::size_t need = (bytes + 255) / 256 * 256;  // every tensor 256-byte aligned
-    TORCH_CHECK(pool.used + need <= pool.bytes, "rcclx.symmetric_empty: ", bytes, " bytes for shape ",
-                at::IntArrayRef(shape), " do not fit: ", pool.bytes - pool.used, " of the pool's ", pool.bytes,
-                " bytes are left (Communicator(symmetric_bytes=...) sets its size; it is reused once no symmetric "
-                "tensor is alive)");
-    ptr = static_cast<char*>(pool.base) + pool.used;
-    pool.used += need;
-    ++pool.live;
+    if (err.empty() && pool.used + need > pool.bytes) {
+      std::ostringstream m;
+      m << "rcclx.symmetric_empty: " << bytes << " bytes for shape " << at::IntArrayRef(shape) << " do not fit: "
+        << pool.bytes - pool.used << " of the pool's " << pool.bytes
+        << " bytes are left (Communicator(symmetric_bytes=...) sets its size; it is reused once no symmetric "
+           "tensor is alive)";
+      err = m.str();
+    }
+    if (err.empty()) {
+      ptr = static_cast<char*>(pool.base) + pool.used;
+      pool.used += need;
+      ++pool.live;
+    }
   }
+  TORCH_CHECK(err.empty(), err);
   auto pool = e->pool;
   auto mutex = e->pool_mutex;
   auto options = at::TensorOptions().dtype(dtype);
@@ -170,25 +194,19 @@ bool is_symmetric(std::int64_t id, const at::Tensor& t) {
 // of the buffers they read (communicator::register_graph_buffers).
 void register_graph_buffers(std::int64_t id) {
   const auto e = find(id);
-  try {
-    e->comm->register_graph_buffers();
-  } catch (const rcclx::error& err) {
-    TORCH_CHECK(false, err.what());
-  }
+  run_plain([&] { e->comm->register_graph_buffers(); });
 }
 
 // Waits for torch's current stream, then raises a device-side error (a peer that never arrived).
 void synchronize(std::int64_t id) {
   const auto e = find(id);
-  try {
+  run_plain([&] {
 #if RCCLX_BACKEND_CUDA
     e->comm->synchronize(at::cuda::getCurrentCUDAStream());
 #else
     e->comm->synchronize();
 #endif
-  } catch (const rcclx::error& err) {
-    TORCH_CHECK(false, err.what());
-  }
+  });
 }
 
 rcclx::reduce_op parse_op(const std::string& op) {
@@ -243,16 +261,18 @@ void with_type(at::ScalarType s, F&& f) {
   }
 }
 
-// f(T{}) with T the C++ type of t's dtype; an rcclx::error becomes a Python RuntimeError carrying
-// its message (names the rank, the barrier, ...).
+// f(T{}) with T the C++ type of t's dtype; an rcclx::error is raised as run_plain does.
 template <class F>
 void run_typed(const at::Tensor& t, F&& f) {
+  std::string err;
   try {
     with_type(t.scalar_type(), f);
   } catch (const rcclx::error& e) {
-    TORCH_CHECK(false, e.what());
+    err = e.what();
   }
+  TORCH_CHECK(err.empty(), err);
 }
+
 
 // An output / input pair of a collective: both usable, the same dtype.
 void check_pair(const char* what, const at::Tensor& out, const at::Tensor& in) {

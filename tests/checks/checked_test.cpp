@@ -31,26 +31,10 @@ using rcclx::algorithm;
 using rcclx::errc;
 constexpr int max_r = 8;
 constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
+using checks_test::all_errors;
+using checks_test::first_error;
 using checks_test::sentinel;
 using checks_test::tile_setup;
-
-// The first recorded error of the world, as the host would throw it ("" if none).
-template <int M>
-std::string first_error(const rt::emulated_world<M>& w, errc* code = nullptr) {
-  for (const auto& e : w.errors()) {
-    if (e.code == 0) continue;
-    if (code) *code = static_cast<errc>(e.code);
-    return rcclx::core::describe(e);
-  }
-  return "";
-}
-
-template <int M>
-std::vector<std::string> all_errors(const rt::emulated_world<M>& w) {
-  std::vector<std::string> v;
-  for (const auto& e : w.errors()) v.push_back(e.code ? rcclx::core::describe(e) : std::string());
-  return v;
-}
 
 // ---- per-rank dda::allreduce ---------------------------------------------------------------------
 

@@ -98,19 +98,8 @@ std::vector<float> tile_setup::output(int r) const {
   return h;
 }
 
-std::string tile_setup::first_error(rcclx::errc* code) const {
-  for (const auto& e : p_->world.errors()) {
-    if (e.code == 0) continue;
-    if (code) *code = static_cast<rcclx::errc>(e.code);
-    return rcclx::core::describe(e);
-  }
-  return "";
-}
+std::string tile_setup::first_error(rcclx::errc* code) const { return checks_test::first_error(p_->world, code); }
 
-std::vector<std::string> tile_setup::all_errors() const {
-  std::vector<std::string> v;
-  for (const auto& e : p_->world.errors()) v.push_back(e.code ? rcclx::core::describe(e) : std::string());
-  return v;
-}
+std::vector<std::string> tile_setup::all_errors() const { return checks_test::all_errors(p_->world); }
 
 }  // namespace checks_test

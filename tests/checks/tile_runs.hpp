@@ -15,6 +15,25 @@ namespace checks_test {
 
 inline constexpr float sentinel = -12345.0f;
 
+// The first recorded error of an emulated world (anything with errors()), as the host would throw
+// it ("" if none), and every rank's.
+template <class World>
+std::string first_error(const World& w, rcclx::errc* code = nullptr) {
+  for (const auto& e : w.errors()) {
+    if (e.code == 0) continue;
+    if (code) *code = static_cast<rcclx::errc>(e.code);
+    return rcclx::core::describe(e);
+  }
+  return "";
+}
+
+template <class World>
+std::vector<std::string> all_errors(const World& w) {
+  std::vector<std::string> v;
+  for (const auto& e : w.errors()) v.push_back(e.code ? rcclx::core::describe(e) : std::string());
+  return v;
+}
+
 // Three emulated ranks, tile slots {0, 64}, an output of 64 x 64 floats per rank plus 64 more (writes
 // past its end are seen).
 class tile_setup {
@@ -37,7 +56,7 @@ class tile_setup {
                   const std::vector<std::size_t>& tile_elems = {}, int skip_block = -1, bool second_object = false);
   // Rank r's output (out_elems floats).
   std::vector<float> output(int r) const;
-  // The first recorded error as the host would throw it ("" if none), and every rank's.
+  // first_error and all_errors of its world.
   std::string first_error(rcclx::errc* code = nullptr) const;
   std::vector<std::string> all_errors() const;
 

@@ -154,8 +154,7 @@ template <class Group, int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t check_begin(const Group& g, const signal_pads<MaxRanks>& s,
                                                               int block, const call_fingerprint& fp) {
   std::uint32_t* c = s.check_epoch_slot(block);
-  std::uint32_t flag = *c + 1u;
-  if (flag == 0u) flag = 2u;  // as core::ll_begin: never 0, parity kept
+  const std::uint32_t flag = detail::next_call_flag(*c);  // as core::ll_begin
   g.sync();
   if (g.thread_rank() == 0) {
     *c = flag;
@@ -173,9 +172,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t check_ll_begin(const Group& g,
                                                                  std::uint32_t& ll_flag) {
   std::uint32_t* c = s.check_epoch_slot(block);
   std::uint32_t* l = s.ll_epoch_slot(block);
-  std::uint32_t flag = *c + 1u, lf = *l + 1u;
-  if (flag == 0u) flag = 2u;
-  if (lf == 0u) lf = 2u;
+  const std::uint32_t flag = detail::next_call_flag(*c), lf = detail::next_call_flag(*l);
   g.sync();
   if (g.thread_rank() == 0) {
     *c = flag;
@@ -186,52 +183,12 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t check_ll_begin(const Group& g,
   return flag;
 }
 
-// Compares the packet (slot, flag) of every peer this thread serves (p = thread_rank, + group size,
-// ...) with `fp`, waiting (bounded) for those not there yet. Not group-collective: merge the result
-// into a group vote (g.sync_or(!ok)) before the first output is written. False on a mismatch (the
-// record names the field and both values) or an expired wait (barrier_kind::check; `block` in the
-// records). `map`: fp is a tile map's fingerprint. `only`: serve this one peer only (>= 0).
-// `below`: serve only peers 0 .. below - 1 (those that publish this packet: a tree tile map's owners).
-template <class Group, int MaxRanks>
-RCCLX_HOST_DEVICE inline bool check_verify(const Group& g, const signal_pads<MaxRanks>& s, int slot, std::uint32_t flag,
-                                           const call_fingerprint& fp, int block, bool map = false, int only = -1,
-                                           int below = max_ranks) {
-  flag = detail::nonzero_flag(flag);
-  if (only >= 0 && g.thread_rank() != 0) return true;  // one thread serves that peer
-  const int end = below < s.num_ranks ? below : s.num_ranks;
-  for (int p = only >= 0 ? only : g.thread_rank(); p < end; p += g.size()) {
-    if (p != s.rank) {
-      const unsigned char* pkt = s.check_packet(p, flag, slot);
-      ll_packet q;
-      ll_load(pkt, 0, q, 16);
-      if (!ll_landed(q, flag)) {
-        const bool ok = detail::spin_bounded(
-            s,
-            [&] {
-              ll_load(pkt, 0, q, 16);
-              return ll_landed(q, flag);
-            },
-            [&] {
-              detail::record_timeout(s, block, p, barrier_kind::check, flag, static_cast<std::uint32_t>(q.w[0] >> 32));
-            });
-        if (!ok) return false;
-      }
-      const gpu::vec16 theirs = ll_payload(q);
-      if (theirs.w[0] != fp.w[0] || theirs.w[1] != fp.w[1] || theirs.w[2] != fp.w[2] || theirs.w[3] != fp.w[3]) {
-        detail::record_call_mismatch(s, block, p, fp, theirs, map);
-        return false;
-      }
-    }
-    if (only >= 0) break;
-  }
-  return true;
-}
-
-// check_verify for the one peer this thread serves (peer = thread rank; needs a group of at least
-// as many threads as ranks), split into issue() and poll() so that a reader of LL packets folds it
-// into its own wait (core::ll_wait_batch's `extra`): the fingerprint and the data then cost one
-// round trip together, where a wait for the fingerprint before the data costs one more (measured
-// on an H200, 8 emulated ranks: +0.9 us per call). The same records as check_verify.
+// One peer's fingerprint packet (slot, flag) compared with `fp`, split into issue() and poll() so
+// that a reader of LL packets folds it into its own wait (core::ll_wait_batch's `extra`): the
+// fingerprint and the data then cost one round trip together, where a wait for the fingerprint
+// before the data costs one more (measured on an H200, 8 emulated ranks: +0.9 us per call).
+// check_verify runs one per peer it serves. The peer defaults to the thread rank (the LL one-shot's
+// threads each serve one peer; needs a group of at least as many threads as ranks).
 template <int MaxRanks>
 struct check_poller {
   const signal_pads<MaxRanks>& s;
@@ -241,11 +198,15 @@ struct check_poller {
   int peer, block;
   int state;  // 1 matched (or nothing to check), 0 waiting, -1 failed
   ll_packet q;
+  bool map;  // fp is a tile map's fingerprint (the mismatch record names its fields)
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE check_poller(const Group& g, const signal_pads<MaxRanks>& pads, int slot,
                                                    std::uint32_t check_flag, const call_fingerprint& f, int blk)
-      : s(pads), fp(f), pkt(nullptr), flag(detail::nonzero_flag(check_flag)), peer(g.thread_rank()), block(blk),
-        state(peer < pads.num_ranks && peer != pads.rank ? 0 : 1), q{} {
+      : check_poller(pads, slot, check_flag, f, blk, g.thread_rank(), false) {}
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE check_poller(const signal_pads<MaxRanks>& pads, int slot, std::uint32_t check_flag,
+                                                   const call_fingerprint& f, int blk, int p, bool is_map)
+      : s(pads), fp(f), pkt(nullptr), flag(detail::nonzero_flag(check_flag)), peer(p), block(blk),
+        state(p < pads.num_ranks && p != pads.rank ? 0 : 1), q{}, map(is_map) {
     if (state == 0) pkt = pads.check_packet(peer, flag, slot);
   }
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void issue() {
@@ -260,7 +221,7 @@ struct check_poller {
     }
     const gpu::vec16 theirs = ll_payload(q);
     if (theirs.w[0] != fp.w[0] || theirs.w[1] != fp.w[1] || theirs.w[2] != fp.w[2] || theirs.w[3] != fp.w[3]) {
-      detail::record_call_mismatch(s, block, peer, fp, theirs, false);
+      detail::record_call_mismatch(s, block, peer, fp, theirs, map);
       state = -1;
     } else {
       state = 1;
@@ -271,6 +232,37 @@ struct check_poller {
     detail::record_timeout(s, block, peer, barrier_kind::check, flag, static_cast<std::uint32_t>(q.w[0] >> 32));
   }
 };
+
+// Compares the packet (slot, flag) of every peer this thread serves (p = thread_rank, + group size,
+// ...) with `fp`, waiting (bounded) for those not there yet. Not group-collective: merge the result
+// into a group vote (g.sync_or(!ok)) before the first output is written. False on a mismatch (the
+// record names the field and both values) or an expired wait (barrier_kind::check; `block` in the
+// records). `map`: fp is a tile map's fingerprint. `only`: serve this one peer only (>= 0).
+// `below`: serve only peers 0 .. below - 1 (those that publish this packet: a tree tile map's owners).
+template <class Group, int MaxRanks>
+RCCLX_HOST_DEVICE inline bool check_verify(const Group& g, const signal_pads<MaxRanks>& s, int slot, std::uint32_t flag,
+                                           const call_fingerprint& fp, int block, bool map = false, int only = -1,
+                                           int below = max_ranks) {
+  if (only >= 0 && g.thread_rank() != 0) return true;  // one thread serves that peer
+  const int end = below < s.num_ranks ? below : s.num_ranks;
+  for (int p = only >= 0 ? only : g.thread_rank(); p < end; p += g.size()) {
+    check_poller<MaxRanks> c(s, slot, flag, fp, block, p, map);
+    c.issue();
+    int x = c.poll();
+    if (x == 0 && !detail::spin_bounded(
+                      s,
+                      [&] {
+                        x = c.poll();
+                        return x != 0;
+                      },
+                      [&] { c.expired(); }))
+      return false;
+    if (x < 0) return false;
+    if (only >= 0) break;
+  }
+  return true;
+}
+
 
 }  // namespace core
 RCCLX_NAMESPACE_END

@@ -58,11 +58,19 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool ll_fits(const signal_pads<MaxRanks>& s,
 // Group-collective, once per call by every block that takes part: this call's flag for `block`.
 // Includes a group sync (every thread has read the counter before thread 0 advances it); the
 // caller's final g.sync_or (or any later sync) orders the advance before the next call's read.
+namespace detail {
+// The flag of the call after the one whose flag is `current` (a per-block call counter): never 0
+// (0 means "never written"), and 2 after a wrap keeps the parity alternating.
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t next_call_flag(std::uint32_t current) {
+  const std::uint32_t flag = current + 1u;
+  return flag == 0u ? 2u : flag;
+}
+}  // namespace detail
+
 template <class Group, int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t ll_begin(const Group& g, const signal_pads<MaxRanks>& s, int block) {
   std::uint32_t* c = s.ll_epoch_slot(block);
-  std::uint32_t flag = *c + 1u;
-  if (flag == 0u) flag = 2u;  // 0 means "never written"; 2 keeps the parity alternating after wrap
+  const std::uint32_t flag = detail::next_call_flag(*c);
   g.sync();
   if (g.thread_rank() == 0) *c = flag;
   return flag;

@@ -264,13 +264,7 @@ void with_type(at::ScalarType s, F&& f) {
 // f(T{}) with T the C++ type of t's dtype; an rcclx::error is raised as run_plain does.
 template <class F>
 void run_typed(const at::Tensor& t, F&& f) {
-  std::string err;
-  try {
-    with_type(t.scalar_type(), f);
-  } catch (const rcclx::error& e) {
-    err = e.what();
-  }
-  TORCH_CHECK(err.empty(), err);
+  run_plain([&] { with_type(t.scalar_type(), f); });
 }
 
 

@@ -4,7 +4,10 @@
 # chooses), otherwise for the host backend (CPU tensors, ranks as processes sharing memory).
 import os
 
+import shutil
+
 from setuptools import setup
+from setuptools.command.build_py import build_py
 from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension, CUDA_HOME
 import torch
 
@@ -21,6 +24,19 @@ if want == "cuda":
 else:
     ext = CppExtension("rcclx._C", ["python/rcclx/csrc/ops.cpp"], include_dirs=include, extra_compile_args=cxx)
 
+
+class build_py_with_headers(build_py):
+    """Also installs the rcclx headers into the package (rcclx/include), for users' extensions
+    (rcclx.include_dir())."""
+
+    def run(self):
+        super().run()
+        dst = os.path.join(self.build_lib, "rcclx", "include", "rcclx")
+        if os.path.isdir(dst):
+            shutil.rmtree(dst)
+        shutil.copytree(os.path.join(here, "include", "rcclx"), dst)
+
+
 setup(
     name="rcclx",
     version="0.1.0",
@@ -28,5 +44,5 @@ setup(
     package_dir={"": "python"},
     packages=["rcclx"],
     ext_modules=[ext],
-    cmdclass={"build_ext": BuildExtension},
+    cmdclass={"build_ext": BuildExtension, "build_py": build_py_with_headers},
 )

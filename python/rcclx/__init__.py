@@ -17,10 +17,23 @@ import torch.distributed as dist
 
 from . import _C  # registers torch.ops.rcclx.*
 
-__all__ = ["Communicator", "ReduceOp", "new_comm", "backend", "max_ranks"]
+__all__ = ["Communicator", "ReduceOp", "new_comm", "backend", "max_ranks", "include_dir"]
 
 backend = _C.backend      # "host" (CPU tensors, ranks as processes) or "cuda"
 max_ranks = _C.max_ranks
+
+
+
+def include_dir():
+    """The rcclx headers (include/rcclx/...) for your own extension's include_dirs: the copy installed
+    with this package, or the source tree's."""
+    import os
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in (os.path.join(here, "include"), os.path.join(here, "..", "..", "include")):
+        if os.path.isfile(os.path.join(d, "rcclx", "pytorch", "kernel_handles.hpp")):
+            return os.path.abspath(d)
+    raise RuntimeError("rcclx.include_dir: the rcclx headers are not installed with this package")
+
 
 _OPS = ("sum", "min", "max")
 _ALGORITHMS = ("flat", "tree", "low_precision", "automatic")
@@ -47,6 +60,19 @@ def _algorithm_name(a):
     return a
 
 
+def _out_format(out_dtype):
+    if out_dtype is None:
+        return "same"
+    if isinstance(out_dtype, str) and out_dtype in ("e4m3", "e5m2"):
+        return out_dtype
+    names = {getattr(torch, "float8_e4m3fn", None): "e4m3", getattr(torch, "float8_e5m2", None): "e5m2"}
+    names.pop(None, None)
+    if out_dtype in names:
+        return names[out_dtype]
+    raise ValueError(f"rcclx.all_reduce_rmsnorm: out_dtype must be None, torch.float8_e4m3fn, torch.float8_e5m2, "
+                     f"\"e4m3\" or \"e5m2\" (got {out_dtype!r})")
+
+
 class _Done:
     """The work object of an async_op=True call (the call has completed on return)."""
 
@@ -71,11 +97,13 @@ class Communicator:
     check_calls: compare every call's arguments across ranks over the group before it runs (one
     all_gather_object per call: clear errors for mismatched calls, at the cost of a round trip over
     the group; default on);
-    symmetric_bytes: the pool of symmetric_empty (default 64 MiB, allocated on first use).
+    symmetric_bytes: the pool of symmetric_empty (default 64 MiB, allocated on first use);
+    max_tiles: signal-pad slots kept for tile-protocol kernels (all_reduce_rmsnorm's tokens, your
+    own kernels' tiles; default 2048, at most 3967).
     """
 
     def __init__(self, group=None, device=None, buffer_bytes=0, timeout=0.0, check_calls=True,
-                 symmetric_bytes=0):
+                 symmetric_bytes=0, max_tiles=0):
         if not dist.is_initialized():
             raise RuntimeError("rcclx.Communicator: torch.distributed is not initialized "
                                "(call torch.distributed.init_process_group first)")
@@ -104,7 +132,7 @@ class Communicator:
 
         self._allgather = allgather
         self.id = _C.create(self.rank, n, allgather, int(buffer_bytes), float(timeout),
-                            1 if check_calls else 0, int(symmetric_bytes))
+                            1 if check_calls else 0, int(symmetric_bytes), int(max_tiles))
 
     def destroy(self):
         """Frees this rank's buffers (collective: every rank calls it)."""
@@ -132,6 +160,40 @@ class Communicator:
         """Equal splits, as torch.distributed.all_to_all_single."""
         torch.ops.rcclx.all_to_all(out, t, self.id, _algorithm_name(algorithm))
         return out
+
+    def all_reduce_rmsnorm(self, x, residual, weight, eps=1e-6, out_dtype=None, scale=None, out=None,
+                           algorithm="automatic"):
+        """The decode epilogue in one kernel: residual += allreduce(x) (in place), then
+        out = rmsnorm(residual) * weight; returns (out, residual). x, residual: [..., hidden] of one
+        dtype (float32, bfloat16, float16), weight: [hidden]; residual and weight the same on every
+        rank. out_dtype None: x's dtype; an FP8 dtype (torch.float8_e4m3fn / float8_e5m2, or the
+        strings "e4m3" / "e5m2" with a uint8 output) writes FP8 codes of out / scale (scale: a
+        float32 tensor of one element, default 1). The same bits on every rank; FP32 arithmetic."""
+        fmt = _out_format(out_dtype)
+        if out is None:
+            if fmt == "same":
+                out = torch.empty_like(x)
+            else:
+                dt = out_dtype if isinstance(out_dtype, torch.dtype) else torch.uint8
+                out = torch.empty(x.shape, dtype=dt, device=x.device)
+        if fmt != "same" and scale is None:
+            scale = torch.ones(1, dtype=torch.float32, device=x.device)
+        torch.ops.rcclx.all_reduce_rmsnorm(x, residual, weight, out, float(eps), self.id,
+                                           _algorithm_name(algorithm), fmt, scale)
+        return out, residual
+
+    # ---- your own kernels ----
+    def kernel_handles(self, t):
+        """The device handles of the symmetric tensor t (a symmetric_empty tensor) for your own
+        extension's kernels: a CPU uint8 tensor holding an rcclx::pytorch::kernel_handles record
+        (include/rcclx/pytorch/kernel_handles.hpp): every rank's copy of t, the signal pads and the
+        pad slots kept for tile-protocol kernels. Local (no exchange)."""
+        return _C.kernel_handles(self.id, t)
+
+    @property
+    def tile_slots(self):
+        """(first, max_tiles): the signal-pad slots kept for tile-protocol kernels."""
+        return _C.tile_slots(self.id)
 
     # ---- symmetric tensors, graphs, errors ----
     def symmetric_empty(self, shape, dtype=torch.float32):

@@ -1,6 +1,6 @@
 // The activation and bias stages (fused/stages.hpp) against float64 references: bias, SiLU, GELU
 // (erf and tanh forms), SwiGLU on interleaved gate/up columns (half-width output). Host code (the
-// stages are host/device functors; examples/06_linear_silu runs bias and SiLU in a GPU kernel).
+// stages are host/device functors; examples/02_linear_silu runs bias and SiLU in a GPU kernel).
 #include <rcclx/fused/stages.hpp>
 
 #include <cmath>

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -368,12 +369,25 @@ inline ipc_handle ipc_get_handle(void* base) {
 #  if RCCLX_BACKEND_HIP
   hipIpcMemHandle_t v;
   static_assert(sizeof(v) <= sizeof(h.bytes), "hipIpcMemHandle_t larger than ipc_handle");
-  check(hipIpcGetMemHandle(&v, base), "hipIpcGetMemHandle");
+  const runtime_result rc = hipIpcGetMemHandle(&v, base);
+  if (rc != hipSuccess) (void)hipGetLastError();
+  const char* what = "hipIpcGetMemHandle";
 #  else
   cudaIpcMemHandle_t v;
   static_assert(sizeof(v) <= sizeof(h.bytes), "cudaIpcMemHandle_t larger than ipc_handle");
-  check(cudaIpcGetMemHandle(&v, base), "cudaIpcGetMemHandle");
+  const runtime_result rc = cudaIpcGetMemHandle(&v, base);
+  if (rc != cudaSuccess) (void)cudaGetLastError();
+  const char* what = "cudaIpcGetMemHandle";
 #  endif
+  // Virtual-memory allocations (cuMemCreate / hipMemCreate, PyTorch's expandable_segments:True)
+  // have no legacy IPC handle: say so, rather than only the runtime's "invalid argument".
+  char at[32];
+  std::snprintf(at, sizeof at, "%p", base);
+  check(rc, (std::string(what) + " (the allocation at " + at +
+             "; only plain device allocations (cudaMalloc / hipMalloc, PyTorch's caching allocator without "
+             "expandable_segments) can be shared by IPC handle: allocate this buffer that way or with "
+             "rcclx's own allocators)")
+                .c_str());
   std::memcpy(h.bytes, &v, sizeof(v));
   return h;
 }

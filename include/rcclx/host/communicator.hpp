@@ -643,6 +643,24 @@ class communicator {
     enqueue([s, stream] { detail::launch_barrier(s, stream); });
   }
 
+  // Collective (every rank, in the same order as its collectives): the built-in calls' agreement
+  // check for a call of your own, e.g. a fused kernel launched on this communicator's handles.
+  // Ranks that disagree on `name`, T, `count` or `shape` (a second size, such as a row length), or
+  // a rank that passes a non-empty `local_error`, make every rank throw the same error naming each
+  // rank's value. Without options().check_calls only the local error is thrown (on this rank).
+  template <class T>
+  void check_user_call(const char* name, std::size_t count, std::uint32_t shape = 0,
+                       const std::string& local_error = std::string()) {
+    ensure_usable();
+    std::uint32_t h = 2166136261u;  // the name's FNV-1a hash: compared as the "algorithm"
+    for (const char* c = name; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 16777619u;
+    auto d = detail::make_descriptor<T>(detail::collective_kind::user, count, 0, "-", h, name);
+    d.shape = shape;
+    d.seq = ++calls_;
+    if (opts_.check_calls) check_call(d, local_error);
+    else if (!local_error.empty()) throw error(errc::invalid_argument, local_error);
+  }
+
   // Advanced: runs the caller's collective kernel on this communicator with the same buffer
   // resolution and checks as the built-in collectives. `kernel(table, uses_workspace)` is called
   // with a core::peer_table<T, MaxRanks> by value, or (during a zero-copy graph capture) with a

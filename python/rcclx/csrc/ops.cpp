@@ -9,10 +9,14 @@
 #  include <c10/cuda/CUDAFunctions.h>
 #endif
 
+#include <rcclx/fp8/format.hpp>
+#include <rcclx/fused/allreduce_rmsnorm.hpp>
 #include <rcclx/host/bootstrap.hpp>
 #include <rcclx/host/communicator.hpp>
 #include <rcclx/host/shareable_memory.hpp>
 #include <rcclx/lpc/select.hpp>
+#include <rcclx/pytorch/kernel_handles.hpp>
+
 
 #include <cstdint>
 #include <cstring>
@@ -25,8 +29,11 @@
 
 namespace {
 
-constexpr int max_ranks = 16;
+constexpr int max_ranks = rcclx::pytorch::max_ranks;
 using communicator = rcclx::host::communicator<max_ranks>;
+// The pad slots of the communicator's own collectives (its launches use at most this many blocks);
+// the tile-protocol range (fused ops, users' kernels) follows them.
+constexpr int collective_slots = 128;
 
 // One Python Communicator: the bootstrap (an allgather over the group, called back into Python)
 // must outlive the communicator, which uses it for its per-call agreement checks.
@@ -42,31 +49,65 @@ struct symmetric_pool {
   }
 };
 
+// The fused ops' own symmetric buffer (all_reduce_rmsnorm's workspace): registered on first use,
+// replaced by a larger one when a call needs more (collective: every rank makes the same calls).
+struct fused_region {
+  void* base = nullptr;
+  std::size_t bytes = 0;
+};
+
 struct entry {
   std::unique_ptr<rcclx::host::callback_bootstrap> bootstrap;
   std::unique_ptr<communicator> comm;
   int rank = 0, num_ranks = 0;
   int device = -1;  // GPU builds: the device the communicator's memory lives on
   std::size_t symmetric_bytes = 0;
+  rcclx::fused::tile_slots tile_slots{collective_slots, 0};  // fused ops and users' kernels
+  fused_region fused;
   std::shared_ptr<std::mutex> pool_mutex = std::make_shared<std::mutex>();
   std::shared_ptr<symmetric_pool> pool = std::make_shared<symmetric_pool>();
-  ~entry() { comm.reset(); }  // before the pool: the communicator closes its registrations
+  ~entry() {
+    comm.reset();  // before the pool and the fused region: the communicator closes its registrations
+    if (fused.base) rcclx::host::shareable_free(fused.base);
+  }
 };
 
-std::mutex registry_mutex;
-std::map<std::int64_t, std::shared_ptr<entry>> registry;
-std::int64_t next_id = 1;
+// The communicators by id. Never destroyed: a communicator still alive when the interpreter exits
+// is left to the operating system (its destructor would call the GPU runtime after it shut down).
+struct registry_t {
+  std::mutex mutex;
+  std::map<std::int64_t, std::shared_ptr<entry>> entries;
+  std::int64_t next_id = 1;
+};
+registry_t& registry() {
+  static registry_t* r = new registry_t;
+  return *r;
+}
 
 std::shared_ptr<entry> find(std::int64_t id) {
-  std::lock_guard<std::mutex> lock(registry_mutex);
-  const auto it = registry.find(id);
-  TORCH_CHECK(it != registry.end(), "rcclx: communicator ", id, " does not exist (destroyed, or never created)");
+  registry_t& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mutex);
+  const auto it = reg.entries.find(id);
+  TORCH_CHECK(it != reg.entries.end(), "rcclx: communicator ", id, " does not exist (destroyed, or never created)");
   return it->second;
+}
+
+// Peers whose process no longer runs (the communicator's ranks share this node): "" or a sentence.
+std::string dead_peers(const entry& e) {
+  if (!e.comm) return {};
+  std::string m;
+  const std::vector<int>& pids = e.comm->pids();
+  for (int r = 0; r < static_cast<int>(pids.size()); ++r) {
+    if (r == e.rank || pids[r] <= 0) continue;
+    if (rcclx::host::detail::process_gone(pids[r]))
+      m += (m.empty() ? "" : ", ") + ("rank " + std::to_string(r) + " (pid " + std::to_string(pids[r]) + ")");
+  }
+  return m.empty() ? m : " [no longer running: " + m + "]";
 }
 
 // allgather(bytes) -> bytes (num_ranks * len), a Python callable; called with or without the GIL.
 std::int64_t create(std::int64_t rank, std::int64_t num_ranks, py::function allgather, std::int64_t buffer_bytes,
-                    double timeout_s, std::int64_t check_calls, std::int64_t symmetric_bytes) {
+                    double timeout_s, std::int64_t check_calls, std::int64_t symmetric_bytes, std::int64_t max_tiles) {
   auto e = std::make_shared<entry>();
   e->rank = static_cast<int>(rank);
   e->num_ranks = static_cast<int>(num_ranks);
@@ -78,10 +119,25 @@ std::int64_t create(std::int64_t rank, std::int64_t num_ranks, py::function allg
   const int n = e->num_ranks;
   e->bootstrap = std::make_unique<rcclx::host::callback_bootstrap>(
       e->rank, n, [fn, n](const void* in, void* out, std::size_t bytes) {
-        py::gil_scoped_acquire gil;
-        const py::bytes mine(static_cast<const char*>(in), bytes);
-        const py::object got = (*fn)(mine);
-        const std::string all = got.cast<std::string>();
+        std::string all, failure;
+        {
+          py::gil_scoped_acquire gil;
+          try {
+            const py::bytes mine(static_cast<const char*>(in), bytes);
+            const py::object got = (*fn)(mine);
+            all = got.cast<std::string>();
+          } catch (py::error_already_set& x) {  // destroyed here, with the GIL held
+            failure = x.what();
+            const std::size_t at = failure.find("\n\nAt:");  // pybind11 appends the Python traceback
+            if (at != std::string::npos) failure.resize(at);
+          } catch (const py::cast_error& x) {
+            failure = x.what();
+          }
+        }
+        if (!failure.empty())
+          throw rcclx::error(rcclx::errc::peer_failure,
+                             "the exchange over the process group failed (did a rank die or leave the group?): " +
+                                 failure);
         if (all.size() != bytes * static_cast<std::size_t>(n))
           throw rcclx::error(rcclx::errc::invalid_argument,
                              "the bootstrap allgather returned " + std::to_string(all.size()) + " bytes, expected " +
@@ -92,35 +148,47 @@ std::int64_t create(std::int64_t rank, std::int64_t num_ranks, py::function allg
   if (buffer_bytes > 0) o.buffer_bytes = static_cast<std::size_t>(buffer_bytes);
   if (timeout_s > 0) o.timeout_ns = static_cast<std::uint64_t>(timeout_s * 1e9);
   if (check_calls >= 0) o.check_calls = check_calls != 0;
-  e->comm = std::make_unique<communicator>(*e->bootstrap, o);
-  std::lock_guard<std::mutex> lock(registry_mutex);
-  registry[next_id] = e;
-  return next_id++;
+  TORCH_CHECK(max_tiles >= 0 && max_tiles <= 4096 - 1 - collective_slots, "rcclx.Communicator: max_tiles = ", max_tiles,
+              " must be in [0, ", 4096 - 1 - collective_slots, "] (0: the default, 2048)");
+  e->tile_slots = rcclx::fused::tile_slots{collective_slots, max_tiles > 0 ? static_cast<int>(max_tiles) : 2048};
+  o.max_blocks = e->tile_slots.end();
+  std::string err;
+  try {
+    e->comm = std::make_unique<communicator>(*e->bootstrap, o);
+  } catch (const rcclx::error& x) {
+    err = x.what();
+  }
+  TORCH_CHECK(err.empty(), err);
+  registry_t& reg = registry();
+  std::lock_guard<std::mutex> lock(reg.mutex);
+  reg.entries[reg.next_id] = e;
+  return reg.next_id++;
 }
 
 void destroy(std::int64_t id) {
   std::shared_ptr<entry> e;
   {
-    std::lock_guard<std::mutex> lock(registry_mutex);
-    const auto it = registry.find(id);
-    if (it == registry.end()) return;
+    registry_t& reg = registry();
+    std::lock_guard<std::mutex> lock(reg.mutex);
+    const auto it = reg.entries.find(id);
+    if (it == reg.entries.end()) return;
     e = it->second;
-    registry.erase(it);
+    reg.entries.erase(it);
   }
   e->comm.reset();
 }
 
-// f() with an rcclx::error raised as a torch error. The torch error is raised outside the handler
-// and after f's locals are gone: a c10::Error raised from inside a catch block, or with a lock held,
-// killed the process (SIGSEGV) in the nvcc-built extension on torch 2.11, where the same error raised
-// from a plain scope did not.
+// f() with an rcclx::error raised as a torch error (RuntimeError in Python), from a plain scope
+// (not from inside the handler). A failed exchange over the group also names the peers whose
+// process no longer runs (a timeout's message names its missing rank already).
 template <class F>
-void run_plain(F&& f) {
+void run_plain(const entry* e, F&& f) {
   std::string err;
   try {
     f();
-  } catch (const rcclx::error& e) {
-    err = e.what();
+  } catch (const rcclx::error& x) {
+    err = x.what();
+    if (e && x.code() == rcclx::errc::peer_failure) err += dead_peers(*e);  // timeouts name the rank already
   }
   TORCH_CHECK(err.empty(), err);
 }
@@ -194,13 +262,13 @@ bool is_symmetric(std::int64_t id, const at::Tensor& t) {
 // of the buffers they read (communicator::register_graph_buffers).
 void register_graph_buffers(std::int64_t id) {
   const auto e = find(id);
-  run_plain([&] { e->comm->register_graph_buffers(); });
+  run_plain(e.get(), [&] { e->comm->register_graph_buffers(); });
 }
 
 // Waits for torch's current stream, then raises a device-side error (a peer that never arrived).
 void synchronize(std::int64_t id) {
   const auto e = find(id);
-  run_plain([&] {
+  run_plain(e.get(), [&] {
 #if RCCLX_BACKEND_CUDA
     e->comm->synchronize(at::cuda::getCurrentCUDAStream());
 #else
@@ -263,8 +331,8 @@ void with_type(at::ScalarType s, F&& f) {
 
 // f(T{}) with T the C++ type of t's dtype; an rcclx::error is raised as run_plain does.
 template <class F>
-void run_typed(const at::Tensor& t, F&& f) {
-  run_plain([&] { with_type(t.scalar_type(), f); });
+void run_typed(const entry& e, const at::Tensor& t, F&& f) {
+  run_plain(&e, [&] { with_type(t.scalar_type(), f); });
 }
 
 
@@ -287,7 +355,7 @@ void all_reduce(at::Tensor t, std::int64_t comm, std::string op, std::string alg
   const auto e = find(comm);
   const auto o = parse_op(op);
   const auto a = resolve(rcclx::lpc::collective::allreduce, parse_algorithm(algorithm), t.nbytes());
-  run_typed(t, [&](auto tag) {
+  run_typed(*e, t, [&](auto tag) {
     using T = decltype(tag);
     T* p = static_cast<T*>(t.data_ptr());
     e->comm->allreduce<T>(p, p, static_cast<std::size_t>(t.numel()), o, a, stream_of(t));
@@ -300,7 +368,7 @@ void all_gather(at::Tensor out, at::Tensor in, std::int64_t comm, std::string al
   TORCH_CHECK(out.numel() == in.numel() * e->num_ranks, "rcclx.all_gather: the output has ", out.numel(),
               " elements; it needs num_ranks x input = ", e->num_ranks, " x ", in.numel());
   const auto a = resolve(rcclx::lpc::collective::allgather, parse_algorithm(algorithm), in.nbytes());
-  run_typed(in, [&](auto tag) {
+  run_typed(*e, in, [&](auto tag) {
     using T = decltype(tag);
     e->comm->allgather<T>(static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()),
                           static_cast<std::size_t>(in.numel()), a, stream_of(in));
@@ -314,7 +382,7 @@ void reduce_scatter(at::Tensor out, at::Tensor in, std::int64_t comm, std::strin
               " elements; it needs num_ranks x output = ", e->num_ranks, " x ", out.numel());
   const auto o = parse_op(op);
   const auto a = resolve(rcclx::lpc::collective::reduce_scatter, parse_algorithm(algorithm), in.nbytes());
-  run_typed(in, [&](auto tag) {
+  run_typed(*e, in, [&](auto tag) {
     using T = decltype(tag);
     e->comm->reduce_scatter<T>(static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()),
                                static_cast<std::size_t>(in.numel()), o, a, stream_of(in));
@@ -329,10 +397,151 @@ void all_to_all(at::Tensor out, at::Tensor in, std::int64_t comm, std::string al
   TORCH_CHECK(in.numel() % e->num_ranks == 0, "rcclx.all_to_all: ", in.numel(),
               " elements do not split into ", e->num_ranks, " equal blocks");
   const auto a = resolve(rcclx::lpc::collective::alltoall, parse_algorithm(algorithm), in.nbytes());
-  run_typed(in, [&](auto tag) {
+  run_typed(*e, in, [&](auto tag) {
     using T = decltype(tag);
     e->comm->alltoall<T>(static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()),
                          static_cast<std::size_t>(in.numel()), a, stream_of(in));
+  });
+}
+
+// ---- your own kernels: the device handles of a symmetric tensor -------------------------------
+
+// A CPU uint8 tensor holding an rcclx::pytorch::kernel_handles record for the symmetric tensor t
+// (include/rcclx/pytorch/kernel_handles.hpp reads it in the user's extension). Local: no exchange.
+at::Tensor kernel_handles(std::int64_t id, const at::Tensor& t) {
+  const auto e = find(id);
+  TORCH_CHECK(t.is_contiguous(), "rcclx.kernel_handles: the tensor must be contiguous");
+  TORCH_CHECK(e->comm->is_registered(t.data_ptr(), t.nbytes()),
+              "rcclx.kernel_handles: the tensor (", t.nbytes(), " bytes at ", t.data_ptr(),
+              ") is not a symmetric tensor of this communicator: make it with comm.symmetric_empty on every rank");
+  rcclx::pytorch::kernel_handles h{};
+  h.magic = rcclx::pytorch::kernel_handles::magic_value;
+  h.version = rcclx::pytorch::kernel_handles::layout_version;
+  h.bytes = sizeof(h);
+  h.max_ranks_of_writer = max_ranks;
+  h.slots = e->tile_slots;
+  h.buffer_bytes = t.nbytes();
+  run_plain(e.get(), [&] {
+    h.table = e->comm->buffer_handle(static_cast<const unsigned char*>(t.data_ptr()), t.nbytes());
+  });
+  at::Tensor out = at::empty({static_cast<std::int64_t>(sizeof(h))}, at::TensorOptions().dtype(at::kByte));
+  std::memcpy(out.data_ptr(), &h, sizeof(h));
+  return out;
+}
+
+// ---- AllReduce + residual add + RMSNorm ---------------------------------------------------------
+
+// The fused ops' symmetric buffer, at least `need` bytes (collective: every rank makes the same
+// calls). A larger one replaces the old after a barrier, so no rank still reads the old one.
+void ensure_fused_region(entry& e, std::size_t need, rcclx::gpu::stream_t stream) {
+  if (e.fused.bytes >= need) return;
+  if (rcclx::gpu::stream_is_capturing(stream))
+    throw rcclx::error(rcclx::errc::invalid_argument,
+                       "all_reduce_rmsnorm: this shape needs a larger fused workspace (" + std::to_string(need) +
+                           " bytes), which cannot be allocated during graph capture: run the call once before "
+                           "capturing it");
+  if (e.fused.base) {
+    e.comm->barrier(stream);
+    e.comm->synchronize(stream);
+    e.comm->unregister_buffer(e.fused.base);
+    rcclx::host::shareable_free(e.fused.base);
+    e.fused = {};
+  }
+  const std::size_t bytes = std::max<std::size_t>(need, std::size_t(1) << 20);
+  void* p = rcclx::host::shareable_malloc(bytes);
+  try {
+    e.comm->register_buffer(p, bytes);  // collective
+  } catch (...) {
+    rcclx::host::shareable_free(p);
+    throw;
+  }
+  e.fused.base = p;
+  e.fused.bytes = bytes;
+}
+
+// The output format: "" (the input's dtype) or an FP8 format's name (codes in a 1-byte tensor).
+template <class F>
+void with_out_format(const std::string& fmt, F&& f) {
+  if (fmt.empty() || fmt == "same") f(rcclx::fp8::e4m3{}, std::false_type{});
+  else if (fmt == "e4m3") f(rcclx::fp8::e4m3{}, std::true_type{});
+  else if (fmt == "e5m2") f(rcclx::fp8::e5m2{}, std::true_type{});
+  else TORCH_CHECK(false, "rcclx.all_reduce_rmsnorm: out_format must be \"same\", \"e4m3\" or \"e5m2\" (got \"", fmt,
+                   "\")");
+}
+
+// residual <- residual + allreduce(x); out <- rmsnorm(residual) * weight (FP8: codes of out / scale).
+// x, residual: [tokens, hidden]; weight: [hidden]; the same bits on every rank.
+void all_reduce_rmsnorm(at::Tensor x, at::Tensor residual, at::Tensor weight, at::Tensor out, double eps,
+                        std::int64_t comm, std::string algorithm, std::string out_format,
+                        c10::optional<at::Tensor> scale) {
+  const char* who = "all_reduce_rmsnorm";
+  check_tensor(who, "x", x);
+  check_tensor(who, "residual", residual);
+  check_tensor(who, "weight", weight);
+  TORCH_CHECK(out.is_contiguous(), "rcclx.all_reduce_rmsnorm: out must be contiguous");
+  TORCH_CHECK(x.scalar_type() != at::kInt, "rcclx.all_reduce_rmsnorm: x must be float32, bfloat16 or float16");
+  TORCH_CHECK(residual.scalar_type() == x.scalar_type() && weight.scalar_type() == x.scalar_type(),
+              "rcclx.all_reduce_rmsnorm: x, residual and weight must have one dtype (got ", x.scalar_type(), ", ",
+              residual.scalar_type(), ", ", weight.scalar_type(), ")");
+  TORCH_CHECK(x.dim() >= 1, "rcclx.all_reduce_rmsnorm: x must have at least one dimension (its last is hidden)");
+  const std::int64_t hidden = x.dim() >= 1 ? x.size(-1) : 0;
+  TORCH_CHECK(residual.sizes() == x.sizes(), "rcclx.all_reduce_rmsnorm: residual has shape ", residual.sizes(),
+              ", x has ", x.sizes());
+  TORCH_CHECK(weight.numel() == hidden, "rcclx.all_reduce_rmsnorm: weight has ", weight.numel(),
+              " elements; it needs x's last dimension, ", hidden);
+  TORCH_CHECK(out.numel() == x.numel(), "rcclx.all_reduce_rmsnorm: out has ", out.numel(), " elements; x has ",
+              x.numel());
+  const bool fp8 = !(out_format.empty() || out_format == "same");
+  TORCH_CHECK(fp8 ? out.element_size() == 1 : out.scalar_type() == x.scalar_type(), "rcclx.all_reduce_rmsnorm: out ",
+              fp8 ? "must have 1-byte elements (uint8 or a float8 dtype) for FP8 output" : "must have x's dtype",
+              " (got ", out.scalar_type(), ")");
+  if (fp8) {
+    TORCH_CHECK(scale.has_value() && scale->numel() == 1 && scale->scalar_type() == at::kFloat,
+                "rcclx.all_reduce_rmsnorm: FP8 output needs scale, a float32 tensor of one element");
+    check_tensor(who, "scale", *scale);
+  }
+  const auto e = find(comm);
+  const rcclx::algorithm a = parse_algorithm(algorithm);
+  const std::size_t tokens = hidden > 0 ? static_cast<std::size_t>(x.numel() / hidden) : 0;
+  const auto stream = stream_of(x);
+  run_typed(*e, x, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same<T, std::int32_t>::value) {
+      with_out_format(out_format, [&](auto fmt_tag, auto is_fp8) {
+        using Out = std::conditional_t<decltype(is_fp8)::value, decltype(fmt_tag), T>;
+        rcclx::fused::rmsnorm_args<T, Out> args{static_cast<const T*>(x.data_ptr()),
+                                                static_cast<T*>(residual.data_ptr()),
+                                                static_cast<const T*>(weight.data_ptr()),
+                                                static_cast<rcclx::fused::output_t<T, Out>*>(out.data_ptr()),
+                                                tokens,
+                                                static_cast<std::size_t>(hidden),
+                                                static_cast<float>(eps),
+                                                scale ? static_cast<const float*>(scale->data_ptr()) : nullptr};
+        // This rank's argument errors are raised on every rank by the agreement check (nothing is launched).
+        std::string local;
+        try {
+          rcclx::fused::detail::check_rmsnorm_call<T, max_ranks>(who, a, 0);
+          rcclx::fused::detail::check_rmsnorm_args(who, args);
+          if (tokens > static_cast<std::size_t>(e->tile_slots.max_tiles))
+            throw rcclx::error(rcclx::errc::invalid_argument,
+                               std::string(who) + ": " + std::to_string(tokens) + " tokens exceed the communicator's " +
+                                   std::to_string(e->tile_slots.max_tiles) + " (rcclx.Communicator(max_tiles=...))");
+        } catch (const rcclx::error& x) {
+          local = x.what();
+        }
+        e->comm->check_user_call<T>(who, tokens * static_cast<std::size_t>(hidden), static_cast<std::uint32_t>(hidden),
+                                    local);
+        if (tokens == 0) return;
+        const rcclx::algorithm resolved =
+            rcclx::fused::resolve_rmsnorm_algorithm<T>(a, tokens, static_cast<std::size_t>(hidden), e->num_ranks);
+        ensure_fused_region(*e, rcclx::fused::allreduce_rmsnorm_workspace_bytes<T, Out>(tokens, hidden, resolved),
+                            stream);
+        const auto table = e->comm->buffer_handle(static_cast<const T*>(e->fused.base), e->fused.bytes / sizeof(T));
+        rcclx::fused::allreduce_rmsnorm(table, args, e->tile_slots, resolved, stream);
+      });
+    } else {
+      (void)tag;
+    }
   });
 }
 
@@ -340,6 +549,8 @@ void all_to_all(at::Tensor out, at::Tensor in, std::int64_t comm, std::string al
 void all_reduce_meta(at::Tensor, std::int64_t, std::string, std::string) {}
 void collective_meta(at::Tensor, at::Tensor, std::int64_t, std::string) {}
 void reduce_scatter_meta(at::Tensor, at::Tensor, std::int64_t, std::string, std::string) {}
+void all_reduce_rmsnorm_meta(at::Tensor, at::Tensor, at::Tensor, at::Tensor, double, std::int64_t, std::string,
+                             std::string, c10::optional<at::Tensor>) {}
 
 }  // namespace
 
@@ -349,6 +560,8 @@ TORCH_LIBRARY(rcclx, m) {
   m.def("all_gather(Tensor(a!) out, Tensor input, int comm, str algorithm) -> ()");
   m.def("reduce_scatter(Tensor(a!) out, Tensor input, int comm, str op, str algorithm) -> ()");
   m.def("all_to_all(Tensor(a!) out, Tensor input, int comm, str algorithm) -> ()");
+  m.def("all_reduce_rmsnorm(Tensor x, Tensor(a!) residual, Tensor weight, Tensor(b!) out, float eps, int comm, "
+        "str algorithm, str out_format, Tensor? scale) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(rcclx, CompositeExplicitAutograd, m) {
@@ -356,6 +569,7 @@ TORCH_LIBRARY_IMPL(rcclx, CompositeExplicitAutograd, m) {
   m.impl("all_gather", &all_gather);
   m.impl("reduce_scatter", &reduce_scatter);
   m.impl("all_to_all", &all_to_all);
+  m.impl("all_reduce_rmsnorm", &all_reduce_rmsnorm);
 }
 
 // No gradients: a clear error if one is asked for, and meta / CPU tensors dispatch through.
@@ -364,6 +578,7 @@ TORCH_LIBRARY_IMPL(rcclx, Autograd, m) {
   m.impl("all_gather", torch::autograd::autogradNotImplementedFallback());
   m.impl("reduce_scatter", torch::autograd::autogradNotImplementedFallback());
   m.impl("all_to_all", torch::autograd::autogradNotImplementedFallback());
+  m.impl("all_reduce_rmsnorm", torch::autograd::autogradNotImplementedFallback());
 }
 
 TORCH_LIBRARY_IMPL(rcclx, Meta, m) {
@@ -371,19 +586,25 @@ TORCH_LIBRARY_IMPL(rcclx, Meta, m) {
   m.impl("all_gather", &collective_meta);
   m.impl("reduce_scatter", &reduce_scatter_meta);
   m.impl("all_to_all", &collective_meta);
+  m.impl("all_reduce_rmsnorm", &all_reduce_rmsnorm_meta);
 }
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "rcclx: collectives over shared memory, as torch operators";
   m.def("create", &create, "Creates a communicator (collective over the group); returns its id", py::arg("rank"),
         py::arg("num_ranks"), py::arg("allgather"), py::arg("buffer_bytes") = 0, py::arg("timeout_s") = 0.0,
-        py::arg("check_calls") = -1, py::arg("symmetric_bytes") = 0);
+        py::arg("check_calls") = -1, py::arg("symmetric_bytes") = 0, py::arg("max_tiles") = 0);
   m.def("destroy", &destroy, "Destroys a communicator", py::arg("id"));
   m.def("symmetric_empty", &symmetric_empty, "A tensor in the communicator's registered pool (collective)",
         py::arg("id"), py::arg("shape"), py::arg("like"));
   m.def("is_symmetric", &is_symmetric, "Does the tensor lie in a registered buffer?", py::arg("id"), py::arg("t"));
   m.def("register_graph_buffers", &register_graph_buffers,
         "After a graph capture: opens the peers' buffers of the captured collectives (collective)", py::arg("id"));
+  m.def("kernel_handles", &kernel_handles,
+        "The device handles of a symmetric tensor, for your own extension's kernels (a CPU uint8 tensor)",
+        py::arg("id"), py::arg("t"));
+  m.def("tile_slots", [](std::int64_t id) { const auto e = find(id); return py::make_tuple(e->tile_slots.first, e->tile_slots.max_tiles); },
+        "The (first, max_tiles) pad slots kept for tile-protocol kernels", py::arg("id"));
   m.def("synchronize", &synchronize, "Waits for the current stream; raises a device-side error", py::arg("id"));
   m.attr("max_ranks") = max_ranks;
   m.attr("backend") = rcclx::current_backend == rcclx::backend::host ? "host" : "cuda";

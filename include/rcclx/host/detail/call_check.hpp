@@ -87,7 +87,7 @@ struct call_descriptor {
   std::uint32_t op;          // reduce op (as its enum value), 0 where none applies
   std::uint32_t algo;        // algorithm requested (enum value)
   std::uint32_t path;        // buffer_path
-  std::uint32_t reserved;
+  std::uint32_t shape;       // a call's shape word beyond its count (user calls: e.g. a row length)
   std::uint64_t count;       // elements
   std::uint64_t reg_id;      // registration number (registered path)
   std::uint64_t reg_offset;  // bytes from the registered buffer's start (registered path)
@@ -144,6 +144,8 @@ inline std::string compare_descriptors(const std::vector<call_descriptor>& all) 
       return list("the element type", [](const call_descriptor& d) { return std::string(d.type_name); });
     if (b.count != a.count)
       return list("the element count", [&](const call_descriptor& d) { return num(d.count); });
+    if (b.shape != a.shape)
+      return list("the shape (row length)", [&](const call_descriptor& d) { return num(d.shape); });
     if (b.op != a.op)
       return list("the reduction op", [](const call_descriptor& d) { return std::string(d.op_name); });
     if (b.algo != a.algo)

@@ -1,0 +1,194 @@
+"""all_reduce_rmsnorm against float64 (plain and FP8 output), the device handles of a symmetric tensor,
+and failures: bad arguments and shapes that differ across ranks (a clear error on every rank, the next
+call works) and a peer process that died (a clear error naming it, no hang)."""
+import os
+import tempfile
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import rcclx
+
+
+def _device():
+    return torch.device("cpu") if rcclx.backend == "host" else torch.device("cuda", 0)
+
+
+def _run(fn, n, *args):
+    with tempfile.TemporaryDirectory() as d:
+        mp.spawn(_worker, args=(n, "file://" + os.path.join(d, "rv"), fn, args), nprocs=n, join=True)
+
+
+def _worker(rank, n, init, fn, args):
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=n)
+    try:
+        fn(rank, n, *args)
+    finally:
+        dist.destroy_process_group()
+
+
+def _gather_equal(t):
+    mine = t.cpu().contiguous().view(torch.uint8).tolist()
+    all_ = [None] * dist.get_world_size()
+    dist.all_gather_object(all_, mine)
+    return all(x == all_[0] for x in all_)
+
+
+def _e4m3_value(code):
+    """OCP E4M3FN: bias 7, no infinities, S.1111.111 is NaN."""
+    s = -1.0 if code & 0x80 else 1.0
+    e, m = (code >> 3) & 0xF, code & 7
+    if e == 15 and m == 7:
+        return float("nan")
+    return s * (m / 8.0 * 2.0 ** -6 if e == 0 else (1 + m / 8.0) * 2.0 ** (e - 7))
+
+
+EPS = {torch.float32: 2.0 ** -23, torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+
+
+# ---- AllReduce + residual add + RMSNorm -----------------------------------------------------------
+
+def _rmsnorm(rank, n, dtype):
+    dev = _device()
+    comm = rcclx.Communicator(timeout=20.0)
+    tokens, hidden, eps = 5, 256, 1e-6
+    g = torch.Generator().manual_seed(3)
+    xs = [torch.randn(tokens, hidden, generator=g).to(dtype) for _ in range(n)]
+    res0 = torch.randn(tokens, hidden, generator=g).to(dtype)
+    weight = (torch.rand(hidden, generator=g) + 0.5).to(dtype)
+    s = sum(x.double() for x in xs)
+    new_res = s + res0.double()
+    ref = new_res * torch.rsqrt(new_res.pow(2).mean(-1, keepdim=True) + eps) * weight.double()
+    e = EPS[dtype]
+    outs = {}
+    for algo in ("flat", "tree", "automatic"):
+        residual = res0.clone().to(dev)
+        out, r = comm.all_reduce_rmsnorm(xs[rank].to(dev), residual, weight.to(dev), eps, algorithm=algo)
+        assert r is residual and out.dtype == dtype and out.shape == (tokens, hidden)
+        # residual: the sum rounded to dtype, plus the residual, rounded again
+        tol_r = 2 * e * (s.abs() + res0.double().abs()) + n * 2.0 ** -23 * s.abs() + 1e-30
+        assert bool(((residual.double().cpu() - new_res).abs() <= tol_r).all()), algo
+        rms = new_res.pow(2).mean(-1, keepdim=True).sqrt()
+        tol = (2 * e * (ref.abs() + 1.0)) + 4 * e * (tol_r / rms) * weight.double().abs()
+        assert bool(((out.double().cpu() - ref).abs() <= tol).all()), (algo, float((out.double().cpu() - ref).abs().max()))
+        assert _gather_equal(out) and _gather_equal(residual), algo
+        outs[algo] = out.cpu()
+    assert torch.equal(outs["flat"], outs["tree"])  # the same bits whatever the algorithm
+    # FP8 output (e4m3 codes of out / scale)
+    residual = res0.clone().to(dev)
+    scale = torch.tensor([0.5], device=dev)
+    codes, _ = comm.all_reduce_rmsnorm(xs[rank].to(dev), residual, weight.to(dev), eps, out_dtype="e4m3", scale=scale)
+    assert codes.dtype == torch.uint8
+    vals = torch.tensor([_e4m3_value(c) for c in codes.cpu().flatten().tolist()], dtype=torch.float64)
+    want = (ref / 0.5).clamp(-448, 448).flatten()
+    assert bool(((vals - want).abs() <= 2.0 ** -4 * want.abs() + 4 * e * (want.abs() + 2) + 2.0 ** -9).all())
+    assert _gather_equal(codes)
+    comm.destroy()
+
+
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_all_reduce_rmsnorm_against_float64(n, dtype):
+    _run(_rmsnorm, n, dtype)
+
+
+def _rmsnorm_errors(rank, n):
+    dev = _device()
+    comm = rcclx.Communicator(timeout=20.0)
+    w = torch.ones(64, device=dev)
+    # hidden not a multiple of 4 floats: the library's check, raised on every rank
+    with pytest.raises(RuntimeError, match="hidden"):
+        comm.all_reduce_rmsnorm(torch.ones(2, 6, device=dev), torch.ones(2, 6, device=dev), torch.ones(6, device=dev))
+    # the same element count, a different row length on one rank: every rank fails, naming the shape
+    shape = (4, 64) if rank != 1 else (8, 32)
+    x = torch.ones(shape, device=dev)
+    with pytest.raises(RuntimeError, match="shape"):
+        comm.all_reduce_rmsnorm(x, torch.ones(shape, device=dev), torch.ones(shape[1], device=dev))
+    with pytest.raises(RuntimeError, match="weight"):
+        comm.all_reduce_rmsnorm(torch.ones(4, 64, device=dev), torch.ones(4, 64, device=dev), torch.ones(32, device=dev))
+    with pytest.raises(ValueError, match="out_dtype"):
+        comm.all_reduce_rmsnorm(torch.ones(4, 64, device=dev), torch.ones(4, 64, device=dev), w, out_dtype=torch.int8)
+    # kernel handles of a tensor that is not symmetric
+    with pytest.raises(RuntimeError, match="not a symmetric tensor"):
+        comm.kernel_handles(torch.ones(64, device=dev))
+    # the next call works
+    res = torch.zeros(4, 64, device=dev)
+    out, _ = comm.all_reduce_rmsnorm(torch.ones(4, 64, device=dev), res, w)
+    assert bool((res.cpu() == n).all()) and bool(((out.cpu() - 1).abs() < 1e-5).all())
+    comm.destroy()
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_all_reduce_rmsnorm_bad_input_is_a_clear_error(n):
+    _run(_rmsnorm_errors, n)
+
+
+def test_kernel_handles_record():
+    """The record's layout as the header reads it: magic, version, size, the pad slots."""
+    _run(_handles, 2)
+
+
+def _handles(rank, n):
+    comm = rcclx.Communicator(timeout=20.0, max_tiles=100)
+    ws = comm.symmetric_empty(4096, torch.uint8)
+    h = comm.kernel_handles(ws)
+    assert h.dtype == torch.uint8 and h.device.type == "cpu"
+    words = h[:24].view(torch.int32).tolist()
+    assert words[0] == 0x6B786372 and words[1] == 1 and words[2] == h.numel() and words[3] == rcclx.max_ranks
+    assert (words[4], words[5]) == comm.tile_slots == (128, 100)
+    del ws
+    comm.destroy()
+
+
+# ---- a peer process that died --------------------------------------------------------------------
+
+def _dead_peer(rank, n, check_calls):
+    dev = _device()
+    comm = rcclx.Communicator(timeout=3.0, check_calls=check_calls)
+    t = torch.ones(1000, device=dev)
+    comm.all_reduce(t)  # everyone alive
+    if rank == n - 1:
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        os._exit(0)  # dies without a word
+    time.sleep(1.0)
+    start = time.time()
+    with pytest.raises(RuntimeError) as info:
+        comm.all_reduce(t)
+        comm.synchronize()  # GPU builds: the kernel records the timeout, raised here
+    msg = str(info.value)
+    if os.environ.get("RCCLX_SHOW_ERRORS"):
+        print(f"[rank {rank}] {msg}", flush=True)
+    assert f"rank {n - 1}" in msg, msg
+    assert time.time() - start < 60, "the error took too long"
+    os._exit(0)  # the group cannot be shut down cleanly with a member gone
+
+
+@pytest.mark.parametrize("check_calls", [True, False], ids=["checked", "unchecked"])
+def test_dead_peer_is_a_clear_error(check_calls):
+    with tempfile.TemporaryDirectory() as d:
+        ctx = mp.get_context("spawn")
+        ps = [ctx.Process(target=_dead_peer_main, args=(r, 3, "file://" + os.path.join(d, "rv"), check_calls))
+              for r in range(3)]
+        for p in ps:
+            p.start()
+        for p in ps:
+            p.join(120)
+        codes = [p.exitcode for p in ps]
+        for p in ps:
+            if p.is_alive():
+                p.kill()
+        assert codes == [0, 0, 0], f"exit codes {codes} (a rank failed its checks or hung)"
+
+
+def _dead_peer_main(rank, n, init, check_calls):
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=n)
+    try:
+        _dead_peer(rank, n, check_calls)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        os._exit(1)

@@ -18,11 +18,12 @@ if want not in ("host", "cuda"):
 include = [os.path.join(here, "include")]
 cxx = ["-O2", "-std=c++17"]
 if want == "cuda":
-    # The same source, compiled by nvcc as CUDA (the library's CUDA backend).
-    ext = CUDAExtension("rcclx._C", ["python/rcclx/csrc/ops.cu"], include_dirs=include,
+    # The same sources, compiled by nvcc as CUDA (the library's CUDA backend); the fused ops' kernels
+    # in a translation unit of their own, without torch headers, compiled in parallel.
+    ext = CUDAExtension("rcclx._C", ["python/rcclx/csrc/ops.cu", "python/rcclx/csrc/fused.cu"], include_dirs=include,
                         extra_compile_args={"cxx": cxx, "nvcc": ["-O2", "-std=c++17", "--expt-relaxed-constexpr"]})
 else:
-    ext = CppExtension("rcclx._C", ["python/rcclx/csrc/ops.cpp"], include_dirs=include, extra_compile_args=cxx)
+    ext = CppExtension("rcclx._C", ["python/rcclx/csrc/ops.cpp", "python/rcclx/csrc/fused.cpp"], include_dirs=include, extra_compile_args=cxx)
 
 
 class build_py_with_headers(build_py):

@@ -4,13 +4,20 @@
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension
 
-import rcclx
+import os
+
+# RCCLX_INCLUDE_DIR and RCCLX_BACKEND, when set, stand in for the installed package (a build that runs
+# before or beside rcclx's own).
+if os.environ.get("RCCLX_INCLUDE_DIR") and os.environ.get("RCCLX_BACKEND"):
+    include, backend = os.environ["RCCLX_INCLUDE_DIR"], os.environ["RCCLX_BACKEND"]
+else:
+    import rcclx
+    include, backend = rcclx.include_dir(), rcclx.backend
 
 flags = ["-O2", "-std=c++17"]
-if rcclx.backend == "cuda":
-    ext = CUDAExtension("linear_silu_ext", ["linear_silu.cu"], include_dirs=[rcclx.include_dir()],
+if backend == "cuda":
+    ext = CUDAExtension("linear_silu_ext", ["linear_silu.cu"], include_dirs=[include],
                         extra_compile_args={"cxx": flags, "nvcc": flags + ["--expt-relaxed-constexpr"]})
 else:
-    ext = CppExtension("linear_silu_ext", ["linear_silu.cpp"], include_dirs=[rcclx.include_dir()],
-                       extra_compile_args=flags)
+    ext = CppExtension("linear_silu_ext", ["linear_silu.cpp"], include_dirs=[include], extra_compile_args=flags)
 setup(name="linear_silu_ext", ext_modules=[ext], cmdclass={"build_ext": BuildExtension})

@@ -20,6 +20,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 @pytest.fixture(scope="module")
 def build_dir():
     d = os.environ.get("RCCLX_EXAMPLE_BUILD") or tempfile.mkdtemp(prefix="rcclx_example06_")
+    if os.environ.get("RCCLX_EXAMPLE_PREBUILT"):  # built already (e.g. beside the rcclx package)
+        return d
     subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--build-lib", d, "--build-temp",
                     os.path.join(d, "tmp")], cwd=HERE, check=True)
     return d

@@ -78,6 +78,63 @@ def test_cuda_graph_capture_and_replay(n):
     _run(_graph, n)
 
 
+def _reused_address(rank, n):
+    """A captured buffer freed and its address reused by a new allocation: the second capture's peers
+    must map the new allocation, not the first one's (the cache keys on the allocation's handle)."""
+    dev = _device()
+    comm = rcclx.Communicator(timeout=20.0)
+    results = []
+    for step in range(2):
+        x = torch.empty(1 << 20, device=dev)  # 4 MiB: a block of its own in the caching allocator
+        results.append(x.data_ptr())
+        x.fill_(float(rank + 1 + 10 * step))
+        comm.all_reduce(x)
+        g = torch.cuda.CUDAGraph()
+        with comm.graph_capture(), torch.cuda.graph(g):
+            comm.all_reduce(x)
+        x.fill_(float(rank + 1 + 10 * step))
+        g.replay()
+        torch.cuda.synchronize()
+        comm.synchronize()
+        want = sum(float(r + 1 + 10 * step) for r in range(n))
+        assert bool((x.cpu() == want).all()), (step, float(x[0]))
+        del g, x
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()  # the segment goes back to the driver; the next one may reuse the address
+    comm.destroy()
+
+
+@needs_cuda
+def test_freed_and_reused_address_is_not_a_stale_mapping():
+    _run(_reused_address, 2)
+
+
+def _expandable(rank, n):
+    """PyTorch's expandable_segments allocations have no legacy IPC handle: eager calls work (they
+    copy through the workspace); a graph capture that would read them zero-copy fails with an error
+    naming the buffer and the reason on every rank, and the communicator still works after it."""
+    torch.cuda.memory._set_allocator_settings("expandable_segments:True")
+    dev = _device()
+    comm = rcclx.Communicator(timeout=20.0)
+    x = torch.full((4096,), float(rank + 1), device=dev)
+    comm.all_reduce(x)
+    assert bool((x.cpu() == n * (n + 1) / 2).all())
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="expandable_segments"):
+        with comm.graph_capture(), torch.cuda.graph(g):
+            comm.all_reduce(x)
+    x.fill_(1.0)
+    comm.all_reduce(x)
+    assert bool((x.cpu() == n).all())
+    comm.destroy()
+
+
+@needs_cuda
+@pytest.mark.skipif(not hasattr(torch.cuda.memory, "_set_allocator_settings"), reason="needs torch >= 2.1")
+def test_expandable_segments_are_refused_clearly():
+    _run(_expandable, 2)
+
+
 # ---- torch.compile -------------------------------------------------------------------------------
 
 class _RowParallelTail(torch.nn.Module):

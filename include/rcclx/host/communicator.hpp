@@ -42,6 +42,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -484,10 +485,16 @@ class communicator {
     if (count == 0) return;
     std::string err;
     std::vector<exported_memory> mine(count);
-    try {
-      for (std::size_t i = 0; i < count; ++i) mine[i] = export_memory(captured_[i].ptr);
-    } catch (const std::exception& e) {
-      err = "register_graph_buffers: " + detail::strip_prefix(e.what());
+    for (std::size_t i = 0; i < count && err.empty(); ++i) {
+      try {
+        mine[i] = export_memory(captured_[i].ptr);
+      } catch (const std::exception& e) {
+        char at[32];
+        std::snprintf(at, sizeof at, "%p", captured_[i].ptr);
+        err = "register_graph_buffers: the input of captured collective #" + std::to_string(i) + " (" +
+              std::to_string(captured_[i].bytes) + " bytes at " + at + ") cannot be shared: " +
+              detail::strip_prefix(e.what());
+      }
     }
     exchange(0, err, errc::invalid_argument);
     std::vector<exported_memory> all(count * static_cast<std::size_t>(n_));

@@ -9,15 +9,16 @@
 #  include <c10/cuda/CUDAFunctions.h>
 #endif
 
-#include <rcclx/fp8/format.hpp>
-#include <rcclx/fused/allreduce_rmsnorm.hpp>
 #include <rcclx/host/bootstrap.hpp>
 #include <rcclx/host/communicator.hpp>
 #include <rcclx/host/shareable_memory.hpp>
 #include <rcclx/lpc/select.hpp>
 #include <rcclx/pytorch/kernel_handles.hpp>
 
+#include "fused.hpp"
 
+
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -459,18 +460,8 @@ void ensure_fused_region(entry& e, std::size_t need, rcclx::gpu::stream_t stream
   e.fused.bytes = bytes;
 }
 
-// The output format: "" (the input's dtype) or an FP8 format's name (codes in a 1-byte tensor).
-template <class F>
-void with_out_format(const std::string& fmt, F&& f) {
-  if (fmt.empty() || fmt == "same") f(rcclx::fp8::e4m3{}, std::false_type{});
-  else if (fmt == "e4m3") f(rcclx::fp8::e4m3{}, std::true_type{});
-  else if (fmt == "e5m2") f(rcclx::fp8::e5m2{}, std::true_type{});
-  else TORCH_CHECK(false, "rcclx.all_reduce_rmsnorm: out_format must be \"same\", \"e4m3\" or \"e5m2\" (got \"", fmt,
-                   "\")");
-}
-
 // residual <- residual + allreduce(x); out <- rmsnorm(residual) * weight (FP8: codes of out / scale).
-// x, residual: [tokens, hidden]; weight: [hidden]; the same bits on every rank.
+// x, residual: [tokens, hidden]; weight: [hidden]; the same bits on every rank. The kernels: fused.cpp.
 void all_reduce_rmsnorm(at::Tensor x, at::Tensor residual, at::Tensor weight, at::Tensor out, double eps,
                         std::int64_t comm, std::string algorithm, std::string out_format,
                         c10::optional<at::Tensor> scale) {
@@ -484,14 +475,20 @@ void all_reduce_rmsnorm(at::Tensor x, at::Tensor residual, at::Tensor weight, at
               "rcclx.all_reduce_rmsnorm: x, residual and weight must have one dtype (got ", x.scalar_type(), ", ",
               residual.scalar_type(), ", ", weight.scalar_type(), ")");
   TORCH_CHECK(x.dim() >= 1, "rcclx.all_reduce_rmsnorm: x must have at least one dimension (its last is hidden)");
-  const std::int64_t hidden = x.dim() >= 1 ? x.size(-1) : 0;
+  const std::int64_t hidden = x.size(-1);
   TORCH_CHECK(residual.sizes() == x.sizes(), "rcclx.all_reduce_rmsnorm: residual has shape ", residual.sizes(),
               ", x has ", x.sizes());
   TORCH_CHECK(weight.numel() == hidden, "rcclx.all_reduce_rmsnorm: weight has ", weight.numel(),
               " elements; it needs x's last dimension, ", hidden);
   TORCH_CHECK(out.numel() == x.numel(), "rcclx.all_reduce_rmsnorm: out has ", out.numel(), " elements; x has ",
               x.numel());
-  const bool fp8 = !(out_format.empty() || out_format == "same");
+  rcclx_torch::rmsnorm_call c{};
+  if (out_format.empty() || out_format == "same") c.out = rcclx_torch::out_format::same;
+  else if (out_format == "e4m3") c.out = rcclx_torch::out_format::e4m3;
+  else if (out_format == "e5m2") c.out = rcclx_torch::out_format::e5m2;
+  else TORCH_CHECK(false, "rcclx.all_reduce_rmsnorm: out_format must be \"same\", \"e4m3\" or \"e5m2\" (got \"",
+                   out_format, "\")");
+  const bool fp8 = c.out != rcclx_torch::out_format::same;
   TORCH_CHECK(fp8 ? out.element_size() == 1 : out.scalar_type() == x.scalar_type(), "rcclx.all_reduce_rmsnorm: out ",
               fp8 ? "must have 1-byte elements (uint8 or a float8 dtype) for FP8 output" : "must have x's dtype",
               " (got ", out.scalar_type(), ")");
@@ -500,49 +497,54 @@ void all_reduce_rmsnorm(at::Tensor x, at::Tensor residual, at::Tensor weight, at
                 "rcclx.all_reduce_rmsnorm: FP8 output needs scale, a float32 tensor of one element");
     check_tensor(who, "scale", *scale);
   }
+  c.type = x.scalar_type() == at::kFloat      ? rcclx_torch::element::f32
+           : x.scalar_type() == at::kBFloat16 ? rcclx_torch::element::bf16
+                                              : rcclx_torch::element::f16;
+  c.x = x.data_ptr();
+  c.residual = residual.data_ptr();
+  c.weight = weight.data_ptr();
+  c.output = out.data_ptr();
+  c.scale = fp8 ? static_cast<const float*>(scale->data_ptr()) : nullptr;
+  c.hidden = static_cast<std::size_t>(hidden);
+  c.tokens = hidden > 0 ? static_cast<std::size_t>(x.numel() / hidden) : 0;
+  c.eps = static_cast<float>(eps);
   const auto e = find(comm);
   const rcclx::algorithm a = parse_algorithm(algorithm);
-  const std::size_t tokens = hidden > 0 ? static_cast<std::size_t>(x.numel() / hidden) : 0;
   const auto stream = stream_of(x);
+  // This rank's argument errors are raised on every rank by the agreement check (nothing is launched).
+  const std::string local = rcclx_torch::rmsnorm_errors(c, a, e->tile_slots.max_tiles);
   run_typed(*e, x, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (!std::is_same<T, std::int32_t>::value) {
-      with_out_format(out_format, [&](auto fmt_tag, auto is_fp8) {
-        using Out = std::conditional_t<decltype(is_fp8)::value, decltype(fmt_tag), T>;
-        rcclx::fused::rmsnorm_args<T, Out> args{static_cast<const T*>(x.data_ptr()),
-                                                static_cast<T*>(residual.data_ptr()),
-                                                static_cast<const T*>(weight.data_ptr()),
-                                                static_cast<rcclx::fused::output_t<T, Out>*>(out.data_ptr()),
-                                                tokens,
-                                                static_cast<std::size_t>(hidden),
-                                                static_cast<float>(eps),
-                                                scale ? static_cast<const float*>(scale->data_ptr()) : nullptr};
-        // This rank's argument errors are raised on every rank by the agreement check (nothing is launched).
-        std::string local;
-        try {
-          rcclx::fused::detail::check_rmsnorm_call<T, max_ranks>(who, a, 0);
-          rcclx::fused::detail::check_rmsnorm_args(who, args);
-          if (tokens > static_cast<std::size_t>(e->tile_slots.max_tiles))
-            throw rcclx::error(rcclx::errc::invalid_argument,
-                               std::string(who) + ": " + std::to_string(tokens) + " tokens exceed the communicator's " +
-                                   std::to_string(e->tile_slots.max_tiles) + " (rcclx.Communicator(max_tiles=...))");
-        } catch (const rcclx::error& x) {
-          local = x.what();
-        }
-        e->comm->check_user_call<T>(who, tokens * static_cast<std::size_t>(hidden), static_cast<std::uint32_t>(hidden),
-                                    local);
-        if (tokens == 0) return;
-        const rcclx::algorithm resolved =
-            rcclx::fused::resolve_rmsnorm_algorithm<T>(a, tokens, static_cast<std::size_t>(hidden), e->num_ranks);
-        ensure_fused_region(*e, rcclx::fused::allreduce_rmsnorm_workspace_bytes<T, Out>(tokens, hidden, resolved),
-                            stream);
-        const auto table = e->comm->buffer_handle(static_cast<const T*>(e->fused.base), e->fused.bytes / sizeof(T));
-        rcclx::fused::allreduce_rmsnorm(table, args, e->tile_slots, resolved, stream);
-      });
-    } else {
-      (void)tag;
-    }
+    e->comm->check_user_call<decltype(tag)>(who, c.tokens * c.hidden, static_cast<std::uint32_t>(c.hidden), local);
+    if (c.tokens == 0) return;
+    const rcclx::algorithm resolved = rcclx_torch::rmsnorm_algorithm(c, a, e->num_ranks);
+    ensure_fused_region(*e, rcclx_torch::rmsnorm_workspace_bytes(c, resolved), stream);
+    const auto table = e->comm->buffer_handle(static_cast<const unsigned char*>(e->fused.base), e->fused.bytes);
+    rcclx_torch::rmsnorm_launch(c, table, e->tile_slots, resolved, stream);
   });
+}
+
+// ---- benchmark support (bench/torch) ------------------------------------------------------------
+
+// The C++ figure of bench/torch: `iters` in-place AllReduces (sum) of t called from C++ on torch's
+// current stream, as rcclx-bench --procs calls the communicator; returns seconds of wall clock
+// until the stream has finished them. Collective.
+double time_all_reduce(std::int64_t id, at::Tensor t, std::string algorithm, std::int64_t iters) {
+  check_tensor("time_all_reduce", "the tensor", t);
+  const auto e = find(id);
+  const auto a = resolve(rcclx::lpc::collective::allreduce, parse_algorithm(algorithm), t.nbytes());
+  const auto stream = stream_of(t);
+  double seconds = 0;
+  run_typed(*e, t, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = static_cast<T*>(t.data_ptr());
+    const auto n = static_cast<std::size_t>(t.numel());
+    py::gil_scoped_release nogil;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::int64_t i = 0; i < iters; ++i) e->comm->allreduce<T>(p, p, n, rcclx::reduce_op::sum, a, stream);
+    e->comm->synchronize(stream);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  return seconds;
 }
 
 // Meta: shapes only (torch.compile / fake tensors trace through them).
@@ -605,6 +607,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("id"), py::arg("t"));
   m.def("tile_slots", [](std::int64_t id) { const auto e = find(id); return py::make_tuple(e->tile_slots.first, e->tile_slots.max_tiles); },
         "The (first, max_tiles) pad slots kept for tile-protocol kernels", py::arg("id"));
+  m.def("time_all_reduce", &time_all_reduce, "bench/torch: seconds for iters AllReduces called from C++ (collective)",
+        py::arg("id"), py::arg("t"), py::arg("algorithm"), py::arg("iters"));
   m.def("synchronize", &synchronize, "Waits for the current stream; raises a device-side error", py::arg("id"));
   m.attr("max_ranks") = max_ranks;
   m.attr("backend") = rcclx::current_backend == rcclx::backend::host ? "host" : "cuda";

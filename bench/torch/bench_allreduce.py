@@ -1,0 +1,131 @@
+"""rcclx from PyTorch against rcclx from C++, per message size, in one run:
+
+    python3 bench/torch/bench_allreduce.py [--procs 8] [--dtype bfloat16] [--max-bytes 64M]
+
+Spawns --procs processes (all on GPU 0, or CPU tensors for a host-backend build) over a gloo group,
+each with an rcclx.Communicator(check_calls=False), and times in-place sum AllReduces of each size:
+  C++    the communicator's allreduce called in a C++ loop (as rcclx-bench --procs calls it);
+  eager  torch.ops.rcclx.all_reduce called from Python, one call at a time;
+  graph  the same calls captured in a CUDA graph (comm.graph_capture()) and replayed.
+Each figure is wall clock per call over a loop that ends when the stream has finished it (the
+slowest rank's). Targets (docs/pytorch.md): graph replay within 5% of C++, eager at most 5 us per call
+above it.
+"""
+import argparse
+import os
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import rcclx
+
+
+def _parse_bytes(s):
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(s[:-1]) * mult[s[-1].upper()] if s[-1].upper() in mult else int(s)
+
+
+def _sizes(lo, hi):
+    """lo, 4 lo, 16 lo, ... up to hi, then hi itself."""
+    b = lo
+    while b <= hi:
+        yield b
+        b *= 4
+    if b // 4 != hi:
+        yield hi
+
+
+def _iters(nbytes):
+    return max(20, min(2000, int(2e8 // max(nbytes, 1) ** 0.5 // 2000)))
+
+
+def _slowest(seconds):
+    t = torch.tensor([seconds], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t)
+
+
+def _run(rank, n, init, args):
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=n)
+    gpu = rcclx.backend != "host"
+    dev = torch.device("cuda", 0) if gpu else torch.device("cpu")
+    if gpu:
+        torch.cuda.set_device(dev)
+    dtype = getattr(torch, args.dtype)
+    comm = rcclx.Communicator(check_calls=False, timeout=60.0)
+    sync = (lambda: torch.cuda.current_stream().synchronize()) if gpu else (lambda: None)
+    if rank == 0:
+        print(f"# rcclx from PyTorch: {n} processes on {'one GPU (' + torch.cuda.get_device_name(0) + ')' if gpu else 'the host backend'}, "
+              f"{args.dtype}, in-place sum AllReduce, algorithm {args.algorithm}; us per call (slowest rank)")
+        print(f"# MPS: {os.environ.get('RCCLX_BENCH_MPS', 'unknown')}")
+        print(f"{'bytes':>10} {'C++':>9} {'eager':>9} {'eager-C++':>10} {'graph':>9} {'graph/C++':>10}")
+    elem = torch.empty(0, dtype=dtype).element_size()
+    for nbytes in _sizes(args.min_bytes, args.max_bytes):
+        count = max(1, nbytes // elem)
+        t = torch.ones(count, dtype=dtype, device=dev)
+        iters = _iters(nbytes) if args.iters == 0 else args.iters
+        # C++
+        rcclx._C.time_all_reduce(comm.id, t, args.algorithm, 5)
+        dist.barrier()
+        cpp = _slowest(rcclx._C.time_all_reduce(comm.id, t, args.algorithm, iters)) / iters
+        # eager
+        op = torch.ops.rcclx.all_reduce
+        for _ in range(5):
+            op(t, comm.id, "sum", args.algorithm)
+        sync()
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            op(t, comm.id, "sum", args.algorithm)
+        sync()
+        eager = _slowest(time.perf_counter() - t0) / iters
+        # graph
+        graph = float("nan")
+        if gpu:
+            per_graph = min(iters, 50)
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):  # warm-up on a side stream, as torch.cuda.graph expects
+                op(t, comm.id, "sum", args.algorithm)
+            torch.cuda.current_stream().wait_stream(s)
+            sync()
+            g = torch.cuda.CUDAGraph()
+            with comm.graph_capture(), torch.cuda.graph(g):
+                for _ in range(per_graph):
+                    op(t, comm.id, "sum", args.algorithm)
+            reps = max(1, iters // per_graph)
+            g.replay()
+            sync()
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                g.replay()
+            sync()
+            graph = _slowest(time.perf_counter() - t0) / (reps * per_graph)
+            del g
+        if rank == 0:
+            print(f"{nbytes:>10} {cpp * 1e6:>9.2f} {eager * 1e6:>9.2f} {(eager - cpp) * 1e6:>+10.2f} "
+                  f"{graph * 1e6:>9.2f} {graph / cpp:>10.3f}", flush=True)
+        del t
+    comm.destroy()
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--procs", type=int, default=8)
+    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    p.add_argument("--algorithm", default="automatic", choices=["automatic", "flat", "tree", "low_precision"])
+    p.add_argument("--min-bytes", type=_parse_bytes, default=8)
+    p.add_argument("--max-bytes", type=_parse_bytes, default=64 << 20)
+    p.add_argument("--iters", type=int, default=0, help="calls per size (0: by size)")
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        mp.spawn(_run, args=(args.procs, "file://" + os.path.join(d, "rv"), args), nprocs=args.procs, join=True)
+
+
+if __name__ == "__main__":
+    main()

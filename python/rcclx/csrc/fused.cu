@@ -1,0 +1,2 @@
+// The CUDA build of fused.cpp.
+#include "fused.cpp"

@@ -16,12 +16,15 @@ want = os.environ.get("RCCLX_TORCH_BACKEND", "cuda" if (torch.version.cuda and C
 if want not in ("host", "cuda"):
     raise SystemExit(f"RCCLX_TORCH_BACKEND must be host or cuda (got {want!r})")
 include = [os.path.join(here, "include")]
-cxx = ["-O2", "-std=c++17"]
+# A release build, as the C++ library's Release (NDEBUG: checked mode off); RCCLX_TORCH_CHECKS=1 builds
+# the checked mode in (device-side agreement checks on every call, docs/checks.md).
+checks = ["-DRCCLX_CHECKS=1"] if os.environ.get("RCCLX_TORCH_CHECKS") == "1" else ["-DNDEBUG"]
+cxx = ["-O2", "-std=c++17"] + checks
 if want == "cuda":
     # The same sources, compiled by nvcc as CUDA (the library's CUDA backend); the fused ops' kernels
     # in a translation unit of their own, without torch headers, compiled in parallel.
     ext = CUDAExtension("rcclx._C", ["python/rcclx/csrc/ops.cu", "python/rcclx/csrc/fused.cu"], include_dirs=include,
-                        extra_compile_args={"cxx": cxx, "nvcc": ["-O2", "-std=c++17", "--expt-relaxed-constexpr"]})
+                        extra_compile_args={"cxx": cxx, "nvcc": ["-O2", "-std=c++17", "--expt-relaxed-constexpr"] + checks})
 else:
     ext = CppExtension("rcclx._C", ["python/rcclx/csrc/ops.cpp", "python/rcclx/csrc/fused.cpp"], include_dirs=include, extra_compile_args=cxx)
 

@@ -20,13 +20,16 @@ include = [os.path.join(here, "include")]
 # the checked mode in (device-side agreement checks on every call, docs/checks.md).
 checks = ["-DRCCLX_CHECKS=1"] if os.environ.get("RCCLX_TORCH_CHECKS") == "1" else ["-DNDEBUG"]
 cxx = ["-O2", "-std=c++17"] + checks
+src = "python/rcclx/csrc/"
 if want == "cuda":
-    # The same sources, compiled by nvcc as CUDA (the library's CUDA backend); the fused ops' kernels
-    # in a translation unit of their own, without torch headers, compiled in parallel.
-    ext = CUDAExtension("rcclx._C", ["python/rcclx/csrc/ops.cu", "python/rcclx/csrc/fused.cu"], include_dirs=include,
-                        extra_compile_args={"cxx": cxx, "nvcc": ["-O2", "-std=c++17", "--expt-relaxed-constexpr"] + checks})
+    # ops.cpp (torch's side) by the host compiler; the communicator and its kernels (engine, fused: no
+    # torch header) by nvcc, compiled in parallel.
+    ext = CUDAExtension("rcclx._C", [src + "ops.cpp", src + "engine.cu", src + "fused.cu"], include_dirs=include,
+                        extra_compile_args={"cxx": cxx + ["-DRCCLX_TORCH_CUDA=1"],
+                                            "nvcc": ["-O2", "-std=c++17", "--expt-relaxed-constexpr"] + checks})
 else:
-    ext = CppExtension("rcclx._C", ["python/rcclx/csrc/ops.cpp", "python/rcclx/csrc/fused.cpp"], include_dirs=include, extra_compile_args=cxx)
+    ext = CppExtension("rcclx._C", [src + "ops.cpp", src + "engine.cpp", src + "fused.cpp"], include_dirs=include,
+                       extra_compile_args=cxx)
 
 
 class build_py_with_headers(build_py):

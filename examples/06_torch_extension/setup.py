@@ -14,10 +14,13 @@ else:
     import rcclx
     include, backend = rcclx.include_dir(), rcclx.backend
 
-flags = ["-O2", "-std=c++17"]
+flags = ["-O2", "-std=c++17", "-DNDEBUG"]
 if backend == "cuda":
-    ext = CUDAExtension("linear_silu_ext", ["linear_silu.cu"], include_dirs=[include],
-                        extra_compile_args={"cxx": flags, "nvcc": flags + ["--expt-relaxed-constexpr"]})
+    # the torch side by the host compiler, the kernel (no torch header) by nvcc
+    ext = CUDAExtension("linear_silu_ext", ["linear_silu.cpp", "linear_silu_kernel.cu"], include_dirs=[include],
+                        extra_compile_args={"cxx": flags + ["-DLINEAR_SILU_CUDA=1"],
+                                            "nvcc": flags + ["--expt-relaxed-constexpr"]})
 else:
-    ext = CppExtension("linear_silu_ext", ["linear_silu.cpp"], include_dirs=[include], extra_compile_args=flags)
+    ext = CppExtension("linear_silu_ext", ["linear_silu.cpp", "linear_silu_kernel.cpp"], include_dirs=[include],
+                       extra_compile_args=flags)
 setup(name="linear_silu_ext", ext_modules=[ext], cmdclass={"build_ext": BuildExtension})

@@ -1,5 +1,5 @@
-// The fused ops' kernels (fused.hpp). No torch header here: nvcc compiles this file (as fused.cu)
-// in parallel with ops.cpp, and its front end does not parse torch.
+// The fused ops' kernels (fused.hpp), in a translation unit of their own so that they compile in
+// parallel with engine.cpp (nvcc compiles this file as fused.cu for CUDA).
 #include "fused.hpp"
 
 #include <rcclx/fp8/format.hpp>
@@ -10,7 +10,6 @@
 namespace rcclx_torch {
 namespace {
 
-constexpr int max_ranks = rcclx::pytorch::max_ranks;
 
 // f(T{}, Out{}) for the call's element type and output format.
 template <class F>
@@ -27,6 +26,7 @@ void dispatch(const rmsnorm_call& c, F&& f) {
     case element::f32: with_out(float{}); break;
     case element::bf16: with_out(rcclx::bf16{}); break;
     case element::f16: with_out(rcclx::fp16{}); break;
+    case element::i32: break;  // refused by ops.cpp
   }
 }
 

@@ -1,6 +1,5 @@
-// The fused ops of the rcclx torch extension (all_reduce_rmsnorm), behind a plain interface: their
-// kernels are instantiated in fused.cpp (fused.cu for CUDA), a translation unit without torch
-// headers, compiled beside ops.cpp.
+// The fused ops of the rcclx torch extension (all_reduce_rmsnorm): their kernels are instantiated in
+// fused.cpp (fused.cu for CUDA), compiled beside engine.cpp, which calls them.
 #pragma once
 
 #include <cstddef>
@@ -12,25 +11,11 @@
 #include <rcclx/gpu/runtime.hpp>
 #include <rcclx/pytorch/kernel_handles.hpp>
 
+#include "engine.hpp"
+
 namespace rcclx_torch {
 
-enum class element { f32, bf16, f16 };
-enum class out_format { same, e4m3, e5m2 };
-
 using byte_table = rcclx::core::peer_table<unsigned char, rcclx::pytorch::max_ranks>;
-
-// residual <- residual + allreduce(x); output <- rmsnorm(residual) * weight (FP8: codes of it / *scale).
-struct rmsnorm_call {
-  element type;
-  out_format out;
-  const void* x;
-  void* residual;
-  const void* weight;
-  void* output;
-  const float* scale;
-  std::size_t tokens, hidden;
-  float eps;
-};
 
 // This rank's argument errors, or "" (the library's checks; nothing is launched).
 std::string rmsnorm_errors(const rmsnorm_call& c, rcclx::algorithm algo, int max_tiles);

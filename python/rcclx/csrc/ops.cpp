@@ -1,76 +1,35 @@
 // The rcclx torch extension: communicators built over a torch.distributed group, and the collectives
 // as registered torch operators (torch.ops.rcclx.*), each with a Meta implementation so that tracing
-// sees their shapes. Compiled for the host backend by a C++ compiler (CPU tensors, ranks as
-// processes sharing memory) and for the CUDA backend by nvcc (CUDA tensors).
+// sees their shapes. This file holds torch's side only and is compiled by the host C++ compiler on
+// every backend; the communicator and its launches are in engine.cpp (nvcc for CUDA), reached
+// through engine.hpp's plain interface.
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/extension.h>
-#if defined(__CUDACC__)
+#if RCCLX_TORCH_CUDA
 #  include <ATen/cuda/CUDAContext.h>
 #  include <c10/cuda/CUDAFunctions.h>
 #endif
 
-#include <rcclx/host/bootstrap.hpp>
-#include <rcclx/host/communicator.hpp>
-#include <rcclx/host/shareable_memory.hpp>
-#include <rcclx/lpc/select.hpp>
-#include <rcclx/pytorch/kernel_handles.hpp>
-
-#include "fused.hpp"
-
-
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "engine.hpp"
+
 namespace {
 
-constexpr int max_ranks = rcclx::pytorch::max_ranks;
-using communicator = rcclx::host::communicator<max_ranks>;
-// The pad slots of the communicator's own collectives (its launches use at most this many blocks);
-// the tile-protocol range (fused ops, users' kernels) follows them.
-constexpr int collective_slots = 128;
+namespace rt = rcclx_torch;
+constexpr int max_ranks = rt::max_ranks;
 
-// One Python Communicator: the bootstrap (an allgather over the group, called back into Python)
-// must outlive the communicator, which uses it for its per-call agreement checks.
-// Symmetric tensors (symmetric_empty): one registered pool per communicator, allocated on first
-// use (collective), handed out in call order by a bump pointer, so every rank's n-th tensor lies at
-// the same offset. The pool starts over when none of its tensors is alive.
-struct symmetric_pool {
-  void* base = nullptr;
-  std::size_t bytes = 0, used = 0;
-  std::int64_t live = 0;
-  ~symmetric_pool() {
-    if (base) rcclx::host::shareable_free(base);  // after the last tensor in it, or the communicator, is gone
-  }
-};
-
-// The fused ops' own symmetric buffer (all_reduce_rmsnorm's workspace): registered on first use,
-// replaced by a larger one when a call needs more (collective: every rank makes the same calls).
-struct fused_region {
-  void* base = nullptr;
-  std::size_t bytes = 0;
-};
-
+// One Python Communicator. The bootstrap's allgather (a Python callable) must outlive it.
 struct entry {
-  std::unique_ptr<rcclx::host::callback_bootstrap> bootstrap;
-  std::unique_ptr<communicator> comm;
+  rt::engine_ptr engine;
   int rank = 0, num_ranks = 0;
   int device = -1;  // GPU builds: the device the communicator's memory lives on
-  std::size_t symmetric_bytes = 0;
-  rcclx::fused::tile_slots tile_slots{collective_slots, 0};  // fused ops and users' kernels
-  fused_region fused;
-  std::shared_ptr<std::mutex> pool_mutex = std::make_shared<std::mutex>();
-  std::shared_ptr<symmetric_pool> pool = std::make_shared<symmetric_pool>();
-  ~entry() {
-    comm.reset();  // before the pool and the fused region: the communicator closes its registrations
-    if (fused.base) rcclx::host::shareable_free(fused.base);
-  }
 };
 
 // The communicators by id. Never destroyed: a communicator still alive when the interpreter exits
@@ -90,20 +49,28 @@ std::shared_ptr<entry> find(std::int64_t id) {
   std::lock_guard<std::mutex> lock(reg.mutex);
   const auto it = reg.entries.find(id);
   TORCH_CHECK(it != reg.entries.end(), "rcclx: communicator ", id, " does not exist (destroyed, or never created)");
+  TORCH_CHECK(it->second->engine, "rcclx: communicator ", id, " was destroyed");
   return it->second;
 }
 
-// Peers whose process no longer runs (the communicator's ranks share this node): "" or a sentence.
-std::string dead_peers(const entry& e) {
-  if (!e.comm) return {};
-  std::string m;
-  const std::vector<int>& pids = e.comm->pids();
-  for (int r = 0; r < static_cast<int>(pids.size()); ++r) {
-    if (r == e.rank || pids[r] <= 0) continue;
-    if (rcclx::host::detail::process_gone(pids[r]))
-      m += (m.empty() ? "" : ", ") + ("rank " + std::to_string(r) + " (pid " + std::to_string(pids[r]) + ")");
+// Raises an engine error as a torch error (RuntimeError). A failed exchange over the group also names
+// the peers whose process no longer runs (a timeout's message names its missing rank already).
+void check(const entry& e, const std::string& err) {
+  if (err.empty()) return;
+  std::string m = err;
+  if (m.find("peer_failure") != std::string::npos && e.engine) {
+    const std::string dead = rt::dead_peers(*e.engine);
+    if (!dead.empty()) m += " [no longer running: " + dead + "]";
   }
-  return m.empty() ? m : " [no longer running: " + m + "]";
+  TORCH_CHECK(false, m);
+}
+
+void* stream_of() {
+#if RCCLX_TORCH_CUDA
+  return static_cast<void*>(at::cuda::getCurrentCUDAStream().stream());  // ordered with the caller's work
+#else
+  return nullptr;  // host backend: calls run to completion
+#endif
 }
 
 // allgather(bytes) -> bytes (num_ranks * len), a Python callable; called with or without the GIL.
@@ -112,54 +79,42 @@ std::int64_t create(std::int64_t rank, std::int64_t num_ranks, py::function allg
   auto e = std::make_shared<entry>();
   e->rank = static_cast<int>(rank);
   e->num_ranks = static_cast<int>(num_ranks);
-  e->symmetric_bytes = symmetric_bytes > 0 ? static_cast<std::size_t>(symmetric_bytes) : std::size_t(64) << 20;
-#if RCCLX_BACKEND_CUDA
+#if RCCLX_TORCH_CUDA
   e->device = static_cast<int>(c10::cuda::current_device());
 #endif
   auto fn = std::make_shared<py::function>(std::move(allgather));
   const int n = e->num_ranks;
-  e->bootstrap = std::make_unique<rcclx::host::callback_bootstrap>(
-      e->rank, n, [fn, n](const void* in, void* out, std::size_t bytes) {
-        std::string all, failure;
-        {
-          py::gil_scoped_acquire gil;
-          try {
-            const py::bytes mine(static_cast<const char*>(in), bytes);
-            const py::object got = (*fn)(mine);
-            all = got.cast<std::string>();
-          } catch (py::error_already_set& x) {  // destroyed here, with the GIL held
-            failure = x.what();
-            const std::size_t at = failure.find("\n\nAt:");  // pybind11 appends the Python traceback
-            if (at != std::string::npos) failure.resize(at);
-          } catch (const py::cast_error& x) {
-            failure = x.what();
-          }
-        }
-        if (!failure.empty())
-          throw rcclx::error(rcclx::errc::peer_failure,
-                             "the exchange over the process group failed (did a rank die or leave the group?): " +
-                                 failure);
-        if (all.size() != bytes * static_cast<std::size_t>(n))
-          throw rcclx::error(rcclx::errc::invalid_argument,
-                             "the bootstrap allgather returned " + std::to_string(all.size()) + " bytes, expected " +
-                                 std::to_string(bytes * static_cast<std::size_t>(n)));
-        std::memcpy(out, all.data(), all.size());
-      });
-  rcclx::host::communicator_options o;
-  if (buffer_bytes > 0) o.buffer_bytes = static_cast<std::size_t>(buffer_bytes);
-  if (timeout_s > 0) o.timeout_ns = static_cast<std::uint64_t>(timeout_s * 1e9);
-  if (check_calls >= 0) o.check_calls = check_calls != 0;
-  TORCH_CHECK(max_tiles >= 0 && max_tiles <= 4096 - 1 - collective_slots, "rcclx.Communicator: max_tiles = ", max_tiles,
-              " must be in [0, ", 4096 - 1 - collective_slots, "] (0: the default, 2048)");
-  e->tile_slots = rcclx::fused::tile_slots{collective_slots, max_tiles > 0 ? static_cast<int>(max_tiles) : 2048};
-  o.max_blocks = e->tile_slots.end();
-  std::string err;
-  try {
-    e->comm = std::make_unique<communicator>(*e->bootstrap, o);
-  } catch (const rcclx::error& x) {
-    err = x.what();
-  }
-  TORCH_CHECK(err.empty(), err);
+  rt::allgather_fn ag = [fn, n](const void* in, void* out, std::size_t bytes) -> std::string {
+    std::string all, failure;
+    {
+      py::gil_scoped_acquire gil;
+      try {
+        const py::bytes mine(static_cast<const char*>(in), bytes);
+        const py::object got = (*fn)(mine);
+        all = got.cast<std::string>();
+      } catch (py::error_already_set& x) {  // destroyed here, with the GIL held
+        failure = x.what();
+        const std::size_t at = failure.find("\n\nAt:");  // pybind11 appends the Python traceback
+        if (at != std::string::npos) failure.resize(at);
+      } catch (const std::exception& x) {
+        failure = x.what();
+      }
+    }
+    if (!failure.empty())
+      return "the exchange over the process group failed (did a rank die or leave the group?): " + failure;
+    if (all.size() != bytes * static_cast<std::size_t>(n))
+      return "the bootstrap allgather returned " + std::to_string(all.size()) + " bytes, expected " +
+             std::to_string(bytes * static_cast<std::size_t>(n));
+    std::memcpy(out, all.data(), all.size());
+    return {};
+  };
+  rt::engine_options o;
+  o.buffer_bytes = buffer_bytes > 0 ? static_cast<std::size_t>(buffer_bytes) : 0;
+  o.timeout_s = timeout_s;
+  o.check_calls = check_calls >= 0 ? static_cast<int>(check_calls != 0) : -1;
+  o.max_tiles = static_cast<int>(max_tiles);
+  o.symmetric_bytes = symmetric_bytes > 0 ? static_cast<std::size_t>(symmetric_bytes) : 0;
+  check(*e, rt::create(e->rank, n, std::move(ag), o, e->engine));
   registry_t& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mutex);
   reg.entries[reg.next_id] = e;
@@ -176,22 +131,7 @@ void destroy(std::int64_t id) {
     e = it->second;
     reg.entries.erase(it);
   }
-  e->comm.reset();
-}
-
-// f() with an rcclx::error raised as a torch error (RuntimeError in Python), from a plain scope
-// (not from inside the handler). A failed exchange over the group also names the peers whose
-// process no longer runs (a timeout's message names its missing rank already).
-template <class F>
-void run_plain(const entry* e, F&& f) {
-  std::string err;
-  try {
-    f();
-  } catch (const rcclx::error& x) {
-    err = x.what();
-    if (e && x.code() == rcclx::errc::peer_failure) err += dead_peers(*e);  // timeouts name the rank already
-  }
-  TORCH_CHECK(err.empty(), err);
+  e->engine.reset();
 }
 
 // Collective, every rank in the same order with the same shape and dtype: an uninitialised tensor
@@ -207,135 +147,76 @@ at::Tensor symmetric_empty(std::int64_t id, std::vector<std::int64_t> shape, con
   }
   const std::size_t bytes = static_cast<std::size_t>(numel) * c10::elementSize(dtype);
   void* ptr = nullptr;
-  std::string err;  // raised once the lock is released (see run_typed)
-  {
-    std::lock_guard<std::mutex> lock(*e->pool_mutex);
-    symmetric_pool& pool = *e->pool;
-    if (!pool.base) {
-      pool.base = rcclx::host::shareable_malloc(e->symmetric_bytes);
-      pool.bytes = e->symmetric_bytes;
-      try {
-        e->comm->register_buffer(pool.base, pool.bytes);  // collective
-      } catch (const rcclx::error& x) {
-        rcclx::host::shareable_free(pool.base);
-        pool.base = nullptr;
-        err = std::string("rcclx.symmetric_empty: registering the pool failed: ") + x.what();
-      }
-    }
-    const std::size_t need = (bytes + 255) / 256 * 256;  // every tensor 256-byte aligned
-    if (err.empty() && pool.used + need > pool.bytes) {
-      std::ostringstream m;
-      m << "rcclx.symmetric_empty: " << bytes << " bytes for shape " << at::IntArrayRef(shape) << " do not fit: "
-        << pool.bytes - pool.used << " of the pool's " << pool.bytes
-        << " bytes are left (Communicator(symmetric_bytes=...) sets its size; it is reused once no symmetric "
-           "tensor is alive)";
-      err = m.str();
-    }
-    if (err.empty()) {
-      ptr = static_cast<char*>(pool.base) + pool.used;
-      pool.used += need;
-      ++pool.live;
-    }
-  }
-  TORCH_CHECK(err.empty(), err);
-  auto pool = e->pool;
-  auto mutex = e->pool_mutex;
+  std::function<void()> release;
+  check(*e, rt::symmetric_take(*e->engine, bytes, ptr, release));
   auto options = at::TensorOptions().dtype(dtype);
-#if RCCLX_BACKEND_CUDA
+#if RCCLX_TORCH_CUDA
   options = options.device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(e->device)));
 #endif
-  return at::from_blob(
-      ptr, shape,
-      [pool, mutex](void*) {
-        std::lock_guard<std::mutex> lock(*mutex);
-        if (--pool->live == 0) pool->used = 0;
-      },
-      options);
+  auto done = std::make_shared<std::function<void()>>(std::move(release));
+  return at::from_blob(ptr, shape, [done](void*) { (*done)(); }, options);
 }
 
 // Does t lie in a buffer registered with the communicator (a symmetric tensor)?
 bool is_symmetric(std::int64_t id, const at::Tensor& t) {
   const auto e = find(id);
-  return e->comm->is_registered(t.data_ptr(), t.nbytes());
+  return rt::is_registered(*e->engine, t.data_ptr(), t.nbytes());
 }
 
 // Collective: after a CUDA graph captured collectives on this communicator, opens the peers' copies
 // of the buffers they read (communicator::register_graph_buffers).
 void register_graph_buffers(std::int64_t id) {
   const auto e = find(id);
-  run_plain(e.get(), [&] { e->comm->register_graph_buffers(); });
+  check(*e, rt::register_graph_buffers(*e->engine));
 }
 
 // Waits for torch's current stream, then raises a device-side error (a peer that never arrived).
 void synchronize(std::int64_t id) {
   const auto e = find(id);
-  run_plain(e.get(), [&] {
-#if RCCLX_BACKEND_CUDA
-    e->comm->synchronize(at::cuda::getCurrentCUDAStream());
-#else
-    e->comm->synchronize();
-#endif
-  });
+  check(*e, rt::synchronize(*e->engine, stream_of()));
 }
 
-rcclx::reduce_op parse_op(const std::string& op) {
-  if (op == "sum") return rcclx::reduce_op::sum;
-  if (op == "min") return rcclx::reduce_op::min;
-  if (op == "max") return rcclx::reduce_op::max;
+rt::reduce parse_op(const std::string& op) {
+  if (op == "sum") return rt::reduce::sum;
+  if (op == "min") return rt::reduce::min;
+  if (op == "max") return rt::reduce::max;
   TORCH_CHECK(false, "rcclx: op must be \"sum\", \"min\" or \"max\" (got \"", op, "\")");
 }
 
-rcclx::algorithm parse_algorithm(const std::string& a) {
-  if (a == "flat") return rcclx::algorithm::flat;
-  if (a == "tree") return rcclx::algorithm::tree;
-  if (a == "low_precision") return rcclx::algorithm::low_precision;
-  if (a == "automatic") return rcclx::algorithm::automatic;
+rt::algo parse_algorithm(const std::string& a) {
+  if (a == "flat") return rt::algo::flat;
+  if (a == "tree") return rt::algo::tree;
+  if (a == "low_precision") return rt::algo::low_precision;
+  if (a == "automatic") return rt::algo::automatic;
   TORCH_CHECK(false, "rcclx: algorithm must be \"flat\", \"tree\", \"low_precision\" or \"automatic\" (got \"", a,
               "\")");
 }
 
 void check_tensor(const char* what, const char* name, const at::Tensor& t) {
   TORCH_CHECK(t.is_contiguous(), "rcclx.", what, ": ", name, " must be contiguous (got strides ", t.strides(), ")");
-#if RCCLX_BACKEND_HOST
-  TORCH_CHECK(t.device().is_cpu(), "rcclx.", what, ": ", name, " is on ", t.device(),
-              "; this build of rcclx (host backend) takes CPU tensors");
-#else
+#if RCCLX_TORCH_CUDA
   TORCH_CHECK(t.device().is_cuda(), "rcclx.", what, ": ", name, " is on ", t.device(),
               "; this build of rcclx takes GPU tensors");
   TORCH_CHECK(t.device().index() == c10::cuda::current_device(), "rcclx.", what, ": ", name, " is on ",
               t.device(), " but the current device is cuda:", static_cast<int>(c10::cuda::current_device()));
+#else
+  TORCH_CHECK(t.device().is_cpu(), "rcclx.", what, ": ", name, " is on ", t.device(),
+              "; this build of rcclx (host backend) takes CPU tensors");
 #endif
   const auto s = t.scalar_type();
   TORCH_CHECK(s == at::kFloat || s == at::kBFloat16 || s == at::kHalf || s == at::kInt, "rcclx.", what, ": ", name,
               " has dtype ", s, "; rcclx takes float32, bfloat16, float16 and int32");
 }
 
-rcclx::gpu::stream_t stream_of(const at::Tensor&) {
-#if RCCLX_BACKEND_CUDA
-  return at::cuda::getCurrentCUDAStream();  // torch's current stream: ordered with the caller's work
-#else
-  return {};  // host backend: calls run to completion
-#endif
-}
-
-// Runs f with T the C++ type of the tensor's dtype.
-template <class F>
-void with_type(at::ScalarType s, F&& f) {
-  switch (s) {
-    case at::kFloat: f(float{}); break;
-    case at::kBFloat16: f(rcclx::bf16{}); break;
-    case at::kHalf: f(rcclx::fp16{}); break;
-    case at::kInt: f(std::int32_t{}); break;
-    default: TORCH_CHECK(false, "rcclx: unsupported dtype ", s);
+rt::element element_of(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return rt::element::f32;
+    case at::kBFloat16: return rt::element::bf16;
+    case at::kHalf: return rt::element::f16;
+    case at::kInt: return rt::element::i32;
+    default: TORCH_CHECK(false, "rcclx: unsupported dtype ", t.scalar_type());
   }
 }
-
-// f(T{}) with T the C++ type of t's dtype; an rcclx::error is raised as run_plain does.
-template <class F>
-void run_typed(const entry& e, const at::Tensor& t, F&& f) {
-  run_plain(&e, [&] { with_type(t.scalar_type(), f); });
-}
-
 
 // An output / input pair of a collective: both usable, the same dtype.
 void check_pair(const char* what, const at::Tensor& out, const at::Tensor& in) {
@@ -345,22 +226,13 @@ void check_pair(const char* what, const at::Tensor& out, const at::Tensor& in) {
               " differs from the input's ", in.scalar_type());
 }
 
-rcclx::algorithm resolve(rcclx::lpc::collective c, rcclx::algorithm a, std::size_t bytes) {
-  // automatic: low precision where RCCL_LOW_PRECISION_ENABLE* enables it for this size (lpc/select.hpp).
-  if (a == rcclx::algorithm::automatic && rcclx::lpc::use_low_precision(c, bytes)) return rcclx::algorithm::low_precision;
-  return a;
-}
-
 void all_reduce(at::Tensor t, std::int64_t comm, std::string op, std::string algorithm) {
   check_tensor("all_reduce", "the tensor", t);
   const auto e = find(comm);
   const auto o = parse_op(op);
-  const auto a = resolve(rcclx::lpc::collective::allreduce, parse_algorithm(algorithm), t.nbytes());
-  run_typed(*e, t, [&](auto tag) {
-    using T = decltype(tag);
-    T* p = static_cast<T*>(t.data_ptr());
-    e->comm->allreduce<T>(p, p, static_cast<std::size_t>(t.numel()), o, a, stream_of(t));
-  });
+  const auto a = parse_algorithm(algorithm);
+  check(*e, rt::run_collective(*e->engine, rt::collective::allreduce, element_of(t), t.data_ptr(), t.data_ptr(),
+                               static_cast<std::size_t>(t.numel()), o, a, stream_of()));
 }
 
 void all_gather(at::Tensor out, at::Tensor in, std::int64_t comm, std::string algorithm) {
@@ -368,12 +240,9 @@ void all_gather(at::Tensor out, at::Tensor in, std::int64_t comm, std::string al
   const auto e = find(comm);
   TORCH_CHECK(out.numel() == in.numel() * e->num_ranks, "rcclx.all_gather: the output has ", out.numel(),
               " elements; it needs num_ranks x input = ", e->num_ranks, " x ", in.numel());
-  const auto a = resolve(rcclx::lpc::collective::allgather, parse_algorithm(algorithm), in.nbytes());
-  run_typed(*e, in, [&](auto tag) {
-    using T = decltype(tag);
-    e->comm->allgather<T>(static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()),
-                          static_cast<std::size_t>(in.numel()), a, stream_of(in));
-  });
+  const auto a = parse_algorithm(algorithm);
+  check(*e, rt::run_collective(*e->engine, rt::collective::allgather, element_of(in), in.data_ptr(), out.data_ptr(),
+                               static_cast<std::size_t>(in.numel()), rt::reduce::sum, a, stream_of()));
 }
 
 void reduce_scatter(at::Tensor out, at::Tensor in, std::int64_t comm, std::string op, std::string algorithm) {
@@ -382,12 +251,9 @@ void reduce_scatter(at::Tensor out, at::Tensor in, std::int64_t comm, std::strin
   TORCH_CHECK(in.numel() == out.numel() * e->num_ranks, "rcclx.reduce_scatter: the input has ", in.numel(),
               " elements; it needs num_ranks x output = ", e->num_ranks, " x ", out.numel());
   const auto o = parse_op(op);
-  const auto a = resolve(rcclx::lpc::collective::reduce_scatter, parse_algorithm(algorithm), in.nbytes());
-  run_typed(*e, in, [&](auto tag) {
-    using T = decltype(tag);
-    e->comm->reduce_scatter<T>(static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()),
-                               static_cast<std::size_t>(in.numel()), o, a, stream_of(in));
-  });
+  const auto a = parse_algorithm(algorithm);
+  check(*e, rt::run_collective(*e->engine, rt::collective::reduce_scatter, element_of(in), in.data_ptr(),
+                               out.data_ptr(), static_cast<std::size_t>(in.numel()), o, a, stream_of()));
 }
 
 void all_to_all(at::Tensor out, at::Tensor in, std::int64_t comm, std::string algorithm) {
@@ -397,12 +263,9 @@ void all_to_all(at::Tensor out, at::Tensor in, std::int64_t comm, std::string al
               " elements; it needs the input's ", in.numel());
   TORCH_CHECK(in.numel() % e->num_ranks == 0, "rcclx.all_to_all: ", in.numel(),
               " elements do not split into ", e->num_ranks, " equal blocks");
-  const auto a = resolve(rcclx::lpc::collective::alltoall, parse_algorithm(algorithm), in.nbytes());
-  run_typed(*e, in, [&](auto tag) {
-    using T = decltype(tag);
-    e->comm->alltoall<T>(static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()),
-                         static_cast<std::size_t>(in.numel()), a, stream_of(in));
-  });
+  const auto a = parse_algorithm(algorithm);
+  check(*e, rt::run_collective(*e->engine, rt::collective::alltoall, element_of(in), in.data_ptr(), out.data_ptr(),
+                               static_cast<std::size_t>(in.numel()), rt::reduce::sum, a, stream_of()));
 }
 
 // ---- your own kernels: the device handles of a symmetric tensor -------------------------------
@@ -412,56 +275,20 @@ void all_to_all(at::Tensor out, at::Tensor in, std::int64_t comm, std::string al
 at::Tensor kernel_handles(std::int64_t id, const at::Tensor& t) {
   const auto e = find(id);
   TORCH_CHECK(t.is_contiguous(), "rcclx.kernel_handles: the tensor must be contiguous");
-  TORCH_CHECK(e->comm->is_registered(t.data_ptr(), t.nbytes()),
-              "rcclx.kernel_handles: the tensor (", t.nbytes(), " bytes at ", t.data_ptr(),
+  TORCH_CHECK(rt::is_registered(*e->engine, t.data_ptr(), t.nbytes()), "rcclx.kernel_handles: the tensor (",
+              t.nbytes(), " bytes at ", t.data_ptr(),
               ") is not a symmetric tensor of this communicator: make it with comm.symmetric_empty on every rank");
-  rcclx::pytorch::kernel_handles h{};
-  h.magic = rcclx::pytorch::kernel_handles::magic_value;
-  h.version = rcclx::pytorch::kernel_handles::layout_version;
-  h.bytes = sizeof(h);
-  h.max_ranks_of_writer = max_ranks;
-  h.slots = e->tile_slots;
-  h.buffer_bytes = t.nbytes();
-  run_plain(e.get(), [&] {
-    h.table = e->comm->buffer_handle(static_cast<const unsigned char*>(t.data_ptr()), t.nbytes());
-  });
-  at::Tensor out = at::empty({static_cast<std::int64_t>(sizeof(h))}, at::TensorOptions().dtype(at::kByte));
-  std::memcpy(out.data_ptr(), &h, sizeof(h));
+  std::vector<unsigned char> bytes;
+  check(*e, rt::kernel_handles(*e->engine, t.data_ptr(), t.nbytes(), bytes));
+  at::Tensor out = at::empty({static_cast<std::int64_t>(bytes.size())}, at::TensorOptions().dtype(at::kByte));
+  std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
   return out;
 }
 
 // ---- AllReduce + residual add + RMSNorm ---------------------------------------------------------
 
-// The fused ops' symmetric buffer, at least `need` bytes (collective: every rank makes the same
-// calls). A larger one replaces the old after a barrier, so no rank still reads the old one.
-void ensure_fused_region(entry& e, std::size_t need, rcclx::gpu::stream_t stream) {
-  if (e.fused.bytes >= need) return;
-  if (rcclx::gpu::stream_is_capturing(stream))
-    throw rcclx::error(rcclx::errc::invalid_argument,
-                       "all_reduce_rmsnorm: this shape needs a larger fused workspace (" + std::to_string(need) +
-                           " bytes), which cannot be allocated during graph capture: run the call once before "
-                           "capturing it");
-  if (e.fused.base) {
-    e.comm->barrier(stream);
-    e.comm->synchronize(stream);
-    e.comm->unregister_buffer(e.fused.base);
-    rcclx::host::shareable_free(e.fused.base);
-    e.fused = {};
-  }
-  const std::size_t bytes = std::max<std::size_t>(need, std::size_t(1) << 20);
-  void* p = rcclx::host::shareable_malloc(bytes);
-  try {
-    e.comm->register_buffer(p, bytes);  // collective
-  } catch (...) {
-    rcclx::host::shareable_free(p);
-    throw;
-  }
-  e.fused.base = p;
-  e.fused.bytes = bytes;
-}
-
 // residual <- residual + allreduce(x); out <- rmsnorm(residual) * weight (FP8: codes of out / scale).
-// x, residual: [tokens, hidden]; weight: [hidden]; the same bits on every rank. The kernels: fused.cpp.
+// x, residual: [tokens, hidden]; weight: [hidden]; the same bits on every rank.
 void all_reduce_rmsnorm(at::Tensor x, at::Tensor residual, at::Tensor weight, at::Tensor out, double eps,
                         std::int64_t comm, std::string algorithm, std::string out_format,
                         c10::optional<at::Tensor> scale) {
@@ -482,13 +309,13 @@ void all_reduce_rmsnorm(at::Tensor x, at::Tensor residual, at::Tensor weight, at
               " elements; it needs x's last dimension, ", hidden);
   TORCH_CHECK(out.numel() == x.numel(), "rcclx.all_reduce_rmsnorm: out has ", out.numel(), " elements; x has ",
               x.numel());
-  rcclx_torch::rmsnorm_call c{};
-  if (out_format.empty() || out_format == "same") c.out = rcclx_torch::out_format::same;
-  else if (out_format == "e4m3") c.out = rcclx_torch::out_format::e4m3;
-  else if (out_format == "e5m2") c.out = rcclx_torch::out_format::e5m2;
+  rt::rmsnorm_call c{};
+  if (out_format.empty() || out_format == "same") c.out = rt::out_format::same;
+  else if (out_format == "e4m3") c.out = rt::out_format::e4m3;
+  else if (out_format == "e5m2") c.out = rt::out_format::e5m2;
   else TORCH_CHECK(false, "rcclx.all_reduce_rmsnorm: out_format must be \"same\", \"e4m3\" or \"e5m2\" (got \"",
                    out_format, "\")");
-  const bool fp8 = c.out != rcclx_torch::out_format::same;
+  const bool fp8 = c.out != rt::out_format::same;
   TORCH_CHECK(fp8 ? out.element_size() == 1 : out.scalar_type() == x.scalar_type(), "rcclx.all_reduce_rmsnorm: out ",
               fp8 ? "must have 1-byte elements (uint8 or a float8 dtype) for FP8 output" : "must have x's dtype",
               " (got ", out.scalar_type(), ")");
@@ -497,9 +324,7 @@ void all_reduce_rmsnorm(at::Tensor x, at::Tensor residual, at::Tensor weight, at
                 "rcclx.all_reduce_rmsnorm: FP8 output needs scale, a float32 tensor of one element");
     check_tensor(who, "scale", *scale);
   }
-  c.type = x.scalar_type() == at::kFloat      ? rcclx_torch::element::f32
-           : x.scalar_type() == at::kBFloat16 ? rcclx_torch::element::bf16
-                                              : rcclx_torch::element::f16;
+  c.type = element_of(x);
   c.x = x.data_ptr();
   c.residual = residual.data_ptr();
   c.weight = weight.data_ptr();
@@ -509,18 +334,7 @@ void all_reduce_rmsnorm(at::Tensor x, at::Tensor residual, at::Tensor weight, at
   c.tokens = hidden > 0 ? static_cast<std::size_t>(x.numel() / hidden) : 0;
   c.eps = static_cast<float>(eps);
   const auto e = find(comm);
-  const rcclx::algorithm a = parse_algorithm(algorithm);
-  const auto stream = stream_of(x);
-  // This rank's argument errors are raised on every rank by the agreement check (nothing is launched).
-  const std::string local = rcclx_torch::rmsnorm_errors(c, a, e->tile_slots.max_tiles);
-  run_typed(*e, x, [&](auto tag) {
-    e->comm->check_user_call<decltype(tag)>(who, c.tokens * c.hidden, static_cast<std::uint32_t>(c.hidden), local);
-    if (c.tokens == 0) return;
-    const rcclx::algorithm resolved = rcclx_torch::rmsnorm_algorithm(c, a, e->num_ranks);
-    ensure_fused_region(*e, rcclx_torch::rmsnorm_workspace_bytes(c, resolved), stream);
-    const auto table = e->comm->buffer_handle(static_cast<const unsigned char*>(e->fused.base), e->fused.bytes);
-    rcclx_torch::rmsnorm_launch(c, table, e->tile_slots, resolved, stream);
-  });
+  check(*e, rt::all_reduce_rmsnorm(*e->engine, c, parse_algorithm(algorithm), stream_of()));
 }
 
 // ---- benchmark support (bench/torch) ------------------------------------------------------------
@@ -531,19 +345,15 @@ void all_reduce_rmsnorm(at::Tensor x, at::Tensor residual, at::Tensor weight, at
 double time_all_reduce(std::int64_t id, at::Tensor t, std::string algorithm, std::int64_t iters) {
   check_tensor("time_all_reduce", "the tensor", t);
   const auto e = find(id);
-  const auto a = resolve(rcclx::lpc::collective::allreduce, parse_algorithm(algorithm), t.nbytes());
-  const auto stream = stream_of(t);
+  const auto a = parse_algorithm(algorithm);
   double seconds = 0;
-  run_typed(*e, t, [&](auto tag) {
-    using T = decltype(tag);
-    T* p = static_cast<T*>(t.data_ptr());
-    const auto n = static_cast<std::size_t>(t.numel());
+  std::string err;
+  {
     py::gil_scoped_release nogil;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (std::int64_t i = 0; i < iters; ++i) e->comm->allreduce<T>(p, p, n, rcclx::reduce_op::sum, a, stream);
-    e->comm->synchronize(stream);
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  });
+    err = rt::time_all_reduce(*e->engine, element_of(t), t.data_ptr(), static_cast<std::size_t>(t.numel()), a, iters,
+                              stream_of(), seconds);
+  }
+  check(*e, err);
   return seconds;
 }
 
@@ -605,12 +415,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("kernel_handles", &kernel_handles,
         "The device handles of a symmetric tensor, for your own extension's kernels (a CPU uint8 tensor)",
         py::arg("id"), py::arg("t"));
-  m.def("tile_slots", [](std::int64_t id) { const auto e = find(id); return py::make_tuple(e->tile_slots.first, e->tile_slots.max_tiles); },
+  m.def("tile_slots",
+        [](std::int64_t id) {
+          const auto e = find(id);
+          int first = 0, max_tiles = 0;
+          rt::tile_slots_of(*e->engine, first, max_tiles);
+          return py::make_tuple(first, max_tiles);
+        },
         "The (first, max_tiles) pad slots kept for tile-protocol kernels", py::arg("id"));
   m.def("time_all_reduce", &time_all_reduce, "bench/torch: seconds for iters AllReduces called from C++ (collective)",
         py::arg("id"), py::arg("t"), py::arg("algorithm"), py::arg("iters"));
   m.def("synchronize", &synchronize, "Waits for the current stream; raises a device-side error", py::arg("id"));
   m.attr("max_ranks") = max_ranks;
-  m.attr("backend") = rcclx::current_backend == rcclx::backend::host ? "host" : "cuda";
-  m.attr("checks") = rcclx::checks;
+  m.attr("backend") = rt::backend_name();
 }

@@ -1,0 +1,2 @@
+// The CUDA build of engine.cpp (nvcc).
+#include "engine.cpp"

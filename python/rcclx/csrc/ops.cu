@@ -1,2 +1,0 @@
-// nvcc compiles the extension as CUDA (the library's CUDA backend): the same source.
-#include "ops.cpp"

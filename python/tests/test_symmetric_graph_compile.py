@@ -110,19 +110,31 @@ def test_freed_and_reused_address_is_not_a_stale_mapping():
 
 
 def _expandable(rank, n):
-    """PyTorch's expandable_segments allocations have no legacy IPC handle: eager calls work (they
-    copy through the workspace); a graph capture that would read them zero-copy fails with an error
-    naming the buffer and the reason on every rank, and the communicator still works after it."""
+    """PyTorch's expandable_segments allocations (virtual memory): eager calls work (they copy through
+    the workspace); a graph capture that reads them zero-copy either works (the runtime shares them) or
+    fails on every rank with an error naming the buffer and the reason - never a hang or a wrong
+    result - and the communicator still works after it."""
     torch.cuda.memory._set_allocator_settings("expandable_segments:True")
     dev = _device()
     comm = rcclx.Communicator(timeout=20.0)
     x = torch.full((4096,), float(rank + 1), device=dev)
+    segments = torch.cuda.memory_snapshot()
+    if segments and "is_expandable" in segments[0]:
+        assert any(s["is_expandable"] for s in segments), "the allocator did not use expandable segments"
     comm.all_reduce(x)
     assert bool((x.cpu() == n * (n + 1) / 2).all())
     g = torch.cuda.CUDAGraph()
-    with pytest.raises(RuntimeError, match="expandable_segments"):
+    try:
         with comm.graph_capture(), torch.cuda.graph(g):
             comm.all_reduce(x)
+    except RuntimeError as e:
+        assert "expandable_segments" in str(e), str(e)
+    else:  # registered: the replay must read the peers' tensors
+        x.fill_(float(rank + 1))
+        g.replay()
+        torch.cuda.synchronize()
+        comm.synchronize()
+        assert bool((x.cpu() == n * (n + 1) / 2).all())
     x.fill_(1.0)
     comm.all_reduce(x)
     assert bool((x.cpu() == n).all())
@@ -131,7 +143,7 @@ def _expandable(rank, n):
 
 @needs_cuda
 @pytest.mark.skipif(not hasattr(torch.cuda.memory, "_set_allocator_settings"), reason="needs torch >= 2.1")
-def test_expandable_segments_are_refused_clearly():
+def test_expandable_segments_are_shared_or_refused_clearly():
     _run(_expandable, 2)
 
 

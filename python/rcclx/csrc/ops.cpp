@@ -11,11 +11,13 @@
 #endif
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "engine.hpp"
@@ -23,6 +25,35 @@
 namespace {
 
 namespace rt = rcclx_torch;
+
+// Error messages are built as text here (numbers with std::to_string) and handed to TORCH_CHECK as one
+// string: with torch 2.11 (pip wheels, CUDA machine) a failing TORCH_CHECK whose arguments streamed an
+// integer killed the process with SIGSEGV, where the same check with preformatted text raised.
+void append(std::string& s, const char* a) { s += a; }
+void append(std::string& s, const std::string& a) { s += a; }
+void append(std::string& s, at::ScalarType a) { s += c10::toString(a); }
+void append(std::string& s, const c10::Device& d) { s += d.str(); }
+void append(std::string& s, const void* p) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%p", p);
+  s += b;
+}
+void append(std::string& s, at::IntArrayRef a) {
+  s += "[";
+  for (std::size_t i = 0; i < a.size(); ++i) s += (i ? ", " : "") + std::to_string(a[i]);
+  s += "]";
+}
+template <class T, class = std::enable_if_t<std::is_integral<T>::value>>
+void append(std::string& s, T v) {
+  s += std::to_string(v);
+}
+template <class... A>
+std::string text(const A&... a) {
+  std::string s;
+  (append(s, a), ...);
+  return s;
+}
+#define RCCLX_TORCH_CHECK(cond, ...) TORCH_CHECK(cond, text(__VA_ARGS__))
 constexpr int max_ranks = rt::max_ranks;
 
 // One Python Communicator. The bootstrap's allgather (a Python callable) must outlive it.
@@ -48,8 +79,9 @@ std::shared_ptr<entry> find(std::int64_t id) {
   registry_t& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mutex);
   const auto it = reg.entries.find(id);
-  TORCH_CHECK(it != reg.entries.end(), "rcclx: communicator ", id, " does not exist (destroyed, or never created)");
-  TORCH_CHECK(it->second->engine, "rcclx: communicator ", id, " was destroyed");
+  RCCLX_TORCH_CHECK(it != reg.entries.end(), "rcclx: communicator ", id,
+                    " does not exist (destroyed, or never created)");
+  RCCLX_TORCH_CHECK(it->second->engine, "rcclx: communicator ", id, " was destroyed");
   return it->second;
 }
 
@@ -62,7 +94,7 @@ void check(const entry& e, const std::string& err) {
     const std::string dead = rt::dead_peers(*e.engine);
     if (!dead.empty()) m += " [no longer running: " + dead + "]";
   }
-  TORCH_CHECK(false, m);
+  TORCH_CHECK(false, m);  // m is text already
 }
 
 void* stream_of() {
@@ -142,7 +174,7 @@ at::Tensor symmetric_empty(std::int64_t id, std::vector<std::int64_t> shape, con
   const at::ScalarType dtype = like.scalar_type();
   std::int64_t numel = 1;
   for (const std::int64_t d : shape) {
-    TORCH_CHECK(d >= 0, "rcclx.symmetric_empty: negative dimension ", d, " in ", at::IntArrayRef(shape));
+    RCCLX_TORCH_CHECK(d >= 0, "rcclx.symmetric_empty: negative dimension ", d, " in ", at::IntArrayRef(shape));
     numel *= d;
   }
   const std::size_t bytes = static_cast<std::size_t>(numel) * c10::elementSize(dtype);
@@ -180,7 +212,7 @@ rt::reduce parse_op(const std::string& op) {
   if (op == "sum") return rt::reduce::sum;
   if (op == "min") return rt::reduce::min;
   if (op == "max") return rt::reduce::max;
-  TORCH_CHECK(false, "rcclx: op must be \"sum\", \"min\" or \"max\" (got \"", op, "\")");
+  RCCLX_TORCH_CHECK(false, "rcclx: op must be \"sum\", \"min\" or \"max\" (got \"", op, "\")");
 }
 
 rt::algo parse_algorithm(const std::string& a) {
@@ -188,24 +220,25 @@ rt::algo parse_algorithm(const std::string& a) {
   if (a == "tree") return rt::algo::tree;
   if (a == "low_precision") return rt::algo::low_precision;
   if (a == "automatic") return rt::algo::automatic;
-  TORCH_CHECK(false, "rcclx: algorithm must be \"flat\", \"tree\", \"low_precision\" or \"automatic\" (got \"", a,
-              "\")");
+  RCCLX_TORCH_CHECK(false, "rcclx: algorithm must be \"flat\", \"tree\", \"low_precision\" or \"automatic\" (got \"", a,
+                    "\")");
 }
 
 void check_tensor(const char* what, const char* name, const at::Tensor& t) {
-  TORCH_CHECK(t.is_contiguous(), "rcclx.", what, ": ", name, " must be contiguous (got strides ", t.strides(), ")");
+  RCCLX_TORCH_CHECK(t.is_contiguous(), "rcclx.", what, ": ", name, " must be contiguous (got strides ", t.strides(),
+                    ")");
 #if RCCLX_TORCH_CUDA
-  TORCH_CHECK(t.device().is_cuda(), "rcclx.", what, ": ", name, " is on ", t.device(),
-              "; this build of rcclx takes GPU tensors");
-  TORCH_CHECK(t.device().index() == c10::cuda::current_device(), "rcclx.", what, ": ", name, " is on ",
-              t.device(), " but the current device is cuda:", static_cast<int>(c10::cuda::current_device()));
+  RCCLX_TORCH_CHECK(t.device().is_cuda(), "rcclx.", what, ": ", name, " is on ", t.device(),
+                    "; this build of rcclx takes GPU tensors");
+  RCCLX_TORCH_CHECK(t.device().index() == c10::cuda::current_device(), "rcclx.", what, ": ", name, " is on ",
+                    t.device(), " but the current device is cuda:", static_cast<int>(c10::cuda::current_device()));
 #else
-  TORCH_CHECK(t.device().is_cpu(), "rcclx.", what, ": ", name, " is on ", t.device(),
-              "; this build of rcclx (host backend) takes CPU tensors");
+  RCCLX_TORCH_CHECK(t.device().is_cpu(), "rcclx.", what, ": ", name, " is on ", t.device(),
+                    "; this build of rcclx (host backend) takes CPU tensors");
 #endif
   const auto s = t.scalar_type();
-  TORCH_CHECK(s == at::kFloat || s == at::kBFloat16 || s == at::kHalf || s == at::kInt, "rcclx.", what, ": ", name,
-              " has dtype ", s, "; rcclx takes float32, bfloat16, float16 and int32");
+  RCCLX_TORCH_CHECK(s == at::kFloat || s == at::kBFloat16 || s == at::kHalf || s == at::kInt, "rcclx.", what, ": ",
+                    name, " has dtype ", s, "; rcclx takes float32, bfloat16, float16 and int32");
 }
 
 rt::element element_of(const at::Tensor& t) {
@@ -214,7 +247,7 @@ rt::element element_of(const at::Tensor& t) {
     case at::kBFloat16: return rt::element::bf16;
     case at::kHalf: return rt::element::f16;
     case at::kInt: return rt::element::i32;
-    default: TORCH_CHECK(false, "rcclx: unsupported dtype ", t.scalar_type());
+    default: RCCLX_TORCH_CHECK(false, "rcclx: unsupported dtype ", t.scalar_type());
   }
 }
 
@@ -222,8 +255,8 @@ rt::element element_of(const at::Tensor& t) {
 void check_pair(const char* what, const at::Tensor& out, const at::Tensor& in) {
   check_tensor(what, "the input", in);
   check_tensor(what, "the output", out);
-  TORCH_CHECK(out.scalar_type() == in.scalar_type(), "rcclx.", what, ": the output's dtype ", out.scalar_type(),
-              " differs from the input's ", in.scalar_type());
+  RCCLX_TORCH_CHECK(out.scalar_type() == in.scalar_type(), "rcclx.", what, ": the output's dtype ", out.scalar_type(),
+                    " differs from the input's ", in.scalar_type());
 }
 
 void all_reduce(at::Tensor t, std::int64_t comm, std::string op, std::string algorithm) {
@@ -238,8 +271,8 @@ void all_reduce(at::Tensor t, std::int64_t comm, std::string op, std::string alg
 void all_gather(at::Tensor out, at::Tensor in, std::int64_t comm, std::string algorithm) {
   check_pair("all_gather", out, in);
   const auto e = find(comm);
-  TORCH_CHECK(out.numel() == in.numel() * e->num_ranks, "rcclx.all_gather: the output has ", out.numel(),
-              " elements; it needs num_ranks x input = ", e->num_ranks, " x ", in.numel());
+  RCCLX_TORCH_CHECK(out.numel() == in.numel() * e->num_ranks, "rcclx.all_gather: the output has ", out.numel(),
+                    " elements; it needs num_ranks x input = ", e->num_ranks, " x ", in.numel());
   const auto a = parse_algorithm(algorithm);
   check(*e, rt::run_collective(*e->engine, rt::collective::allgather, element_of(in), in.data_ptr(), out.data_ptr(),
                                static_cast<std::size_t>(in.numel()), rt::reduce::sum, a, stream_of()));
@@ -248,8 +281,8 @@ void all_gather(at::Tensor out, at::Tensor in, std::int64_t comm, std::string al
 void reduce_scatter(at::Tensor out, at::Tensor in, std::int64_t comm, std::string op, std::string algorithm) {
   check_pair("reduce_scatter", out, in);
   const auto e = find(comm);
-  TORCH_CHECK(in.numel() == out.numel() * e->num_ranks, "rcclx.reduce_scatter: the input has ", in.numel(),
-              " elements; it needs num_ranks x output = ", e->num_ranks, " x ", out.numel());
+  RCCLX_TORCH_CHECK(in.numel() == out.numel() * e->num_ranks, "rcclx.reduce_scatter: the input has ", in.numel(),
+                    " elements; it needs num_ranks x output = ", e->num_ranks, " x ", out.numel());
   const auto o = parse_op(op);
   const auto a = parse_algorithm(algorithm);
   check(*e, rt::run_collective(*e->engine, rt::collective::reduce_scatter, element_of(in), in.data_ptr(),
@@ -259,10 +292,10 @@ void reduce_scatter(at::Tensor out, at::Tensor in, std::int64_t comm, std::strin
 void all_to_all(at::Tensor out, at::Tensor in, std::int64_t comm, std::string algorithm) {
   check_pair("all_to_all", out, in);
   const auto e = find(comm);
-  TORCH_CHECK(out.numel() == in.numel(), "rcclx.all_to_all: the output has ", out.numel(),
-              " elements; it needs the input's ", in.numel());
-  TORCH_CHECK(in.numel() % e->num_ranks == 0, "rcclx.all_to_all: ", in.numel(),
-              " elements do not split into ", e->num_ranks, " equal blocks");
+  RCCLX_TORCH_CHECK(out.numel() == in.numel(), "rcclx.all_to_all: the output has ", out.numel(),
+                    " elements; it needs the input's ", in.numel());
+  RCCLX_TORCH_CHECK(in.numel() % e->num_ranks == 0, "rcclx.all_to_all: ", in.numel(),
+                    " elements do not split into ", e->num_ranks, " equal blocks");
   const auto a = parse_algorithm(algorithm);
   check(*e, rt::run_collective(*e->engine, rt::collective::alltoall, element_of(in), in.data_ptr(), out.data_ptr(),
                                static_cast<std::size_t>(in.numel()), rt::reduce::sum, a, stream_of()));
@@ -274,10 +307,11 @@ void all_to_all(at::Tensor out, at::Tensor in, std::int64_t comm, std::string al
 // (include/rcclx/pytorch/kernel_handles.hpp reads it in the user's extension). Local: no exchange.
 at::Tensor kernel_handles(std::int64_t id, const at::Tensor& t) {
   const auto e = find(id);
-  TORCH_CHECK(t.is_contiguous(), "rcclx.kernel_handles: the tensor must be contiguous");
-  TORCH_CHECK(rt::is_registered(*e->engine, t.data_ptr(), t.nbytes()), "rcclx.kernel_handles: the tensor (",
-              t.nbytes(), " bytes at ", t.data_ptr(),
-              ") is not a symmetric tensor of this communicator: make it with comm.symmetric_empty on every rank");
+  RCCLX_TORCH_CHECK(t.is_contiguous(), "rcclx.kernel_handles: the tensor must be contiguous");
+  RCCLX_TORCH_CHECK(rt::is_registered(*e->engine, t.data_ptr(), t.nbytes()), "rcclx.kernel_handles: the tensor (",
+                    t.nbytes(), " bytes at ", t.data_ptr(),
+                    ") is not a symmetric tensor of this communicator: make it with comm.symmetric_empty on every "
+                    "rank");
   std::vector<unsigned char> bytes;
   check(*e, rt::kernel_handles(*e->engine, t.data_ptr(), t.nbytes(), bytes));
   at::Tensor out = at::empty({static_cast<std::int64_t>(bytes.size())}, at::TensorOptions().dtype(at::kByte));
@@ -296,32 +330,33 @@ void all_reduce_rmsnorm(at::Tensor x, at::Tensor residual, at::Tensor weight, at
   check_tensor(who, "x", x);
   check_tensor(who, "residual", residual);
   check_tensor(who, "weight", weight);
-  TORCH_CHECK(out.is_contiguous(), "rcclx.all_reduce_rmsnorm: out must be contiguous");
-  TORCH_CHECK(x.scalar_type() != at::kInt, "rcclx.all_reduce_rmsnorm: x must be float32, bfloat16 or float16");
-  TORCH_CHECK(residual.scalar_type() == x.scalar_type() && weight.scalar_type() == x.scalar_type(),
-              "rcclx.all_reduce_rmsnorm: x, residual and weight must have one dtype (got ", x.scalar_type(), ", ",
-              residual.scalar_type(), ", ", weight.scalar_type(), ")");
-  TORCH_CHECK(x.dim() >= 1, "rcclx.all_reduce_rmsnorm: x must have at least one dimension (its last is hidden)");
+  RCCLX_TORCH_CHECK(out.is_contiguous(), "rcclx.all_reduce_rmsnorm: out must be contiguous");
+  RCCLX_TORCH_CHECK(x.scalar_type() != at::kInt, "rcclx.all_reduce_rmsnorm: x must be float32, bfloat16 or float16");
+  RCCLX_TORCH_CHECK(residual.scalar_type() == x.scalar_type() && weight.scalar_type() == x.scalar_type(),
+                    "rcclx.all_reduce_rmsnorm: x, residual and weight must have one dtype (got ", x.scalar_type(), ", ",
+                    residual.scalar_type(), ", ", weight.scalar_type(), ")");
+  RCCLX_TORCH_CHECK(x.dim() >= 1, "rcclx.all_reduce_rmsnorm: x must have at least one dimension (its last is hidden)");
   const std::int64_t hidden = x.size(-1);
-  TORCH_CHECK(residual.sizes() == x.sizes(), "rcclx.all_reduce_rmsnorm: residual has shape ", residual.sizes(),
-              ", x has ", x.sizes());
-  TORCH_CHECK(weight.numel() == hidden, "rcclx.all_reduce_rmsnorm: weight has ", weight.numel(),
-              " elements; it needs x's last dimension, ", hidden);
-  TORCH_CHECK(out.numel() == x.numel(), "rcclx.all_reduce_rmsnorm: out has ", out.numel(), " elements; x has ",
-              x.numel());
+  RCCLX_TORCH_CHECK(residual.sizes() == x.sizes(), "rcclx.all_reduce_rmsnorm: residual has shape ", residual.sizes(),
+                    ", x has ", x.sizes());
+  RCCLX_TORCH_CHECK(weight.numel() == hidden, "rcclx.all_reduce_rmsnorm: weight has ", weight.numel(),
+                    " elements; it needs x's last dimension, ", hidden);
+  RCCLX_TORCH_CHECK(out.numel() == x.numel(), "rcclx.all_reduce_rmsnorm: out has ", out.numel(), " elements; x has ",
+                    x.numel());
   rt::rmsnorm_call c{};
   if (out_format.empty() || out_format == "same") c.out = rt::out_format::same;
   else if (out_format == "e4m3") c.out = rt::out_format::e4m3;
   else if (out_format == "e5m2") c.out = rt::out_format::e5m2;
-  else TORCH_CHECK(false, "rcclx.all_reduce_rmsnorm: out_format must be \"same\", \"e4m3\" or \"e5m2\" (got \"",
-                   out_format, "\")");
+  else RCCLX_TORCH_CHECK(false, "rcclx.all_reduce_rmsnorm: out_format must be \"same\", \"e4m3\" or \"e5m2\" (got \"",
+                         out_format, "\")");
   const bool fp8 = c.out != rt::out_format::same;
-  TORCH_CHECK(fp8 ? out.element_size() == 1 : out.scalar_type() == x.scalar_type(), "rcclx.all_reduce_rmsnorm: out ",
-              fp8 ? "must have 1-byte elements (uint8 or a float8 dtype) for FP8 output" : "must have x's dtype",
-              " (got ", out.scalar_type(), ")");
+  RCCLX_TORCH_CHECK(fp8 ? out.element_size() == 1 : out.scalar_type() == x.scalar_type(),
+                    "rcclx.all_reduce_rmsnorm: out ",
+                    fp8 ? "must have 1-byte elements (uint8 or a float8 dtype) for FP8 output" : "must have x's dtype",
+                    " (got ", out.scalar_type(), ")");
   if (fp8) {
-    TORCH_CHECK(scale.has_value() && scale->numel() == 1 && scale->scalar_type() == at::kFloat,
-                "rcclx.all_reduce_rmsnorm: FP8 output needs scale, a float32 tensor of one element");
+    RCCLX_TORCH_CHECK(scale.has_value() && scale->numel() == 1 && scale->scalar_type() == at::kFloat,
+                      "rcclx.all_reduce_rmsnorm: FP8 output needs scale, a float32 tensor of one element");
     check_tensor(who, "scale", *scale);
   }
   c.type = element_of(x);

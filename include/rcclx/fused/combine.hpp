@@ -1,0 +1,229 @@
+// rcclx/fused/combine.hpp: cross-rank combine for use inside your own kernel: each rank writes a
+// tile of records (any trivially copyable struct), raises the tile's flag, and every rank gets the
+// combine of all ranks' records, folded in rank order 0..N-1: the same bits on every rank.
+//
+//   // every block of every rank, same grid, tile t handled by the same block on every rank:
+//   rcclx::fused::combine<rcclx::fused::argmax::record, rcclx::fused::argmax, 8> c(table, slots, tile_records,
+//                                                                                 num_records);
+//   for (int t = blockIdx.x; t < c.num_tiles(); t += gridDim.x) {
+//     compute_records(t, c.input(t));             // this rank's records [t * tile_records, ...)
+//     c.publish(g, t);                            // flag up for the ranks that read it
+//   }
+//   for (int t = blockIdx.x; t < c.num_tiles(); t += gridDim.x)
+//     if (!c.reduce(g, t, [&](std::size_t i, const auto& r) { out[i] = r; })) break;  // record i of all ranks
+//   c.finish(g, gridDim.x);                       // every block, once, even after a failure
+//
+// A combine (the Combine parameter, e.g. the built-ins of fused/combine_ops.hpp) folds records in
+// FP32 (or whatever its accumulator holds):
+//   struct my_combine {
+//     RCCLX_HOST_DEVICE acc init(const record& r0) const;           // rank 0's record
+//     RCCLX_HOST_DEVICE void fold(acc& a, const record& r) const;   // ranks 1, 2, ..., N-1 in order
+//     RCCLX_HOST_DEVICE record finalize(const acc& a) const;        // what every rank gets
+//   };
+// One thread folds one record index over the ranks (the records of a tile are spread over the
+// group's threads): a record is the unit of work, so keep it as small as the merge allows (an
+// attention head, a row's argmax).
+//
+// Algorithms (Algo), as fused::tile_allreduce (the protocol is its own: this class runs on one):
+//   flat: every rank folds every tile from all N buffers. Per tile: N-1 flag stores, N-1 polls, N
+//         tile reads (N-1 from peers). One step; the decode-size choice.
+//   tree: tile t's owner (tiles in N contiguous chunks, chunk c owned by rank c) folds it, writes
+//         the finalized records into its own buffer and raises a result flag on every other rank,
+//         which reads them from the owner. Per tile: 2(N-1) flag stores, N reads by the owner, 1 by
+//         each other rank. Two steps.
+//   automatic: flat or tree by the built-in table for the message (num_tiles x tile bytes).
+// Flat and tree give the same bits: the owner runs the very fold a flat rank runs and publishes its
+// finalized record; the other ranks copy it.
+//
+// Protocol and rules: those of fused::tile_allreduce (tile flags in the signal-pad slots `slots`,
+// epochs from the control slot's call counter, bounded waits recorded as barrier_kind::tile with
+// the missing rank, alternating buffer halves, finish() once per block per call). Every rank makes
+// every call with the same tile_records and num_records. The symmetric buffer holds
+// workspace_bytes() bytes; the table is the one of tile_allreduce (its layout does not depend on the
+// element type; this class reads it as words). In the checked mode (RCCLX_CHECKS) a call is
+// fingerprinted as a tile AllReduce of 32-bit words over tiles of the records' padded size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "../core/error.hpp"
+#include "../core/peer_table.hpp"
+#include "tile_allreduce.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace fused {
+
+namespace detail {
+// Words (floats) of one tile of `records` records: whole 16-byte vectors, so every tile starts
+// 16-byte aligned.
+template <class Record>
+RCCLX_HOST_DEVICE constexpr std::size_t combine_tile_words(std::size_t records) {
+  return round16(records * sizeof(Record)) / sizeof(float);
+}
+}  // namespace detail
+
+template <class Record, class Combine, int MaxRanks = max_ranks, algorithm Algo = algorithm::flat>
+class combine {
+  static_assert(std::is_trivially_copyable<Record>::value,
+                "rcclx::fused::combine: Record must be trivially copyable (it crosses ranks as bytes)");
+  static_assert(alignof(Record) <= 16, "rcclx::fused::combine: Record's alignment must be at most 16 bytes");
+  static_assert(Algo == algorithm::flat || Algo == algorithm::tree || Algo == algorithm::automatic,
+                "rcclx::fused::combine: Algo must be algorithm::flat, tree or automatic");
+  using words = tile_allreduce<float, MaxRanks, Algo>;  // the protocol, over the records' bytes
+
+ public:
+  using record_type = Record;
+  using combine_type = Combine;
+  using accumulator_type = decltype(std::declval<const Combine&>().init(std::declval<const Record&>()));
+  static_assert(std::is_same<decltype(std::declval<const Combine&>().finalize(std::declval<const accumulator_type&>())),
+                             Record>::value,
+                "rcclx::fused::combine: Combine::finalize(const acc&) must return the Record");
+  static constexpr algorithm algo = Algo;
+
+  // Tiles of a call of num_records records in tiles of tile_records.
+  RCCLX_HOST_DEVICE static constexpr int tiles_for(std::size_t tile_records, std::size_t num_records) {
+    return tile_records == 0 ? 0 : static_cast<int>((num_records + tile_records - 1) / tile_records);
+  }
+
+  // Bytes each symmetric buffer needs (two halves of inputs, and for tree the results).
+  RCCLX_HOST_DEVICE static constexpr std::size_t workspace_bytes(std::size_t tile_records, std::size_t num_records) {
+    return words::workspace_bytes(detail::combine_tile_words<Record>(tile_records), tiles_for(tile_records, num_records));
+  }
+
+  // Host-side checks of a call (throws rcclx::error naming the argument and the limit).
+  static void check(const char* who, const core::peer_table<Record, MaxRanks>& t, tile_slots slots,
+                    std::size_t tile_records, std::size_t num_records) {
+    const std::string w(who);
+    if (t.num_ranks() < 1 || t.num_ranks() > MaxRanks)
+      throw error(errc::invalid_argument, w + ": num_ranks = " + std::to_string(t.num_ranks()) + " is outside [1, " +
+                                              std::to_string(MaxRanks) + "] (MaxRanks)");
+    if (tile_records == 0)
+      throw error(errc::invalid_argument, w + ": tile_records must be positive");
+    if ((num_records + tile_records - 1) / tile_records > static_cast<std::size_t>(slots.max_tiles))
+      throw error(errc::invalid_argument, w + ": num_records = " + std::to_string(num_records) + " in tiles of " +
+                                              std::to_string(tile_records) + " records is more than " +
+                                              std::to_string(slots.max_tiles) + " tiles (tile_slots.max_tiles)");
+    words::check(who, t.template as<float>(), slots, detail::combine_tile_words<Record>(tile_records),
+                 tiles_for(tile_records, num_records));
+  }
+
+  // This rank's view `t` (kept by reference: it must outlive the object). Reads the call counter:
+  // construct once per block per call.
+  RCCLX_HOST_DEVICE combine(const core::peer_table<Record, MaxRanks>& t, tile_slots slots, std::size_t tile_records,
+                            std::size_t num_records, tile_reducer reducer = tile_reducer::same_block,
+                            const Combine& op = Combine{})
+      : w_(as_words(t), slots, detail::combine_tile_words<Record>(tile_records), tiles_for(tile_records, num_records),
+           reducer),
+        t_(&as_words(t)), tile_records_(tile_records), num_records_(num_records), op_(op) {}
+
+  RCCLX_HOST_DEVICE algorithm resolved() const { return w_.resolved(); }
+  RCCLX_HOST_DEVICE int num_tiles() const { return w_.num_tiles(); }
+  RCCLX_HOST_DEVICE std::size_t tile_records() const { return tile_records_; }
+  RCCLX_HOST_DEVICE std::size_t num_records() const { return num_records_; }
+  RCCLX_HOST_DEVICE int rank() const { return w_.rank(); }
+  RCCLX_HOST_DEVICE int num_ranks() const { return w_.num_ranks(); }
+  RCCLX_HOST_DEVICE int owner(int tile) const { return w_.owner(tile); }
+  RCCLX_HOST_DEVICE bool owns(int tile) const { return w_.owns(tile); }
+
+  // Records of `tile` (the last tile may be short).
+  RCCLX_HOST_DEVICE std::size_t records_in(int tile) const {
+    const std::size_t first = static_cast<std::size_t>(tile) * tile_records_;
+    return first >= num_records_ ? 0 : (num_records_ - first < tile_records_ ? num_records_ - first : tile_records_);
+  }
+
+  // Where this rank writes its records of `tile`: records_in(tile) records, 16-byte aligned. Record
+  // i of the tile is record tile * tile_records + i of the call.
+  RCCLX_HOST_DEVICE Record* input(int tile) const { return reinterpret_cast<Record*>(w_.input(tile)); }
+
+  // Group-collective, after the whole group wrote input(tile): raises the tile's flag for the
+  // ranks that read it (flat: all; tree: the owner).
+  template <class Group>
+  RCCLX_HOST_DEVICE void publish(const Group& g, int tile) const {
+    w_.publish(g, tile);
+  }
+
+  // Group-collective: publish(g, t) for t = first, first + step, ... below num_tiles().
+  template <class Group>
+  RCCLX_HOST_DEVICE void publish_strided(const Group& g, int first, int step) const {
+    w_.publish_strided(g, first, step);
+  }
+
+  // Group-collective: the combine of every rank's records of `tile`, handed to `sink(i, record)`
+  // once per record (i = the record's index in the call), each by the thread that folded or read it.
+  // flat: waits for every rank and folds. tree: the owner waits, folds, stores the finalized records
+  // in its results and publishes them; the others wait for them and read them. False if a wait
+  // expired (the error is recorded): the sink was not called.
+  template <class Group, class Sink>
+  RCCLX_HOST_DEVICE bool reduce(const Group& g, int tile, Sink&& sink) const {
+    const std::size_t n = records_in(tile), first = static_cast<std::size_t>(tile) * tile_records_;
+    const std::size_t step = static_cast<std::size_t>(g.size());
+    if (w_.owns(tile)) {  // flat: every rank; tree: the owner
+      if (!w_.wait_inputs(g, tile)) return false;
+      Record* res = w_.resolved() == algorithm::tree ? results_of(rank(), tile) : nullptr;
+      for (std::size_t i = static_cast<std::size_t>(g.thread_rank()); i < n; i += step) {
+        const Record r = fold(tile, i);
+        if (res) res[i] = r;
+        sink(first + i, r);
+      }
+      if (res) w_.publish_result(g, tile);
+      return true;
+    }
+    if (!w_.wait_result(g, tile)) return false;
+    const Record* res = results_of(owner(tile), tile);
+    for (std::size_t i = static_cast<std::size_t>(g.thread_rank()); i < n; i += step) {
+      const Record r = res[i];
+      sink(first + i, r);
+    }
+    return true;
+  }
+
+  // Group-collective, once per block per call (see tile_allreduce::finish).
+  template <class Group>
+  RCCLX_HOST_DEVICE void finish(const Group& g, int num_blocks) const {
+    w_.finish(g, num_blocks);
+  }
+
+ private:
+  // The table as words: the same layout for every element type (core::peer_table::as).
+  RCCLX_HOST_DEVICE static const core::peer_table<float, MaxRanks>& as_words(const core::peer_table<Record, MaxRanks>& t) {
+    static_assert(sizeof(core::peer_table<float, MaxRanks>) == sizeof(core::peer_table<Record, MaxRanks>),
+                  "rcclx::fused::combine: peer_table layout must not depend on the element type");
+    return reinterpret_cast<const core::peer_table<float, MaxRanks>&>(t);
+  }
+
+  RCCLX_HOST_DEVICE Record* results_of(int r, int tile) const {
+    return reinterpret_cast<Record*>(w_.results(r) +
+                                     static_cast<std::size_t>(tile) * detail::combine_tile_words<Record>(tile_records_) *
+                                         sizeof(float));
+  }
+
+  RCCLX_HOST_DEVICE const Record* input_of(int r, int tile) const {
+    // input() of rank r: this rank's input moved to r's buffer (the same offset in every buffer).
+    const unsigned char* mine = reinterpret_cast<const unsigned char*>(w_.input(tile));
+    const core::peer_table<float, MaxRanks>& t = *t_;
+    return reinterpret_cast<const Record*>(reinterpret_cast<const unsigned char*>(t.data[r]) +
+                                           (mine - reinterpret_cast<const unsigned char*>(t.data[rank()])));
+  }
+
+  // Record i of `tile` folded over the ranks in order 0..N-1, finalized. The one place that does
+  // the arithmetic: a flat rank and a tree owner run the same code.
+  RCCLX_HOST_DEVICE Record fold(int tile, std::size_t i) const {
+    const int n = num_ranks();
+    accumulator_type acc = op_.init(input_of(0, tile)[i]);
+    for (int r = 1; r < n; ++r) op_.fold(acc, input_of(r, tile)[i]);
+    return op_.finalize(acc);
+  }
+
+  words w_;
+  const core::peer_table<float, MaxRanks>* t_;
+  std::size_t tile_records_;
+  std::size_t num_records_;
+  Combine op_;
+};
+
+}  // namespace fused
+RCCLX_NAMESPACE_END

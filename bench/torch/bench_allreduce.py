@@ -8,7 +8,9 @@ each with an rcclx.Communicator(check_calls=False), and times in-place sum AllRe
   eager  torch.ops.rcclx.all_reduce called from Python, one call at a time;
   graph  the same calls captured in a CUDA graph (comm.graph_capture()) and replayed.
 Each figure is wall clock per call over a loop that ends when the stream has finished it (the
-slowest rank's). Targets (docs/pytorch.md): graph replay within 5% of C++, eager at most 5 us per call
+slowest rank's). With every process on one GPU, run under MPS (nvidia-cuda-mps-control -d) so that the
+ranks' kernels run side by side; RCCLX_COLLECTIVE_BLOCKS (default here 128 / procs) keeps every rank's
+blocks resident together. Targets (docs/pytorch.md): graph replay within 5% of C++, eager at most 5 us per call
 above it.
 """
 import argparse
@@ -49,6 +51,9 @@ def _slowest(seconds):
 
 
 def _run(rank, n, init, args):
+    # Every rank's blocks must be resident at once (they wait for each other): with all ranks on one
+    # GPU, cap the blocks per collective so that n ranks' blocks fit (a communicator per GPU uses 128).
+    os.environ.setdefault("RCCLX_COLLECTIVE_BLOCKS", str(max(1, 128 // n)))
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=n)
     gpu = rcclx.backend != "host"
     dev = torch.device("cuda", 0) if gpu else torch.device("cpu")
@@ -60,7 +65,8 @@ def _run(rank, n, init, args):
     if rank == 0:
         print(f"# rcclx from PyTorch: {n} processes on {'one GPU (' + torch.cuda.get_device_name(0) + ')' if gpu else 'the host backend'}, "
               f"{args.dtype}, in-place sum AllReduce, algorithm {args.algorithm}; us per call (slowest rank)")
-        print(f"# MPS: {os.environ.get('RCCLX_BENCH_MPS', 'unknown')}")
+        print(f"# MPS: {os.environ.get('RCCLX_BENCH_MPS', 'unknown')}; RCCLX_COLLECTIVE_BLOCKS="
+              f"{os.environ['RCCLX_COLLECTIVE_BLOCKS']}")
         print(f"{'bytes':>10} {'C++':>9} {'eager':>9} {'eager-C++':>10} {'graph':>9} {'graph/C++':>10}")
     elem = torch.empty(0, dtype=dtype).element_size()
     for nbytes in _sizes(args.min_bytes, args.max_bytes):

@@ -106,6 +106,27 @@ def test_collectives_against_float64(n, dtype):
     _run(_all_collectives, n, dtype)
 
 
+# ---- up to 16 ranks ------------------------------------------------------------------------------
+
+def _many_ranks(rank, n):
+    dev = _device()
+    comm = rcclx.Communicator(timeout=60.0)
+    for algo in ("flat", "tree", "automatic"):
+        t = torch.full((1000 + n,), float(rank + 1), device=dev)
+        comm.all_reduce(t, algorithm=algo)
+        assert bool((t.cpu() == n * (n + 1) / 2).all()), algo
+    x = torch.full((8,), float(rank), device=dev)
+    out = torch.empty(8 * n, device=dev)
+    comm.all_gather(out, x)
+    assert torch.equal(out.cpu(), torch.arange(n, dtype=torch.float32).repeat_interleave(8))
+    comm.destroy()
+
+
+@pytest.mark.parametrize("n", [16])  # the most a communicator takes (2, 3 and 4 above)
+def test_many_ranks(n):
+    _run(_many_ranks, n)
+
+
 # ---- bad input: a clear exception, and the next call works ----------------------------------------
 
 def _bad_input(rank, n):

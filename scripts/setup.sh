@@ -25,6 +25,11 @@ rcclx_need_packages() {
     [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import setuptools" 2>/dev/null || missing+=(python3-setuptools)
     [ -f /usr/include/python3.11/Python.h ] || missing+=(python3-dev)
   fi
+  if [ "${RCCLX_SKIP_MPI:-0}" != 1 ]; then
+    # The hierarchical collectives' tests across simulated nodes (label mpi): Open MPI.
+    command -v mpicxx >/dev/null || missing+=(libopenmpi-dev)
+    command -v mpirun >/dev/null || missing+=(openmpi-bin)
+  fi
   echo "${missing[@]:-}"
 }
 

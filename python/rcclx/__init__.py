@@ -11,6 +11,7 @@ socket of its own. docs/pytorch.md.
 """
 import contextlib
 import enum
+import os
 
 import torch
 import torch.distributed as dist
@@ -27,7 +28,6 @@ max_ranks = _C.max_ranks
 def include_dir():
     """The rcclx headers (include/rcclx/...) for your own extension's include_dirs: the copy installed
     with this package, or the source tree's."""
-    import os
     here = os.path.dirname(os.path.abspath(__file__))
     for d in (os.path.join(here, "include"), os.path.join(here, "..", "..", "include")):
         if os.path.isfile(os.path.join(d, "rcclx", "pytorch", "kernel_handles.hpp")):

@@ -83,17 +83,6 @@ void with_type(element t, F&& f) {
   }
 }
 
-// f() with an error turned into its message.
-template <class F>
-std::string guarded(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& x) {
-    return x.what();
-  }
-  return {};
-}
-
 }  // namespace
 
 struct engine {
@@ -112,6 +101,41 @@ struct engine {
 
 void engine_deleter::operator()(engine* e) const { delete e; }
 
+namespace {
+
+// ", rank r (pid p)" for the peers whose process no longer runs ("" if none).
+std::string dead_peers(const engine& e) {
+  if (!e.comm) return {};
+  std::string m;
+  const std::vector<int>& pids = e.comm->pids();
+  for (int r = 0; r < static_cast<int>(pids.size()); ++r) {
+    if (r == e.rank || !rcclx::host::detail::process_gone(pids[r])) continue;
+    m += (m.empty() ? "" : ", ") + ("rank " + std::to_string(r) + " (pid " + std::to_string(pids[r]) + ")");
+  }
+  return m;
+}
+
+// f() with an error turned into its message. A failed exchange over the group (peer_failure) also
+// names the peers whose process no longer runs (a timeout's message names its missing rank already).
+template <class F>
+std::string guarded(const engine& e, F&& f) {
+  try {
+    f();
+  } catch (const rcclx::error& x) {
+    std::string m = x.what();
+    if (x.code() == rcclx::errc::peer_failure) {
+      const std::string dead = dead_peers(e);
+      if (!dead.empty()) m += " [no longer running: " + dead + "]";
+    }
+    return m;
+  } catch (const std::exception& x) {
+    return x.what();
+  }
+  return {};
+}
+
+}  // namespace
+
 const char* backend_name() { return rcclx::current_backend == rcclx::backend::host ? "host" : "cuda"; }
 
 std::string create(int rank, int num_ranks, allgather_fn allgather, const engine_options& o, engine_ptr& out) {
@@ -124,7 +148,7 @@ std::string create(int rank, int num_ranks, allgather_fn allgather, const engine
   e->symmetric_bytes = o.symmetric_bytes > 0 ? o.symmetric_bytes : std::size_t(64) << 20;
   e->tiles = rcclx::fused::tile_slots{collective_slots, o.max_tiles > 0 ? o.max_tiles : 2048};
   auto fn = std::make_shared<allgather_fn>(std::move(allgather));
-  const std::string err = guarded([&] {
+  const std::string err = guarded(*e, [&] {
     e->bootstrap = std::make_unique<rcclx::host::callback_bootstrap>(
         rank, num_ranks, [fn](const void* in, void* o2, std::size_t bytes) {
           const std::string failure = (*fn)(in, o2, bytes);
@@ -149,16 +173,6 @@ void tile_slots_of(const engine& e, int& first, int& max_tiles) {
   max_tiles = e.tiles.max_tiles;
 }
 
-std::string dead_peers(const engine& e) {
-  if (!e.comm) return {};
-  std::string m;
-  const std::vector<int>& pids = e.comm->pids();
-  for (int r = 0; r < static_cast<int>(pids.size()); ++r) {
-    if (r == e.rank || !rcclx::host::detail::process_gone(pids[r])) continue;
-    m += (m.empty() ? "" : ", ") + ("rank " + std::to_string(r) + " (pid " + std::to_string(pids[r]) + ")");
-  }
-  return m;
-}
 
 namespace {
 // automatic: low precision where RCCL_LOW_PRECISION_ENABLE* enables it for this size (lpc/select.hpp).
@@ -170,7 +184,7 @@ rcclx::algorithm resolve(rcclx::lpc::collective c, algo a, std::size_t bytes) {
 
 std::string run_collective(engine& e, collective c, element t, const void* in, void* out, std::size_t count, reduce op,
                            algo a, void* stream) {
-  return guarded([&] {
+  return guarded(e, [&] {
     with_type(t, [&](auto tag) {
       using T = decltype(tag);
       const T* i = static_cast<const T*>(in);
@@ -185,8 +199,8 @@ std::string run_collective(engine& e, collective c, element t, const void* in, v
           e.comm->allgather<T>(i, o, count, resolve(rcclx::lpc::collective::allgather, a, bytes), s);
           break;
         case collective::reduce_scatter:
-          e.comm->reduce_scatter<T>(i, o, count, to_rcclx(op), resolve(rcclx::lpc::collective::reduce_scatter, a, bytes),
-                                    s);
+          e.comm->reduce_scatter<T>(i, o, count, to_rcclx(op),
+                                    resolve(rcclx::lpc::collective::reduce_scatter, a, bytes), s);
           break;
         case collective::alltoall:
           e.comm->alltoall<T>(i, o, count, resolve(rcclx::lpc::collective::alltoall, a, bytes), s);
@@ -200,7 +214,7 @@ std::string symmetric_take(engine& e, std::size_t bytes, void*& ptr, std::functi
   const std::shared_ptr<symmetric_pool> pool = e.pool;
   std::lock_guard<std::mutex> lock(pool->mutex);
   if (!pool->base) {
-    std::string err = guarded([&] {
+    std::string err = guarded(e, [&] {
       pool->base = rcclx::host::shareable_malloc(e.symmetric_bytes);
       pool->bytes = e.symmetric_bytes;
       e.comm->register_buffer(pool->base, pool->bytes);  // collective
@@ -231,11 +245,11 @@ std::string symmetric_take(engine& e, std::size_t bytes, void*& ptr, std::functi
 bool is_registered(const engine& e, const void* p, std::size_t bytes) { return e.comm->is_registered(p, bytes); }
 
 std::string register_graph_buffers(engine& e) {
-  return guarded([&] { e.comm->register_graph_buffers(); });
+  return guarded(e, [&] { e.comm->register_graph_buffers(); });
 }
 
 std::string synchronize(engine& e, void* stream) {
-  return guarded([&] { e.comm->synchronize(to_stream(stream)); });
+  return guarded(e, [&] { e.comm->synchronize(to_stream(stream)); });
 }
 
 std::string kernel_handles(const engine& e, const void* p, std::size_t bytes, std::vector<unsigned char>& out) {
@@ -246,7 +260,8 @@ std::string kernel_handles(const engine& e, const void* p, std::size_t bytes, st
   h.max_ranks_of_writer = max_ranks;
   h.slots = e.tiles;
   h.buffer_bytes = bytes;
-  const std::string err = guarded([&] { h.table = e.comm->buffer_handle(static_cast<const unsigned char*>(p), bytes); });
+  const std::string err =
+      guarded(e, [&] { h.table = e.comm->buffer_handle(static_cast<const unsigned char*>(p), bytes); });
   if (!err.empty()) return err;
   out.resize(sizeof(h));
   std::memcpy(out.data(), &h, sizeof(h));
@@ -288,7 +303,7 @@ std::string all_reduce_rmsnorm(engine& e, const rmsnorm_call& c, algo a, void* s
   const rcclx::algorithm ra = to_rcclx(a);
   // This rank's argument errors are raised on every rank by the agreement check (nothing is launched).
   const std::string local = rmsnorm_errors(c, ra, e.tiles.max_tiles);
-  return guarded([&] {
+  return guarded(e, [&] {
     with_type(c.type, [&](auto tag) {
       e.comm->check_user_call<decltype(tag)>(who, c.tokens * c.hidden, static_cast<std::uint32_t>(c.hidden), local);
     });
@@ -303,7 +318,7 @@ std::string all_reduce_rmsnorm(engine& e, const rmsnorm_call& c, algo a, void* s
 
 std::string time_all_reduce(engine& e, element t, void* p, std::size_t count, algo a, std::int64_t iters, void* stream,
                             double& seconds) {
-  return guarded([&] {
+  return guarded(e, [&] {
     with_type(t, [&](auto tag) {
       using T = decltype(tag);
       T* x = static_cast<T*>(p);

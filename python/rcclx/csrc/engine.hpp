@@ -48,8 +48,6 @@ std::string create(int rank, int num_ranks, allgather_fn allgather, const engine
 int rank_of(const engine& e);
 int num_ranks_of(const engine& e);
 void tile_slots_of(const engine& e, int& first, int& max_tiles);
-// ", rank r (pid p)" for peers whose process no longer runs ("" if none).
-std::string dead_peers(const engine& e);
 
 // out <- the collective of in (count elements per rank as the communicator's methods take it).
 // stream: the CUDA stream (cudaStream_t) or null.

@@ -85,17 +85,8 @@ std::shared_ptr<entry> find(std::int64_t id) {
   return it->second;
 }
 
-// Raises an engine error as a torch error (RuntimeError). A failed exchange over the group also names
-// the peers whose process no longer runs (a timeout's message names its missing rank already).
-void check(const entry& e, const std::string& err) {
-  if (err.empty()) return;
-  std::string m = err;
-  if (m.find("peer_failure") != std::string::npos && e.engine) {
-    const std::string dead = rt::dead_peers(*e.engine);
-    if (!dead.empty()) m += " [no longer running: " + dead + "]";
-  }
-  TORCH_CHECK(false, m);  // m is text already
-}
+// Raises an engine error (its text: a failed exchange names the dead peers) as a torch error.
+void check(const std::string& err) { TORCH_CHECK(err.empty(), err); }
 
 void* stream_of() {
 #if RCCLX_TORCH_CUDA
@@ -146,7 +137,7 @@ std::int64_t create(std::int64_t rank, std::int64_t num_ranks, py::function allg
   o.check_calls = check_calls >= 0 ? static_cast<int>(check_calls != 0) : -1;
   o.max_tiles = static_cast<int>(max_tiles);
   o.symmetric_bytes = symmetric_bytes > 0 ? static_cast<std::size_t>(symmetric_bytes) : 0;
-  check(*e, rt::create(e->rank, n, std::move(ag), o, e->engine));
+  check(rt::create(e->rank, n, std::move(ag), o, e->engine));
   registry_t& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mutex);
   reg.entries[reg.next_id] = e;
@@ -180,7 +171,7 @@ at::Tensor symmetric_empty(std::int64_t id, std::vector<std::int64_t> shape, con
   const std::size_t bytes = static_cast<std::size_t>(numel) * c10::elementSize(dtype);
   void* ptr = nullptr;
   std::function<void()> release;
-  check(*e, rt::symmetric_take(*e->engine, bytes, ptr, release));
+  check(rt::symmetric_take(*e->engine, bytes, ptr, release));
   auto options = at::TensorOptions().dtype(dtype);
 #if RCCLX_TORCH_CUDA
   options = options.device(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(e->device)));
@@ -199,13 +190,13 @@ bool is_symmetric(std::int64_t id, const at::Tensor& t) {
 // of the buffers they read (communicator::register_graph_buffers).
 void register_graph_buffers(std::int64_t id) {
   const auto e = find(id);
-  check(*e, rt::register_graph_buffers(*e->engine));
+  check(rt::register_graph_buffers(*e->engine));
 }
 
 // Waits for torch's current stream, then raises a device-side error (a peer that never arrived).
 void synchronize(std::int64_t id) {
   const auto e = find(id);
-  check(*e, rt::synchronize(*e->engine, stream_of()));
+  check(rt::synchronize(*e->engine, stream_of()));
 }
 
 rt::reduce parse_op(const std::string& op) {
@@ -264,7 +255,7 @@ void all_reduce(at::Tensor t, std::int64_t comm, std::string op, std::string alg
   const auto e = find(comm);
   const auto o = parse_op(op);
   const auto a = parse_algorithm(algorithm);
-  check(*e, rt::run_collective(*e->engine, rt::collective::allreduce, element_of(t), t.data_ptr(), t.data_ptr(),
+  check(rt::run_collective(*e->engine, rt::collective::allreduce, element_of(t), t.data_ptr(), t.data_ptr(),
                                static_cast<std::size_t>(t.numel()), o, a, stream_of()));
 }
 
@@ -274,7 +265,7 @@ void all_gather(at::Tensor out, at::Tensor in, std::int64_t comm, std::string al
   RCCLX_TORCH_CHECK(out.numel() == in.numel() * e->num_ranks, "rcclx.all_gather: the output has ", out.numel(),
                     " elements; it needs num_ranks x input = ", e->num_ranks, " x ", in.numel());
   const auto a = parse_algorithm(algorithm);
-  check(*e, rt::run_collective(*e->engine, rt::collective::allgather, element_of(in), in.data_ptr(), out.data_ptr(),
+  check(rt::run_collective(*e->engine, rt::collective::allgather, element_of(in), in.data_ptr(), out.data_ptr(),
                                static_cast<std::size_t>(in.numel()), rt::reduce::sum, a, stream_of()));
 }
 
@@ -285,7 +276,7 @@ void reduce_scatter(at::Tensor out, at::Tensor in, std::int64_t comm, std::strin
                     " elements; it needs num_ranks x output = ", e->num_ranks, " x ", out.numel());
   const auto o = parse_op(op);
   const auto a = parse_algorithm(algorithm);
-  check(*e, rt::run_collective(*e->engine, rt::collective::reduce_scatter, element_of(in), in.data_ptr(),
+  check(rt::run_collective(*e->engine, rt::collective::reduce_scatter, element_of(in), in.data_ptr(),
                                out.data_ptr(), static_cast<std::size_t>(in.numel()), o, a, stream_of()));
 }
 
@@ -297,7 +288,7 @@ void all_to_all(at::Tensor out, at::Tensor in, std::int64_t comm, std::string al
   RCCLX_TORCH_CHECK(in.numel() % e->num_ranks == 0, "rcclx.all_to_all: ", in.numel(),
                     " elements do not split into ", e->num_ranks, " equal blocks");
   const auto a = parse_algorithm(algorithm);
-  check(*e, rt::run_collective(*e->engine, rt::collective::alltoall, element_of(in), in.data_ptr(), out.data_ptr(),
+  check(rt::run_collective(*e->engine, rt::collective::alltoall, element_of(in), in.data_ptr(), out.data_ptr(),
                                static_cast<std::size_t>(in.numel()), rt::reduce::sum, a, stream_of()));
 }
 
@@ -313,7 +304,7 @@ at::Tensor kernel_handles(std::int64_t id, const at::Tensor& t) {
                     ") is not a symmetric tensor of this communicator: make it with comm.symmetric_empty on every "
                     "rank");
   std::vector<unsigned char> bytes;
-  check(*e, rt::kernel_handles(*e->engine, t.data_ptr(), t.nbytes(), bytes));
+  check(rt::kernel_handles(*e->engine, t.data_ptr(), t.nbytes(), bytes));
   at::Tensor out = at::empty({static_cast<std::int64_t>(bytes.size())}, at::TensorOptions().dtype(at::kByte));
   std::memcpy(out.data_ptr(), bytes.data(), bytes.size());
   return out;
@@ -369,7 +360,7 @@ void all_reduce_rmsnorm(at::Tensor x, at::Tensor residual, at::Tensor weight, at
   c.tokens = hidden > 0 ? static_cast<std::size_t>(x.numel() / hidden) : 0;
   c.eps = static_cast<float>(eps);
   const auto e = find(comm);
-  check(*e, rt::all_reduce_rmsnorm(*e->engine, c, parse_algorithm(algorithm), stream_of()));
+  check(rt::all_reduce_rmsnorm(*e->engine, c, parse_algorithm(algorithm), stream_of()));
 }
 
 // ---- benchmark support (bench/torch) ------------------------------------------------------------
@@ -388,7 +379,7 @@ double time_all_reduce(std::int64_t id, at::Tensor t, std::string algorithm, std
     err = rt::time_all_reduce(*e->engine, element_of(t), t.data_ptr(), static_cast<std::size_t>(t.numel()), a, iters,
                               stream_of(), seconds);
   }
-  check(*e, err);
+  check(err);
   return seconds;
 }
 

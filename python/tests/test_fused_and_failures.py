@@ -12,29 +12,7 @@ import torch.multiprocessing as mp
 
 import rcclx
 
-
-def _device():
-    return torch.device("cpu") if rcclx.backend == "host" else torch.device("cuda", 0)
-
-
-def _run(fn, n, *args):
-    with tempfile.TemporaryDirectory() as d:
-        mp.spawn(_worker, args=(n, "file://" + os.path.join(d, "rv"), fn, args), nprocs=n, join=True)
-
-
-def _worker(rank, n, init, fn, args):
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=n)
-    try:
-        fn(rank, n, *args)
-    finally:
-        dist.destroy_process_group()
-
-
-def _gather_equal(t):
-    mine = t.cpu().contiguous().view(torch.uint8).tolist()
-    all_ = [None] * dist.get_world_size()
-    dist.all_gather_object(all_, mine)
-    return all(x == all_[0] for x in all_)
+from test_collectives import _device, _run, _same_bits_everywhere
 
 
 def _e4m3_value(code):
@@ -74,7 +52,7 @@ def _rmsnorm(rank, n, dtype):
         rms = new_res.pow(2).mean(-1, keepdim=True).sqrt()
         tol = (2 * e * (ref.abs() + 1.0)) + 4 * e * (tol_r / rms) * weight.double().abs()
         assert bool(((out.double().cpu() - ref).abs() <= tol).all()), (algo, float((out.double().cpu() - ref).abs().max()))
-        assert _gather_equal(out) and _gather_equal(residual), algo
+        assert _same_bits_everywhere(out) and _same_bits_everywhere(residual), algo
         outs[algo] = out.cpu()
     assert torch.equal(outs["flat"], outs["tree"])  # the same bits whatever the algorithm
     # FP8 output (e4m3 codes of out / scale)
@@ -85,7 +63,7 @@ def _rmsnorm(rank, n, dtype):
     vals = torch.tensor([_e4m3_value(c) for c in codes.cpu().flatten().tolist()], dtype=torch.float64)
     want = (ref / 0.5).clamp(-448, 448).flatten()
     assert bool(((vals - want).abs() <= 2.0 ** -4 * want.abs() + 4 * e * (want.abs() + 2) + 2.0 ** -9).all())
-    assert _gather_equal(codes)
+    assert _same_bits_everywhere(codes)
     comm.destroy()
 
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -114,6 +115,13 @@ enum class misuse : std::uint32_t {
 };
 
 namespace detail {
+// A pointer as errors print it ("0x7f..."; host code).
+inline std::string pointer_text(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%p", p);
+  return buf;
+}
+
 inline const char* collective_name(std::uint32_t c) {
   switch (c) {
     case 1: return "AllReduce";

@@ -17,7 +17,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <type_traits>
 
@@ -159,12 +158,6 @@ inline void with_vecs_per_thread(int vpt, F&& f) {
 #endif
 }
 
-inline std::string ptr_text(const void* p) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%p", p);
-  return buf;
-}
-
 inline bool overlap(const void* a, std::size_t abytes, const void* b, std::size_t bbytes) {
   const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
   return abytes && bbytes && x < y + bbytes && y < x + abytes;
@@ -190,7 +183,7 @@ inline void check_rmsnorm_args(const char* who, const rmsnorm_args<T, Out>& a) {
   auto need = [&](const void* p, const char* name) {
     if (!p) throw error(errc::invalid_argument, w + ": " + name + " must not be null");
     if (!gpu::is_aligned(p, 16))
-      throw error(errc::misaligned, w + ": " + name + " = " + ptr_text(p) + " is not 16-byte aligned");
+      throw error(errc::misaligned, w + ": " + name + " = " + core::detail::pointer_text(p) + " is not 16-byte aligned");
   };
   need(a.input, "input");
   need(a.residual, "residual");

@@ -12,7 +12,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -381,9 +380,7 @@ inline ipc_handle ipc_get_handle(void* base) {
 #  endif
   // Virtual-memory allocations (cuMemCreate / hipMemCreate, PyTorch's expandable_segments:True)
   // have no legacy IPC handle: say so, rather than only the runtime's "invalid argument".
-  char at[32];
-  std::snprintf(at, sizeof at, "%p", base);
-  check(rc, (std::string(what) + " (the allocation at " + at +
+  check(rc, (std::string(what) + " (the allocation at " + core::detail::pointer_text(base) +
              "; only plain device allocations (cudaMalloc / hipMalloc, PyTorch's caching allocator without "
              "expandable_segments) can be shared by IPC handle: allocate this buffer that way or with "
              "rcclx's own allocators)")

@@ -42,7 +42,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -489,10 +488,9 @@ class communicator {
       try {
         mine[i] = export_memory(captured_[i].ptr);
       } catch (const std::exception& e) {
-        char at[32];
-        std::snprintf(at, sizeof at, "%p", captured_[i].ptr);
         err = "register_graph_buffers: the input of captured collective #" + std::to_string(i) + " (" +
-              std::to_string(captured_[i].bytes) + " bytes at " + at + ") cannot be shared: " +
+              std::to_string(captured_[i].bytes) + " bytes at " + core::detail::pointer_text(captured_[i].ptr) +
+              ") cannot be shared: " +
               detail::strip_prefix(e.what());
       }
     }

@@ -19,7 +19,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <type_traits>
 
@@ -41,11 +40,7 @@ RCCLX_NAMESPACE_BEGIN
 namespace dda {
 namespace detail {
 
-inline std::string pointer_text(const void* p) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%p", p);
-  return buf;
-}
+using core::detail::pointer_text;
 
 // Do [a, a + a_bytes) and [b, b + b_bytes) share a byte?
 inline bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {

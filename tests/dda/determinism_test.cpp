@@ -41,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "../support/bits.hpp"
 #include "../support/catch.hpp"
 #include "../support/launchers.hpp"
 #include "../support/emulated_peers.hpp"
@@ -62,12 +63,7 @@ const bool sampled = rcclx_test::tsan || rcclx_test::quick();
 
 // ---- inputs: a pure function of (rank, logical element id) -----------------------------------------
 
-RCCLX_HOST_DEVICE inline std::uint64_t mix(std::uint64_t x) {  // splitmix64's finaliser
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+using rcclx_test::mix;
 
 // Bit layout of a floating element type: mantissa bits, exponent bias, sign position.
 template <class T>

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/bits.hpp"
 #include "../support/catch.hpp"
 #include "reference.hpp"
 
@@ -31,12 +32,7 @@ constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
 constexpr int threads = on_host ? 1 : 64;
 const bool quick = rcclx_test::quick();
 
-std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+using rcclx_test::mix;
 float uniform(std::uint64_t seed) {  // in [-1, 1)
   return static_cast<float>(mix(seed) >> 40) * (1.0f / 8388608.0f) - 1.0f;
 }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/bits.hpp"
 #include "../support/catch.hpp"
 #include "reference.hpp"
 
@@ -35,12 +36,7 @@ constexpr bool tsan = false;
 #endif
 const bool quick = rcclx_test::quick();
 
-RCCLX_HOST_DEVICE inline std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+using rcclx_test::mix;
 // Rank r's contribution to element e of tile t in call c: uniform in [-1, 1), the same on host and device.
 RCCLX_HOST_DEVICE inline float tile_value(int r, std::uint32_t call, std::size_t t, std::size_t e) {
   const std::uint64_t h = mix((static_cast<std::uint64_t>(call) << 40) ^ (t << 20) ^ (e << 4) ^ static_cast<std::uint64_t>(r));

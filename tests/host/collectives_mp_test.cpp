@@ -20,6 +20,7 @@
 #include <rcclx/host/socket_bootstrap.hpp>
 
 #include "../lpc/reference.hpp"
+#include "../support/bits.hpp"
 #include "../support/catch.hpp"
 #include "../support/launchers.hpp"
 #include "multiprocess.hpp"
@@ -43,23 +44,10 @@ rcclx::host::communicator_options options() {
   return o;
 }
 
-std::uint64_t mix(std::uint64_t x) {  // splitmix64
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+using rcclx_test::mix;
+using rcclx_test::bits_of;
+using rcclx_test::float_of_bits;
 
-float float_of_bits(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-std::uint32_t bits_of(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 
 // Input of rank r, element i, round k: uniform in [-1, 1) and exactly representable in T (float: 24
 // random bits; bf16: 8 bits, so its encoding below is exact and needs no rcclx converter).

@@ -29,6 +29,7 @@
 #include <rcclx/multinode/mpi_engine.hpp>
 
 #include "../lpc/reference.hpp"
+#include "../support/bits.hpp"
 
 namespace {
 
@@ -44,23 +45,10 @@ void fail(const std::string& what) {
   if (++failures <= 10) std::printf("[rank %d] FAIL %s\n", world_rank, what.c_str());
 }
 
-std::uint64_t mix(std::uint64_t x) {  // splitmix64
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+using rcclx_test::mix;
+using rcclx_test::bits_of;
+using rcclx_test::float_of_bits;
 
-float float_of(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-std::uint32_t bits_of(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 
 // fp32 -> T, nearest even, and back: this file's own rounding (finite values only).
 template <class T>
@@ -70,7 +58,7 @@ float round_to(float f) {
   } else if constexpr (std::is_same<T, rcclx::bf16>::value) {
     std::uint32_t u = bits_of(f);
     u += 0x7FFFu + ((u >> 16) & 1u);
-    return float_of(u & 0xFFFF0000u);
+    return float_of_bits(u & 0xFFFF0000u);
   } else {
     // fp16: the inputs and sums here stay within [2^-14, 2^15] or are 0 (no fp16 denormals).
     if (f == 0.0f) return f;

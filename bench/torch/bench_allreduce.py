@@ -8,7 +8,8 @@ each with an rcclx.Communicator(check_calls=False), and times in-place sum AllRe
   eager  torch.ops.rcclx.all_reduce called from Python, one call at a time;
   graph  the same calls captured in a CUDA graph (comm.graph_capture()) and replayed.
 Each figure is wall clock per call over a loop that ends when the stream has finished it (the
-slowest rank's). With every process on one GPU, run under MPS (nvidia-cuda-mps-control -d) so that the
+slowest rank's), the median of --reps such loops (processes sharing one GPU see rare stalls).
+With every process on one GPU, run under MPS (nvidia-cuda-mps-control -d) so that the
 ranks' kernels run side by side; RCCLX_COLLECTIVE_BLOCKS (default here 128 / procs) keeps every rank's
 blocks resident together. Targets (docs/pytorch.md): graph replay within 5% of C++, eager at most 5 us per call
 above it.
@@ -50,6 +51,11 @@ def _slowest(seconds):
     return float(t)
 
 
+def _median(loop, reps):
+    """The median of reps calls of loop() (each returns the same figure on every rank)."""
+    return sorted(loop() for _ in range(reps))[reps // 2]
+
+
 def _run(rank, n, init, args):
     # Every rank's blocks must be resident at once (they wait for each other): with all ranks on one
     # GPU, cap the blocks per collective so that n ranks' blocks fit (a communicator per GPU uses 128).
@@ -75,19 +81,27 @@ def _run(rank, n, init, args):
         iters = _iters(nbytes) if args.iters == 0 else args.iters
         # C++
         rcclx._C.time_all_reduce(comm.id, t, args.algorithm, 5)
-        dist.barrier()
-        cpp = _slowest(rcclx._C.time_all_reduce(comm.id, t, args.algorithm, iters)) / iters
+
+        def cpp_loop():
+            dist.barrier()
+            return _slowest(rcclx._C.time_all_reduce(comm.id, t, args.algorithm, iters)) / iters
+
+        cpp = _median(cpp_loop, args.reps)
         # eager
         op = torch.ops.rcclx.all_reduce
         for _ in range(5):
             op(t, comm.id, "sum", args.algorithm)
         sync()
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            op(t, comm.id, "sum", args.algorithm)
-        sync()
-        eager = _slowest(time.perf_counter() - t0) / iters
+
+        def eager_loop():
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                op(t, comm.id, "sum", args.algorithm)
+            sync()
+            return _slowest(time.perf_counter() - t0) / iters
+
+        eager = _median(eager_loop, args.reps)
         # graph
         graph = float("nan")
         if gpu:
@@ -102,15 +116,19 @@ def _run(rank, n, init, args):
             with comm.graph_capture(), torch.cuda.graph(g):
                 for _ in range(per_graph):
                     op(t, comm.id, "sum", args.algorithm)
-            reps = max(1, iters // per_graph)
+            replays = max(1, iters // per_graph)
             g.replay()
             sync()
-            dist.barrier()
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                g.replay()
-            sync()
-            graph = _slowest(time.perf_counter() - t0) / (reps * per_graph)
+
+            def graph_loop():
+                dist.barrier()
+                t0 = time.perf_counter()
+                for _ in range(replays):
+                    g.replay()
+                sync()
+                return _slowest(time.perf_counter() - t0) / (replays * per_graph)
+
+            graph = _median(graph_loop, args.reps)
             del g
         if rank == 0:
             print(f"{nbytes:>10} {cpp * 1e6:>9.2f} {eager * 1e6:>9.2f} {(eager - cpp) * 1e6:>+10.2f} "
@@ -128,6 +146,7 @@ def main():
     p.add_argument("--min-bytes", type=_parse_bytes, default=8)
     p.add_argument("--max-bytes", type=_parse_bytes, default=64 << 20)
     p.add_argument("--iters", type=int, default=0, help="calls per size (0: by size)")
+    p.add_argument("--reps", type=int, default=5, help="timed loops per figure; the median is printed")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as d:
         mp.spawn(_run, args=(args.procs, "file://" + os.path.join(d, "rv"), args), nprocs=args.procs, join=True)

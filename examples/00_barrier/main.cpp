@@ -35,21 +35,13 @@ struct rounds {
   }
 };
 
-const char* backend_name() {
-  switch (rcclx::current_backend) {
-    case rcclx::backend::hip: return "HIP";
-    case rcclx::backend::cuda: return "CUDA";
-    default: return "host (threads)";
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   const int n = 8, blocks = 2, threads = rcclx::current_backend == rcclx::backend::host ? 1 : 64;
   const int count = argc > 1 ? std::atoi(argv[1]) : 2000;
   if (rcclx::current_backend != rcclx::backend::host && rcclx::gpu::device_count() == 0) {
-    std::printf("built for %s but no GPU is present; rebuild with RCCLX_BACKEND=host\n", backend_name());
+    std::printf("built for %s but no GPU is present; rebuild with RCCLX_BACKEND=host\n", rcclx::backend_name());
     return 0;
   }
   rcclx::testing::emulated_world<max_r> world(n, blocks * sizeof(std::uint32_t), blocks, 500ull * 1000 * 1000);
@@ -66,7 +58,7 @@ int main(int argc, char** argv) {
   std::uint32_t total = 0;
   for (auto b : host_bad) total += b;
   std::printf("rcclx barrier demo on %s: %d emulated ranks x %d blocks, %d rounds of start+end barriers\n",
-              backend_name(), n, blocks, count);
+              rcclx::backend_name(), n, blocks, count);
   std::printf("  %.2f us per barrier (wall clock, first launch included), %u stale reads\n",
               us / (2.0 * count), total);
 

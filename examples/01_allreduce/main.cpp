@@ -13,14 +13,6 @@
 
 namespace {
 
-const char* backend_name() {
-  switch (rcclx::current_backend) {
-    case rcclx::backend::hip: return "HIP";
-    case rcclx::backend::cuda: return "CUDA";
-    default: return "host (threads)";
-  }
-}
-
 // Runs every algorithm on random inputs and returns the number of elements outside tolerance.
 template <class T>
 int run(const char* type, int n, std::size_t count, double unit_roundoff) {
@@ -65,7 +57,7 @@ int run(const char* type, int n, std::size_t count, double unit_roundoff) {
 
 int main(int argc, char** argv) {
   if (rcclx::current_backend != rcclx::backend::host && rcclx::gpu::device_count() == 0) {
-    std::printf("built for %s but no GPU is present; rebuild with RCCLX_BACKEND=host\n", backend_name());
+    std::printf("built for %s but no GPU is present; rebuild with RCCLX_BACKEND=host\n", rcclx::backend_name());
     return 0;
   }
   const int n = 8;
@@ -74,7 +66,7 @@ int main(int argc, char** argv) {
   if (argc > 1) counts = {static_cast<std::size_t>(std::strtoull(argv[1], nullptr, 10))};
   else if (gpu) counts.push_back(std::size_t{1} << 22);
   std::printf("rcclx DDA AllReduce on %s: %d emulated ranks, sum, checked against a float64 reference\n",
-              backend_name(), n);
+              rcclx::backend_name(), n);
   int bad = 0;
   for (const std::size_t c : counts) {
     bad += run<float>("float", n, c, 0x1p-24);

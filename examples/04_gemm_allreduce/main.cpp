@@ -19,7 +19,6 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -28,14 +27,6 @@
 namespace {
 
 using namespace gemm_example;
-
-const char* backend_name() {
-  switch (rcclx::current_backend) {
-    case rcclx::backend::hip: return "HIP";
-    case rcclx::backend::cuda: return "CUDA";
-    default: return "host (threads)";
-  }
-}
 
 // Every rank's inputs (the same in every process: one seed), uniform in [-1, 1).
 struct inputs {
@@ -89,11 +80,7 @@ void upload_rank(gemm_allreduce& k, const inputs& in, int r, std::size_t M, std:
 // --procs N: this process's rank. The communicator gives the peer table (every rank's symmetric
 // buffer and the signal pads); the tile flags get pad slots after those of its own collectives.
 int run_process_rank(const rcclx::host::launch_config& cfg, std::size_t M, std::size_t N, std::size_t K) {
-  if (on_gpu) {
-    const int gpus = rcclx::gpu::device_count();
-    if (gpus == 0) throw rcclx::error(rcclx::errc::unsupported, "built for a GPU but none is present");
-    rcclx::gpu::set_device(cfg.device % gpus);
-  }
+  rcclx::host::use_device(cfg);
   rcclx::host::socket_bootstrap bs(cfg);
   const int n = bs.num_ranks();
   if (K % static_cast<std::size_t>(n) != 0 || n > max_ranks)
@@ -116,7 +103,7 @@ int run_process_rank(const rcclx::host::launch_config& cfg, std::size_t M, std::
   const int rank = comm.rank();
   if (rank == 0)
     std::printf("rcclx fused GEMM + AllReduce on %s: %d processes, C[%zu x %zu] = sum_r A_r[%zu x %zu] B_r + bias\n",
-                backend_name(), n, M, N, M, K_r);
+                rcclx::backend_name(), n, M, N, M, K_r);
   rcclx::fused::tile_allreduce<T, max_ranks>::check("example", comm.device_handle<T>(), slots, map.tile_elems(),
                                                      slots_used);
 
@@ -163,17 +150,13 @@ int run_process_rank(const rcclx::host::launch_config& cfg, std::size_t M, std::
 }  // namespace
 
 int main(int argc, char** argv) {
-  int procs = 0;  // 0: emulated ranks in this process
-  if (argc >= 3 && std::strcmp(argv[1], "--procs") == 0) {
-    procs = std::atoi(argv[2]);
-    argc -= 2;
-    argv += 2;
-    if (procs < 2 || procs > max_ranks) {
-      std::printf("--procs N: N must be in [2, %d]\n", max_ranks);
-      return 2;
-    }
+  int procs = 0;  // 0: emulated ranks in this process; -1: one rank of a launcher's job
+  try {
+    procs = rcclx::host::procs_argument(argc, argv, max_ranks);
+  } catch (const rcclx::error& e) {
+    std::printf("%s\n", e.what());
+    return 2;
   }
-  if (rcclx::host::launched_by_launcher()) procs = -1;  // a launcher started this process as one rank
   std::size_t M = on_gpu ? 128 : 96, N = on_gpu ? 4096 : 136, K = on_gpu ? 4096 : 256;
   if (argc == 4) {
     M = std::strtoull(argv[1], nullptr, 10);
@@ -193,13 +176,13 @@ int main(int argc, char** argv) {
     return rc;
   }
   if (on_gpu && rcclx::gpu::device_count() == 0) {
-    std::printf("built for %s but no GPU is present; rebuild with RCCLX_BACKEND=host\n", backend_name());
+    std::printf("built for %s but no GPU is present; rebuild with RCCLX_BACKEND=host\n", rcclx::backend_name());
     return 0;
   }
   const int n = 8;
   const std::size_t K_r = K / n;
   std::printf("rcclx fused GEMM + AllReduce on %s: %d emulated ranks, C[%zu x %zu] = sum_r A_r[%zu x %zu] B_r + bias\n",
-              backend_name(), n, M, N, M, K_r);
+              rcclx::backend_name(), n, M, N, M, K_r);
 
   // [fusion-setup]
   // All blocks of all ranks must be resident at once: they wait for each other's tiles.

@@ -57,14 +57,6 @@ struct fused_layer_end {
 };
 // [fusion-rmsnorm-block]
 
-const char* backend_name() {
-  switch (rcclx::current_backend) {
-    case rcclx::backend::hip: return "HIP";
-    case rcclx::backend::cuda: return "CUDA";
-    default: return "host (threads)";
-  }
-}
-
 struct host_data {
   std::vector<std::vector<T>> x;  // per rank
   std::vector<T> residual, weight;
@@ -257,11 +249,7 @@ int run_process_rank(rcclx::host::communicator<max_ranks>& comm, fz::tile_slots 
 
 int run_processes(int procs, std::size_t decode_tokens, std::size_t prefill_tokens, std::size_t hidden) {
   return rcclx::host::run_ranks(procs, [&](const rcclx::host::launch_config& cfg) {
-    if (on_gpu) {
-      const int gpus = rcclx::gpu::device_count();
-      if (gpus == 0) throw rcclx::error(rcclx::errc::unsupported, "built for a GPU but none is present");
-      rcclx::gpu::set_device(cfg.device % gpus);
-    }
+    rcclx::host::use_device(cfg);
     const std::size_t max_tokens = std::max(decode_tokens, prefill_tokens);
     // [fusion-procs]
     rcclx::host::socket_bootstrap bs(cfg);  // cfg: rank, rank count, job id (run_ranks or a launcher)
@@ -278,7 +266,7 @@ int run_processes(int procs, std::size_t decode_tokens, std::size_t prefill_toke
     //   comm.synchronize(stream);
     // [fusion-procs]
     if (comm.rank() == 0)
-      std::printf("rcclx fused AllReduce + residual + RMSNorm on %s: %d processes, one rank each\n", backend_name(),
+      std::printf("rcclx fused AllReduce + residual + RMSNorm on %s: %d processes, one rank each\n", rcclx::backend_name(),
                   comm.num_ranks());
     rcclx::gpu::stream_t stream = rcclx::gpu::stream_create();
     int bad = 0;
@@ -296,20 +284,16 @@ int run_processes(int procs, std::size_t decode_tokens, std::size_t prefill_toke
 }  // namespace
 
 int main(int argc, char** argv) {
-  int procs = 0;  // 0: emulated ranks in this process
-  if (argc >= 3 && std::strcmp(argv[1], "--procs") == 0) {
-    procs = std::atoi(argv[2]);
-    argc -= 2;
-    argv += 2;
-    if (procs < 2 || procs > max_ranks) {
-      std::printf("--procs N: N must be in [2, %d]\n", max_ranks);
-      return 2;
-    }
+  int procs = 0;  // 0: emulated ranks in this process; -1: one rank of a launcher's job
+  try {
+    procs = rcclx::host::procs_argument(argc, argv, max_ranks);
+  } catch (const rcclx::error& e) {
+    std::printf("%s\n", e.what());
+    return 2;
   }
-  if (rcclx::host::launched_by_launcher()) procs = -1;  // a launcher started this process as one rank
   // (Processes: each rank checks for itself, after the fork: no GPU call may precede it.)
   if (on_gpu && procs == 0 && rcclx::gpu::device_count() == 0) {
-    std::printf("built for %s but no GPU is present; rebuild with RCCLX_BACKEND=host\n", backend_name());
+    std::printf("built for %s but no GPU is present; rebuild with RCCLX_BACKEND=host\n", rcclx::backend_name());
     return 0;
   }
   const int n = 8;
@@ -327,7 +311,7 @@ int main(int argc, char** argv) {
     if (procs > 0) std::printf(rc ? "FAILED\n" : "all outputs within tolerance\n");
     return rc;
   }
-  std::printf("rcclx fused AllReduce + residual + RMSNorm on %s: %d emulated ranks\n", backend_name(), n);
+  std::printf("rcclx fused AllReduce + residual + RMSNorm on %s: %d emulated ranks\n", rcclx::backend_name(), n);
   const std::size_t max_tokens = std::max(decode_tokens, prefill_tokens);
   // One symmetric buffer per rank large enough for the largest call of either algorithm (FP8 out
   // needs less), and signal pads with 1 + max_tokens slots for the row flags.

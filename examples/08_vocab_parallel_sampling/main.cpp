@@ -185,11 +185,7 @@ void upload_rank(lm_head_sampling& k, const problem& p, int r, int n, uploads& u
 using combine_t = fz::combine<sample_record, sample_combine, max_ranks>;
 
 int run_process_rank(const rcclx::host::launch_config& cfg, const problem& p) {
-  if (on_gpu) {
-    const int gpus = rcclx::gpu::device_count();
-    if (gpus == 0) throw rcclx::error(rcclx::errc::unsupported, "built for a GPU but none is present");
-    rcclx::gpu::set_device(cfg.device % gpus);
-  }
+  rcclx::host::use_device(cfg);
   rcclx::host::socket_bootstrap bs(cfg);
   const int n = bs.num_ranks();
   rcclx::host::communicator_options opts;
@@ -230,17 +226,13 @@ int run_process_rank(const rcclx::host::launch_config& cfg, const problem& p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int procs = 0;
-  if (argc >= 3 && std::strcmp(argv[1], "--procs") == 0) {
-    procs = std::atoi(argv[2]);
-    argc -= 2;
-    argv += 2;
-    if (procs < 2 || procs > max_ranks) {
-      std::printf("--procs N: N must be in [2, %d]\n", max_ranks);
-      return 2;
-    }
+  int procs = 0;  // 0: emulated ranks in this process; -1: one rank of a launcher's job
+  try {
+    procs = rcclx::host::procs_argument(argc, argv, max_ranks);
+  } catch (const rcclx::error& e) {
+    std::printf("%s\n", e.what());
+    return 2;
   }
-  if (rcclx::host::launched_by_launcher()) procs = -1;
   int tokens = on_gpu ? 64 : 5;
   std::size_t vocab = on_gpu ? 131072 : 3001, hidden = on_gpu ? 1024 : 96;
   if (argc == 4) {

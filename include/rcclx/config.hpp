@@ -183,6 +183,11 @@ inline constexpr backend current_backend = backend::cuda;
 inline constexpr backend current_backend = backend::host;
 #endif
 
+// "HIP", "CUDA" or "host (threads)": for messages.
+constexpr const char* backend_name(backend b = current_backend) {
+  return b == backend::hip ? "HIP" : b == backend::cuda ? "CUDA" : "host (threads)";
+}
+
 // Is this translation unit built in checked mode (RCCLX_CHECKS)?
 inline constexpr bool checks = RCCLX_CHECKS != 0;
 

@@ -28,7 +28,9 @@
 #include <string>
 #include <vector>
 
+#include "../config.hpp"
 #include "../core/error.hpp"
+#include "../gpu/runtime.hpp"
 #include "socket_bootstrap.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -48,6 +50,36 @@ int run_rank_guarded(const launch_config& cfg, F& fn) {
 
 // Is this process one rank of a launcher-started job (WORLD_SIZE set)?
 inline bool launched_by_launcher() { return std::getenv("WORLD_SIZE") != nullptr; }
+
+// The rank count of a program that runs either as emulated ranks in one process or as processes:
+// a leading `--procs N` (taken out of argc / argv) gives N, which must be in [2, max_ranks]; a
+// launcher-started process gives -1 (run_ranks then ignores the count); otherwise 0 (no processes).
+//
+//   int procs = rcclx::host::procs_argument(argc, argv, 8);   // before any GPU call
+//   if (procs != 0) return rcclx::host::run_ranks(procs, run_rank);
+inline int procs_argument(int& argc, char**& argv, int max_ranks) {
+  int procs = 0;
+  if (argc >= 3 && std::string(argv[1]) == "--procs") {
+    procs = std::atoi(argv[2]);
+    if (procs < 2 || procs > max_ranks)
+      throw error(errc::invalid_argument, "--procs N: N = " + std::string(argv[2]) + " must be in [2, " +
+                                              std::to_string(max_ranks) + "]");
+    argc -= 2;
+    argv += 2;
+  }
+  return launched_by_launcher() ? -1 : procs;
+}
+
+// In a rank's process (after the fork): make cfg.device modulo the GPU count this thread's device.
+// Throws errc::unsupported on a GPU backend with no GPU present; nothing on the host backend.
+inline void use_device(const launch_config& cfg) {
+  if (current_backend == backend::host) return;
+  const int gpus = gpu::device_count();
+  if (gpus == 0)
+    throw error(errc::unsupported, std::string("built for ") + backend_name() + " but no GPU is present; rebuild with "
+                                   "RCCLX_BACKEND=host");
+  gpu::set_device(cfg.device % gpus);
+}
 
 // See the file comment. num_ranks must be in [1, 4096] (ignored under a launcher).
 template <class F>

@@ -24,6 +24,19 @@
 // group's threads): a record is the unit of work, so keep it as small as the merge allows (an
 // attention head, a row's argmax).
 //
+// A sliced combine (lse_merge) also splits a record into `slices` independent parts, each folded
+// by its own thread: reduce_slices() hands `sink(i, j, slice)` slice j of record i, consecutive
+// threads on consecutive slices of a record (16-byte loads side by side), the same bits as reduce():
+//   struct my_sliced_combine {                                         // the three above, and
+//     static constexpr int slices = ...;                               // parts of a record
+//     using slice = ...;                                               // one part of a result
+//     RCCLX_HOST_DEVICE slice_acc init_slice(const record& r0, int j) const;
+//     RCCLX_HOST_DEVICE void fold_slice(slice_acc& a, const record& r, int j) const;
+//     RCCLX_HOST_DEVICE slice finalize_slice(const slice_acc& a) const;
+//     RCCLX_HOST_DEVICE slice load_slice(const record& r, int j) const;         // tree: read a result
+//     RCCLX_HOST_DEVICE void store_slice(record& r, int j, const slice& s) const;  // tree: publish it
+//   };
+//
 // Algorithms (Algo), as fused::tile_allreduce (the protocol is its own: this class runs on one):
 //   flat: every rank folds every tile from all N buffers. Per tile: N-1 flag stores, N-1 polls, N
 //         tile reads (N-1 from peers). One step; the decode-size choice.
@@ -64,6 +77,13 @@ template <class Record>
 RCCLX_HOST_DEVICE constexpr std::size_t combine_tile_words(std::size_t records) {
   return round16(records * sizeof(Record)) / sizeof(float);
 }
+
+// Is Combine sliced (combine::reduce_slices)? It declares `slices` and the slice members.
+template <class Combine, class = void>
+struct is_sliced_combine : std::false_type {};
+template <class Combine>
+struct is_sliced_combine<Combine, std::void_t<decltype(Combine::slices), typename Combine::slice>>
+    : std::true_type {};
 }  // namespace detail
 
 template <class Record, class Combine, int MaxRanks = max_ranks, algorithm Algo = algorithm::flat>
@@ -181,6 +201,45 @@ class combine {
     return true;
   }
 
+  // Group-collective: reduce() for a sliced Combine, a thread per (record, slice): slice j of
+  // record i handed to `sink(i, j, slice)` (i = the record's index in the call, j in
+  // [0, Combine::slices)) by the thread that folded or read it; thread k of the group takes the
+  // tile's slice k, k + size, ... (record k / slices, slice k % slices), so a record's slices are
+  // loaded by neighbouring threads. The same bits as reduce() (the Combine's promise). Tree: the
+  // owner stores each finalized slice into its published result (store_slice), the others read it
+  // (load_slice). False if a wait expired (the error is recorded): the sink was not called.
+  template <class Group, class Sink>
+  RCCLX_HOST_DEVICE bool reduce_slices(const Group& g, int tile, Sink&& sink) const {
+    static_assert(detail::is_sliced_combine<Combine>::value,
+                  "rcclx::fused::combine::reduce_slices: Combine is not sliced (no `slices` and `slice`; use reduce)");
+    constexpr std::size_t parts = static_cast<std::size_t>(Combine::slices);
+    static_assert(parts >= 1, "rcclx::fused::combine::reduce_slices: Combine::slices must be positive");
+    const std::size_t n = records_in(tile) * parts, first = static_cast<std::size_t>(tile) * tile_records_;
+    const std::size_t step = static_cast<std::size_t>(g.size());
+    if (w_.owns(tile)) {  // flat: every rank; tree: the owner
+      if (!w_.wait_inputs(g, tile)) return false;
+      Record* res = w_.resolved() == algorithm::tree ? results_of(rank(), tile) : nullptr;
+      for (std::size_t k = static_cast<std::size_t>(g.thread_rank()); k < n; k += step) {
+        const std::size_t i = k / parts;
+        const int j = static_cast<int>(k % parts);
+        const typename Combine::slice s = fold_slice(tile, i, j);
+        if (res) op_.store_slice(res[i], j, s);
+        sink(first + i, j, s);
+      }
+      if (res) w_.publish_result(g, tile);
+      return true;
+    }
+    if (!w_.wait_result(g, tile)) return false;
+    const Record* res = results_of(owner(tile), tile);
+    for (std::size_t k = static_cast<std::size_t>(g.thread_rank()); k < n; k += step) {
+      const std::size_t i = k / parts;
+      const int j = static_cast<int>(k % parts);
+      const typename Combine::slice s = op_.load_slice(res[i], j);
+      sink(first + i, j, s);
+    }
+    return true;
+  }
+
   // Group-collective, once per block per call (see tile_allreduce::finish).
   template <class Group>
   RCCLX_HOST_DEVICE void finish(const Group& g, int num_blocks) const {
@@ -216,6 +275,15 @@ class combine {
     accumulator_type acc = op_.init(input_of(0, tile)[i]);
     for (int r = 1; r < n; ++r) op_.fold(acc, input_of(r, tile)[i]);
     return op_.finalize(acc);
+  }
+
+  // Slice j of record i of `tile`, folded over the ranks in order 0..N-1 and finalized.
+  // (auto: declared for every Combine, instantiated for sliced ones only)
+  RCCLX_HOST_DEVICE auto fold_slice(int tile, std::size_t i, int j) const {
+    const int n = num_ranks();
+    auto acc = op_.init_slice(input_of(0, tile)[i], j);
+    for (int r = 1; r < n; ++r) op_.fold_slice(acc, input_of(r, tile)[i], j);
+    return op_.finalize_slice(acc);
   }
 
   words w_;

@@ -6,6 +6,10 @@
 //   fz::combine<merge::record, merge, 8> c(table, slots, heads_per_tile, tokens * heads);
 //   ...                                                      // write c.input(t), c.publish(g, t)
 //   c.reduce(g, t, [&](std::size_t i, const merge::record& r) { store(out + i * 128, r.o); });
+//   // or a thread per 16-byte slice of a head (16 per bf16 head of 128), the same bits:
+//   c.reduce_slices(g, t, [&](std::size_t i, int j, const merge::slice& s) {
+//     store(out + i * 128 + j * merge::slice_elems, s.o);
+//   });
 //
 // Every combine folds in FP32 in rank order 0..N-1 (fused::combine's rule), so all ranks get the
 // same bits. Indices are global (a rank adds the offset of its shard) and unsigned 32-bit.

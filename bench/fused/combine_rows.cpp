@@ -318,10 +318,15 @@ struct shard_scan<fz::topk<K>> {
   }
 };
 
+// The sampling kernels' bounds: 128 threads, 4 blocks per SM, so a batch of 64 rows on 8 ranks
+// (512 blocks) is resident at once on a 132-SM GPU (the top-k fallback's and merge's K-entry
+// records would otherwise take 168 registers: 3 blocks per SM).
+constexpr int vocab_blocks_per_sm = 4;
+
 // Fused sampling: the scan of the rank's shard, then the combine (a tile per row).
 template <class Op, algorithm Algo>
 struct vocab_fused {
-  static constexpr int max_threads_per_block = 128;
+  static constexpr int max_threads_per_block = 128, min_blocks_per_multiprocessor = vocab_blocks_per_sm;
   using rec = typename Op::record;
   const rcclx::core::peer_table<rec, max_r>* tables;
   const float* logits[max_r];  // [rows][shard length]
@@ -347,7 +352,7 @@ struct vocab_fused {
 // Unfused sampling, first kernel: the same scan, the partial records into ordinary memory.
 template <class Op>
 struct vocab_local {
-  static constexpr int max_threads_per_block = 128;
+  static constexpr int max_threads_per_block = 128, min_blocks_per_multiprocessor = vocab_blocks_per_sm;
   using rec = typename Op::record;
   const float* logits[max_r];
   rec* part[max_r];

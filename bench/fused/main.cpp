@@ -16,7 +16,7 @@
 // then each part is rounded like a rank's partial product, see gemm_example::split_plan), and the
 // fused output against a float64 reference on sampled rows.
 //
-//   rcclx-bench-fused --suite gpu --out DIR     # the GPU suite: DIR/rcclx-bench-fused.{json,csv}
+//   rcclx-bench-fused --suite gpu --out DIR     # the GPU suite: DIR/rcclx-bench-fused.{json,csv}, -combine.csv
 //   rcclx-bench-fused --suite decode|gemm|combine  # only the gpu suite's decode, GEMM or combine rows (quick A/B)
 //   rcclx-bench-fused --suite host              # a tiny sweep for CI on the host backend
 //   rcclx-bench-fused [--emulated N] [--iters I] [--warmup W] [--calls-per-graph K] [--json F] [--csv F]

@@ -13,7 +13,8 @@
 //                slice of a head), store O (bf16) and L (float).
 //       unfused: the AllGather of the partial records (its first step copies them into the
 //                symmetric buffer: the same one copy), then a merge kernel over the gathered records
-//                (a thread per slice, lse_merge's slice arithmetic in rank order), storing O and L.
+//                (a thread per slice: every rank's slice loaded, then lse_merge's slice arithmetic in
+//                rank order, as the combine does), storing O and L.
 //     Inputs: L_r in [-6, 6) or -inf (about one rank in 8, whose O_r is NaN and must not be read),
 //     every 13th head -inf on every rank (O = 0, L = -inf).
 //   argmax, topk50: vocabulary-parallel sampling, B rows, a vocabulary V split over the ranks,
@@ -160,11 +161,19 @@ struct attention_merge {
          k += step) {
       const std::size_t i = k / parts;
       const int j = static_cast<int>(k % parts);
-      auto rec = [&](int p) -> const attn_rec& {
-        return reinterpret_cast<const attn_rec*>(all + static_cast<std::size_t>(p) * count)[i];
-      };
-      auto acc = op.init_slice(rec(0), j);
-      for (int p = 1; p < ix.num_ranks; ++p) op.fold_slice(acc, rec(p), j);
+      merge_op::slice x[max_r];  // every rank's slice first (the loads in flight together), then the fold
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int p = 0; p < max_r; ++p)
+        if (p < ix.num_ranks)
+          x[p] = op.load_slice(reinterpret_cast<const attn_rec*>(all + static_cast<std::size_t>(p) * count)[i], j);
+      auto acc = op.init_slice(x[0]);
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int p = 1; p < max_r; ++p)
+        if (p < ix.num_ranks) op.fold_slice(acc, x[p]);
       const merge_op::slice s = op.finalize_slice(acc);
       store_o(out_o[ix.rank] + i * head_dim + static_cast<std::size_t>(j) * merge_op::slice_elems, s);
       if (j == 0) out_l[ix.rank][i] = s.lse;

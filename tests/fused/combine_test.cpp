@@ -550,8 +550,8 @@ TEST_CASE("fused combine: lse_merge of -inf log-sum-exps (ranks and heads withou
     const merge::record want = m.finalize(whole);
     merge::record got{};
     for (int j = 0; j < merge::slices; ++j) {
-      auto part = m.init_slice(order[first], j);
-      for (int k = first + 1; k < 5; ++k) m.fold_slice(part, order[k], j);
+      auto part = m.init_slice(m.load_slice(order[first], j));
+      for (int k = first + 1; k < 5; ++k) m.fold_slice(part, m.load_slice(order[k], j));
       const merge::slice s = m.finalize_slice(part);
       REQUIRE(std::memcmp(&s.lse, &want.lse, sizeof(float)) == 0);
       REQUIRE(std::memcmp(s.o, want.o + j * 4, sizeof(s.o)) == 0);

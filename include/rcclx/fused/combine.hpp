@@ -29,13 +29,14 @@
 // threads on consecutive slices of a record (16-byte loads side by side), the same bits as reduce():
 //   struct my_sliced_combine {                                         // the three above, and
 //     static constexpr int slices = ...;                               // parts of a record
-//     using slice = ...;                                               // one part of a result
-//     RCCLX_HOST_DEVICE slice_acc init_slice(const record& r0, int j) const;
-//     RCCLX_HOST_DEVICE void fold_slice(slice_acc& a, const record& r, int j) const;
+//     struct slice { ... };                                            // one part of a record
+//     RCCLX_HOST_DEVICE slice load_slice(const record& r, int j) const;            // part j of r
+//     RCCLX_HOST_DEVICE void store_slice(record& r, int j, const slice& s) const;  // tree: publish
+//     RCCLX_HOST_DEVICE slice_acc init_slice(const slice& s0) const;   // rank 0's part
+//     RCCLX_HOST_DEVICE void fold_slice(slice_acc& a, const slice& s) const;
 //     RCCLX_HOST_DEVICE slice finalize_slice(const slice_acc& a) const;
-//     RCCLX_HOST_DEVICE slice load_slice(const record& r, int j) const;         // tree: read a result
-//     RCCLX_HOST_DEVICE void store_slice(record& r, int j, const slice& s) const;  // tree: publish it
 //   };
+// A thread loads the slice of up to 8 ranks at once (all in flight), then folds them in order.
 //
 // Algorithms (Algo), as fused::tile_allreduce (the protocol is its own: this class runs on one):
 //   flat: every rank folds every tile from all N buffers. Per tile: N-1 flag stores, N-1 polls, N
@@ -277,13 +278,38 @@ class combine {
     return op_.finalize(acc);
   }
 
-  // Slice j of record i of `tile`, folded over the ranks in order 0..N-1 and finalized.
-  // (auto: declared for every Combine, instantiated for sliced ones only)
+  // Slice j of record i of `tile`, folded over the ranks in order 0..N-1 and finalized. The
+  // slices of a batch of ranks are loaded first (compile-time trip counts: constant indices, the
+  // loads in flight together), then folded. (auto: declared for every Combine, instantiated for
+  // sliced ones only.)
   RCCLX_HOST_DEVICE auto fold_slice(int tile, std::size_t i, int j) const {
+    constexpr int batch = MaxRanks < detail::all_peers ? MaxRanks : detail::all_peers;
     const int n = num_ranks();
-    auto acc = op_.init_slice(input_of(0, tile)[i], j);
-    for (int r = 1; r < n; ++r) op_.fold_slice(acc, input_of(r, tile)[i], j);
+    typename Combine::slice s[batch];
+    load_slices(s, 0, tile, i, j);
+    auto acc = op_.init_slice(s[0]);
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int p0 = 0; p0 < MaxRanks; p0 += batch) {
+      if (p0 >= n) break;
+      if (p0 > 0) load_slices(s, p0, tile, i, j);
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int k = 0; k < batch; ++k)
+        if (p0 + k > 0 && p0 + k < n) op_.fold_slice(acc, s[k]);
+    }
     return op_.finalize_slice(acc);
+  }
+  template <class Slice, int Batch>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_slices(Slice (&s)[Batch], int p0, int tile, std::size_t i, int j) const {
+    const int n = num_ranks();
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int k = 0; k < Batch; ++k)
+      if (p0 + k < n) s[k] = op_.load_slice(input_of(p0 + k, tile)[i], j);
   }
 
   words w_;

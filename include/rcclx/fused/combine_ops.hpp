@@ -50,11 +50,11 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE constexpr bool ranks_before(float va, std::u
 // L_r = -inf: it is skipped (its O_r is never read into the sum, whatever it holds, NaN included);
 // if every rank has -inf the result is O = 0, L = -inf. A NaN L_r gives a NaN result.
 // T: float, rcclx::bf16 or rcclx::fp16. HeadDim: a multiple of 8 up to 256 (64, 128, 256 tested).
-// One record per head. Sliced (combine::reduce_slices): the head's vector in `slices` 16-byte
-// slices (8 bf16 / fp16 or 4 float elements), each merged by its own thread, which also runs the
-// scalar part (m, s, L) of the merge, as every thread of the head does: the same bits as
-// init/fold/finalize (one arithmetic, below, for both), HeadDim / slice_elems threads per head
-// instead of one thread carrying HeadDim accumulators.
+// One record per head. Sliced (combine::reduce_slices): slice j of a head is O's elements
+// [j * slice_elems, (j + 1) * slice_elems) (one 16-byte vector: 8 bf16 / fp16 or 4 float) and L;
+// each slice is merged by its own thread, which also runs the scalar part of the merge (m, s, L)
+// as every thread of the head does: the same bits as init/fold/finalize (one arithmetic, below,
+// for both), HeadDim / slice_elems threads per head instead of one carrying HeadDim accumulators.
 template <class T, int HeadDim>
 struct lse_merge {
   static_assert(std::is_same<T, float>::value || std::is_same<T, bf16>::value || std::is_same<T, fp16>::value,
@@ -74,9 +74,8 @@ struct lse_merge {
     float s;  // sum of exp(L_r - m)
     float o[HeadDim];  // sum of exp(L_r - m) O_r
   };
-  // Slice j of a result: O's elements [j * slice_elems, (j + 1) * slice_elems) and L.
   struct alignas(16) slice {
-    T o[slice_elems];
+    T o[slice_elems];  // O's elements [j * slice_elems, (j + 1) * slice_elems) of slice j
     float lse;
   };
   struct slice_accumulator {
@@ -98,25 +97,8 @@ struct lse_merge {
     return r;
   }
 
-  // The same merge on slice j of the records (j in [0, slices)): one 16-byte load of O per record.
-  RCCLX_HOST_DEVICE slice_accumulator init_slice(const record& r, int j) const {
-    slice_accumulator a;
-    const piece x = piece_of(r, j);
-    start(a.m, a.s, a.o, r.lse, [&](int d) { return static_cast<float>(x.o[d]); });
-    return a;
-  }
-  RCCLX_HOST_DEVICE void fold_slice(slice_accumulator& a, const record& r, int j) const {
-    if (r.lse == detail::neg_inf()) return;  // O_r unread (not even loaded)
-    const piece x = piece_of(r, j);
-    add(a.m, a.s, a.o, r.lse, [&](int d) { return static_cast<float>(x.o[d]); });
-  }
-  RCCLX_HOST_DEVICE slice finalize_slice(const slice_accumulator& a) const {
-    slice r;
-    r.lse = finish(a.m, a.s, a.o, [&](int d, T x) { r.o[d] = x; });
-    return r;
-  }
-  // Slice j of a whole record, and back (the tree algorithm's published results): 16 bytes of O,
-  // and L (stored by slice 0 only).
+  // Slice j of a record (one 16-byte load of O, and L) and back; store_slice writes L for slice 0
+  // only (the tree algorithm's published results).
   RCCLX_HOST_DEVICE slice load_slice(const record& r, int j) const {
     const piece x = piece_of(r, j);
     slice s;
@@ -134,6 +116,21 @@ struct lse_merge {
     std::memcpy(r.o + j * slice_elems, &v, sizeof(v));
 #endif
     if (j == 0) r.lse = s.lse;
+  }
+  // The merge of one slice of every rank's record: init (rank 0), fold (ranks 1..N-1), finalize.
+  // A slice with L = -inf adds nothing (its O is not read into the sum).
+  RCCLX_HOST_DEVICE slice_accumulator init_slice(const slice& x) const {
+    slice_accumulator a;
+    start(a.m, a.s, a.o, x.lse, [&](int d) { return static_cast<float>(x.o[d]); });
+    return a;
+  }
+  RCCLX_HOST_DEVICE void fold_slice(slice_accumulator& a, const slice& x) const {
+    add(a.m, a.s, a.o, x.lse, [&](int d) { return static_cast<float>(x.o[d]); });
+  }
+  RCCLX_HOST_DEVICE slice finalize_slice(const slice_accumulator& a) const {
+    slice r;
+    r.lse = finish(a.m, a.s, a.o, [&](int d, T x) { r.o[d] = x; });
+    return r;
   }
 
  private:

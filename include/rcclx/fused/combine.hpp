@@ -223,7 +223,7 @@ class combine {
       for (std::size_t k = static_cast<std::size_t>(g.thread_rank()); k < n; k += step) {
         const std::size_t i = k / parts;
         const int j = static_cast<int>(k % parts);
-        const typename Combine::slice s = fold_slice(tile, i, j);
+        const typename Combine::slice s = merged_slice(tile, i, j);
         if (res) op_.store_slice(res[i], j, s);
         sink(first + i, j, s);
       }
@@ -282,7 +282,7 @@ class combine {
   // slices of a batch of ranks are loaded first (compile-time trip counts: constant indices, the
   // loads in flight together), then folded. (auto: declared for every Combine, instantiated for
   // sliced ones only.)
-  RCCLX_HOST_DEVICE auto fold_slice(int tile, std::size_t i, int j) const {
+  RCCLX_HOST_DEVICE auto merged_slice(int tile, std::size_t i, int j) const {
     constexpr int batch = MaxRanks < detail::all_peers ? MaxRanks : detail::all_peers;
     const int n = num_ranks();
     typename Combine::slice s[batch];

@@ -870,7 +870,7 @@ std::vector<row> run(const settings& s, const std::vector<shape>& shapes, void (
 bool correct(const row& r) { return r.error.empty() && r.identical && r.ref_ok; }
 
 void print_header() {
-  std::printf("%-10s %-12s %6s %-5s %4s %4s %10s %10s %10s %10s %10s %10s %8s %8s %9s %s\n", "combine", "shape",
+  std::printf("%-10s %-12s %6s %-5s %4s %5s %10s %10s %10s %10s %10s %10s %8s %8s %9s %s\n", "combine", "shape",
               "bytes", "auto", "blk", "g_blk", "fused_flat", "fused_tree", "fused_auto", "unfused", "floor", "local",
               "speedup", "x_best", "max_err", "ok");
 }
@@ -883,7 +883,7 @@ void print_row(const row& r) {
   }
   char local[32] = "-";
   if (r.kind != "attn_merge") std::snprintf(local, sizeof(local), "%.2f", r.local_us);
-  std::printf("%-10s %-12s %6zu %-5s %4d %4d %10.2f %10.2f %10.2f %10.2f %10.2f %10s %7.2fx %7.2fx %9.3g %s\n",
+  std::printf("%-10s %-12s %6zu %-5s %4d %5d %10.2f %10.2f %10.2f %10.2f %10.2f %10s %7.2fx %7.2fx %9.3g %s\n",
               r.kind.c_str(), r.shape.c_str(), r.exchange_bytes, r.fused_auto_algo.c_str(), r.fused_blocks,
               r.gather_blocks, r.fused_flat_us, r.fused_tree_us, r.fused_auto_us, r.unfused_us, r.floor_us, local,
               r.speedup, r.speedup_best, r.max_err, correct(r) ? "ok" : (!r.identical ? "DIFF" : "REF"));

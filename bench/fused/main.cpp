@@ -6,13 +6,18 @@
 //   GEMM + AllReduce: the tiled GEMM of examples/04_gemm_allreduce whose epilogue reduces its tiles
 //     across ranks, against the same GEMM writing its partial product into the symmetric buffer
 //     followed by the dda AllReduce (flat and tree, the faster one) of that buffer.
+//   Cross-rank combines (combine_rows.cpp, which says exactly what is timed): the attention merge
+//     (fused::combine + lse_merge; batch 1..64 x 32 heads x 128, bf16) and argmax / top-50 over a
+//     vocabulary of 128 Ki or 256 Ki split over the ranks (batch 1..64), against the AllGather of the
+//     partial results with rcclx's own AllGather followed by a merge kernel; floor: that AllGather
+//     alone, in the same run. Their own table, JSON members (combine_rows) and CSV (*-combine.csv).
 // Every row is checked: every rank's output the same bits, fused and unfused outputs bit-identical
 // (they compute the same thing; except where the fused GEMM splits its last round's tiles over K:
 // then each part is rounded like a rank's partial product, see gemm_example::split_plan), and the
 // fused output against a float64 reference on sampled rows.
 //
-//   rcclx-bench-fused --suite gpu --out DIR     # the GPU suite: DIR/rcclx-bench-fused.{json,csv}
-//   rcclx-bench-fused --suite decode|gemm       # only the gpu suite's decode or GEMM rows (quick A/B)
+//   rcclx-bench-fused --suite gpu --out DIR     # the GPU suite: DIR/rcclx-bench-fused.{json,csv}, -combine.csv
+//   rcclx-bench-fused --suite decode|gemm|combine  # only the gpu suite's decode, GEMM or combine rows (quick A/B)
 //   rcclx-bench-fused --suite host              # a tiny sweep for CI on the host backend
 //   rcclx-bench-fused [--emulated N] [--iters I] [--warmup W] [--calls-per-graph K] [--json F] [--csv F]
 // Timing (bench/rcclx_bench/timing.hpp): K back-to-back calls captured in one graph, replay / K,
@@ -42,6 +47,7 @@
 
 #include "../../examples/04_gemm_allreduce/gemm_allreduce.hpp"
 #include "../rcclx_bench/timing.hpp"
+#include "combine_rows.hpp"
 
 namespace {
 
@@ -73,13 +79,14 @@ struct options {
   rcclx::core::ll_layout ll = on_host ? rcclx::core::default_ll_layout() : rcclx::core::ll_layout{64, 64 * 1024};
   std::vector<shape> shapes;
   std::vector<gemm_shape> gemms;
-  std::string json, csv, suite, command;
+  std::vector<combine_bench::shape> combines;
+  std::string json, csv, combine_csv, suite, command;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "rcclx-bench-fused: %s\n"
-               "usage: rcclx-bench-fused [--suite gpu|decode|gemm|host] [--out DIR] [--emulated N] [--iters I] [--warmup W]\n"
+               "usage: rcclx-bench-fused [--suite gpu|decode|gemm|combine|host] [--out DIR] [--emulated N] [--iters I] [--warmup W]\n"
                "                         [--calls-per-graph K] [--json FILE] [--csv FILE] [--ll-blocks N] [--ll-block-bytes B]\n"
                "                         [--gemm MxNxK]...  (only these GEMM rows, no AllReduce + RMSNorm rows)\n",
                why.c_str());
@@ -125,6 +132,14 @@ options parse(int argc, char** argv) {
   };
   // The GEMM rows (C[M x 4096] summed over the ranks, K = 4096 split over them): the gpu and gemm suites.
   const std::vector<gemm_shape> gpu_gemms{{16, 4096, 4096}, {64, 4096, 4096}, {128, 4096, 4096}, {512, 4096, 4096}};
+  // The combine rows (decode: batch <= 64): the gpu and combine suites.
+  const auto add_combine_rows = [&] {
+    using combine_bench::kind;
+    for (const std::size_t b : {1, 2, 4, 8, 16, 32, 64}) o.combines.push_back({kind::attention, b, 0});
+    for (const kind k : {kind::argmax, kind::topk})
+      for (const std::size_t v : {128 * 1024, 256 * 1024})
+        for (const std::size_t b : {1, 8, 32, 64}) o.combines.push_back({k, b, v});
+  };
   if (o.suite == "gpu") {
     add_decode_rows();
     for (const std::size_t t : {1, 16, 128}) o.shapes.push_back({t, 8192, true});
@@ -132,21 +147,28 @@ options parse(int argc, char** argv) {
                           shape{2048, 8192, false}, shape{2048, 8192, true}})
       o.shapes.push_back(s);
     o.gemms = gpu_gemms;
+    add_combine_rows();
   } else if (o.suite == "decode") {  // the gpu suite's decode rows and one FP8 row only (a quick A/B)
     add_decode_rows();
     o.shapes.push_back({1, 8192, true});
   } else if (o.suite == "gemm") {  // the gpu suite's GEMM rows only (a quick A/B)
     o.gemms = gpu_gemms;
+  } else if (o.suite == "combine") {  // the gpu suite's combine rows only (a quick A/B)
+    add_combine_rows();
   } else if (o.suite == "host") {
     o.num_ranks = 4;
     o.timing = {1, 3, 4};
     o.shapes = {{1, 1032, false}, {3, 2048, false}, {17, 1032, true}, {64, 1032, false}};
     o.gemms = {{17, 128, 256}, {96, 256, 512}, {17, 320, 832}};  // the last: a split last round
+    using combine_bench::kind;  // uneven shards; the last: shards smaller than K
+    o.combines = {{kind::attention, 1, 0}, {kind::attention, 3, 0}, {kind::argmax, 1, 3001},
+                  {kind::argmax, 5, 3001}, {kind::topk, 5, 3001}, {kind::topk, 3, 101}};
   } else {
     usage("unknown suite " + o.suite);
   }
   if (!custom_gemms.empty()) {  // --gemm: these GEMM rows only (the suite's timing and rank count stay)
     o.shapes.clear();
+    o.combines.clear();
     o.gemms = custom_gemms;
   }
   if (!out_dir.empty()) {
@@ -154,6 +176,11 @@ options parse(int argc, char** argv) {
     std::filesystem::create_directories(out_dir, ec);
     if (o.json.empty()) o.json = out_dir + "/rcclx-bench-fused.json";
     if (o.csv.empty()) o.csv = out_dir + "/rcclx-bench-fused.csv";
+  }
+  if (!o.csv.empty()) {  // the combine rows' own columns: FILE.csv -> FILE-combine.csv
+    const std::string stem = o.csv.size() > 4 && o.csv.compare(o.csv.size() - 4, 4, ".csv") == 0
+                                 ? o.csv.substr(0, o.csv.size() - 4) : o.csv;
+    o.combine_csv = stem + "-combine.csv";
   }
   if (o.num_ranks < 2 || o.num_ranks > max_r) usage("--emulated must be in [2, 8]");
   return o;
@@ -649,7 +676,7 @@ struct acceptance {
   bool evaluated = false, pass = false;
 };
 
-std::vector<acceptance> evaluate(const std::vector<row>& rows) {
+std::vector<acceptance> evaluate(const std::vector<row>& rows, const std::vector<combine_bench::row>& combines) {
   acceptance norm{"fused_rmsnorm_decode", "fused AllReduce+residual+RMSNorm >= 1.3x faster than unfused "
                                           "(best of dda flat/tree + add_rmsnorm) for tokens <= 128, bf16 output", "", 1e30};
   acceptance gemm{"fused_gemm_allreduce", "fused GEMM+AllReduce faster than the GEMM followed by the best dda AllReduce",
@@ -672,7 +699,9 @@ std::vector<acceptance> evaluate(const std::vector<row>& rows) {
   norm.result = norm.evaluated ? buf : "not measured";
   std::snprintf(buf, sizeof(buf), "worst speedup %.2fx", gemm.worst);
   gemm.result = gemm.evaluated ? buf : "not measured";
-  return {norm, gemm};
+  std::vector<acceptance> all{norm, gemm};
+  for (const auto& t : combine_bench::evaluate(combines)) all.push_back({t.name, t.target, t.result, 0, t.evaluated, t.pass});
+  return all;
 }
 
 std::string num(double v) {
@@ -691,7 +720,8 @@ std::string esc(const std::string& s) {
   return out;
 }
 
-void write_json(const options& o, const std::vector<row>& rows, const std::vector<acceptance>& acc) {
+void write_json(const options& o, const std::vector<row>& rows, const std::vector<combine_bench::row>& combines,
+                const std::vector<acceptance>& acc) {
   std::ofstream f(o.json);
   if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + o.json);
   f << "{\n  \"tool\": \"rcclx-bench-fused\",\n  \"command\": \"" << esc(o.command) << "\",\n  \"backend\": \""
@@ -725,7 +755,9 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
       << ", \"fused_equals_unfused\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << esc(r.error) << "\"}"
       << (i + 1 < rows.size() ? "," : "") << "\n";
   }
-  f << "  ],\n  \"acceptance\": [\n";
+  f << "  ],\n";
+  combine_bench::write_json_members(f, combines);
+  f << ",\n  \"acceptance\": [\n";
   for (std::size_t i = 0; i < acc.size(); ++i)
     f << "    {\"name\": \"" << acc[i].name << "\", \"target\": \"" << esc(acc[i].target) << "\", \"evaluated\": "
       << (acc[i].evaluated ? "true" : "false") << ", \"pass\": " << (acc[i].evaluated && acc[i].pass ? "true" : "false")
@@ -766,8 +798,9 @@ int main(int argc, char** argv) {
               "tile-flag kernel), blk = its blocks per rank\n",
               on_host ? "wall clock (host backend), median"
                       : "graphs of back-to-back calls (replay / calls, median) up to 32 MiB per rank, events above");
-  print_header();
+  if (!o.shapes.empty() || !o.gemms.empty()) print_header();
   std::vector<row> rows;
+  std::vector<combine_bench::row> combines;
   try {
     std::size_t max_count = 16, max_tokens = 1, max_hidden = 8, workspace = 16;
     for (const auto& s : o.shapes) {
@@ -809,26 +842,39 @@ int main(int argc, char** argv) {
         print_row(rows.back());
       }
     }
+    if (!o.combines.empty()) {
+      std::printf("# cross-rank combines (bench/fused/combine_rows.cpp): fused = one kernel ending in fused::combine; "
+                  "unfused = (argmax, topk: the local scan kernel +) rcclx's AllGather of the partial records + a merge "
+                  "kernel; floor = that AllGather alone; local = the scan kernel alone; bytes = partial records per "
+                  "rank; speedup = unfused / fused (automatic), x_best = unfused / best fused; g_blk = the "
+                  "AllGather's blocks per rank\n");
+      combine_bench::print_header();
+      combines = combine_bench::run({o.num_ranks, o.timing.warmup, o.timing.iters, o.timing.calls_per_graph},
+                                    o.combines, combine_bench::print_row);
+    }
   } catch (const std::exception& e) {
     std::printf("rcclx-bench-fused: %s\n", e.what());
     return 1;
   }
   bool correct = true;
   for (const auto& r : rows) correct = correct && r.error.empty() && r.tol_ok && r.identical;
-  const auto acc = evaluate(rows);
+  for (const auto& r : combines) correct = correct && combine_bench::correct(r);
+  const auto acc = evaluate(rows, combines);
   std::printf("# targets (fused against the best unfused path of the same run%s):\n", on_host ? "; host timings mean nothing" : "");
   for (const auto& a : acc)
     std::printf("#   %-22s %-5s %s  [%s]\n", a.name.c_str(), !a.evaluated ? "n/a" : (a.pass ? "PASS" : "MISS"),
                 a.result.c_str(), a.target.c_str());
   std::printf("# correctness: %s\n", correct ? "every row: fused == unfused bit for bit on every rank (GEMM rows with "
-                                              "split > 1: the same bits on every rank), within the float64 tolerance"
+                                              "split > 1: the same bits on every rank), within the float64 tolerance "
+                                              "(argmax, topk: equal to it)"
                                             : "FAILED rows above");
   try {
     if (!o.json.empty()) {
-      write_json(o, rows, acc);
+      write_json(o, rows, combines, acc);
       std::printf("# json: %s\n", o.json.c_str());
     }
     if (!o.csv.empty()) write_csv(o.csv, rows);
+    if (!o.combine_csv.empty() && !combines.empty()) combine_bench::write_csv(o.combine_csv, combines);
   } catch (const std::exception& e) {
     std::printf("rcclx-bench-fused: %s\n", e.what());
     return 1;

@@ -38,7 +38,8 @@ RCCLX_HOST_DEVICE inline int part_begin(int r, int n, int len) { return static_c
 
 // The kernel: one record per (token, head), a tile per token (its heads). A thread computes the
 // partial attention of a head over this rank's keys (FP32, normalised, with its log-sum-exp),
-// then the merge folds the ranks' partials; the epilogue stores the merged output.
+// then the merge folds the ranks' partials, a thread per 16-byte slice of a head (reduce_slices:
+// 16 threads per head, the same bits as a thread per head); the epilogue stores the merged output.
 struct attention_merge {
   const rcclx::core::peer_table<rec, max_ranks>* tables[max_ranks];
   const T* q;              // [tokens][heads][D], the same on every rank
@@ -82,9 +83,9 @@ struct attention_merge {
       c.publish(g, t);
     }
     T* o = out[ix.rank];
-    for (int t = ix.block; t < tokens; t += ix.num_blocks)
-      if (!c.reduce(g, t, [&](std::size_t i, const rec& r) {
-            for (int d = 0; d < D; ++d) o[i * D + d] = r.o[d];
+    for (int t = ix.block; t < tokens; t += ix.num_blocks)  // a thread per 16-byte slice of a head
+      if (!c.reduce_slices(g, t, [&](std::size_t i, int j, const merge::slice& s) {
+            for (int d = 0; d < merge::slice_elems; ++d) o[i * D + j * merge::slice_elems + d] = s.o[d];
           }))
         break;
     c.finish(g, ix.num_blocks);

@@ -4,7 +4,8 @@
 // not be read); argmax, top-k and softmax statistics over a vocabulary split unevenly over the
 // ranks, against a float64 scan of the whole vocabulary (ties, NaN, -inf, shards smaller than K).
 // Ranks 2..8, tiles that do not divide the records, ranks bit-identical, flat == tree ==
-// automatic; a rank that never arrives; the host-side checks.
+// automatic, reduce_slices == reduce (lse_merge, a thread per slice); a rank that never arrives;
+// the host-side checks.
 #include <rcclx/fused/combine.hpp>
 #include <rcclx/fused/combine_ops.hpp>
 #include <rcclx/testing/emulated_world.hpp>
@@ -79,8 +80,9 @@ struct without_rank {
 // ---- attention ------------------------------------------------------------------------------------
 // Record i = one (token, head): query q[i], keys and values k[i][s], v[i][s] for s < keys[i]; rank r
 // holds keys [split[i][r], split[i][r + 1]) and computes its partial attention over them in FP32
-// (the user's kernel), then the ranks merge.
-template <class T, int D, algorithm Algo>
+// (the user's kernel), then the ranks merge: a thread per record (reduce) or per 16-byte slice of
+// a record (Sliced: reduce_slices).
+template <class T, int D, algorithm Algo, bool Sliced = false>
 struct attention_kernel {
   using merge = fz::lse_merge<T, D>;
   using rec = typename merge::record;
@@ -134,11 +136,19 @@ struct attention_kernel {
     T* o = out[ix.rank];
     float* l = lse[ix.rank];
     bool ok = true;
-    for (int t = ix.block; t < c.num_tiles() && ok; t += ix.num_blocks)
-      ok = c.reduce(g, t, [&](std::size_t i, const rec& r) {
-        for (int d = 0; d < D; ++d) o[i * D + d] = r.o[d];
-        l[i] = r.lse;
-      });
+    for (int t = ix.block; t < c.num_tiles() && ok; t += ix.num_blocks) {
+      if constexpr (Sliced) {
+        ok = c.reduce_slices(g, t, [&](std::size_t i, int j, const typename merge::slice& s) {
+          for (int d = 0; d < merge::slice_elems; ++d) o[i * D + j * merge::slice_elems + d] = s.o[d];
+          if (j == 0) l[i] = s.lse;
+        });
+      } else {
+        ok = c.reduce(g, t, [&](std::size_t i, const rec& r) {
+          for (int d = 0; d < D; ++d) o[i * D + d] = r.o[d];
+          l[i] = r.lse;
+        });
+      }
+    }
     c.finish(g, ix.num_blocks);
   }
 };
@@ -181,11 +191,11 @@ attention_case make_attention(int n, std::size_t records, std::size_t max_keys, 
   return a;
 }
 
-template <class T, int D, algorithm Algo>
+template <class T, int D, algorithm Algo, bool Sliced = false>
 std::pair<std::vector<std::vector<T>>, std::vector<std::vector<float>>> run_attention(const attention_case& a, int blocks,
                                                                                       std::uint64_t timeout_ns = rcclx::core::default_timeout_ns,
                                                                                       int absent = -1) {
-  using kernel = attention_kernel<T, D, Algo>;
+  using kernel = attention_kernel<T, D, Algo, Sliced>;
   using c_t = fz::combine<typename kernel::rec, typename kernel::merge, max_r, algorithm::tree>;
   const fz::tile_slots slots{3, 64};
   rt::emulated_world<max_r> world(a.n, c_t::workspace_bytes(a.tile_records, a.records), slots.end(), timeout_ns);
@@ -324,6 +334,16 @@ void attention_cases(int n) {
     const auto one_block = run_attention<T, D, algorithm::automatic>(a, 1);  // another grid: the same bits
     REQUIRE(same_bytes(one_block.first[n - 1], flat.first[0]));
     REQUIRE(same_bytes(one_block.second[n - 1], flat.second[0]));
+    // A thread per slice: the same bits as a thread per record, flat and tree, every rank.
+    const auto sliced_flat = run_attention<T, D, algorithm::flat, true>(a, blocks);
+    const auto sliced_tree = run_attention<T, D, algorithm::tree, true>(a, blocks);
+    for (int r = 0; r < n; ++r) {
+      CAPTURE(r);
+      REQUIRE(same_bytes(sliced_flat.first[r], flat.first[0]));
+      REQUIRE(same_bytes(sliced_flat.second[r], flat.second[0]));
+      REQUIRE(same_bytes(sliced_tree.first[r], flat.first[0]));
+      REQUIRE(same_bytes(sliced_tree.second[r], flat.second[0]));
+    }
   }
 }
 
@@ -521,6 +541,28 @@ TEST_CASE("fused combine: lse_merge of -inf log-sum-exps (ranks and heads withou
   const merge::record r = m.finalize(acc);
   for (int d = 0; d < 8; ++d) REQUIRE(r.o[d] == 0.0f);
   REQUIRE(r.lse == -INFINITY);
+  // Slice by slice (2 slices of 4 floats): the same bits as the whole record, and load/store.
+  static_assert(merge::slices == 2 && merge::slice_elems == 4, "two slices of 4 floats");
+  const merge::record order[] = {empty, a, empty, b, empty};
+  for (int first = 0; first < 3; ++first) {
+    auto whole = m.init(order[first]);
+    for (int k = first + 1; k < 5; ++k) m.fold(whole, order[k]);
+    const merge::record want = m.finalize(whole);
+    merge::record got{};
+    for (int j = 0; j < merge::slices; ++j) {
+      auto part = m.init_slice(m.load_slice(order[first], j));
+      for (int k = first + 1; k < 5; ++k) m.fold_slice(part, m.load_slice(order[k], j));
+      const merge::slice s = m.finalize_slice(part);
+      REQUIRE(std::memcmp(&s.lse, &want.lse, sizeof(float)) == 0);
+      REQUIRE(std::memcmp(s.o, want.o + j * 4, sizeof(s.o)) == 0);
+      m.store_slice(got, j, s);
+      const merge::slice back = m.load_slice(got, j);
+      REQUIRE(std::memcmp(back.o, s.o, sizeof(s.o)) == 0);
+      REQUIRE(back.lse == s.lse);
+    }
+    REQUIRE(std::memcmp(got.o, want.o, sizeof(got.o)) == 0);
+    REQUIRE(got.lse == want.lse);
+  }
 }
 
 TEST_CASE("fused combine: argmax, top-k and softmax statistics over a split vocabulary, against float64",

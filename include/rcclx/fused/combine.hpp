@@ -24,6 +24,20 @@
 // group's threads): a record is the unit of work, so keep it as small as the merge allows (an
 // attention head, a row's argmax).
 //
+// A sliced combine (lse_merge) also splits a record into `slices` independent parts, each folded
+// by its own thread: reduce_slices() hands `sink(i, j, slice)` slice j of record i, consecutive
+// threads on consecutive slices of a record (16-byte loads side by side), the same bits as reduce():
+//   struct my_sliced_combine {                                         // the three above, and
+//     static constexpr int slices = ...;                               // parts of a record
+//     struct slice { ... };                                            // one part of a record
+//     RCCLX_HOST_DEVICE slice load_slice(const record& r, int j) const;            // part j of r
+//     RCCLX_HOST_DEVICE void store_slice(record& r, int j, const slice& s) const;  // tree: publish
+//     RCCLX_HOST_DEVICE slice_acc init_slice(const slice& s0) const;   // rank 0's part
+//     RCCLX_HOST_DEVICE void fold_slice(slice_acc& a, const slice& s) const;
+//     RCCLX_HOST_DEVICE slice finalize_slice(const slice_acc& a) const;
+//   };
+// A thread loads the slice of up to 8 ranks at once (all in flight), then folds them in order.
+//
 // Algorithms (Algo), as fused::tile_allreduce (the protocol is its own: this class runs on one):
 //   flat: every rank folds every tile from all N buffers. Per tile: N-1 flag stores, N-1 polls, N
 //         tile reads (N-1 from peers). One step; the decode-size choice.
@@ -64,6 +78,13 @@ template <class Record>
 RCCLX_HOST_DEVICE constexpr std::size_t combine_tile_words(std::size_t records) {
   return round16(records * sizeof(Record)) / sizeof(float);
 }
+
+// Is Combine sliced (combine::reduce_slices)? It declares `slices` and the slice members.
+template <class Combine, class = void>
+struct is_sliced_combine : std::false_type {};
+template <class Combine>
+struct is_sliced_combine<Combine, std::void_t<decltype(Combine::slices), typename Combine::slice>>
+    : std::true_type {};
 }  // namespace detail
 
 template <class Record, class Combine, int MaxRanks = max_ranks, algorithm Algo = algorithm::flat>
@@ -181,6 +202,45 @@ class combine {
     return true;
   }
 
+  // Group-collective: reduce() for a sliced Combine, a thread per (record, slice): slice j of
+  // record i handed to `sink(i, j, slice)` (i = the record's index in the call, j in
+  // [0, Combine::slices)) by the thread that folded or read it; thread k of the group takes the
+  // tile's slice k, k + size, ... (record k / slices, slice k % slices), so a record's slices are
+  // loaded by neighbouring threads. The same bits as reduce() (the Combine's promise). Tree: the
+  // owner stores each finalized slice into its published result (store_slice), the others read it
+  // (load_slice). False if a wait expired (the error is recorded): the sink was not called.
+  template <class Group, class Sink>
+  RCCLX_HOST_DEVICE bool reduce_slices(const Group& g, int tile, Sink&& sink) const {
+    static_assert(detail::is_sliced_combine<Combine>::value,
+                  "rcclx::fused::combine::reduce_slices: Combine is not sliced (no `slices` and `slice`; use reduce)");
+    constexpr std::size_t parts = static_cast<std::size_t>(Combine::slices);
+    static_assert(parts >= 1, "rcclx::fused::combine::reduce_slices: Combine::slices must be positive");
+    const std::size_t n = records_in(tile) * parts, first = static_cast<std::size_t>(tile) * tile_records_;
+    const std::size_t step = static_cast<std::size_t>(g.size());
+    if (w_.owns(tile)) {  // flat: every rank; tree: the owner
+      if (!w_.wait_inputs(g, tile)) return false;
+      Record* res = w_.resolved() == algorithm::tree ? results_of(rank(), tile) : nullptr;
+      for (std::size_t k = static_cast<std::size_t>(g.thread_rank()); k < n; k += step) {
+        const std::size_t i = k / parts;
+        const int j = static_cast<int>(k % parts);
+        const typename Combine::slice s = merged_slice(tile, i, j);
+        if (res) op_.store_slice(res[i], j, s);
+        sink(first + i, j, s);
+      }
+      if (res) w_.publish_result(g, tile);
+      return true;
+    }
+    if (!w_.wait_result(g, tile)) return false;
+    const Record* res = results_of(owner(tile), tile);
+    for (std::size_t k = static_cast<std::size_t>(g.thread_rank()); k < n; k += step) {
+      const std::size_t i = k / parts;
+      const int j = static_cast<int>(k % parts);
+      const typename Combine::slice s = op_.load_slice(res[i], j);
+      sink(first + i, j, s);
+    }
+    return true;
+  }
+
   // Group-collective, once per block per call (see tile_allreduce::finish).
   template <class Group>
   RCCLX_HOST_DEVICE void finish(const Group& g, int num_blocks) const {
@@ -216,6 +276,40 @@ class combine {
     accumulator_type acc = op_.init(input_of(0, tile)[i]);
     for (int r = 1; r < n; ++r) op_.fold(acc, input_of(r, tile)[i]);
     return op_.finalize(acc);
+  }
+
+  // Slice j of record i of `tile`, folded over the ranks in order 0..N-1 and finalized. The
+  // slices of a batch of ranks are loaded first (compile-time trip counts: constant indices, the
+  // loads in flight together), then folded. (auto: declared for every Combine, instantiated for
+  // sliced ones only.)
+  RCCLX_HOST_DEVICE auto merged_slice(int tile, std::size_t i, int j) const {
+    constexpr int batch = MaxRanks < detail::all_peers ? MaxRanks : detail::all_peers;
+    const int n = num_ranks();
+    typename Combine::slice s[batch];
+    load_slices(s, 0, tile, i, j);
+    auto acc = op_.init_slice(s[0]);
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int p0 = 0; p0 < MaxRanks; p0 += batch) {
+      if (p0 >= n) break;
+      if (p0 > 0) load_slices(s, p0, tile, i, j);
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int k = 0; k < batch; ++k)
+        if (p0 + k > 0 && p0 + k < n) op_.fold_slice(acc, s[k]);
+    }
+    return op_.finalize_slice(acc);
+  }
+  template <class Slice, int Batch>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_slices(Slice (&s)[Batch], int p0, int tile, std::size_t i, int j) const {
+    const int n = num_ranks();
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int k = 0; k < Batch; ++k)
+      if (p0 + k < n) s[k] = op_.load_slice(input_of(p0 + k, tile)[i], j);
   }
 
   words w_;

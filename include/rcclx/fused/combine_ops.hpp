@@ -6,6 +6,10 @@
 //   fz::combine<merge::record, merge, 8> c(table, slots, heads_per_tile, tokens * heads);
 //   ...                                                      // write c.input(t), c.publish(g, t)
 //   c.reduce(g, t, [&](std::size_t i, const merge::record& r) { store(out + i * 128, r.o); });
+//   // or a thread per 16-byte slice of a head (16 per bf16 head of 128), the same bits:
+//   c.reduce_slices(g, t, [&](std::size_t i, int j, const merge::slice& s) {
+//     store(out + i * 128 + j * merge::slice_elems, s.o);
+//   });
 //
 // Every combine folds in FP32 in rank order 0..N-1 (fused::combine's rule), so all ranks get the
 // same bits. Indices are global (a rank adds the offset of its shard) and unsigned 32-bit.
@@ -17,10 +21,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "../config.hpp"
 #include "../core/types.hpp"
+#include "../gpu/memory.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
@@ -44,7 +50,11 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE constexpr bool ranks_before(float va, std::u
 // L_r = -inf: it is skipped (its O_r is never read into the sum, whatever it holds, NaN included);
 // if every rank has -inf the result is O = 0, L = -inf. A NaN L_r gives a NaN result.
 // T: float, rcclx::bf16 or rcclx::fp16. HeadDim: a multiple of 8 up to 256 (64, 128, 256 tested).
-// One record per head: a thread merges a head (HeadDim FP32 accumulators).
+// One record per head. Sliced (combine::reduce_slices): slice j of a head is O's elements
+// [j * slice_elems, (j + 1) * slice_elems) (one 16-byte vector: 8 bf16 / fp16 or 4 float) and L;
+// each slice is merged by its own thread, which also runs the scalar part of the merge (m, s, L)
+// as every thread of the head does: the same bits as init/fold/finalize (one arithmetic, below,
+// for both), HeadDim / slice_elems threads per head instead of one carrying HeadDim accumulators.
 template <class T, int HeadDim>
 struct lse_merge {
   static_assert(std::is_same<T, float>::value || std::is_same<T, bf16>::value || std::is_same<T, fp16>::value,
@@ -52,6 +62,8 @@ struct lse_merge {
   static_assert(HeadDim > 0 && HeadDim % 8 == 0 && HeadDim <= 256,
                 "rcclx::fused::lse_merge: HeadDim must be a multiple of 8 in [8, 256]");
   static constexpr int head_dim = HeadDim;
+  static constexpr int slice_elems = static_cast<int>(16 / sizeof(T));  // elements of O per slice
+  static constexpr int slices = HeadDim / slice_elems;
 
   struct alignas(16) record {
     T o[HeadDim];  // partial output, normalised over this rank's keys
@@ -62,39 +74,115 @@ struct lse_merge {
     float s;  // sum of exp(L_r - m)
     float o[HeadDim];  // sum of exp(L_r - m) O_r
   };
+  struct alignas(16) slice {
+    T o[slice_elems];  // O's elements [j * slice_elems, (j + 1) * slice_elems) of slice j
+    float lse;
+  };
+  struct slice_accumulator {
+    float m, s;
+    float o[slice_elems];
+  };
 
   RCCLX_HOST_DEVICE accumulator init(const record& r) const {
     accumulator a;
-    const bool empty = r.lse == detail::neg_inf();
-    a.m = r.lse;
-    a.s = empty ? 0.0f : 1.0f;
-    for (int d = 0; d < HeadDim; ++d) a.o[d] = empty ? 0.0f : static_cast<float>(r.o[d]);
+    start(a.m, a.s, a.o, r.lse, [&](int d) { return static_cast<float>(r.o[d]); });
     return a;
   }
   RCCLX_HOST_DEVICE void fold(accumulator& a, const record& r) const {
-    if (r.lse == detail::neg_inf()) return;  // no keys: weight 0, O_r unread
-    if (r.lse > a.m) {                       // a new maximum: rescale what was summed
-      const float c = expf(a.m - r.lse);     // a.m = -inf (nothing summed yet): 0
-      a.s = a.s * c + 1.0f;
-      for (int d = 0; d < HeadDim; ++d) a.o[d] = a.o[d] * c + static_cast<float>(r.o[d]);
-      a.m = r.lse;
-    } else {  // also a NaN on either side: the sum becomes NaN
-      const float w = expf(r.lse - a.m);
-      a.s += w;
-      for (int d = 0; d < HeadDim; ++d) a.o[d] += w * static_cast<float>(r.o[d]);
-    }
+    add(a.m, a.s, a.o, r.lse, [&](int d) { return static_cast<float>(r.o[d]); });
   }
   RCCLX_HOST_DEVICE record finalize(const accumulator& a) const {
     record r;
-    if (a.s == 0.0f) {  // every rank empty
-      for (int d = 0; d < HeadDim; ++d) r.o[d] = T(0.0f);
-      r.lse = detail::neg_inf();
-      return r;
-    }
-    const float inv = 1.0f / a.s;
-    for (int d = 0; d < HeadDim; ++d) r.o[d] = T(a.o[d] * inv);
-    r.lse = a.m + logf(a.s);
+    r.lse = finish(a.m, a.s, a.o, [&](int d, T x) { r.o[d] = x; });
     return r;
+  }
+
+  // Slice j of a record (one 16-byte load of O, and L) and back; store_slice writes L for slice 0
+  // only (the tree algorithm's published results).
+  RCCLX_HOST_DEVICE slice load_slice(const record& r, int j) const {
+    const piece x = piece_of(r, j);
+    slice s;
+    for (int d = 0; d < slice_elems; ++d) s.o[d] = x.o[d];
+    s.lse = r.lse;
+    return s;
+  }
+  RCCLX_HOST_DEVICE void store_slice(record& r, int j, const slice& s) const {
+    piece x;
+    for (int d = 0; d < slice_elems; ++d) x.o[d] = s.o[d];
+    const gpu::vec16 v = gpu::bit_cast<gpu::vec16>(x);
+#if RCCLX_DEVICE_COMPILE
+    *reinterpret_cast<gpu::vec16*>(r.o + j * slice_elems) = v;
+#else
+    std::memcpy(r.o + j * slice_elems, &v, sizeof(v));
+#endif
+    if (j == 0) r.lse = s.lse;
+  }
+  // The merge of one slice of every rank's record: init (rank 0), fold (ranks 1..N-1), finalize.
+  // A slice with L = -inf adds nothing (its O is not read into the sum).
+  RCCLX_HOST_DEVICE slice_accumulator init_slice(const slice& x) const {
+    slice_accumulator a;
+    start(a.m, a.s, a.o, x.lse, [&](int d) { return static_cast<float>(x.o[d]); });
+    return a;
+  }
+  RCCLX_HOST_DEVICE void fold_slice(slice_accumulator& a, const slice& x) const {
+    add(a.m, a.s, a.o, x.lse, [&](int d) { return static_cast<float>(x.o[d]); });
+  }
+  RCCLX_HOST_DEVICE slice finalize_slice(const slice_accumulator& a) const {
+    slice r;
+    r.lse = finish(a.m, a.s, a.o, [&](int d, T x) { r.o[d] = x; });
+    return r;
+  }
+
+ private:
+  struct piece {
+    T o[slice_elems];
+  };
+  static_assert(sizeof(piece) == 16, "rcclx::fused::lse_merge: a slice is one 16-byte vector");
+
+  // Slice j of r's O by one 16-byte load (r may be in any memory: a generic access).
+  RCCLX_HOST_DEVICE static piece piece_of(const record& r, int j) {
+#if RCCLX_DEVICE_COMPILE
+    return gpu::bit_cast<piece>(*reinterpret_cast<const gpu::vec16*>(r.o + j * slice_elems));
+#else
+    piece x;
+    std::memcpy(&x, r.o + j * slice_elems, sizeof(x));
+    return x;
+#endif
+  }
+
+  // The merge's arithmetic, shared by the whole-record and the sliced members (the same
+  // expressions, so the same bits): x(d) is element d of the record's O (of the slice's).
+  template <int N, class X>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static void start(float& m, float& s, float (&o)[N], float lse, const X& x) {
+    const bool empty = lse == detail::neg_inf();
+    m = lse;
+    s = empty ? 0.0f : 1.0f;
+    for (int d = 0; d < N; ++d) o[d] = empty ? 0.0f : x(d);
+  }
+  template <int N, class X>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static void add(float& m, float& s, float (&o)[N], float lse, const X& x) {
+    if (lse == detail::neg_inf()) return;  // no keys: weight 0, O_r unread
+    if (lse > m) {                         // a new maximum: rescale what was summed
+      const float c = expf(m - lse);       // m = -inf (nothing summed yet): 0
+      s = s * c + 1.0f;
+      for (int d = 0; d < N; ++d) o[d] = o[d] * c + x(d);
+      m = lse;
+    } else {  // also a NaN on either side: the sum becomes NaN
+      const float w = expf(lse - m);
+      s += w;
+      for (int d = 0; d < N; ++d) o[d] += w * x(d);
+    }
+  }
+  // Calls out(d, O_d rounded to T) for every d and returns L.
+  template <int N, class Out>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static float finish(float m, float s, const float (&o)[N], const Out& out) {
+    if (s == 0.0f) {  // every rank empty
+      for (int d = 0; d < N; ++d) out(d, T(0.0f));
+      return detail::neg_inf();
+    }
+    const float inv = 1.0f / s;
+    for (int d = 0; d < N; ++d) out(d, T(o[d] * inv));
+    return m + logf(s);
   }
 };
 

@@ -1,0 +1,969 @@
+// bench/fused/combine_rows.cpp: rcclx-bench-fused's cross-rank combine rows. Fused: one kernel
+// whose epilogue is fused::combine (flat, tree; automatic = the one the built-in table picks).
+// Unfused, the way an engine does it today: rcclx's own AllGather (dda::flat_allgather) of every
+// rank's partial records, then a separate merge kernel. Floor: that AllGather alone. What is timed
+// (per call, all emulated ranks in one launch per kernel; graphs of K back-to-back calls on GPUs,
+// the unfused kernels captured together):
+//
+//   attn_merge: split-KV (context-parallel) decode attention, B tokens x 32 heads x 128, bf16.
+//     Every rank holds its partial records (fused::lse_merge<bf16, 128>::record: O_r and L_r per
+//     (token, head)) in ordinary device memory, where its attention kernel left them.
+//       fused:   copy them into the combine's input (the store the attention kernel's epilogue would
+//                make there instead), publish, fold the ranks (reduce_slices: a thread per 16-byte
+//                slice of a head), store O (bf16) and L (float).
+//       unfused: the AllGather of the partial records (its first step copies them into the
+//                symmetric buffer: the same one copy), then a merge kernel over the gathered records
+//                (a thread per slice: every rank's slice loaded, then lse_merge's slice arithmetic in
+//                rank order, as the combine does), storing O and L.
+//     Inputs: L_r in [-6, 6) or -inf (about one rank in 8, whose O_r is NaN and must not be read),
+//     every 13th head -inf on every rank (O = 0, L = -inf).
+//   argmax, topk50: vocabulary-parallel sampling, B rows, a vocabulary V split over the ranks,
+//     float logits [B][V / N] per rank (multiples of 2^-12 in [-8, 8): ties across ranks; row 0
+//     has a -inf, row 1 NaNs, row 2 its 50 best values on one rank, 128 elements apart).
+//       fused:   one kernel: a block per row scans the rank's shard into its record (argmax, or its
+//                top 50), then the combine (a thread per record) gives every rank the global one.
+//       unfused: that scan as a kernel of its own writing the partial records, the AllGather of
+//                them, a merge kernel (a thread per row, the same fold in rank order).
+//     The scan is on both sides, identical code: a row is the whole sampling step after the LM
+//     head, as an engine runs it; local_us is the scan kernel alone (fused - local_us is the
+//     combine's share, unfused - local_us the AllGather's and the merge kernel's).
+//   floor: the AllGather of the partial records alone (the exchange of the partial results).
+// Checks: every rank the same bits; fused flat, fused tree and unfused bit-identical (the merge
+// kernels run the combine's own arithmetic); rank 0 against an independent float64 reference (the
+// merge of the partials in float64 within FP32 and bf16 rounding bounds; a scan of the whole row
+// in the combine's order of (value, index), exact).
+#include "combine_rows.hpp"
+
+#include <rcclx/dda/allgather.hpp>
+#include <rcclx/dda/select.hpp>
+#include <rcclx/fused/combine.hpp>
+#include <rcclx/fused/combine_ops.hpp>
+#include <rcclx/gpu/shared.hpp>
+#include <rcclx/testing/emulated_world.hpp>
+#include <rcclx/testing/launch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "../rcclx_bench/timing.hpp"
+
+namespace combine_bench {
+namespace {
+
+namespace fz = rcclx::fused;
+namespace rt = rcclx::testing;
+using rcclx::algorithm;
+using T = rcclx::bf16;
+using word = std::uint32_t;  // the AllGather moves records as 32-bit words (bitwise copies)
+constexpr int max_r = 8;
+constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
+constexpr int barrier_blocks = 64;  // pad slots for the AllGather's barriers; the combine's come after
+// Launch shapes (the host backend: a block is one thread, at most 4 per rank).
+constexpr int host_blocks = 4;
+constexpr int gather_threads = on_host ? 1 : 256;  // rcclx-bench's emulated DDA shape
+constexpr int gather_max_blocks = on_host ? host_blocks : 48;
+constexpr int attn_threads = on_host ? 1 : 256;  // 16 heads x 16 slices: a tile per pass
+constexpr int vocab_threads = on_host ? 1 : 128;
+constexpr std::size_t tile_heads = 16;  // attention records per tile: half a token's heads
+
+using merge_op = fz::lse_merge<T, head_dim>;
+using attn_rec = merge_op::record;
+using topk_op = fz::topk<top_k>;
+static_assert(sizeof(attn_rec) % 16 == 0, "attention records are whole 16-byte vectors");
+static_assert(sizeof(fz::argmax::record) % sizeof(word) == 0 && sizeof(topk_op::record) % sizeof(word) == 0,
+              "records are whole words");
+
+// Rank r's vocabulary: [shard_begin(r), shard_begin(r + 1)) (uneven when N does not divide V).
+RCCLX_HOST_DEVICE inline std::size_t shard_begin(int r, int n, std::size_t vocab) {
+  return vocab * static_cast<std::size_t>(r) / static_cast<std::size_t>(n);
+}
+
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_o(T* dst, const merge_op::slice& s) {
+  rcclx::gpu::vec16 v;
+  __builtin_memcpy(&v, s.o, sizeof(v));
+  rcclx::gpu::store16(dst, v);
+}
+
+// ---- kernels (functors run by testing::launch_emulated: every rank's blocks in one launch) --------
+
+// The unfused exchange and the floor: rcclx's AllGather of each rank's partial records (as words).
+struct gather_kernel {
+  static constexpr int max_threads_per_block = 512;
+  const rcclx::core::peer_table<word, max_r>* tables;
+  rt::rank_buffers<word, max_r> buf;
+  std::size_t count;  // words per rank
+
+  template <class G>
+  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
+    (void)rcclx::dda::flat_allgather(g, tables[ix.rank], buf.in[ix.rank], buf.out[ix.rank], count, ix.block,
+                                     ix.num_blocks);
+  }
+};
+
+// Fused attention merge: the partial records into the combine's input, the merge as its epilogue.
+template <algorithm Algo>
+struct attention_fused {
+  static constexpr int max_threads_per_block = 256;
+  const rcclx::core::peer_table<attn_rec, max_r>* tables;
+  const attn_rec* part[max_r];
+  T* out_o[max_r];      // [records][head_dim]
+  float* out_l[max_r];  // [records]
+  fz::tile_slots slots;
+  std::size_t records;
+
+  template <class G>
+  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
+    fz::combine<attn_rec, merge_op, max_r, Algo> c(tables[ix.rank], slots, tile_heads, records);
+    const std::size_t tid = static_cast<std::size_t>(g.thread_rank()), gs = static_cast<std::size_t>(g.size());
+    for (int t = ix.block; t < c.num_tiles(); t += ix.num_blocks) {
+      const auto* src = reinterpret_cast<const unsigned char*>(part[ix.rank] + static_cast<std::size_t>(t) * tile_heads);
+      auto* dst = reinterpret_cast<unsigned char*>(c.input(t));
+      const std::size_t vecs = c.records_in(t) * sizeof(attn_rec) / 16;
+      for (std::size_t v = tid; v < vecs; v += gs) rcclx::gpu::store16(dst + 16 * v, rcclx::gpu::load16(src + 16 * v));
+      c.publish(g, t);
+    }
+    T* o = out_o[ix.rank];
+    float* l = out_l[ix.rank];
+    for (int t = ix.block; t < c.num_tiles(); t += ix.num_blocks)
+      if (!c.reduce_slices(g, t, [&](std::size_t i, int j, const merge_op::slice& s) {
+            store_o(o + i * head_dim + static_cast<std::size_t>(j) * merge_op::slice_elems, s);
+            if (j == 0) l[i] = s.lse;
+          }))
+        break;
+    c.finish(g, ix.num_blocks);
+  }
+};
+
+// Unfused attention merge: a thread per (record, slice) over the gathered records, rank order.
+struct attention_merge {
+  static constexpr int max_threads_per_block = 256;
+  const word* gathered[max_r];  // rank r's AllGather output: rank p's records at word p * count
+  T* out_o[max_r];
+  float* out_l[max_r];
+  std::size_t records, count;
+
+  template <class G>
+  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
+    const merge_op op{};
+    constexpr std::size_t parts = merge_op::slices;
+    const std::size_t gs = static_cast<std::size_t>(g.size());
+    const std::size_t n = records * parts, step = gs * static_cast<std::size_t>(ix.num_blocks);
+    const word* all = gathered[ix.rank];
+    for (std::size_t k = static_cast<std::size_t>(ix.block) * gs + static_cast<std::size_t>(g.thread_rank()); k < n;
+         k += step) {
+      const std::size_t i = k / parts;
+      const int j = static_cast<int>(k % parts);
+      merge_op::slice x[max_r];  // every rank's slice first (the loads in flight together), then the fold
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int p = 0; p < max_r; ++p)
+        if (p < ix.num_ranks)
+          x[p] = op.load_slice(reinterpret_cast<const attn_rec*>(all + static_cast<std::size_t>(p) * count)[i], j);
+      auto acc = op.init_slice(x[0]);
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int p = 1; p < max_r; ++p)
+        if (p < ix.num_ranks) op.fold_slice(acc, x[p]);
+      const merge_op::slice s = op.finalize_slice(acc);
+      store_o(out_o[ix.rank] + i * head_dim + static_cast<std::size_t>(j) * merge_op::slice_elems, s);
+      if (j == 0) out_l[ix.rank][i] = s.lse;
+    }
+  }
+};
+
+// A block's record of one row of its rank's shard, written to *dst (block-collective; the writes
+// are ordered by the caller's next group sync). The order of (value, index) is total (empty
+// entries aside, which are all alike), so the record does not depend on the thread count or on
+// the order of the merges: fused and unfused, any grid, get the same bits.
+template <class Op>
+struct shard_scan;
+
+// argmax: each thread's best of elements tid, tid + G, ...; the block's best by a pairwise tree.
+template <>
+struct shard_scan<fz::argmax> {
+  template <class G>
+  RCCLX_HOST_DEVICE static void run(const G& g, const float* x, std::size_t len, std::size_t begin,
+                                    fz::argmax::record* dst) {
+    using rec = fz::argmax::record;
+    constexpr int half = vocab_threads / 2 > 0 ? vocab_threads / 2 : 1;
+    rec(&part)[half] = rcclx::gpu::block_shared<rec[half], struct argmax_scan_tag>();
+    const int tid = g.thread_rank();
+    rec mine = fz::argmax::empty();
+    for (std::size_t j = static_cast<std::size_t>(tid); j < len; j += static_cast<std::size_t>(g.size()))
+      fz::argmax::push(mine, x[j], static_cast<std::uint32_t>(begin + j));
+    merge_tree<fz::argmax>(g, part, mine);
+    if (tid == 0) *dst = mine;
+  }
+
+  // Thread 0 ends with the merge of every thread's `mine` (part: G / 2 records of shared memory).
+  template <class Op, class G, class Rec, int Half>
+  RCCLX_HOST_DEVICE static void merge_tree(const G& g, Rec (&part)[Half], Rec& mine) {
+    const Op op{};
+    const int tid = g.thread_rank();
+    for (int s = g.size() / 2; s >= 1; s /= 2) {
+      g.sync();  // the previous level's (or the previous row's) reads of part are done
+      if (tid >= s && tid < 2 * s) part[tid - s] = mine;
+      g.sync();
+      if (tid < s) op.fold(mine, part[tid]);
+    }
+  }
+};
+
+// top-K: (1) each thread's best B = ceil(K / G) entries; the entry t ranked K - 1 among these
+// G x B entries has K entries at or before it, so every one of the row's K best ranks at or before
+// t; (2) each thread collects its elements at or before t (random logits, K = 50, G = 128: some 60
+// in all, rarely more than two in a thread); (3) a candidate's rank among all candidates is its
+// place in the result. Two passes over the shard, a few group syncs, no per-thread K-entry list.
+// A thread with more than `cap` candidates (e.g. one thread holding most of the row's K best)
+// makes the block fall back to per-thread top-K lists merged pairwise: slower, the same record.
+template <int K>
+struct shard_scan<fz::topk<K>> {
+  using op = fz::topk<K>;
+  using rec = typename op::record;
+  using entry = fz::argmax::record;  // (value, index), in the combine's order (argmax::before)
+  static constexpr int threads = vocab_threads;
+  static constexpr int per_thread = (K + threads - 1) / threads;  // B
+  static constexpr int cap = per_thread > 8 ? per_thread : 8;     // candidate slots per thread
+  struct scratch {
+    entry slot[threads * cap];  // step 1: the G x B entries; step 2: the candidates
+    int count[threads];
+    entry t;
+  };
+  static_assert(per_thread <= cap && threads * per_thread >= K, "step 1 needs K entries");
+
+  template <class G>
+  RCCLX_HOST_DEVICE static void run(const G& g, const float* x, std::size_t len, std::size_t begin, rec* dst) {
+    scratch& sh = rcclx::gpu::block_shared<scratch, struct topk_scan_tag>();
+    const int tid = g.thread_rank();
+    const std::size_t gs = static_cast<std::size_t>(g.size());
+    // (1) This thread's B best, then the entry ranked K - 1 among all G x B (identical empty
+    // entries ranked by slot: every rank is taken once).
+    using few = fz::topk<per_thread>;
+    typename few::record best = few::empty();
+    for (std::size_t j = static_cast<std::size_t>(tid); j < len; j += gs)
+      few::push(best, x[j], static_cast<std::uint32_t>(begin + j));
+    g.sync();  // the previous row's reads of the slots are done
+    for (int b = 0; b < per_thread; ++b) sh.slot[tid * per_thread + b] = {best.value[b], best.index[b]};
+    g.sync();
+    constexpr int all = threads * per_thread;
+    for (int b = 0; b < per_thread; ++b) {
+      const int me = tid * per_thread + b;
+      const entry e = sh.slot[me];
+      int rank = 0;
+      for (int u = 0; u < all; ++u) {
+        const entry o = sh.slot[u];
+        rank += before(o, e) || (o.index == e.index && u < me);
+      }
+      if (rank == K - 1) sh.t = e;
+    }
+    g.sync();
+    // (2) This thread's elements at or before t, into its slots.
+    const entry t = sh.t;
+    int n = 0;
+    for (std::size_t j = static_cast<std::size_t>(tid); j < len; j += gs) {
+      const entry e{x[j], static_cast<std::uint32_t>(begin + j)};
+      if (!before(t, e)) {
+        if (n < cap) sh.slot[tid * cap + n] = e;
+        ++n;
+      }
+    }
+    sh.count[tid] = n;
+    if (g.sync_or(n > cap)) {
+      fallback(g, x, len, begin, dst);
+      return;
+    }
+    // Packed: this thread's candidates at [offset, offset + n), every candidate's rank among all.
+    int offset = 0, total = 0;
+    for (int u = 0; u < threads; ++u) {
+      offset += u < tid ? sh.count[u] : 0;
+      total += sh.count[u];
+    }
+    entry mine[cap];
+    for (int c = 0; c < cap; ++c)
+      if (c < n) mine[c] = sh.slot[tid * cap + c];
+    g.sync();
+    for (int c = 0; c < cap; ++c)
+      if (c < n) sh.slot[offset + c] = mine[c];
+    g.sync();
+    // (3) Candidates are distinct elements: their ranks are distinct.
+    for (int k = tid; k < K; k += threads)
+      if (k >= total) {  // fewer elements than K: empty entries after them
+        dst->value[k] = -__builtin_huge_valf();
+        dst->index[k] = 0xFFFFFFFFu;
+      }
+    for (int c = tid; c < total; c += threads) {
+      const entry e = sh.slot[c];
+      int rank = 0;
+      for (int u = 0; u < total; ++u) rank += before(sh.slot[u], e);
+      if (rank < K) {
+        dst->value[rank] = e.value;
+        dst->index[rank] = e.index;
+      }
+    }
+  }
+
+  RCCLX_HOST_DEVICE static bool before(const entry& a, const entry& b) { return fz::argmax::before(a, b); }
+
+  // Per-thread top-K lists, merged pairwise (shard_scan<argmax>::merge_tree).
+  template <class G>
+  RCCLX_HOST_DEVICE static void fallback(const G& g, const float* x, std::size_t len, std::size_t begin, rec* dst) {
+    constexpr int half = threads / 2 > 0 ? threads / 2 : 1;
+    rec(&part)[half] = rcclx::gpu::block_shared<rec[half], struct topk_fallback_tag>();
+    rec mine = op::empty();
+    for (std::size_t j = static_cast<std::size_t>(g.thread_rank()); j < len; j += static_cast<std::size_t>(g.size()))
+      op::push(mine, x[j], static_cast<std::uint32_t>(begin + j));
+    shard_scan<fz::argmax>::merge_tree<op>(g, part, mine);
+    if (g.thread_rank() == 0) *dst = mine;
+  }
+};
+
+// The sampling kernels' bounds: 128 threads, 4 blocks per SM, so a batch of 64 rows on 8 ranks
+// (512 blocks) is resident at once on a 132-SM GPU (the top-k fallback's and merge's K-entry
+// records would otherwise take 168 registers: 3 blocks per SM).
+constexpr int vocab_blocks_per_sm = 4;
+
+// Fused sampling: the scan of the rank's shard, then the combine (a tile per row).
+template <class Op, algorithm Algo>
+struct vocab_fused {
+  static constexpr int max_threads_per_block = 128, min_blocks_per_multiprocessor = vocab_blocks_per_sm;
+  using rec = typename Op::record;
+  const rcclx::core::peer_table<rec, max_r>* tables;
+  const float* logits[max_r];  // [rows][shard length]
+  rec* out[max_r];             // [rows]
+  fz::tile_slots slots;
+  std::size_t rows, vocab;
+
+  template <class G>
+  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
+    fz::combine<rec, Op, max_r, Algo> c(tables[ix.rank], slots, 1, rows);
+    const std::size_t b = shard_begin(ix.rank, ix.num_ranks, vocab), len = shard_begin(ix.rank + 1, ix.num_ranks, vocab) - b;
+    for (int t = ix.block; t < c.num_tiles(); t += ix.num_blocks) {
+      shard_scan<Op>::run(g, logits[ix.rank] + static_cast<std::size_t>(t) * len, len, b, c.input(t));
+      c.publish(g, t);  // (syncs the group first)
+    }
+    rec* o = out[ix.rank];
+    for (int t = ix.block; t < c.num_tiles(); t += ix.num_blocks)
+      if (!c.reduce(g, t, [&](std::size_t i, const rec& r) { o[i] = r; })) break;
+    c.finish(g, ix.num_blocks);
+  }
+};
+
+// Unfused sampling, first kernel: the same scan, the partial records into ordinary memory.
+template <class Op>
+struct vocab_local {
+  static constexpr int max_threads_per_block = 128, min_blocks_per_multiprocessor = vocab_blocks_per_sm;
+  using rec = typename Op::record;
+  const float* logits[max_r];
+  rec* part[max_r];
+  std::size_t rows, vocab;
+
+  template <class G>
+  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
+    const std::size_t b = shard_begin(ix.rank, ix.num_ranks, vocab), len = shard_begin(ix.rank + 1, ix.num_ranks, vocab) - b;
+    for (std::size_t t = static_cast<std::size_t>(ix.block); t < rows; t += static_cast<std::size_t>(ix.num_blocks))
+      shard_scan<Op>::run(g, logits[ix.rank] + t * len, len, b, part[ix.rank] + t);
+  }
+};
+
+// Unfused sampling, last kernel: a thread per row folds the gathered records in rank order.
+template <class Op>
+struct vocab_merge {
+  static constexpr int max_threads_per_block = 128;
+  using rec = typename Op::record;
+  const word* gathered[max_r];
+  rec* out[max_r];
+  std::size_t rows, count;  // count: words of one rank's records
+
+  template <class G>
+  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
+    const Op op{};
+    const std::size_t gs = static_cast<std::size_t>(g.size()), step = gs * static_cast<std::size_t>(ix.num_blocks);
+    const word* all = gathered[ix.rank];
+    for (std::size_t i = static_cast<std::size_t>(ix.block) * gs + static_cast<std::size_t>(g.thread_rank()); i < rows;
+         i += step) {
+      auto acc = op.init(reinterpret_cast<const rec*>(all)[i]);
+      for (int p = 1; p < ix.num_ranks; ++p)
+        op.fold(acc, reinterpret_cast<const rec*>(all + static_cast<std::size_t>(p) * count)[i]);
+      out[ix.rank][i] = op.finalize(acc);
+    }
+  }
+};
+
+// ---- inputs and references ----------------------------------------------------------------------
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+double unit(std::uint64_t seed) { return static_cast<double>(mix(seed) >> 11) * 0x1p-53; }  // [0, 1)
+
+// The combine's order of (value, index): NaN first, larger values, then lower indices.
+struct ref_entry {
+  float value;
+  std::uint32_t index;
+};
+bool ref_before(const ref_entry& a, const ref_entry& b) {
+  const bool na = std::isnan(a.value), nb = std::isnan(b.value);
+  if (na != nb) return na;
+  if (!na && a.value != b.value) return a.value > b.value;
+  return a.index < b.index;
+}
+bool same_value(float got, float want) {
+  return std::isnan(want) ? std::isnan(got) : std::memcmp(&got, &want, sizeof(float)) == 0;
+}
+
+std::string to_string(kind k) {
+  return k == kind::attention ? "attn_merge" : k == kind::argmax ? "argmax" : "topk" + std::to_string(top_k);
+}
+
+// ---- the runner ---------------------------------------------------------------------------------
+
+// Sizes a shape needs.
+struct needs {
+  std::size_t records, rec_bytes, workspace, logits, out_bytes;
+  int tiles;
+};
+needs needs_of(const shape& s, int n) {
+  needs x{};
+  if (s.what == kind::attention) {
+    using c_t = fz::combine<attn_rec, merge_op, max_r, algorithm::tree>;
+    x.records = s.batch * heads;
+    x.rec_bytes = sizeof(attn_rec);
+    x.workspace = c_t::workspace_bytes(tile_heads, x.records);
+    x.tiles = c_t::tiles_for(tile_heads, x.records);
+    x.out_bytes = fz::detail::round16(x.records * head_dim * sizeof(T)) + x.records * sizeof(float);
+  } else {
+    const bool top = s.what == kind::topk;
+    x.records = s.batch;
+    x.rec_bytes = top ? sizeof(topk_op::record) : sizeof(fz::argmax::record);
+    x.workspace = top ? fz::combine<topk_op::record, topk_op, max_r, algorithm::tree>::workspace_bytes(1, s.batch)
+                      : fz::combine<fz::argmax::record, fz::argmax, max_r, algorithm::tree>::workspace_bytes(1, s.batch);
+    x.tiles = static_cast<int>(s.batch);
+    x.logits = s.batch * (s.vocab / static_cast<std::size_t>(n) + 1);
+    x.out_bytes = s.batch * x.rec_bytes;
+  }
+  return x;
+}
+
+// What the runner allocates: the largest of every shape's needs.
+struct capacity {
+  std::size_t part_bytes = 16, buffer_bytes = 16, logits = 1, out_bytes = 16;
+  int tiles = 1;
+};
+
+class runner {
+ public:
+  runner(const settings& s, const capacity& c)
+      : n_(s.num_ranks), timing_{s.warmup, s.iters, s.calls_per_graph},
+        world_(s.num_ranks, c.buffer_bytes, fz::pad_blocks_for(barrier_blocks, c.tiles), 30ull * 1000 * 1000 * 1000),
+        slots_{barrier_blocks, c.tiles} {
+    for (int r = 0; r < n_; ++r) {
+      part_.push_back(alloc(c.part_bytes));
+      gathered_.push_back(static_cast<word*>(alloc(c.part_bytes * static_cast<std::size_t>(n_))));
+      out_.push_back(alloc(c.out_bytes));
+      logits_.push_back(static_cast<float*>(alloc(c.logits * sizeof(float))));
+    }
+    stream_ = on_host ? rcclx::gpu::stream_t{} : rcclx::gpu::stream_create();
+  }
+  ~runner() {
+    for (void* p : owned_) rcclx::gpu::device_free(p);
+    rcclx::gpu::stream_destroy(stream_);
+  }
+  runner(const runner&) = delete;
+  runner& operator=(const runner&) = delete;
+
+  row run(const shape& s) {
+    row r;
+    r.kind = to_string(s.what);
+    r.batch = s.batch;
+    r.vocab = s.what == kind::attention ? 0 : s.vocab;
+    r.shape = s.what == kind::attention
+                  ? std::to_string(s.batch) + "x" + std::to_string(heads) + "x" + std::to_string(head_dim)
+                  : std::to_string(s.batch) + "x" + std::to_string(s.vocab);
+    const bench::timing_mode mode = on_host ? bench::timing_mode::wall : bench::timing_mode::graph;
+    r.timing = bench::to_string(mode);
+    try {
+      if (s.batch == 0 || (s.what != kind::attention && s.vocab < static_cast<std::size_t>(n_)))
+        throw rcclx::error(rcclx::errc::invalid_argument, "empty batch, or a vocabulary smaller than the rank count");
+      if (s.what == kind::attention) attention(s, mode, r);
+      else if (s.what == kind::argmax) vocab<fz::argmax>(s, mode, r);
+      else vocab<topk_op>(s, mode, r);
+      r.speedup = r.fused_auto_us > 0 ? r.unfused_us / r.fused_auto_us : 0;
+      const double best = std::min(r.fused_flat_us, r.fused_tree_us);
+      r.speedup_best = best > 0 ? r.unfused_us / best : 0;
+    } catch (const std::exception& e) {
+      r.error = e.what();
+      rcclx::gpu::device_synchronize();
+      world_.reset();
+    }
+    return r;
+  }
+
+ private:
+  void* alloc(std::size_t bytes) {
+    owned_.push_back(rcclx::gpu::device_malloc(bytes + 64));
+    return owned_.back();
+  }
+
+  template <class F>
+  int blocks_for(int wanted, int threads) const {
+    const int cap = on_host ? host_blocks : rt::max_blocks_per_rank<F>(n_, threads);
+    return std::max(1, std::min(wanted, cap));
+  }
+
+  // The AllGather of `words` words per rank from part_ into gathered_.
+  int gather_blocks(std::size_t words) const {
+    const rcclx::dda::launch_config cfg{gather_threads, gather_max_blocks, gather_max_blocks};
+    return blocks_for<gather_kernel>(std::min(rcclx::dda::allgather_blocks<word>(words, cfg), barrier_blocks),
+                                     gather_threads);
+  }
+  void gather(std::size_t words, int blocks, rcclx::gpu::stream_t st) const {
+    gather_kernel k{};
+    k.tables = world_.device_tables<word>();
+    for (int q = 0; q < n_; ++q) {
+      k.buf.in[q] = static_cast<const word*>(part_[q]);
+      k.buf.out[q] = gathered_[q];
+    }
+    k.count = words;
+    rt::launch_emulated(n_, blocks, gather_threads, k, st);
+  }
+
+  template <class F>
+  double time(bench::timing_mode mode, F&& f, bool& fell_back) {
+    const double us = bench::time_us(mode, timing_, stream_, f, &fell_back);
+    rcclx::gpu::device_synchronize();
+    world_.throw_if_error();
+    return us;
+  }
+
+  // Every rank's output bytes (out_[r], `bytes`) after `f`, from poisoned outputs.
+  template <class F>
+  std::vector<std::vector<unsigned char>> outputs_after(F&& f, std::size_t bytes) {
+    const std::vector<unsigned char> poison(bytes, 0x5A);
+    for (int q = 0; q < n_; ++q) rcclx::gpu::copy(out_[q], poison.data(), bytes);
+    rcclx::gpu::device_synchronize();
+    f(stream_);
+    rcclx::gpu::device_synchronize();
+    world_.throw_if_error();
+    std::vector<std::vector<unsigned char>> all;
+    for (int q = 0; q < n_; ++q) {
+      all.emplace_back(bytes);
+      rcclx::gpu::copy(all.back().data(), out_[q], bytes);
+    }
+    return all;
+  }
+
+  // fused flat, fused tree, unfused: every rank the same bits, the three the same bits.
+  static bool all_identical(const std::vector<std::vector<unsigned char>>& flat,
+                            const std::vector<std::vector<unsigned char>>& tree,
+                            const std::vector<std::vector<unsigned char>>& unfused) {
+    bool same = true;
+    for (std::size_t q = 0; q < flat.size(); ++q)
+      same = same && flat[q] == flat[0] && tree[q] == flat[0] && unfused[q] == flat[0];
+    return same;
+  }
+
+  // ---- attention merge ----
+
+  void attention(const shape& s, bench::timing_mode mode, row& r) {
+    const needs x = needs_of(s, n_);
+    const std::size_t records = x.records, words = records * sizeof(attn_rec) / sizeof(word);
+    r.records = records;
+    r.exchange_bytes = records * sizeof(attn_rec);
+    fz::combine<attn_rec, merge_op, max_r, algorithm::tree>::check("rcclx-bench-fused attn_merge",
+                                                                   world_.table<attn_rec>(0), slots_, tile_heads, records);
+    const algorithm automatic = rcclx::dda::select_algorithm(
+        static_cast<std::size_t>(x.tiles) * fz::detail::combine_tile_words<attn_rec>(tile_heads) * sizeof(float), n_,
+        rcclx::gpu::build_arch);
+    r.fused_auto_algo = rcclx::to_string(automatic);
+    // Inputs: every rank's partial records.
+    std::vector<std::vector<attn_rec>> parts(n_, std::vector<attn_rec>(records));
+    for (int q = 0; q < n_; ++q) {
+      for (std::size_t i = 0; i < records; ++i) {
+        attn_rec& p = parts[q][i];
+        const std::uint64_t seed = (static_cast<std::uint64_t>(s.batch) << 40) ^ (static_cast<std::uint64_t>(q) << 32) ^ i;
+        const bool empty = i % 13 == 5 || mix(seed ^ 0xE0) % 8 == 0;
+        p.lse = empty ? -std::numeric_limits<float>::infinity() : static_cast<float>(12.0 * unit(seed ^ 0x1E) - 6.0);
+        for (int d = 0; d < head_dim; ++d)
+          p.o[d] = empty ? T::from_bits(0x7FC0) : T(static_cast<float>(2.0 * unit(seed * 131 + d) - 1.0));
+      }
+      rcclx::gpu::copy(part_[q], parts[q].data(), records * sizeof(attn_rec));
+    }
+    const int fused_blocks = blocks_for<attention_fused<algorithm::flat>>(x.tiles, attn_threads);
+    const int tree_blocks = blocks_for<attention_fused<algorithm::tree>>(x.tiles, attn_threads);
+    const int merge_blocks = blocks_for<attention_merge>(
+        static_cast<int>((records * merge_op::slices + attn_threads - 1) / attn_threads), attn_threads);
+    const int gb = gather_blocks(words);
+    r.fused_blocks = automatic == algorithm::flat ? fused_blocks : tree_blocks;
+    r.gather_blocks = gb;
+    const std::size_t o_bytes = fz::detail::round16(records * head_dim * sizeof(T));
+    auto set_out = [&](auto& k) {
+      for (int q = 0; q < n_; ++q) {
+        k.out_o[q] = static_cast<T*>(out_[q]);
+        k.out_l[q] = reinterpret_cast<float*>(static_cast<unsigned char*>(out_[q]) + o_bytes);
+      }
+    };
+    attention_fused<algorithm::flat> ff{};
+    attention_fused<algorithm::tree> ft{};
+    auto set_fused = [&](auto& k) {
+      k.tables = world_.device_tables<attn_rec>();
+      for (int q = 0; q < n_; ++q) k.part[q] = static_cast<const attn_rec*>(part_[q]);
+      set_out(k);
+      k.slots = slots_;
+      k.records = records;
+    };
+    set_fused(ff);
+    set_fused(ft);
+    attention_merge m{};
+    for (int q = 0; q < n_; ++q) m.gathered[q] = gathered_[q];
+    set_out(m);
+    m.records = records;
+    m.count = words;
+    auto fused_flat = [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, fused_blocks, attn_threads, ff, st); };
+    auto fused_tree = [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, tree_blocks, attn_threads, ft, st); };
+    auto unfused = [&](rcclx::gpu::stream_t st) {
+      gather(words, gb, st);
+      rt::launch_emulated(n_, merge_blocks, attn_threads, m, st);
+    };
+    const std::size_t out_bytes = o_bytes + records * sizeof(float);
+    const auto got_flat = outputs_after(fused_flat, out_bytes);
+    const auto got_tree = outputs_after(fused_tree, out_bytes);
+    const auto got_unfused = outputs_after(unfused, out_bytes);
+    r.identical = all_identical(got_flat, got_tree, got_unfused);
+    check_attention(parts, got_flat[0], o_bytes, r);
+    bool fell_back = false;
+    r.fused_flat_us = time(mode, fused_flat, fell_back);
+    r.fused_tree_us = time(mode, fused_tree, fell_back);
+    r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
+    r.unfused_us = time(mode, unfused, fell_back);
+    r.floor_us = time(mode, [&](rcclx::gpu::stream_t st) { gather(words, gb, st); }, fell_back);
+    if (fell_back) r.timing = "events*";
+  }
+
+  // Rank 0's O and L against the merge of the partials in float64. Bounds: the FP32 merge (the
+  // weights' exp and rescaling, N terms) relative to sum_r w_r |O_r|, and O's rounding to bf16.
+  void check_attention(const std::vector<std::vector<attn_rec>>& parts, const std::vector<unsigned char>& got,
+                       std::size_t o_bytes, row& r) const {
+    const std::size_t records = parts[0].size();
+    // e32: each weight exp(L_r - m) carries the rounding of L_r - m (|L_r - m| < 12) and of up to N
+    // rescalings, then N products and sums and the division by the sum.
+    const double u = 0x1p-8, e32 = (16.0 * n_ + 64) * 0x1p-24;
+    for (std::size_t i = 0; i < records; ++i) {
+      float l;
+      std::memcpy(&l, got.data() + o_bytes + i * sizeof(float), sizeof(float));
+      auto o_at = [&](int d) {
+        T t;
+        std::memcpy(&t, got.data() + (i * head_dim + d) * sizeof(T), sizeof(T));
+        return t;
+      };
+      double m = -INFINITY;
+      for (int q = 0; q < n_; ++q) m = std::max(m, static_cast<double>(parts[q][i].lse));
+      if (m == -INFINITY) {  // no rank has keys: O = +0 exactly, L = -inf
+        for (int d = 0; d < head_dim; ++d) r.ref_ok = r.ref_ok && o_at(d).bits == 0;
+        r.ref_ok = r.ref_ok && l == -std::numeric_limits<float>::infinity();
+        continue;
+      }
+      double sum = 0;
+      for (int q = 0; q < n_; ++q)
+        if (parts[q][i].lse != -std::numeric_limits<float>::infinity()) sum += std::exp(parts[q][i].lse - m);
+      const double lref = m + std::log(sum);
+      if (!(std::fabs(l - lref) <= 2 * e32 * (std::fabs(lref) + 1))) r.ref_ok = false;
+      for (int d = 0; d < head_dim; ++d) {
+        double ref = 0, mag = 0;
+        for (int q = 0; q < n_; ++q) {
+          if (parts[q][i].lse == -std::numeric_limits<float>::infinity()) continue;
+          const double w = std::exp(parts[q][i].lse - lref), v = static_cast<float>(parts[q][i].o[d]);
+          ref += w * v;
+          mag += w * std::fabs(v);
+        }
+        const double e = std::fabs(static_cast<float>(o_at(d)) - ref);
+        r.max_err = std::max(r.max_err, e);
+        if (!(e <= 2 * (u * (std::fabs(ref) + e32 * mag) + e32 * mag) + 1e-30)) r.ref_ok = false;
+      }
+    }
+  }
+
+  // ---- argmax and top-k ----
+
+  template <class Op>
+  void vocab(const shape& s, bench::timing_mode mode, row& r) {
+    using rec = typename Op::record;
+    const needs x = needs_of(s, n_);
+    const std::size_t rows = s.batch, V = s.vocab, words = rows * sizeof(rec) / sizeof(word);
+    r.records = rows;
+    r.exchange_bytes = rows * sizeof(rec);
+    fz::combine<rec, Op, max_r, algorithm::tree>::check("rcclx-bench-fused sampling", world_.table<rec>(0), slots_, 1, rows);
+    const algorithm automatic = rcclx::dda::select_algorithm(
+        rows * fz::detail::combine_tile_words<rec>(1) * sizeof(float), n_, rcclx::gpu::build_arch);
+    r.fused_auto_algo = rcclx::to_string(automatic);
+    // Logits: multiples of 2^-12 in [-8, 8); row 0 has a -inf, row 1 two NaNs (on different ranks).
+    std::vector<float> all(rows * V);
+    for (std::size_t i = 0; i < all.size(); ++i)
+      all[i] = static_cast<float>(std::floor(unit((static_cast<std::uint64_t>(rows) << 44) ^ (V << 8) ^ i) * 65536.0) - 32768.0) *
+               0x1p-12f;
+    if (V > 2) all[V - 2] = -INFINITY;
+    if (rows > 1) {
+      all[V + V * 5 / 8] = NAN;
+      all[V + V / 3] = NAN;
+    }
+    // Row 2: the row's best values on rank 1, 128 elements apart (one thread of a 128-thread block
+    // holds them all: the top-k scan's fallback).
+    const std::size_t b1 = shard_begin(1, n_, V), e1 = shard_begin(2, n_, V);
+    if (rows > 2 && b1 + 128 * top_k <= e1)
+      for (int k = 0; k < top_k; ++k) all[2 * V + b1 + 128 * static_cast<std::size_t>(k)] = 8.0f + static_cast<float>(k) / 64;
+    for (int q = 0; q < n_; ++q) {
+      const std::size_t b = shard_begin(q, n_, V), len = shard_begin(q + 1, n_, V) - b;
+      std::vector<float> shard(rows * len);
+      for (std::size_t i = 0; i < rows; ++i)
+        std::copy(all.begin() + i * V + b, all.begin() + i * V + b + len, shard.begin() + i * len);
+      rcclx::gpu::copy(logits_[q], shard.data(), shard.size() * sizeof(float));
+    }
+    const int fused_blocks = blocks_for<vocab_fused<Op, algorithm::flat>>(x.tiles, vocab_threads);
+    const int tree_blocks = blocks_for<vocab_fused<Op, algorithm::tree>>(x.tiles, vocab_threads);
+    const int local_blocks = blocks_for<vocab_local<Op>>(static_cast<int>(rows), vocab_threads);
+    const int merge_blocks =
+        blocks_for<vocab_merge<Op>>(static_cast<int>((rows + vocab_threads - 1) / vocab_threads), vocab_threads);
+    const int gb = gather_blocks(words);
+    r.fused_blocks = automatic == algorithm::flat ? fused_blocks : tree_blocks;
+    r.gather_blocks = gb;
+    vocab_fused<Op, algorithm::flat> ff{};
+    vocab_fused<Op, algorithm::tree> ft{};
+    auto set_fused = [&](auto& k) {
+      k.tables = world_.device_tables<rec>();
+      for (int q = 0; q < n_; ++q) {
+        k.logits[q] = logits_[q];
+        k.out[q] = static_cast<rec*>(out_[q]);
+      }
+      k.slots = slots_;
+      k.rows = rows;
+      k.vocab = V;
+    };
+    set_fused(ff);
+    set_fused(ft);
+    vocab_local<Op> loc{};
+    vocab_merge<Op> m{};
+    for (int q = 0; q < n_; ++q) {
+      loc.logits[q] = logits_[q];
+      loc.part[q] = static_cast<rec*>(part_[q]);
+      m.gathered[q] = gathered_[q];
+      m.out[q] = static_cast<rec*>(out_[q]);
+    }
+    loc.rows = m.rows = rows;
+    loc.vocab = V;
+    m.count = words;
+    auto fused_flat = [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, fused_blocks, vocab_threads, ff, st); };
+    auto fused_tree = [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, tree_blocks, vocab_threads, ft, st); };
+    auto local = [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, local_blocks, vocab_threads, loc, st); };
+    auto unfused = [&](rcclx::gpu::stream_t st) {
+      local(st);
+      gather(words, gb, st);
+      rt::launch_emulated(n_, merge_blocks, vocab_threads, m, st);
+    };
+    const std::size_t out_bytes = rows * sizeof(rec);
+    const auto got_flat = outputs_after(fused_flat, out_bytes);
+    const auto got_tree = outputs_after(fused_tree, out_bytes);
+    const auto got_unfused = outputs_after(unfused, out_bytes);
+    r.identical = all_identical(got_flat, got_tree, got_unfused);
+    check_vocab<Op>(all, rows, V, got_flat[0], r);
+    bool fell_back = false;
+    r.fused_flat_us = time(mode, fused_flat, fell_back);
+    r.fused_tree_us = time(mode, fused_tree, fell_back);
+    r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
+    r.unfused_us = time(mode, unfused, fell_back);
+    r.floor_us = time(mode, [&](rcclx::gpu::stream_t st) { gather(words, gb, st); }, fell_back);
+    r.local_us = time(mode, local, fell_back);
+    if (fell_back) r.timing = "events*";
+  }
+
+  // Rank 0's records against the K best entries of each whole row (exact: no arithmetic).
+  template <class Op>
+  static void check_vocab(const std::vector<float>& all, std::size_t rows, std::size_t V,
+                          const std::vector<unsigned char>& got, row& r) {
+    using rec = typename Op::record;
+    constexpr bool top = !std::is_same<Op, fz::argmax>::value;
+    constexpr int k = top ? top_k : 1;
+    std::vector<ref_entry> e(V);
+    for (std::size_t i = 0; i < rows; ++i) {
+      for (std::size_t j = 0; j < V; ++j) e[j] = {all[i * V + j], static_cast<std::uint32_t>(j)};
+      const std::size_t kk = std::min<std::size_t>(k, V);
+      std::partial_sort(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(kk), e.end(), ref_before);
+      rec g;
+      std::memcpy(&g, got.data() + i * sizeof(rec), sizeof(rec));
+      for (int j = 0; j < k; ++j) {
+        const ref_entry want = static_cast<std::size_t>(j) < kk ? e[j] : ref_entry{-INFINITY, 0xFFFFFFFFu};
+        float v;
+        std::uint32_t idx;
+        if constexpr (top) {
+          v = g.value[j];
+          idx = g.index[j];
+        } else {
+          v = g.value;
+          idx = g.index;
+        }
+        if (!same_value(v, want.value) || idx != want.index) r.ref_ok = false;
+      }
+    }
+  }
+
+  int n_;
+  bench::timing_options timing_;
+  rt::emulated_world<max_r> world_;
+  fz::tile_slots slots_;
+  std::vector<void*> part_, out_;
+  std::vector<word*> gathered_;
+  std::vector<float*> logits_;
+  std::vector<void*> owned_;
+  rcclx::gpu::stream_t stream_{};
+};
+
+std::string num(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  return buf;
+}
+
+std::string esc(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<row> run(const settings& s, const std::vector<shape>& shapes, void (*print)(const row&)) {
+  std::vector<row> rows;
+  if (shapes.empty()) return rows;
+  capacity c;
+  for (const shape& sh : shapes) {
+    const needs x = needs_of(sh, s.num_ranks);
+    c.part_bytes = std::max(c.part_bytes, x.records * x.rec_bytes);
+    // The symmetric buffer: the combine's workspace (tree: with results), and the AllGather's copy of the input.
+    c.buffer_bytes = std::max({c.buffer_bytes, x.workspace, x.records * x.rec_bytes});
+    c.logits = std::max(c.logits, x.logits);
+    c.out_bytes = std::max(c.out_bytes, x.out_bytes);
+    c.tiles = std::max(c.tiles, x.tiles);
+  }
+  runner r(s, c);
+  for (const shape& sh : shapes) {
+    rows.push_back(r.run(sh));
+    if (print) print(rows.back());
+  }
+  return rows;
+}
+
+bool correct(const row& r) { return r.error.empty() && r.identical && r.ref_ok; }
+
+void print_header() {
+  std::printf("%-10s %-12s %6s %-5s %4s %5s %10s %10s %10s %10s %10s %10s %8s %8s %9s %s\n", "combine", "shape",
+              "bytes", "auto", "blk", "g_blk", "fused_flat", "fused_tree", "fused_auto", "unfused", "floor", "local",
+              "speedup", "x_best", "max_err", "ok");
+}
+
+void print_row(const row& r) {
+  if (!r.error.empty()) {
+    std::printf("%-10s %-12s ERROR: %s\n", r.kind.c_str(), r.shape.c_str(), r.error.c_str());
+    std::fflush(stdout);
+    return;
+  }
+  char local[32] = "-";
+  if (r.kind != "attn_merge") std::snprintf(local, sizeof(local), "%.2f", r.local_us);
+  std::printf("%-10s %-12s %6zu %-5s %4d %5d %10.2f %10.2f %10.2f %10.2f %10.2f %10s %7.2fx %7.2fx %9.3g %s\n",
+              r.kind.c_str(), r.shape.c_str(), r.exchange_bytes, r.fused_auto_algo.c_str(), r.fused_blocks,
+              r.gather_blocks, r.fused_flat_us, r.fused_tree_us, r.fused_auto_us, r.unfused_us, r.floor_us, local,
+              r.speedup, r.speedup_best, r.max_err, correct(r) ? "ok" : (!r.identical ? "DIFF" : "REF"));
+  std::fflush(stdout);
+}
+
+std::vector<target> evaluate(const std::vector<row>& rows) {
+  target attn{"fused_attention_merge",
+              "fused attention merge (fused::combine + lse_merge) >= 1.25x faster than the AllGather of the partials "
+              "+ a merge kernel, every decode row (batch <= 64)", "", false, false};
+  target sample{"fused_argmax_topk",
+                "fused argmax / top-k (local scan + fused::combine) >= 1.25x faster than the local scan + AllGather "
+                "+ a merge kernel, every decode row (batch <= 64)", "", false, false};
+  double worst_attn = 1e30, worst_sample = 1e30;
+  for (const row& r : rows) {
+    if (!r.error.empty() || r.batch > 64) continue;
+    if (r.kind == "attn_merge") {
+      attn.evaluated = true;
+      worst_attn = std::min(worst_attn, r.speedup);
+    } else {
+      sample.evaluated = true;
+      worst_sample = std::min(worst_sample, r.speedup);
+    }
+  }
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "worst speedup %.2fx", worst_attn);
+  attn.result = attn.evaluated ? buf : "not measured";
+  attn.pass = attn.evaluated && worst_attn >= 1.25;
+  std::snprintf(buf, sizeof(buf), "worst speedup %.2fx", worst_sample);
+  sample.result = sample.evaluated ? buf : "not measured";
+  sample.pass = sample.evaluated && worst_sample >= 1.25;
+  return {attn, sample};
+}
+
+void write_json_members(std::ostream& f, const std::vector<row>& rows) {
+  f << "  \"combine_definitions\": {\n"
+       "    \"fused\": \"one kernel whose epilogue is fused::combine: attn_merge copies each rank's partial "
+       "lse_merge<bf16, 128> records into the combine's input and folds them a thread per 16-byte slice "
+       "(reduce_slices); argmax / topk scan each rank's vocabulary shard (a block per row) and combine a thread "
+       "per record\",\n"
+       "    \"unfused\": \"attn_merge: dda::flat_allgather of the partial records + a merge kernel; argmax / topk: "
+       "the same scan as a kernel + dda::flat_allgather of the partial records + a merge kernel (rank order, the "
+       "combine's arithmetic: bit-identical to fused)\",\n"
+       "    \"floor_us\": \"the AllGather of the partial records alone (the exchange of the partial results)\",\n"
+       "    \"local_us\": \"argmax / topk: the scan kernel alone (part of both fused and unfused)\",\n"
+       "    \"exchange_bytes_per_rank\": \"bytes of partial records each rank contributes\",\n"
+       "    \"speedup\": \"unfused_us / fused_auto_us\",\n"
+       "    \"speedup_best_fused\": \"unfused_us / min(fused_flat_us, fused_tree_us)\"\n"
+       "  },\n  \"combine_rows\": [\n";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const row& r = rows[i];
+    f << "    {\"kind\": \"" << r.kind << "\", \"shape\": \"" << r.shape << "\", \"batch\": " << r.batch
+      << ", \"vocab\": " << r.vocab << ", \"records_per_rank\": " << r.records
+      << ", \"exchange_bytes_per_rank\": " << r.exchange_bytes << ", \"fused_auto_algorithm\": \""
+      << r.fused_auto_algo << "\", \"fused_blocks_per_rank\": " << r.fused_blocks
+      << ", \"allgather_blocks_per_rank\": " << r.gather_blocks << ", \"timing\": \"" << r.timing
+      << "\", \"fused_flat_us\": " << num(r.fused_flat_us) << ", \"fused_tree_us\": " << num(r.fused_tree_us)
+      << ", \"fused_auto_us\": " << num(r.fused_auto_us) << ", \"unfused_us\": " << num(r.unfused_us)
+      << ", \"floor_us\": " << num(r.floor_us) << ", \"local_us\": " << num(r.local_us)
+      << ", \"speedup\": " << num(r.speedup) << ", \"speedup_best_fused\": " << num(r.speedup_best)
+      << ", \"max_abs_error\": " << num(r.max_err) << ", \"reference_ok\": " << (r.ref_ok ? "true" : "false")
+      << ", \"fused_equals_unfused\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << esc(r.error)
+      << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
+  }
+  f << "  ]";
+}
+
+void write_csv(const std::string& path, const std::vector<row>& rows) {
+  std::ofstream f(path);
+  if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + path);
+  f << "kind,shape,batch,vocab,records_per_rank,exchange_bytes_per_rank,fused_auto_algorithm,fused_blocks,"
+       "allgather_blocks,timing,fused_flat_us,fused_tree_us,fused_auto_us,unfused_us,floor_us,local_us,speedup,"
+       "speedup_best_fused,max_abs_error,ok,error\n";
+  for (const row& r : rows)
+    f << r.kind << ',' << r.shape << ',' << r.batch << ',' << r.vocab << ',' << r.records << ',' << r.exchange_bytes
+      << ',' << r.fused_auto_algo << ',' << r.fused_blocks << ',' << r.gather_blocks << ',' << r.timing << ','
+      << num(r.fused_flat_us) << ',' << num(r.fused_tree_us) << ',' << num(r.fused_auto_us) << ','
+      << num(r.unfused_us) << ',' << num(r.floor_us) << ',' << num(r.local_us) << ',' << num(r.speedup) << ','
+      << num(r.speedup_best) << ',' << num(r.max_err) << ',' << (correct(r) ? "ok" : "FAIL") << ",\""
+      << esc(r.error) << "\"\n";
+}
+
+}  // namespace combine_bench

@@ -19,7 +19,8 @@
 //     every 13th head -inf on every rank (O = 0, L = -inf).
 //   argmax, topk50: vocabulary-parallel sampling, B rows, a vocabulary V split over the ranks,
 //     float logits [B][V / N] per rank (multiples of 2^-12 in [-8, 8): ties across ranks; row 0
-//     has a -inf, row 1 NaNs, row 2 its 50 best values on one rank, 128 elements apart).
+//     has a -inf, row 1 NaNs; for the checks only, row 2 has its 50 best values on one rank, 128
+//     elements apart, which sends the top-k scan down its slower fallback: timed with random logits).
 //       fused:   one kernel: a block per row scans the rank's shard into its record (argmax, or its
 //                top 50), then the combine (a thread per record) gives every rank the global one.
 //       unfused: that scan as a kernel of its own writing the partial records, the AllGather of
@@ -185,6 +186,27 @@ struct attention_merge {
 // are ordered by the caller's next group sync). The order of (value, index) is total (empty
 // entries aside, which are all alike), so the record does not depend on the thread count or on
 // the order of the merges: fused and unfused, any grid, get the same bits.
+// f(j, x[j]) for j = tid, tid + G, ... below len, in that order, with `Unroll` loads of a thread in
+// flight together (a scan of a 64 KiB shard by one block is otherwise bound by one load's latency).
+template <int Unroll, class G, class F>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void for_each_strided(const G& g, const float* x, std::size_t len, F&& f) {
+  const std::size_t gs = static_cast<std::size_t>(g.size());
+  std::size_t j = static_cast<std::size_t>(g.thread_rank());
+  for (; j + (Unroll - 1) * gs < len; j += Unroll * gs) {
+    float v[Unroll];
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int u = 0; u < Unroll; ++u) v[u] = x[j + static_cast<std::size_t>(u) * gs];
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int u = 0; u < Unroll; ++u) f(j + static_cast<std::size_t>(u) * gs, v[u]);
+  }
+  for (; j < len; j += gs) f(j, x[j]);
+}
+constexpr int scan_unroll = on_host ? 2 : 16;
+
 template <class Op>
 struct shard_scan;
 
@@ -199,8 +221,9 @@ struct shard_scan<fz::argmax> {
     rec(&part)[half] = rcclx::gpu::block_shared<rec[half], struct argmax_scan_tag>();
     const int tid = g.thread_rank();
     rec mine = fz::argmax::empty();
-    for (std::size_t j = static_cast<std::size_t>(tid); j < len; j += static_cast<std::size_t>(g.size()))
-      fz::argmax::push(mine, x[j], static_cast<std::uint32_t>(begin + j));
+    for_each_strided<scan_unroll>(g, x, len, [&](std::size_t j, float v) {
+      fz::argmax::push(mine, v, static_cast<std::uint32_t>(begin + j));
+    });
     merge_tree<fz::argmax>(g, part, mine);
     if (tid == 0) *dst = mine;
   }
@@ -245,13 +268,13 @@ struct shard_scan<fz::topk<K>> {
   RCCLX_HOST_DEVICE static void run(const G& g, const float* x, std::size_t len, std::size_t begin, rec* dst) {
     scratch& sh = rcclx::gpu::block_shared<scratch, struct topk_scan_tag>();
     const int tid = g.thread_rank();
-    const std::size_t gs = static_cast<std::size_t>(g.size());
     // (1) This thread's B best, then the entry ranked K - 1 among all G x B (identical empty
     // entries ranked by slot: every rank is taken once).
     using few = fz::topk<per_thread>;
     typename few::record best = few::empty();
-    for (std::size_t j = static_cast<std::size_t>(tid); j < len; j += gs)
-      few::push(best, x[j], static_cast<std::uint32_t>(begin + j));
+    for_each_strided<scan_unroll>(g, x, len, [&](std::size_t j, float v) {
+      few::push(best, v, static_cast<std::uint32_t>(begin + j));
+    });
     g.sync();  // the previous row's reads of the slots are done
     for (int b = 0; b < per_thread; ++b) sh.slot[tid * per_thread + b] = {best.value[b], best.index[b]};
     g.sync();
@@ -270,13 +293,13 @@ struct shard_scan<fz::topk<K>> {
     // (2) This thread's elements at or before t, into its slots.
     const entry t = sh.t;
     int n = 0;
-    for (std::size_t j = static_cast<std::size_t>(tid); j < len; j += gs) {
-      const entry e{x[j], static_cast<std::uint32_t>(begin + j)};
+    for_each_strided<scan_unroll>(g, x, len, [&](std::size_t j, float v) {
+      const entry e{v, static_cast<std::uint32_t>(begin + j)};
       if (!before(t, e)) {
         if (n < cap) sh.slot[tid * cap + n] = e;
         ++n;
       }
-    }
+    });
     sh.count[tid] = n;
     if (g.sync_or(n > cap)) {
       fallback(g, x, len, begin, dst);
@@ -718,18 +741,22 @@ class runner {
       all[V + V * 5 / 8] = NAN;
       all[V + V / 3] = NAN;
     }
-    // Row 2: the row's best values on rank 1, 128 elements apart (one thread of a 128-thread block
-    // holds them all: the top-k scan's fallback).
+    // Row 2 (checked, not timed): the row's best values on rank 1, 128 elements apart (one thread
+    // of a 128-thread block holds them all: the top-k scan's slower fallback). Timed: random rows.
+    const std::vector<float> random = all;
     const std::size_t b1 = shard_begin(1, n_, V), e1 = shard_begin(2, n_, V);
     if (rows > 2 && b1 + 128 * top_k <= e1)
       for (int k = 0; k < top_k; ++k) all[2 * V + b1 + 128 * static_cast<std::size_t>(k)] = 8.0f + static_cast<float>(k) / 64;
-    for (int q = 0; q < n_; ++q) {
-      const std::size_t b = shard_begin(q, n_, V), len = shard_begin(q + 1, n_, V) - b;
-      std::vector<float> shard(rows * len);
-      for (std::size_t i = 0; i < rows; ++i)
-        std::copy(all.begin() + i * V + b, all.begin() + i * V + b + len, shard.begin() + i * len);
-      rcclx::gpu::copy(logits_[q], shard.data(), shard.size() * sizeof(float));
-    }
+    const auto upload = [&](const std::vector<float>& logits) {
+      for (int q = 0; q < n_; ++q) {
+        const std::size_t b = shard_begin(q, n_, V), len = shard_begin(q + 1, n_, V) - b;
+        std::vector<float> shard(rows * len);
+        for (std::size_t i = 0; i < rows; ++i)
+          std::copy(logits.begin() + i * V + b, logits.begin() + i * V + b + len, shard.begin() + i * len);
+        rcclx::gpu::copy(logits_[q], shard.data(), shard.size() * sizeof(float));
+      }
+    };
+    upload(all);
     const int fused_blocks = blocks_for<vocab_fused<Op, algorithm::flat>>(x.tiles, vocab_threads);
     const int tree_blocks = blocks_for<vocab_fused<Op, algorithm::tree>>(x.tiles, vocab_threads);
     const int local_blocks = blocks_for<vocab_local<Op>>(static_cast<int>(rows), vocab_threads);
@@ -777,6 +804,7 @@ class runner {
     const auto got_unfused = outputs_after(unfused, out_bytes);
     r.identical = all_identical(got_flat, got_tree, got_unfused);
     check_vocab<Op>(all, rows, V, got_flat[0], r);
+    upload(random);
     bool fell_back = false;
     r.fused_flat_us = time(mode, fused_flat, fell_back);
     r.fused_tree_us = time(mode, fused_tree, fell_back);

@@ -49,7 +49,6 @@
 #include <rcclx/host/socket_bootstrap.hpp>
 #include <rcclx/multinode/hierarchical.hpp>
 
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 

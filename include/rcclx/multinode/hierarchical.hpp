@@ -55,9 +55,10 @@
 // plus fp32 summation and T rounding (docs/multinode.md); AllGather by one quantization per element.
 //
 // Every call is collective over all G * L ranks, in the same order, with the same arguments.
-// With the communicator's check_calls (default), a call first exchanges a descriptor through the
-// engine and the node's bootstrap, so a local error (a bad pointer, a count that differs) is thrown
-// on every rank of the job, never left hanging in the engine. A peer that dies is reported by the
+// With check_calls (the communicator's; with one rank per node hierarchical_options::check_calls;
+// on by default), a call first exchanges a descriptor through the engine and the node's bootstrap,
+// so a local error (a bad pointer, a count that differs, a failed registration) is thrown on every
+// rank of the job, never left hanging in the engine. A peer that dies is reported by the
 // intra-node communicator (the bounded wait names it) on its node and by the engine as the engine
 // reports failures (MPI's default: the job aborts). Lifetime: the communicator and the engine must
 // outlive this object. Scratch: device buffers kept by this object, grown on demand (reserve() before

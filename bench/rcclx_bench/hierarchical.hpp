@@ -444,6 +444,16 @@ inline bool run_job(const options& o, job& j, const char* engine) {
     else if (t == "bf16") runner<rcclx::bf16>(o, t, j, rows).run();
     else runner<rcclx::fp16>(o, t, j, rows).run();
   }
+  if (j.rank == 0) {  // what the engines registered (rank 0): made, reused, deregistered
+    const auto say = [](const char* who, const mn::engine& e) {
+      const auto s = e.registrations();
+      std::printf("# registrations with the %s engine (rank 0): %llu made, %llu hits, %llu deregistered%s\n", who,
+                  static_cast<unsigned long long>(s.opens), static_cast<unsigned long long>(s.hits),
+                  static_cast<unsigned long long>(s.closes), e.registers_buffers() ? "" : " (it registers nothing)");
+    };
+    say("inter-node", *j.across);
+    if (j.everyone) say("world", *j.everyone);
+  }
   bool correct = true;
   for (const auto& r : rows) correct = correct && r.error.empty() && r.tol_ok && r.identical;
   std::uint64_t bad = 0;

@@ -14,6 +14,8 @@
 //                                          #   DIR/rcclx-bench-collectives.{csv,png}
 //   rcclx-bench --suite host               # a tiny sweep for CI on the host backend
 //   rcclx-bench --procs 8 --type bf16      # one process per rank (procs.hpp), then the same sizes emulated
+//   mpirun -np 4 rcclx-bench --hierarchical --local 2    # several nodes (hierarchical.hpp): rcclx::multinode
+//                                          #   against the engine's AllReduce (host + MPI, CUDA + NCCL)
 // Exit status: 0 when every row is correct (performance targets are reported, not enforced).
 #include <rcclx/core/ll.hpp>
 #include <rcclx/dda/allreduce.hpp>
@@ -77,6 +79,11 @@ struct options {
   bool checks_cost = false;                      // --checks-cost: the checked mode's cost (checks_cost.hpp)
   std::size_t coll_min_bytes = on_host ? 4 * 1024 : 1024 * 1024;
   std::size_t coll_max_bytes = on_host ? 64 * 1024 : 256u * 1024 * 1024;
+  bool hierarchical = false;                     // --hierarchical: rcclx::multinode vs the engine (hierarchical.hpp)
+  int hier_nodes = 0;                            // --nodes G (simulated nodes)
+  int hier_local = 0;                            // --local L (ranks per node; MPI)
+  std::size_t hier_buffer = 0;                   // --hier-buffer: workspace / chunk bytes (0: --max-bytes)
+  std::string id_dir;                            // --id-dir: where NCCL ids cross nodes (a shared directory)
   std::string json, csv, png, suite, coll_csv, coll_png;
   std::string command;
 };
@@ -93,6 +100,9 @@ struct options {
                "                   [--checks-cost]   flat AllReduce with and without RCCLX_CHECKS (docs/checks.md)\n"
                "                   [--checks-cost-only]   that table alone\n"
                "                   [--json FILE] [--csv FILE] [--png FILE] [--suite gpu|host --out DIR]\n"
+               "       rcclx-bench --hierarchical [--nodes G] [--local L] [--procs N] [--id-dir DIR] [--hier-buffer B]\n"
+               "                   [--min-bytes B] [--max-bytes B] [--type ..] [--iters I] [--warmup W]   (hierarchical.hpp;\n"
+               "                   sizes 1M..256M unless given; MPI: under mpirun; CUDA + NCCL: --procs N forks N ranks)\n"
                "sizes accept K, M and G suffixes (KiB, MiB, GiB)\n",
                why.c_str());
   std::exit(2);
@@ -105,6 +115,7 @@ options parse(int argc, char** argv) {
   options o;
   for (int i = 0; i < argc; ++i) o.command += (i ? " " : "") + std::string(argv[i]);
   std::string out_dir;
+  bool min_given = false, max_given = false;
   auto value = [&](int& i) -> std::string {
     if (i + 1 >= argc) usage(std::string("missing value after ") + argv[i]);
     return argv[++i];
@@ -112,8 +123,13 @@ options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--emulated") o.num_ranks = std::atoi(value(i).c_str());
-    else if (a == "--min-bytes") o.min_bytes = parse_size(value(i));
-    else if (a == "--max-bytes") o.max_bytes = parse_size(value(i));
+    else if (a == "--min-bytes") o.min_bytes = parse_size(value(i)), min_given = true;
+    else if (a == "--max-bytes") o.max_bytes = parse_size(value(i)), max_given = true;
+    else if (a == "--hierarchical") o.hierarchical = true;
+    else if (a == "--nodes") o.hier_nodes = std::atoi(value(i).c_str());
+    else if (a == "--local") o.hier_local = std::atoi(value(i).c_str());
+    else if (a == "--hier-buffer") o.hier_buffer = parse_size(value(i));
+    else if (a == "--id-dir") o.id_dir = value(i);
     else if (a == "--type") o.types = split(value(i));
     else if (a == "--op") {
       const std::string v = value(i);
@@ -192,6 +208,17 @@ options parse(int argc, char** argv) {
     if (o.png.empty()) o.png = out_dir + "/rcclx-bench.png";
     if (o.coll_csv.empty()) o.coll_csv = out_dir + "/rcclx-bench-collectives.csv";
     if (o.coll_png.empty()) o.coll_png = out_dir + "/rcclx-bench-collectives.png";
+  }
+  if (o.hierarchical) {
+    // 1 MiB .. 256 MiB per rank unless given; the workspace (and chunk) holds the largest call.
+    if (!min_given) o.min_bytes = 1024 * 1024;
+    if (!max_given) o.max_bytes = std::max<std::size_t>(o.min_bytes, 256u * 1024 * 1024);
+    if (o.hier_buffer == 0) o.hier_buffer = o.max_bytes;
+    if (o.procs < 0 || o.procs > 128 || o.hier_nodes < 0 || o.hier_local < 0) usage("bad --procs, --nodes or --local");
+    if (o.min_bytes < 1 || o.min_bytes > o.max_bytes) usage("need 1 <= --min-bytes <= --max-bytes");
+    for (const auto& t : o.types)
+      if (t != "float" && t != "bf16" && t != "fp16") usage("bad --type " + t);
+    return o;
   }
   if (o.procs != 0) {
     if (o.procs < 2 || o.procs > rcclx::max_ranks) usage("--procs must be in [2, 16]");
@@ -1274,9 +1301,11 @@ void plot(const std::string& exe, const options& o) {
 }  // namespace
 
 #include "procs.hpp"
+#include "hierarchical.hpp"
 
 int main(int argc, char** argv) {
   const options o = parse(argc, argv);
+  if (o.hierarchical) return hier::run(o, argc, argv);  // before any GPU call (it may fork)
   // One process per rank: dispatched before any GPU call (a GPU context does not survive fork).
   if (o.procs_child) return procs::run_child(o);
   if (o.procs > 0) return procs::run_parent(o, o.procs_compare);

@@ -10,6 +10,13 @@
 // AllGather). Also: a node topology with uneven nodes is refused, and ranks that disagree on count
 // fail together. Argument "die": local rank 1 of node 0 is killed before an AllReduce; its node peer
 // must report the intra-node bounded wait's error naming it (then MPI_Abort ends the job).
+// L = 1 (one rank per node): no intra-node communicator, the hop on the caller's buffers.
+// Registration: the collectives run over a checking engine (the MPI adapter behind an engine that
+// registers through multinode::registration_cache, recording every live registration) that fails
+// any engine operation on a buffer not registered (the 256-byte call descriptors aside, unregistered
+// by design), checks that repeated calls register nothing, that nothing is registered with
+// register_buffers off, and that every registration is deregistered at the end. The plain MPI
+// adapter (registers nothing) runs the float cases too.
 #include <mpi.h>
 #include <signal.h>
 #include <unistd.h>
@@ -19,7 +26,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <string>
+#include <utility>
 #include <type_traits>
 #include <vector>
 
@@ -27,6 +37,7 @@
 #include <rcclx/host/socket_bootstrap.hpp>
 #include <rcclx/multinode/hierarchical.hpp>
 #include <rcclx/multinode/mpi_engine.hpp>
+#include <rcclx/multinode/registration.hpp>
 
 #include "../lpc/reference.hpp"
 #include "../support/bits.hpp"
@@ -104,8 +115,72 @@ bool same_on_all_ranks(const std::vector<T>& out) {
 
 struct job {
   int g_n, l_n, node, local;
-  comm_t& comm;
   mn::hierarchical<8>& h;
+};
+
+// ---- an engine that registers, and checks that every operation's buffers are registered ----------
+
+struct recording_registrar {
+  std::map<std::uintptr_t, std::pair<std::uintptr_t, std::size_t>>* live;  // handle -> registered range
+  std::uintptr_t* next;
+  void* register_memory(void* base, std::size_t bytes) {
+    const std::uintptr_t h = ++*next;
+    (*live)[h] = {reinterpret_cast<std::uintptr_t>(base), bytes};
+    return reinterpret_cast<void*>(h);
+  }
+  void deregister_memory(void* h) {
+    if (live->erase(reinterpret_cast<std::uintptr_t>(h)) != 1) fail("deregistered a handle that is not registered");
+  }
+};
+
+class checking_engine final : public mn::engine {
+ public:
+  explicit checking_engine(mn::engine& inner) : inner_(inner), cache_(16, recording_registrar{&live_, &next_}) {}
+  ~checking_engine() override {
+    cache_.clear();
+    ++checks;
+    if (!live_.empty()) fail(std::to_string(live_.size()) + " registrations left after the engine's teardown");
+  }
+  int rank() const override { return inner_.rank(); }
+  int num_ranks() const override { return inner_.num_ranks(); }
+  const char* name() const override { return "checking"; }
+  bool registers_buffers() const override { return true; }
+  mn::registration register_buffer(void* p, std::size_t bytes) override { return cache_.acquire(p, bytes); }
+  void forget_buffer(const void* p) override { cache_.forget(p); }
+  mn::registration_stats registrations() const override { return cache_.stats(); }
+
+  void allreduce(const void* in, void* out, std::size_t count, mn::data_type type, rcclx::gpu::stream_t s) override {
+    check(in, count * mn::size_of(type), "allreduce input");
+    check(out, count * mn::size_of(type), "allreduce output");
+    inner_.allreduce(in, out, count, type, s);
+  }
+  void allgather(const void* in, void* out, std::size_t bytes, rcclx::gpu::stream_t s) override {
+    if (bytes != 256) {  // the call descriptors (256 bytes) are not registered, by design
+      check(in, bytes, "allgather input");
+      check(out, bytes * static_cast<std::size_t>(num_ranks()), "allgather output");
+    }
+    inner_.allgather(in, out, bytes, s);
+  }
+  std::size_t live() const { return live_.size(); }
+
+ private:
+  void check(const void* p, std::size_t bytes, const char* what) {
+    if (!expect_registered) return;
+    ++checks;
+    const auto x = reinterpret_cast<std::uintptr_t>(p);
+    for (const auto& kv : live_)
+      if (x >= kv.second.first && x + bytes <= kv.second.first + kv.second.second) return;
+    fail(std::string("the engine's ") + what + " (" + std::to_string(bytes) + " bytes) is not in a registered buffer");
+  }
+
+ public:
+  bool expect_registered = true;
+
+ private:
+  mn::engine& inner_;
+  std::map<std::uintptr_t, std::pair<std::uintptr_t, std::size_t>> live_;
+  std::uintptr_t next_ = 0;
+  mn::registration_cache<recording_registrar> cache_;
 };
 
 const lpc_test::quant_model wire_model{lpc_test::info<rcclx::lpc::default_config::format>(), false,
@@ -322,8 +397,8 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const int l_n = argc > 1 ? std::atoi(argv[1]) : 2;
   const bool die = argc > 2 && std::strcmp(argv[2], "die") == 0;
-  if (l_n < 2 || world % l_n != 0) {
-    if (world_rank == 0) std::printf("usage: mpirun -np G*L %s L [die] (L >= 2 ranks per node)\n", argv[0]);
+  if (l_n < 1 || world % l_n != 0 || (die && l_n < 2)) {
+    if (world_rank == 0) std::printf("usage: mpirun -np G*L %s L [die] (L >= 1 ranks per node; die: L >= 2)\n", argv[0]);
     MPI_Finalize();
     return 2;
   }
@@ -333,34 +408,93 @@ int main(int argc, char** argv) {
   MPI_Comm across;
   MPI_Comm_split(MPI_COMM_WORLD, local, node, &across);
   try {
-    rcclx::host::socket_bootstrap bs(local, l_n, "rcclx-mpi-" + std::to_string(job_id) + "-node" + std::to_string(node));
-    rcclx::host::communicator_options o;
-    o.buffer_bytes = buffer_bytes;
-    o.timeout_ns = die ? 2ull * 1000 * 1000 * 1000 : 30ull * 1000 * 1000 * 1000;
-    o.check_calls = !die;  // die: the kernels' bounded waits, not the per-call exchange, notice the death
-    comm_t comm(bs, o);
+    // L = 1: no intra-node communicator (a communicator has 2 ranks or more).
+    std::unique_ptr<rcclx::host::socket_bootstrap> bs;
+    std::unique_ptr<comm_t> comm;
+    if (l_n > 1) {
+      bs = std::make_unique<rcclx::host::socket_bootstrap>(local, l_n, "rcclx-mpi-" + std::to_string(job_id) + "-node" +
+                                                                          std::to_string(node));
+      rcclx::host::communicator_options o;
+      o.buffer_bytes = buffer_bytes;
+      o.timeout_ns = die ? 2ull * 1000 * 1000 * 1000 : 30ull * 1000 * 1000 * 1000;
+      o.check_calls = !die;  // die: the kernels' bounded waits, not the per-call exchange, notice the death
+      comm = std::make_unique<comm_t>(*bs, o);
+    }
     mn::mpi_engine eng(across);
-    mn::hierarchical<8> h(comm, eng, mn::node_topology{node, g_n, local, l_n});
-    job j{g_n, l_n, node, local, comm, h};
+    const mn::node_topology topo{node, g_n, local, l_n};
+    mn::hierarchical_options ho;
+    ho.chunk_bytes = buffer_bytes;  // L = 1 chunks like L > 1 (the reference's cut)
+    const auto make = [&](mn::engine& e, mn::hierarchical_options opts) {
+      return comm ? std::make_unique<mn::hierarchical<8>>(*comm, e, topo, opts) : std::make_unique<mn::hierarchical<8>>(e, topo, opts);
+    };
     if (die) {
+      auto h = make(eng, ho);
       std::vector<float> x(4096, 1.0f), y(4096);
-      h.allreduce(x.data(), y.data(), x.size());  // everyone alive once
+      h->allreduce(x.data(), y.data(), x.size());  // everyone alive once
       if (node == 0 && local == 1) raise(SIGKILL);
-      h.allreduce(x.data(), y.data(), x.size());
+      h->allreduce(x.data(), y.data(), x.size());
       std::printf("[rank %d] FAIL: the allreduce after a peer's death returned\n", world_rank);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     test_topology_env();
-    run_all<float>(j);
-    run_all<rcclx::bf16>(j);
-    run_all<rcclx::fp16>(j);
-    // Ranks that disagree fail together: node 0's rank 0 passes a different count.
-    std::vector<float> x(64, 1.0f), y(64);
-    expect_error("a count that differs on one rank", "disagree",
-                 [&] { h.allreduce(x.data(), y.data(), world_rank == 0 ? 32 : 64); });
-    expect_error("reduce_scatter with count not a multiple of the ranks", "not a multiple",
-                 [&] { h.reduce_scatter(x.data(), y.data(), static_cast<std::size_t>(world) + 1); });
-    test_allreduce<float>(j, 1000, mn::inter_node::exact, 99);  // still usable after refused calls
+    checking_engine chk(eng);
+    {
+      auto h = make(chk, ho);  // registers every buffer the engine touches; chk checks each operation
+      job j{g_n, l_n, node, local, *h};
+      run_all<float>(j);
+      run_all<rcclx::bf16>(j);
+      run_all<rcclx::fp16>(j);
+      // Ranks that disagree fail together: node 0's rank 0 passes a different count.
+      std::vector<float> x(64, 1.0f), y(64);
+      expect_error("a count that differs on one rank", "disagree",
+                   [&] { h->allreduce(x.data(), y.data(), world_rank == 0 ? 32 : 64); });
+      expect_error("reduce_scatter with count not a multiple of the ranks", "not a multiple",
+                   [&] { h->reduce_scatter(x.data(), y.data(), static_cast<std::size_t>(world) + 1); });
+      test_allreduce<float>(j, 1000, mn::inter_node::exact, 99);  // still usable after refused calls
+      // Repeated calls on the same buffers register nothing (the first call of each kind may).
+      // (AllGather through the intra-node workspace: at most buffer_bytes per rank.)
+      std::vector<float> in(3 * 40000 + 5, 0.5f), out(in.size()), gathered(1000 * static_cast<std::size_t>(world));
+      const mn::inter_node hops[] = {mn::inter_node::exact, mn::inter_node::engine_reduce, mn::inter_node::low_precision};
+      for (auto hop : hops) {
+        h->allreduce(in.data(), out.data(), in.size(), hop);
+        h->allgather(in.data(), gathered.data(), 1000, hop);
+      }
+      const auto before = chk.registrations();
+      for (int rep = 0; rep < 3; ++rep)
+        for (auto hop : hops) {
+          h->allreduce(in.data(), out.data(), in.size(), hop);
+          h->allgather(in.data(), gathered.data(), 1000, hop);
+        }
+      const auto after = chk.registrations();
+      ++checks;
+      if (after.opens != before.opens || after.hits <= before.hits)
+        fail("repeated calls registered again: " + std::to_string(after.opens - before.opens) + " registrations, " +
+             std::to_string(after.hits - before.hits) + " hits");
+    }
+    {  // register_buffers off: the same engine registers nothing
+      mn::hierarchical_options off = ho;
+      off.register_buffers = false;
+      chk.expect_registered = false;
+      const auto before = chk.registrations().opens;
+      auto h = make(chk, off);
+      job j{g_n, l_n, node, local, *h};
+      for (auto hop : {mn::inter_node::exact, mn::inter_node::engine_reduce, mn::inter_node::low_precision}) {
+        test_allreduce<float>(j, 3 * 40000 + 5, hop, 100);
+        test_allgather<float>(j, 1000, hop, 101);
+      }
+      ++checks;
+      if (chk.registrations().opens != before) fail("register_buffers = false registered buffers");
+      chk.expect_registered = true;
+      // Nodes that disagree on registration are refused at set-up, on every rank.
+      mn::hierarchical_options odd = ho;
+      odd.register_buffers = world_rank != 0;
+      expect_error("register_buffers that differs on one rank", "register_buffers", [&] { make(chk, odd); });
+    }
+    {  // the MPI adapter itself (registers nothing)
+      auto h = make(eng, ho);
+      job j{g_n, l_n, node, local, *h};
+      run_all<float>(j);
+    }
   } catch (const std::exception& e) {
     std::printf("[rank %d] error: %s\n", world_rank, e.what());
     std::fflush(stdout);

@@ -6,6 +6,7 @@
 //   rcclx::gpu::copy(dst, src, bytes);              // any direction (unified addressing)
 //   rcclx::gpu::device_free(buf);
 //   auto range = rcclx::gpu::find_allocation(ptr);  // GPU: allocation base + size, for IPC handles
+//   auto id = rcclx::gpu::allocation_id(ptr);       // GPU: the allocation's identity (never reused)
 //
 // Errors become rcclx::error(errc::runtime) with the call and the vendor's message.
 #pragma once
@@ -328,6 +329,24 @@ struct allocation_range {
   std::size_t size;
 };
 
+#  if RCCLX_BACKEND_CUDA
+namespace detail {
+// A driver function through the runtime's entry-point lookup (no link against libcuda).
+inline void* driver_entry_point(const char* name) {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+#    if defined(CUDART_VERSION) && CUDART_VERSION >= 12050
+  check(cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q),
+        (std::string("cudaGetDriverEntryPointByVersion(") + name + ")").c_str());
+#    else
+  check(cudaGetDriverEntryPoint(name, &f, cudaEnableDefault, &q), (std::string("cudaGetDriverEntryPoint(") + name + ")").c_str());
+#    endif
+  if (!f || q != cudaDriverEntryPointSuccess) throw error(errc::runtime, std::string(name) + " is not available from the CUDA driver");
+  return f;
+}
+}  // namespace detail
+#  endif
+
 inline allocation_range find_allocation(const void* p) {
   allocation_range r{nullptr, 0};
 #  if RCCLX_BACKEND_HIP
@@ -335,24 +354,11 @@ inline allocation_range find_allocation(const void* p) {
   check(hipMemGetAddressRange(&base, &r.size, const_cast<void*>(p)), "hipMemGetAddressRange");
   r.base = base;
 #  else
-  // The runtime has no address-range query; take the driver's cuMemGetAddressRange through the
-  // runtime's entry-point lookup (no link against libcuda). Its ABI: CUresult (an int-sized enum,
-  // 0 = success) f(CUdeviceptr* base, size_t* size, CUdeviceptr p), CUdeviceptr = unsigned long long.
+  // The runtime has no address-range query; take the driver's cuMemGetAddressRange. Its ABI:
+  // CUresult (an int-sized enum, 0 = success) f(CUdeviceptr* base, size_t* size, CUdeviceptr p),
+  // CUdeviceptr = unsigned long long.
   using get_range_fn = int (*)(unsigned long long*, std::size_t*, unsigned long long);
-  static get_range_fn fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-#    if defined(CUDART_VERSION) && CUDART_VERSION >= 12050
-    check(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault, &q),
-          "cudaGetDriverEntryPointByVersion(cuMemGetAddressRange)");
-#    else
-    check(cudaGetDriverEntryPoint("cuMemGetAddressRange", &f, cudaEnableDefault, &q),
-          "cudaGetDriverEntryPoint(cuMemGetAddressRange)");
-#    endif
-    if (!f || q != cudaDriverEntryPointSuccess)
-      throw error(errc::runtime, "cuMemGetAddressRange is not available from the CUDA driver");
-    return reinterpret_cast<get_range_fn>(f);
-  }();
+  static get_range_fn fn = reinterpret_cast<get_range_fn>(detail::driver_entry_point("cuMemGetAddressRange"));
   unsigned long long base = 0;
   const int res = fn(&base, &r.size, reinterpret_cast<unsigned long long>(p));
   if (res != 0)
@@ -361,6 +367,27 @@ inline allocation_range find_allocation(const void* p) {
   r.base = reinterpret_cast<void*>(base);
 #  endif
   return r;
+}
+
+// The runtime's identity of the allocation that contains `p` (CUDA: CU_POINTER_ATTRIBUTE_BUFFER_ID,
+// unique in the process and never reused; HIP: HIP_POINTER_ATTRIBUTE_BUFFER_ID), so that a freed
+// allocation whose address range comes back with a new one is told apart from it. 0 when the runtime
+// gives none for this memory.
+inline std::uint64_t allocation_id(const void* p) {
+  unsigned long long id = 0;
+#  if RCCLX_BACKEND_HIP
+  if (hipPointerGetAttribute(&id, HIP_POINTER_ATTRIBUTE_BUFFER_ID, reinterpret_cast<hipDeviceptr_t>(const_cast<void*>(p))) !=
+      hipSuccess) {
+    (void)hipGetLastError();
+    id = 0;
+  }
+#  else
+  // CUresult f(void* data, CUpointer_attribute attribute, CUdeviceptr p); CU_POINTER_ATTRIBUTE_BUFFER_ID = 7.
+  using get_attribute_fn = int (*)(void*, int, unsigned long long);
+  static get_attribute_fn fn = reinterpret_cast<get_attribute_fn>(detail::driver_entry_point("cuPointerGetAttribute"));
+  if (fn(&id, 7, reinterpret_cast<unsigned long long>(p)) != 0) id = 0;
+#  endif
+  return static_cast<std::uint64_t>(id);
 }
 
 inline ipc_handle ipc_get_handle(void* base) {

@@ -13,6 +13,12 @@
 // and read and write device memory (host memory on the host backend). Ranks must call them in the
 // same order. A failure is reported as the engine reports it (an rcclx::error from the adapters;
 // MPI's default error handler aborts the job).
+//
+// Registration (registration.hpp): an engine that moves registered memory faster (NCCL / RCCL:
+// ncclCommRegister, no staging copy through its own buffers) says so with registers_buffers() and
+// registers the allocation holding a buffer through an LRU cache keyed on the allocation, so
+// repeated calls on the same memory register nothing. The default engine registers nothing (the MPI
+// adapter: host memory; a GPU-aware MPI registers device memory in its own cache).
 #pragma once
 
 #include <cstddef>
@@ -20,6 +26,7 @@
 #include "../config.hpp"
 #include "../core/error.hpp"
 #include "../gpu/runtime.hpp"
+#include "registration.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace multinode {
@@ -52,6 +59,23 @@ class engine {
   virtual void allgather(const void* in, void* out, std::size_t bytes, gpu::stream_t stream) = 0;
   // Short name for error messages ("mpi", "nccl", "rccl", ...).
   virtual const char* name() const = 0;
+
+  // Whether register_buffer registers anything with this engine.
+  virtual bool registers_buffers() const { return false; }
+  // Registers the allocation holding [p, p + bytes) (or finds it registered: a hit costs a lookup),
+  // pinned while the result lives; empty when the engine registers nothing. NCCL's rule: in one
+  // operation either every rank passes registered buffers or none does.
+  virtual registration register_buffer(void* p, std::size_t bytes) {
+    (void)p;
+    (void)bytes;
+    return {};
+  }
+  // Deregisters now the unpinned registrations of the allocation holding p: call it before freeing
+  // memory this engine registered (a registration outlives its use; freed memory must not stay
+  // registered, whose range a new allocation may take).
+  virtual void forget_buffer(const void* p) { (void)p; }
+  // Registrations made (opens), hits, deregistrations (closes), evictions.
+  virtual registration_stats registrations() const { return {}; }
 };
 
 }  // namespace multinode

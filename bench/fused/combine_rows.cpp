@@ -54,6 +54,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../rcclx_bench/args.hpp"
 #include "../rcclx_bench/timing.hpp"
 
 namespace combine_bench {
@@ -856,22 +857,6 @@ class runner {
   rcclx::gpu::stream_t stream_{};
 };
 
-std::string num(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.6g", v);
-  return buf;
-}
-
-std::string esc(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::vector<row> run(const settings& s, const std::vector<shape>& shapes, void (*print)(const row&)) {
@@ -968,12 +953,12 @@ void write_json_members(std::ostream& f, const std::vector<row>& rows) {
       << ", \"exchange_bytes_per_rank\": " << r.exchange_bytes << ", \"fused_auto_algorithm\": \""
       << r.fused_auto_algo << "\", \"fused_blocks_per_rank\": " << r.fused_blocks
       << ", \"allgather_blocks_per_rank\": " << r.gather_blocks << ", \"timing\": \"" << r.timing
-      << "\", \"fused_flat_us\": " << num(r.fused_flat_us) << ", \"fused_tree_us\": " << num(r.fused_tree_us)
-      << ", \"fused_auto_us\": " << num(r.fused_auto_us) << ", \"unfused_us\": " << num(r.unfused_us)
-      << ", \"floor_us\": " << num(r.floor_us) << ", \"local_us\": " << num(r.local_us)
-      << ", \"speedup\": " << num(r.speedup) << ", \"speedup_best_fused\": " << num(r.speedup_best)
-      << ", \"max_abs_error\": " << num(r.max_err) << ", \"reference_ok\": " << (r.ref_ok ? "true" : "false")
-      << ", \"fused_equals_unfused\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << esc(r.error)
+      << "\", \"fused_flat_us\": " << bench::json_number(r.fused_flat_us) << ", \"fused_tree_us\": " << bench::json_number(r.fused_tree_us)
+      << ", \"fused_auto_us\": " << bench::json_number(r.fused_auto_us) << ", \"unfused_us\": " << bench::json_number(r.unfused_us)
+      << ", \"floor_us\": " << bench::json_number(r.floor_us) << ", \"local_us\": " << bench::json_number(r.local_us)
+      << ", \"speedup\": " << bench::json_number(r.speedup) << ", \"speedup_best_fused\": " << bench::json_number(r.speedup_best)
+      << ", \"max_abs_error\": " << bench::json_number(r.max_err) << ", \"reference_ok\": " << (r.ref_ok ? "true" : "false")
+      << ", \"fused_equals_unfused\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << bench::json_escape(r.error)
       << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   f << "  ]";
@@ -988,10 +973,10 @@ void write_csv(const std::string& path, const std::vector<row>& rows) {
   for (const row& r : rows)
     f << r.kind << ',' << r.shape << ',' << r.batch << ',' << r.vocab << ',' << r.records << ',' << r.exchange_bytes
       << ',' << r.fused_auto_algo << ',' << r.fused_blocks << ',' << r.gather_blocks << ',' << r.timing << ','
-      << num(r.fused_flat_us) << ',' << num(r.fused_tree_us) << ',' << num(r.fused_auto_us) << ','
-      << num(r.unfused_us) << ',' << num(r.floor_us) << ',' << num(r.local_us) << ',' << num(r.speedup) << ','
-      << num(r.speedup_best) << ',' << num(r.max_err) << ',' << (correct(r) ? "ok" : "FAIL") << ",\""
-      << esc(r.error) << "\"\n";
+      << bench::json_number(r.fused_flat_us) << ',' << bench::json_number(r.fused_tree_us) << ',' << bench::json_number(r.fused_auto_us) << ','
+      << bench::json_number(r.unfused_us) << ',' << bench::json_number(r.floor_us) << ',' << bench::json_number(r.local_us) << ',' << bench::json_number(r.speedup) << ','
+      << bench::json_number(r.speedup_best) << ',' << bench::json_number(r.max_err) << ',' << (correct(r) ? "ok" : "FAIL") << ",\""
+      << bench::json_escape(r.error) << "\"\n";
 }
 
 }  // namespace combine_bench

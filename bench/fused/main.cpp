@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "../../examples/04_gemm_allreduce/gemm_allreduce.hpp"
+#include "../rcclx_bench/args.hpp"
 #include "../rcclx_bench/timing.hpp"
 #include "combine_rows.hpp"
 
@@ -704,29 +705,14 @@ std::vector<acceptance> evaluate(const std::vector<row>& rows, const std::vector
   return all;
 }
 
-std::string num(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.6g", v);
-  return buf;
-}
-
-std::string esc(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out;
-}
 
 void write_json(const options& o, const std::vector<row>& rows, const std::vector<combine_bench::row>& combines,
                 const std::vector<acceptance>& acc) {
   std::ofstream f(o.json);
   if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + o.json);
-  f << "{\n  \"tool\": \"rcclx-bench-fused\",\n  \"command\": \"" << esc(o.command) << "\",\n  \"backend\": \""
+  f << "{\n  \"tool\": \"rcclx-bench-fused\",\n  \"command\": \"" << bench::json_escape(o.command) << "\",\n  \"backend\": \""
     << (on_host ? "host" : (rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip")) << "\",\n  \"device\": \""
-    << esc(bench::device_name()) << "\",\n  \"arch\": \"" << rcclx::gpu::to_string(rcclx::gpu::current_arch())
+    << bench::json_escape(bench::device_name()) << "\",\n  \"arch\": \"" << rcclx::gpu::to_string(rcclx::gpu::current_arch())
     << "\",\n  \"num_ranks\": " << o.num_ranks << ",\n  \"iters\": " << o.timing.iters
     << ",\n  \"calls_per_graph\": " << o.timing.calls_per_graph << ",\n";
   f << "  \"definitions\": {\n"
@@ -745,23 +731,23 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
     f << "    {\"kind\": \"" << r.kind << "\", \"shape\": \"" << r.shape << "\", \"tokens\": " << r.tokens
       << ", \"hidden\": " << r.hidden << ", \"bytes_per_rank\": " << r.bytes << ", \"output\": \"" << r.out
       << "\", \"fused_auto_algorithm\": \"" << r.fused_auto_algo << "\", \"fused_blocks_per_rank\": " << r.fused_blocks << ", \"fused_kernel\": \"" << r.fused_kernel << "\", \"unfused_gemm_blocks_per_rank\": " << r.unfused_blocks << ", \"fused_split\": " << r.split
-      << ", \"timing\": \"" << r.timing << "\", \"fused_flat_us\": " << num(r.fused_flat_us)
-      << ", \"fused_tree_us\": " << num(r.fused_tree_us) << ", \"fused_auto_us\": " << num(r.fused_auto_us)
-      << ", \"unfused_flat_us\": " << num(r.unfused_flat_us) << ", \"unfused_tree_us\": " << num(r.unfused_tree_us)
-      << ", \"unfused_best_us\": " << num(r.unfused_best_us) << ", \"unfused_best_algorithm\": \"" << r.unfused_best_algo
-      << "\", \"first_kernel_us\": " << num(r.first_kernel_us) << ", \"speedup\": " << num(r.speedup)
-      << ", \"speedup_best_fused\": " << num(r.speedup_best)
-      << ", \"max_abs_error\": " << num(r.max_err) << ", \"within_tolerance\": " << (r.tol_ok ? "true" : "false")
-      << ", \"fused_equals_unfused\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << esc(r.error) << "\"}"
+      << ", \"timing\": \"" << r.timing << "\", \"fused_flat_us\": " << bench::json_number(r.fused_flat_us)
+      << ", \"fused_tree_us\": " << bench::json_number(r.fused_tree_us) << ", \"fused_auto_us\": " << bench::json_number(r.fused_auto_us)
+      << ", \"unfused_flat_us\": " << bench::json_number(r.unfused_flat_us) << ", \"unfused_tree_us\": " << bench::json_number(r.unfused_tree_us)
+      << ", \"unfused_best_us\": " << bench::json_number(r.unfused_best_us) << ", \"unfused_best_algorithm\": \"" << r.unfused_best_algo
+      << "\", \"first_kernel_us\": " << bench::json_number(r.first_kernel_us) << ", \"speedup\": " << bench::json_number(r.speedup)
+      << ", \"speedup_best_fused\": " << bench::json_number(r.speedup_best)
+      << ", \"max_abs_error\": " << bench::json_number(r.max_err) << ", \"within_tolerance\": " << (r.tol_ok ? "true" : "false")
+      << ", \"fused_equals_unfused\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << bench::json_escape(r.error) << "\"}"
       << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   f << "  ],\n";
   combine_bench::write_json_members(f, combines);
   f << ",\n  \"acceptance\": [\n";
   for (std::size_t i = 0; i < acc.size(); ++i)
-    f << "    {\"name\": \"" << acc[i].name << "\", \"target\": \"" << esc(acc[i].target) << "\", \"evaluated\": "
+    f << "    {\"name\": \"" << acc[i].name << "\", \"target\": \"" << bench::json_escape(acc[i].target) << "\", \"evaluated\": "
       << (acc[i].evaluated ? "true" : "false") << ", \"pass\": " << (acc[i].evaluated && acc[i].pass ? "true" : "false")
-      << ", \"result\": \"" << esc(acc[i].result) << "\"}" << (i + 1 < acc.size() ? "," : "") << "\n";
+      << ", \"result\": \"" << bench::json_escape(acc[i].result) << "\"}" << (i + 1 < acc.size() ? "," : "") << "\n";
   f << "  ]\n}\n";
 }
 
@@ -773,11 +759,11 @@ void write_csv(const std::string& path, const std::vector<row>& rows) {
        "first_kernel_us,speedup,speedup_best_fused,max_abs_error,ok,error\n";
   for (const row& r : rows)
     f << r.kind << ',' << r.shape << ',' << r.tokens << ',' << r.hidden << ',' << r.bytes << ',' << r.out << ','
-      << r.fused_auto_algo << ',' << r.fused_blocks << ',' << r.fused_kernel << ',' << r.timing << ',' << num(r.fused_flat_us) << ','
-      << num(r.fused_tree_us) << ',' << num(r.fused_auto_us) << ',' << num(r.unfused_flat_us) << ','
-      << num(r.unfused_tree_us) << ',' << num(r.unfused_best_us) << ',' << r.unfused_best_algo << ','
-      << num(r.first_kernel_us) << ',' << num(r.speedup) << ',' << num(r.speedup_best) << ',' << num(r.max_err) << ','
-      << (r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL") << ",\"" << esc(r.error) << "\"\n";
+      << r.fused_auto_algo << ',' << r.fused_blocks << ',' << r.fused_kernel << ',' << r.timing << ',' << bench::json_number(r.fused_flat_us) << ','
+      << bench::json_number(r.fused_tree_us) << ',' << bench::json_number(r.fused_auto_us) << ',' << bench::json_number(r.unfused_flat_us) << ','
+      << bench::json_number(r.unfused_tree_us) << ',' << bench::json_number(r.unfused_best_us) << ',' << r.unfused_best_algo << ','
+      << bench::json_number(r.first_kernel_us) << ',' << bench::json_number(r.speedup) << ',' << bench::json_number(r.speedup_best) << ',' << bench::json_number(r.max_err) << ','
+      << (r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL") << ",\"" << bench::json_escape(r.error) << "\"\n";
 }
 
 }  // namespace

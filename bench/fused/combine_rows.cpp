@@ -572,6 +572,18 @@ class runner {
     return us;
   }
 
+  // The timings every combine row has: fused flat and tree, the automatic one of the two, unfused,
+  // and the floor (the AllGather of `words` per rank on `blocks` blocks alone).
+  template <class FF, class FT, class U>
+  void time_row(bench::timing_mode mode, algorithm automatic, FF&& fused_flat, FT&& fused_tree, U&& unfused,
+                std::size_t words, int blocks, row& r, bool& fell_back) {
+    r.fused_flat_us = time(mode, fused_flat, fell_back);
+    r.fused_tree_us = time(mode, fused_tree, fell_back);
+    r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
+    r.unfused_us = time(mode, unfused, fell_back);
+    r.floor_us = time(mode, [&](rcclx::gpu::stream_t st) { gather(words, blocks, st); }, fell_back);
+  }
+
   // Every rank's output bytes (out_[r], `bytes`) after `f`, from poisoned outputs.
   template <class F>
   std::vector<std::vector<unsigned char>> outputs_after(F&& f, std::size_t bytes) {
@@ -668,11 +680,7 @@ class runner {
     r.identical = all_identical(got_flat, got_tree, got_unfused);
     check_attention(parts, got_flat[0], o_bytes, r);
     bool fell_back = false;
-    r.fused_flat_us = time(mode, fused_flat, fell_back);
-    r.fused_tree_us = time(mode, fused_tree, fell_back);
-    r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
-    r.unfused_us = time(mode, unfused, fell_back);
-    r.floor_us = time(mode, [&](rcclx::gpu::stream_t st) { gather(words, gb, st); }, fell_back);
+    time_row(mode, automatic, fused_flat, fused_tree, unfused, words, gb, r, fell_back);
     if (fell_back) r.timing = "events*";
   }
 
@@ -807,11 +815,7 @@ class runner {
     check_vocab<Op>(all, rows, V, got_flat[0], r);
     upload(random);
     bool fell_back = false;
-    r.fused_flat_us = time(mode, fused_flat, fell_back);
-    r.fused_tree_us = time(mode, fused_tree, fell_back);
-    r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
-    r.unfused_us = time(mode, unfused, fell_back);
-    r.floor_us = time(mode, [&](rcclx::gpu::stream_t st) { gather(words, gb, st); }, fell_back);
+    time_row(mode, automatic, fused_flat, fused_tree, unfused, words, gb, r, fell_back);
     r.local_us = time(mode, local, fell_back);
     if (fell_back) r.timing = "events*";
   }

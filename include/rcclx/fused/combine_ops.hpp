@@ -142,7 +142,8 @@ struct lse_merge {
   // Slice j of r's O by one 16-byte load (r may be in any memory: a generic access).
   RCCLX_HOST_DEVICE static piece piece_of(const record& r, int j) {
 #if RCCLX_DEVICE_COMPILE
-    return gpu::bit_cast<piece>(*reinterpret_cast<const gpu::vec16*>(r.o + j * slice_elems));
+    const gpu::vec16 v = *reinterpret_cast<const gpu::vec16*>(r.o + j * slice_elems);  // one 16-byte load
+    return gpu::bit_cast<piece>(v);  // (a bit_cast of the memory itself would copy it byte by byte)
 #else
     piece x;
     std::memcpy(&x, r.o + j * slice_elems, sizeof(x));

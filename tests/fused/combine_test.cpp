@@ -4,10 +4,13 @@
 // not be read); argmax, top-k and softmax statistics over a vocabulary split unevenly over the
 // ranks, against a float64 scan of the whole vocabulary (ties, NaN, -inf, shards smaller than K).
 // Ranks 2..8, tiles that do not divide the records, ranks bit-identical, flat == tree ==
-// automatic, reduce_slices == reduce (lse_merge, a thread per slice); a rank that never arrives;
+// automatic, reduce_slices == reduce (lse_merge, a thread per slice), reduce_entries == reduce
+// (topk, a thread per entry; place_among against the merge with ties across ranks); a rank that
+// never arrives;
 // the host-side checks.
 #include <rcclx/fused/combine.hpp>
 #include <rcclx/fused/combine_ops.hpp>
+#include <rcclx/gpu/shared.hpp>
 #include <rcclx/testing/emulated_world.hpp>
 #include <rcclx/testing/launch.hpp>
 
@@ -17,6 +20,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../support/bits.hpp"
@@ -381,7 +385,9 @@ struct scan<fz::softmax_stats> {
   }
 };
 
-template <class Op, algorithm Algo>
+// Entries: 0 reduce; the selection combine's reduce_entries (a thread per entry of every rank's
+// list) 1 without storage, 2 with the lists staged in the block's shared memory.
+template <class Op, algorithm Algo, int Entries = 0>
 struct sampling_kernel {
   using rec = typename Op::record;
   const rcclx::core::peer_table<rec, max_r>* tables;
@@ -402,8 +408,18 @@ struct sampling_kernel {
     }
     rec* o = out[ix.rank];
     bool ok = true;
-    for (int t = ix.block; t < c.num_tiles() && ok; t += ix.num_blocks)
-      ok = c.reduce(g, t, [&](std::size_t i, const rec& r) { o[i] = r; });
+    for (int t = ix.block; t < c.num_tiles() && ok; t += ix.num_blocks) {
+      if constexpr (Entries != 0) {
+        const auto sink = [&](std::size_t i, int place, const typename Op::entry& e) {
+          o[i].value[place] = e.value;
+          o[i].index[place] = e.index;
+        };
+        if constexpr (Entries == 1) ok = c.reduce_entries(g, t, sink);
+        else ok = c.reduce_entries(g, t, rcclx::gpu::block_shared<fz::entries_storage<Op, max_r>, struct entries_tag>(), sink);
+      } else {
+        ok = c.reduce(g, t, [&](std::size_t i, const rec& r) { o[i] = r; });
+      }
+    }
     c.finish(g, ix.num_blocks);
   }
 };
@@ -420,10 +436,10 @@ std::vector<float> make_logits(std::size_t rows, std::size_t vocab, std::uint64_
   return x;
 }
 
-template <class Op, algorithm Algo>
+template <class Op, algorithm Algo, int Entries = 0>
 std::vector<std::vector<typename Op::record>> run_sampling(int n, const std::vector<float>& logits, std::size_t rows,
                                                            std::size_t vocab, std::size_t tile, int blocks) {
-  using kernel = sampling_kernel<Op, Algo>;
+  using kernel = sampling_kernel<Op, Algo, Entries>;
   using rec = typename Op::record;
   using c_t = fz::combine<rec, Op, max_r, algorithm::tree>;
   const fz::tile_slots slots{0, 40};
@@ -499,6 +515,18 @@ void topk_case(int n, const std::vector<float>& x, std::size_t rows, std::size_t
     }
   }
   require_algorithms_agree<fz::topk<K>>(n, x, rows, vocab, tile, flat);
+  // reduce_entries (a thread per entry): the same bits as reduce, flat and tree, other grids.
+  const int blocks = on_host ? 2 : 3;
+  for (const int mode : {1, 2}) {
+    CAPTURE(mode);
+    const auto run = [&](auto algo) {
+      constexpr algorithm a = decltype(algo)::value;
+      return mode == 1 ? run_sampling<fz::topk<K>, a, 1>(n, x, rows, vocab, tile, blocks)
+                       : run_sampling<fz::topk<K>, a, 2>(n, x, rows, vocab, tile, blocks);
+    };
+    require_identical(run(std::integral_constant<algorithm, algorithm::flat>{}), flat[0]);
+    require_identical(run(std::integral_constant<algorithm, algorithm::tree>{}), flat[0]);
+  }
 }
 
 }  // namespace
@@ -608,6 +636,71 @@ TEST_CASE("fused combine: argmax, top-k and softmax statistics over a split voca
       }
       require_algorithms_agree<fz::softmax_stats>(n, x, rows, vocab, tile, flat);
     }
+  }
+}
+
+// place_among and merge_entries against the rank-order merge (topk::fold), on the host: lists with entries tied
+// across ranks (the same value and index on several ranks: only the lower rank's is kept), empty
+// padding on every rank, NaN, +0 / -0 and -inf. Places are checked to be distinct, and the entries
+// placed below K to be, bit for bit, the merge's.
+template <int K>
+void place_among_case(int n, std::uint64_t seed) {
+  using op = fz::topk<K>;
+  using entry = typename op::entry;
+  std::vector<typename op::record> lists(n, op::empty());
+  const float pool[] = {NAN, 3.0f, 1.5f, 0.0f, -0.0f, -1.0f, -INFINITY};
+  for (int r = 0; r < n; ++r) {
+    const int count = static_cast<int>(mix(seed + r) % (K + 1));  // 0..K real entries, empties after
+    for (int c = 0; c < count; ++c) {
+      const std::uint64_t h = mix(seed ^ (static_cast<std::uint64_t>(r) << 20) ^ c);
+      float v = pool[h % 7];
+      if (std::isnan(v) && h % 3 == 0) v = -NAN;  // another NaN's bits
+      op::push(lists[r], v, static_cast<std::uint32_t>((h >> 8) % 12));  // a few indices: ties across ranks
+    }
+  }
+  auto want = lists[0];
+  for (int r = 1; r < n; ++r) op{}.fold(want, lists[r]);
+  typename op::record got = op::empty();
+  std::vector<int> places;
+  for (int r = 0; r < n; ++r)
+    for (int p = 0; p < K; ++p) {
+      const entry e = op{}.load_entry(lists[r], p);
+      const int place = fz::place_among<op, max_r>(op{}, e, r, p, n, [&](int s) -> const auto& { return lists[s]; });
+      if (place >= K) continue;
+      places.push_back(place);
+      op{}.store_entry(got, place, e);
+    }
+  std::sort(places.begin(), places.end());
+  REQUIRE(places.size() == static_cast<std::size_t>(K));
+  for (int p = 0; p < K; ++p) REQUIRE(places[p] == p);
+  REQUIRE(std::memcmp(&got, &want, sizeof(got)) == 0);
+  // merge_entries (the lists staged, binary searches): the same places.
+  static fz::entries_storage<op, max_r> st;
+  typename op::record staged = op::empty();
+  places.clear();
+  fz::merge_entries<op, max_r>(rcclx::gpu::thread_group{}, op{}, n, st, [&](int s) -> const auto& { return lists[s]; },
+                               [&](int place, const entry& e) {
+                                 places.push_back(place);
+                                 op{}.store_entry(staged, place, e);
+                               });
+  std::sort(places.begin(), places.end());
+  REQUIRE(places.size() == static_cast<std::size_t>(K));
+  for (int p = 0; p < K; ++p) REQUIRE(places[p] == p);
+  REQUIRE(std::memcmp(&staged, &want, sizeof(staged)) == 0);
+}
+
+TEST_CASE("fused combine: place_among and merge_entries give the rank-order merge's bits (ties across ranks)",
+          "[fused][combine]") {
+  const int trials = rcclx_test::scaled(200);
+  for (int t = 0; t < trials; ++t) {
+    const int n = 1 + t % max_r;
+    CAPTURE(t, n);
+    place_among_case<1>(n, 0x1000 + t);
+    place_among_case<7>(n, 0x2000 + t);
+    place_among_case<8>(n, 0x3000 + t);
+    place_among_case<9>(n, 0x4000 + t);
+    place_among_case<50>(n, 0x5000 + t);
+    place_among_case<64>(n, 0x6000 + t);
   }
 }
 

@@ -38,6 +38,24 @@
 //   };
 // A thread loads the slice of up to 8 ranks at once (all in flight), then folds them in order.
 //
+// A selection combine (topk) keeps the first `entries` entries of the ranks' sorted lists:
+// reduce_entries() gives every entry of every rank's list a thread, which finds the entry's place
+// in the result by counting the entries of the other lists that come before it, and hands
+// `sink(i, place, entry)` the entries whose place is below `entries`: each place of each record
+// exactly once. With storage the group shares (entries_storage: a block's shared memory), the
+// lists are staged there first and searched there (merge_entries); without, searched where they
+// are (place_among). The same bits as reduce() when the fold is a rank-order merge that keeps the
+// lower rank's entry on a tie (topk::merge):
+//   struct my_selection {                                              // the three above, and
+//     static constexpr int entries = ...;                              // entries of a record's list
+//     struct entry { ... };
+//     RCCLX_HOST_DEVICE entry load_entry(const record& r, int p) const;             // entry p of r
+//     RCCLX_HOST_DEVICE void store_entry(record& r, int p, const entry& e) const;   // tree: publish
+//     RCCLX_HOST_DEVICE static bool before(const entry& a, const entry& b);         // strict order
+//   };
+// A record's list must be sorted by before() (ties in any order); the result is sorted by (entry,
+// rank, position).
+//
 // Algorithms (Algo), as fused::tile_allreduce (the protocol is its own: this class runs on one):
 //   flat: every rank folds every tile from all N buffers. Per tile: N-1 flag stores, N-1 polls, N
 //         tile reads (N-1 from peers). One step; the decode-size choice.
@@ -85,7 +103,157 @@ struct is_sliced_combine : std::false_type {};
 template <class Combine>
 struct is_sliced_combine<Combine, std::void_t<decltype(Combine::slices), typename Combine::slice>>
     : std::true_type {};
+
+// Is Combine a selection (combine::reduce_entries)? It declares `entries` and `entry`.
+template <class Combine, class = void>
+struct is_selection_combine : std::false_type {};
+template <class Combine>
+struct is_selection_combine<Combine, std::void_t<decltype(Combine::entries), typename Combine::entry>>
+    : std::true_type {};
 }  // namespace detail
+
+// The place in a selection combine's result of entry `e`, entry p of rank r's list, among the
+// lists of ranks 0..n-1 (`list(s)`: rank s's record, in any memory): p plus, for every other rank
+// s, the entries of s's list that come before e in the order (entry, rank, position) (rank s < r:
+// the entries before or tied with e; s > r: those strictly before). Places are distinct, and the
+// first Combine::entries of them are those of the merged result. What reduce_entries runs, for an
+// unfused merge that wants the same bits. A sorted list of K entries is searched in two rounds of
+// loads: the last entry of every 8 (which 8 holds the boundary), then those 8; the lists of up to
+// 4 ranks at a time, all their loads in flight together. Stops counting at Combine::entries.
+template <class Combine, int MaxRanks, class Lists>
+RCCLX_HOST_DEVICE int place_among(const Combine& op, const typename Combine::entry& e, int r, int p, int n,
+                                  const Lists& list) {
+  using entry = typename Combine::entry;
+  constexpr int k = Combine::entries, span = 8, buckets = (k + span - 1) / span;
+  constexpr int batch = MaxRanks < 4 ? MaxRanks : 4;
+  static_assert(k >= 1, "rcclx::fused::place_among: Combine::entries must be positive");
+  int place = p;
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+  for (int s0 = 0; s0 < MaxRanks; s0 += batch) {
+    if (s0 >= n || place >= k) break;
+    const auto precedes = [&](const entry& x, int s) { return s < r ? !Combine::before(e, x) : Combine::before(x, e); };
+    int whole[batch];  // buckets of rank s0 + b entirely before e
+    {
+      entry last[batch][buckets];
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int b = 0; b < batch; ++b)
+        if (s0 + b < n && s0 + b != r)
+          for (int c = 0; c < buckets; ++c)
+            last[b][c] = op.load_entry(list(s0 + b), c * span + span - 1 < k ? c * span + span - 1 : k - 1);
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int b = 0; b < batch; ++b) {
+        whole[b] = 0;
+        if (s0 + b < n && s0 + b != r)
+          for (int c = 0; c < buckets; ++c) whole[b] += precedes(last[b][c], s0 + b);
+      }
+    }
+    entry in[batch][span];
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int b = 0; b < batch; ++b)
+      if (s0 + b < n && s0 + b != r && whole[b] < buckets)
+        for (int q = 0; q < span; ++q)
+          if (whole[b] * span + q < k) in[b][q] = op.load_entry(list(s0 + b), whole[b] * span + q);
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int b = 0; b < batch; ++b) {
+      if (s0 + b >= n || s0 + b == r) continue;
+      if (whole[b] == buckets) {
+        place += k;
+        continue;
+      }
+      int count = whole[b] * span;
+      for (int q = 0; q < span; ++q) count += whole[b] * span + q < k && precedes(in[b][q], s0 + b);
+      place += count;
+    }
+  }
+  return place;
+}
+
+// Where a group stages the lists of one record for merge_entries / combine::reduce_entries: every
+// rank's K entries (MaxRanks x K entries: 4 KiB for topk<64> on 8 ranks). Memory the group
+// shares, e.g. a block's `rcclx::gpu::block_shared<entries_storage<...>, struct my_tag>()`.
+template <class Combine, int MaxRanks>
+struct entries_storage {
+  typename Combine::entry list[MaxRanks][Combine::entries];
+};
+
+namespace detail {
+// Entries of a sorted list of K before e (s < r: before or tied; s > r: strictly before): a binary
+// search with a fixed trip count (log2 K + 1 steps).
+template <class Combine>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int count_before(const typename Combine::entry (&list)[Combine::entries],
+                                                     const typename Combine::entry& e, bool tied_too) {
+  constexpr int k = Combine::entries;
+  int step = 1;
+  while (step * 2 <= k) step *= 2;
+  int count = 0;
+  for (; step > 0; step /= 2)
+    if (count + step <= k) {
+      const typename Combine::entry& x = list[count + step - 1];
+      if (tied_too ? !Combine::before(e, x) : Combine::before(x, e)) count += step;
+    }
+  return count;
+}
+}  // namespace detail
+
+// Group-collective: the selection of ranks 0..n-1's sorted lists (`list(s)`: rank s's record, in
+// any memory) with the lists staged in `st` (one coalesced pass: a thread per entry), then every
+// entry that can be in the result placed by its own thread by binary searches in the staged lists
+// (the order and the places of place_among): `sink(place, entry)` once per place below
+// Combine::entries, by the thread that placed it. Which entries can: with q = ceil(K / n) - 1, every
+// rank's entries 0..q come at or before the worst of the ranks' entries q (tau), so the n (q + 1)
+// >= K of them leave no place for an entry after tau: those are skipped after one comparison
+// (random lists: some K + n of the n K entries are searched). Entries are taken position-major
+// (position 0 of every rank first), so the ones searched sit in the first threads. Starts with a
+// group sync (a previous use of `st` is done); the group must share `st`. What
+// reduce_entries(g, tile, st, sink) runs per record, for an unfused merge that wants its bits.
+template <class Combine, int MaxRanks, class Group, class Lists, class Sink>
+RCCLX_HOST_DEVICE void merge_entries(const Group& g, const Combine& op, int n, entries_storage<Combine, MaxRanks>& st,
+                                     const Lists& list, Sink&& sink) {
+  using entry = typename Combine::entry;
+  constexpr int k = Combine::entries;
+  const int items = n * k;
+  g.sync();
+  for (int x = g.thread_rank(); x < items; x += g.size()) st.list[x / k][x % k] = op.load_entry(list(x / k), x % k);
+  g.sync();
+  // (a, ra, pa) after (b, rb, pb) in the order (entry, rank, position)?
+  const auto after = [](const entry& a, int ra, int pa, const entry& b, int rb, int pb) {
+    if (Combine::before(b, a)) return true;
+    if (Combine::before(a, b)) return false;
+    return ra != rb ? ra > rb : pa > pb;
+  };
+  const int q = (k + n - 1) / n - 1;
+  int tr = 0;  // tau = (st.list[tr][q], tr, q)
+  for (int s = 1; s < n; ++s)
+    if (after(st.list[s][q], s, q, st.list[tr][q], tr, q)) tr = s;
+  const entry tau = st.list[tr][q];
+  for (int x = g.thread_rank(); x < items; x += g.size()) {
+    const int r = x % n, p = x / n;
+    const entry e = st.list[r][p];
+    if (after(e, r, p, tau, tr, q)) continue;
+    int place = p;
+#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_CUDA
+    // Unrolled: the ranks' searches interleave. (Not for HIP: clang 15's register allocator crashes
+    // on the unrolled searches in a kernel with a large shared-memory scan, rcclx-bench-fused's.)
+#  pragma unroll
+    for (int s = 0; s < MaxRanks; ++s)
+      if (s < n && s != r) place += detail::count_before<Combine>(st.list[s], e, s < r);
+#else
+    for (int s = 0; s < n; ++s)
+      if (s != r) place += detail::count_before<Combine>(st.list[s], e, s < r);
+#endif
+    if (place < k) sink(place, e);
+  }
+}
 
 template <class Record, class Combine, int MaxRanks = max_ranks, algorithm Algo = algorithm::flat>
 class combine {
@@ -241,6 +409,40 @@ class combine {
     return true;
   }
 
+  // Group-collective: reduce() for a selection Combine (topk), a thread per entry of every rank's
+  // list: entry `place` of record i's result handed to `sink(i, place, entry)` (i = the record's
+  // index in the call, place in [0, Combine::entries)), exactly once, by the thread that placed or
+  // read it. Every rank's lists must be sorted (Combine::before). The same bits as reduce().
+  //   reduce_entries(g, tile, st, sink): the group stages a record's lists in `st` (memory it
+  //     shares: entries_storage, e.g. a block's shared memory), then places them there
+  //     (merge_entries), a record at a time. The fast one.
+  //   reduce_entries(g, tile, sink): no storage; thread k takes the tile's items k, k + size, ...,
+  //     item (i, rank, p) in that nesting, and searches the lists where they are (place_among).
+  // Tree: the owner stores each placed entry into its published result (store_entry), the others
+  // read them (load_entry). False if a wait expired (the error is recorded): the sink was not called.
+  template <class Group, class Sink>
+  RCCLX_HOST_DEVICE bool reduce_entries(const Group& g, int tile, Sink&& sink) const {
+    return select(g, tile, sink, [&](std::size_t i, const auto& place_sink) {
+      constexpr std::size_t k = static_cast<std::size_t>(Combine::entries);
+      const std::size_t per_record = k * static_cast<std::size_t>(num_ranks());
+      const auto list = [&](int s) -> const Record& { return input_of(s, tile)[i]; };
+      for (std::size_t x = static_cast<std::size_t>(g.thread_rank()); x < per_record; x += static_cast<std::size_t>(g.size())) {
+        const int r = static_cast<int>(x / k), p = static_cast<int>(x % k);
+        const typename Combine::entry e = op_.load_entry(list(r), p);
+        const int place = place_among<Combine, MaxRanks>(op_, e, r, p, num_ranks(), list);
+        if (place < static_cast<int>(k)) place_sink(place, e);
+      }
+    });
+  }
+  template <class Group, class Sink>
+  RCCLX_HOST_DEVICE bool reduce_entries(const Group& g, int tile, entries_storage<Combine, MaxRanks>& st,
+                                        Sink&& sink) const {
+    return select(g, tile, sink, [&](std::size_t i, const auto& place_sink) {
+      merge_entries<Combine, MaxRanks>(g, op_, num_ranks(), st,
+                                       [&](int s) -> const Record& { return input_of(s, tile)[i]; }, place_sink);
+    });
+  }
+
   // Group-collective, once per block per call (see tile_allreduce::finish).
   template <class Group>
   RCCLX_HOST_DEVICE void finish(const Group& g, int num_blocks) const {
@@ -310,6 +512,36 @@ class combine {
 #endif
     for (int k = 0; k < Batch; ++k)
       if (p0 + k < n) s[k] = op_.load_slice(input_of(p0 + k, tile)[i], j);
+  }
+
+  // reduce_entries' protocol around `merge(i, place_sink)`, which calls place_sink(place, entry)
+  // for every place of record i of the tile (group-collective, once per record).
+  template <class Group, class Sink, class Merge>
+  RCCLX_HOST_DEVICE bool select(const Group& g, int tile, Sink& sink, const Merge& merge) const {
+    static_assert(detail::is_selection_combine<Combine>::value,
+                  "rcclx::fused::combine::reduce_entries: Combine is not a selection (no `entries` and `entry`; use "
+                  "reduce)");
+    constexpr std::size_t k = static_cast<std::size_t>(Combine::entries);
+    const std::size_t recs = records_in(tile), first = static_cast<std::size_t>(tile) * tile_records_;
+    if (w_.owns(tile)) {  // flat: every rank; tree: the owner
+      if (!w_.wait_inputs(g, tile)) return false;
+      Record* res = w_.resolved() == algorithm::tree ? results_of(rank(), tile) : nullptr;
+      for (std::size_t i = 0; i < recs; ++i)
+        merge(i, [&](int place, const typename Combine::entry& e) {
+          if (res) op_.store_entry(res[i], place, e);
+          sink(first + i, place, e);
+        });
+      if (res) w_.publish_result(g, tile);
+      return true;
+    }
+    if (!w_.wait_result(g, tile)) return false;
+    const Record* res = results_of(owner(tile), tile);
+    for (std::size_t x = static_cast<std::size_t>(g.thread_rank()); x < recs * k; x += static_cast<std::size_t>(g.size())) {
+      const std::size_t i = x / k;
+      const int place = static_cast<int>(x % k);
+      sink(first + i, place, op_.load_entry(res[i], place));
+    }
+    return true;
   }
 
   words w_;

@@ -213,7 +213,9 @@ struct argmax {
 
 // The K best (value, index) pairs, sorted best first (the order above). K in [1, 64]. A rank's
 // record is its own K best (fewer real entries padded with empty ones, as empty() is); the result
-// is the K best of all ranks. No arithmetic: the merge only compares.
+// is the K best of all ranks. No arithmetic: the merge only compares. A selection combine:
+// combine::reduce_entries places every entry by its own thread (the same bits as reduce, whose one
+// thread per record merges K entries per rank in turn).
 template <int K>
 struct topk {
   static_assert(K >= 1 && K <= 64, "rcclx::fused::topk: K must be in [1, 64]");
@@ -259,6 +261,17 @@ struct topk {
     }
     return r;
   }
+
+  // A selection (combine::reduce_entries: a thread per entry of every rank's list instead of one
+  // merging whole lists). An entry is an argmax record.
+  static constexpr int entries = K;
+  using entry = argmax::record;
+  RCCLX_HOST_DEVICE entry load_entry(const record& r, int p) const { return {r.value[p], r.index[p]}; }
+  RCCLX_HOST_DEVICE void store_entry(record& r, int p, const entry& e) const {
+    r.value[p] = e.value;
+    r.index[p] = e.index;
+  }
+  RCCLX_HOST_DEVICE static constexpr bool before(const entry& a, const entry& b) { return argmax::before(a, b); }
 
   RCCLX_HOST_DEVICE record init(const record& r) const { return r; }
   RCCLX_HOST_DEVICE void fold(record& a, const record& r) const { a = merge(a, r); }

@@ -641,7 +641,8 @@ TEST_CASE("fused combine: argmax, top-k and softmax statistics over a split voca
 
 // place_among and merge_entries against the rank-order merge (topk::fold), on the host: lists with entries tied
 // across ranks (the same value and index on several ranks: only the lower rank's is kept), empty
-// padding on every rank, NaN, +0 / -0 and -inf. Places are checked to be distinct, and the entries
+// padding on every rank, NaN, +0 / -0 and -inf; topk::key against topk::before on them. Places
+// are checked to be distinct, and the entries
 // placed below K to be, bit for bit, the merge's.
 template <int K>
 void place_among_case(int n, std::uint64_t seed) {
@@ -660,6 +661,12 @@ void place_among_case(int n, std::uint64_t seed) {
   }
   auto want = lists[0];
   for (int r = 1; r < n; ++r) op{}.fold(want, lists[r]);
+  for (int a = 0; a < n; ++a)  // topk::key is the order: before(x, y) exactly when key(x) > key(y)
+    for (int p = 0; p < K; ++p) {
+      const entry x = op{}.load_entry(lists[a], p), y = op{}.load_entry(lists[(a + p) % n], (p * 7 + 3) % K);
+      REQUIRE(op::before(x, y) == (op::key(x) > op::key(y)));
+      REQUIRE(op::before(y, x) == (op::key(y) > op::key(x)));
+    }
   typename op::record got = op::empty();
   std::vector<int> places;
   for (int r = 0; r < n; ++r)

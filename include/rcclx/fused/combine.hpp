@@ -178,67 +178,94 @@ RCCLX_HOST_DEVICE int place_among(const Combine& op, const typename Combine::ent
   return place;
 }
 
+namespace detail {
+// What merge_entries stages and compares: a selection's `key(entry)` where it declares one (an
+// unsigned integer, larger first: before(a, b) exactly when key(a) > key(b); one compare instead
+// of before()'s), otherwise the entry itself, compared with before().
+template <class Combine, class = void>
+struct sort_key {
+  using entry = typename Combine::entry;
+  using type = entry;
+  static constexpr bool keyed = false;
+  RCCLX_HOST_DEVICE static type of(const entry& e) { return e; }
+  RCCLX_HOST_DEVICE static bool before(const type& a, const type& b) { return Combine::before(a, b); }
+};
+template <class Combine>
+struct sort_key<Combine, std::void_t<decltype(Combine::key(std::declval<const typename Combine::entry&>()))>> {
+  using entry = typename Combine::entry;
+  using type = decltype(Combine::key(std::declval<const entry&>()));
+  static_assert(std::is_unsigned<type>::value, "rcclx::fused: a selection's key(entry) must be an unsigned integer");
+  static constexpr bool keyed = true;
+  RCCLX_HOST_DEVICE static type of(const entry& e) { return Combine::key(e); }
+  RCCLX_HOST_DEVICE static bool before(type a, type b) { return a > b; }
+};
+}  // namespace detail
+
 // Where a group stages the lists of one record for merge_entries / combine::reduce_entries: every
-// rank's K entries (MaxRanks x K entries: 4 KiB for topk<64> on 8 ranks). Memory the group
-// shares, e.g. a block's `rcclx::gpu::block_shared<entries_storage<...>, struct my_tag>()`.
+// rank's K keys (or entries): MaxRanks x K x 8 bytes for topk (4 KiB for topk<64> on 8 ranks).
+// Memory the group shares, e.g. a block's `rcclx::gpu::block_shared<entries_storage<...>, struct my_tag>()`.
 template <class Combine, int MaxRanks>
 struct entries_storage {
-  typename Combine::entry list[MaxRanks][Combine::entries];
+  typename detail::sort_key<Combine>::type list[MaxRanks][Combine::entries];
 };
 
 namespace detail {
-// Entries of a sorted list of K before e (s < r: before or tied; s > r: strictly before): a binary
-// search with a fixed trip count (log2 K + 1 steps).
-template <class Combine>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int count_before(const typename Combine::entry (&list)[Combine::entries],
-                                                     const typename Combine::entry& e, bool tied_too) {
+// Entries of a sorted list of K before e (tied_too: before or tied; else strictly before): a
+// binary search with a fixed trip count (log2 K + 1 steps), selects instead of branches.
+template <class Combine, class Key>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int count_before(const Key (&list)[Combine::entries], const Key& e, bool tied_too) {
+  using order = sort_key<Combine>;
   constexpr int k = Combine::entries;
   int step = 1;
   while (step * 2 <= k) step *= 2;
   int count = 0;
-  for (; step > 0; step /= 2)
-    if (count + step <= k) {
-      const typename Combine::entry& x = list[count + step - 1];
-      if (tied_too ? !Combine::before(e, x) : Combine::before(x, e)) count += step;
-    }
+  for (; step > 0; step /= 2) {
+    const bool in = count + step <= k;
+    const Key& x = list[in ? count + step - 1 : 0];
+    const bool precedes = tied_too ? !order::before(e, x) : order::before(x, e);
+    count += in && precedes ? step : 0;
+  }
   return count;
 }
 }  // namespace detail
 
 // Group-collective: the selection of ranks 0..n-1's sorted lists (`list(s)`: rank s's record, in
-// any memory) with the lists staged in `st` (one coalesced pass: a thread per entry), then every
-// entry that can be in the result placed by its own thread by binary searches in the staged lists
-// (the order and the places of place_among): `sink(place, entry)` once per place below
-// Combine::entries, by the thread that placed it. Which entries can: with q = ceil(K / n) - 1, every
-// rank's entries 0..q come at or before the worst of the ranks' entries q (tau), so the n (q + 1)
-// >= K of them leave no place for an entry after tau: those are skipped after one comparison
-// (random lists: some K + n of the n K entries are searched). Entries are taken position-major
-// (position 0 of every rank first), so the ones searched sit in the first threads. Starts with a
-// group sync (a previous use of `st` is done); the group must share `st`. What
-// reduce_entries(g, tile, st, sink) runs per record, for an unfused merge that wants its bits.
+// any memory) with the lists staged in `st` (one coalesced pass: a thread per entry, keyed where
+// the Combine declares key()), then every entry that can be in the result placed by its own
+// thread by binary searches in the staged lists (the order and the places of place_among):
+// `sink(place, entry)` once per place below Combine::entries, by the thread that placed it (keyed:
+// the entry read again from its list). Which entries can: with q = ceil(K / n) - 1, every rank's
+// entries 0..q come at or before the worst of the ranks' entries q (tau), so the n (q + 1) >= K of
+// them leave no place for an entry after tau: those are skipped after one comparison (random
+// lists: some K + n of the n K entries are searched). Entries are taken position-major (position
+// 0 of every rank first), so the ones searched sit in the first threads. Starts with a group sync
+// (a previous use of `st` is done); the group must share `st`. What reduce_entries(g, tile, st,
+// sink) runs per record, for an unfused merge that wants its bits.
 template <class Combine, int MaxRanks, class Group, class Lists, class Sink>
 RCCLX_HOST_DEVICE void merge_entries(const Group& g, const Combine& op, int n, entries_storage<Combine, MaxRanks>& st,
                                      const Lists& list, Sink&& sink) {
-  using entry = typename Combine::entry;
+  using order = detail::sort_key<Combine>;
+  using key = typename order::type;
   constexpr int k = Combine::entries;
   const int items = n * k;
   g.sync();
-  for (int x = g.thread_rank(); x < items; x += g.size()) st.list[x / k][x % k] = op.load_entry(list(x / k), x % k);
+  for (int x = g.thread_rank(); x < items; x += g.size())
+    st.list[x / k][x % k] = order::of(op.load_entry(list(x / k), x % k));
   g.sync();
   // (a, ra, pa) after (b, rb, pb) in the order (entry, rank, position)?
-  const auto after = [](const entry& a, int ra, int pa, const entry& b, int rb, int pb) {
-    if (Combine::before(b, a)) return true;
-    if (Combine::before(a, b)) return false;
+  const auto after = [](const key& a, int ra, int pa, const key& b, int rb, int pb) {
+    if (order::before(b, a)) return true;
+    if (order::before(a, b)) return false;
     return ra != rb ? ra > rb : pa > pb;
   };
   const int q = (k + n - 1) / n - 1;
   int tr = 0;  // tau = (st.list[tr][q], tr, q)
   for (int s = 1; s < n; ++s)
     if (after(st.list[s][q], s, q, st.list[tr][q], tr, q)) tr = s;
-  const entry tau = st.list[tr][q];
+  const key tau = st.list[tr][q];
   for (int x = g.thread_rank(); x < items; x += g.size()) {
     const int r = x % n, p = x / n;
-    const entry e = st.list[r][p];
+    const key e = st.list[r][p];
     if (after(e, r, p, tau, tr, q)) continue;
     int place = p;
 #if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_CUDA
@@ -246,12 +273,18 @@ RCCLX_HOST_DEVICE void merge_entries(const Group& g, const Combine& op, int n, e
     // on the unrolled searches in a kernel with a large shared-memory scan, rcclx-bench-fused's.)
 #  pragma unroll
     for (int s = 0; s < MaxRanks; ++s)
-      if (s < n && s != r) place += detail::count_before<Combine>(st.list[s], e, s < r);
+      if (s < n) {
+        const int c = detail::count_before<Combine>(st.list[s], e, s < r);
+        place += s != r ? c : 0;
+      }
 #else
     for (int s = 0; s < n; ++s)
       if (s != r) place += detail::count_before<Combine>(st.list[s], e, s < r);
 #endif
-    if (place < k) sink(place, e);
+    if (place < k) {
+      if constexpr (order::keyed) sink(place, op.load_entry(list(r), p));
+      else sink(place, e);
+    }
   }
 }
 

@@ -272,6 +272,16 @@ struct topk {
     r.index[p] = e.index;
   }
   RCCLX_HOST_DEVICE static constexpr bool before(const entry& a, const entry& b) { return argmax::before(a, b); }
+  // The order as one integer (merge_entries compares keys): before(a, b) exactly when key(a) >
+  // key(b). High word: NaN highest, then the float's order (-0 as +0); low word: ~index.
+  RCCLX_HOST_DEVICE static std::uint64_t key(const entry& e) {
+    std::uint32_t hi = 0xFFFFFFFFu;
+    if (!detail::is_nan(e.value)) {
+      const std::uint32_t b = gpu::bit_cast<std::uint32_t>(e.value == 0.0f ? 0.0f : e.value);
+      hi = (b & 0x80000000u) != 0 ? ~b : (b | 0x80000000u);
+    }
+    return (static_cast<std::uint64_t>(hi) << 32) | (0xFFFFFFFFu - e.index);
+  }
 
   RCCLX_HOST_DEVICE record init(const record& r) const { return r; }
   RCCLX_HOST_DEVICE void fold(record& a, const record& r) const { a = merge(a, r); }

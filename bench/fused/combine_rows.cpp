@@ -19,12 +19,16 @@
 //     every 13th head -inf on every rank (O = 0, L = -inf).
 //   argmax, topk50: vocabulary-parallel sampling, B rows, a vocabulary V split over the ranks,
 //     float logits [B][V / N] per rank (multiples of 2^-12 in [-8, 8): ties across ranks; row 0
-//     has a -inf, row 1 NaNs; for the checks only, row 2 has its 50 best values on one rank, 128
-//     elements apart, which sends the top-k scan down its slower fallback: timed with random logits).
+//     has a -inf, row 1 NaNs; for the checks only, row 2 has its 50 best values on one rank, in
+//     one thread's vectors, which sends the top-k scan down its slower fallback: timed with random
+//     logits).
 //       fused:   one kernel: a block per row scans the rank's shard into its record (argmax, or its
-//                top 50), then the combine (a thread per record) gives every rank the global one.
+//                top 50), then the combine gives every rank the global one (argmax: reduce, a
+//                thread per record; top-k: reduce_entries, the ranks' lists staged in shared
+//                memory, a thread per entry placing it).
 //       unfused: that scan as a kernel of its own writing the partial records, the AllGather of
-//                them, a merge kernel (a thread per row, the same fold in rank order).
+//                them, a merge kernel (the same merge: argmax a thread per row folding in rank
+//                order, top-k a block per row running reduce_entries' merge, fused::merge_entries).
 //     The scan is on both sides, identical code: a row is the whole sampling step after the LM
 //     head, as an engine runs it; local_us is the scan kernel alone (fused - local_us is the
 //     combine's share, unfused - local_us the AllGather's and the merge kernel's).
@@ -183,30 +187,49 @@ struct attention_merge {
   }
 };
 
+struct vec4f {
+  float x[4];
+};
+
 // A block's record of one row of its rank's shard, written to *dst (block-collective; the writes
 // are ordered by the caller's next group sync). The order of (value, index) is total (empty
 // entries aside, which are all alike), so the record does not depend on the thread count or on
 // the order of the merges: fused and unfused, any grid, get the same bits.
-// f(j, x[j]) for j = tid, tid + G, ... below len, in that order, with `Unroll` loads of a thread in
-// flight together (a scan of a 64 KiB shard by one block is otherwise bound by one load's latency).
+// f(j, x[j]) once for every j below len, spread over the group: the elements before x's first
+// 16-byte boundary and after its last one element by element, the rest a 16-byte vector (4
+// elements) per load, `Unroll` vectors of a thread in flight together (a scan of a 64 KiB shard by
+// one block is otherwise bound by one load's latency). The order of the calls is unspecified.
 template <int Unroll, class G, class F>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void for_each_strided(const G& g, const float* x, std::size_t len, F&& f) {
-  const std::size_t gs = static_cast<std::size_t>(g.size());
-  std::size_t j = static_cast<std::size_t>(g.thread_rank());
-  for (; j + (Unroll - 1) * gs < len; j += Unroll * gs) {
-    float v[Unroll];
+  const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
+  const std::size_t mis = (reinterpret_cast<std::uintptr_t>(x) & 15) / sizeof(float);
+  const std::size_t head = std::min<std::size_t>(len, mis == 0 ? 0 : 4 - mis);
+  const std::size_t vecs = (len - head) / 4, tail = head + 4 * vecs;
+  for (std::size_t j = tid; j < head; j += gs) f(j, x[j]);
+  for (std::size_t j = tail + tid; j < len; j += gs) f(j, x[j]);
+  const float* xv = x + head;
+  std::size_t v = tid;
+  for (; v + (Unroll - 1) * gs < vecs; v += Unroll * gs) {
+    rcclx::gpu::vec16 w[Unroll];
 #if RCCLX_DEVICE_COMPILE
 #  pragma unroll
 #endif
-    for (int u = 0; u < Unroll; ++u) v[u] = x[j + static_cast<std::size_t>(u) * gs];
+    for (int u = 0; u < Unroll; ++u) w[u] = rcclx::gpu::load16(xv + 4 * (v + static_cast<std::size_t>(u) * gs));
 #if RCCLX_DEVICE_COMPILE
 #  pragma unroll
 #endif
-    for (int u = 0; u < Unroll; ++u) f(j + static_cast<std::size_t>(u) * gs, v[u]);
+    for (int u = 0; u < Unroll; ++u) {
+      const auto e = rcclx::gpu::bit_cast<vec4f>(w[u]);
+      const std::size_t j = head + 4 * (v + static_cast<std::size_t>(u) * gs);
+      for (int c = 0; c < 4; ++c) f(j + static_cast<std::size_t>(c), e.x[c]);
+    }
   }
-  for (; j < len; j += gs) f(j, x[j]);
+  for (; v < vecs; v += gs) {
+    const auto e = rcclx::gpu::bit_cast<vec4f>(rcclx::gpu::load16(xv + 4 * v));
+    for (int c = 0; c < 4; ++c) f(head + 4 * v + static_cast<std::size_t>(c), e.x[c]);
+  }
 }
-constexpr int scan_unroll = on_host ? 2 : 16;
+constexpr int scan_unroll = on_host ? 2 : 4;
 
 template <class Op>
 struct shard_scan;
@@ -259,7 +282,8 @@ struct shard_scan<fz::topk<K>> {
   static constexpr int per_thread = (K + threads - 1) / threads;  // B
   static constexpr int cap = per_thread > 8 ? per_thread : 8;     // candidate slots per thread
   struct scratch {
-    entry slot[threads * cap];  // step 1: the G x B entries; step 2: the candidates
+    entry slot[threads * cap];          // step 1: the G x B entries; step 2: the candidates
+    std::uint64_t key[threads * cap];   // op::key of each slot: one compare in the rankings
     int count[threads];
     entry t;
   };
@@ -277,18 +301,21 @@ struct shard_scan<fz::topk<K>> {
       few::push(best, v, static_cast<std::uint32_t>(begin + j));
     });
     g.sync();  // the previous row's reads of the slots are done
-    for (int b = 0; b < per_thread; ++b) sh.slot[tid * per_thread + b] = {best.value[b], best.index[b]};
+    for (int b = 0; b < per_thread; ++b) {
+      sh.slot[tid * per_thread + b] = {best.value[b], best.index[b]};
+      sh.key[tid * per_thread + b] = op::key({best.value[b], best.index[b]});
+    }
     g.sync();
     constexpr int all = threads * per_thread;
     for (int b = 0; b < per_thread; ++b) {
       const int me = tid * per_thread + b;
-      const entry e = sh.slot[me];
+      const std::uint64_t e = sh.key[me];
       int rank = 0;
       for (int u = 0; u < all; ++u) {
-        const entry o = sh.slot[u];
-        rank += before(o, e) || (o.index == e.index && u < me);
+        const std::uint64_t o = sh.key[u];
+        rank += o > e || (o == e && u < me);
       }
-      if (rank == K - 1) sh.t = e;
+      if (rank == K - 1) sh.t = sh.slot[me];
     }
     g.sync();
     // (2) This thread's elements at or before t, into its slots.
@@ -317,7 +344,10 @@ struct shard_scan<fz::topk<K>> {
       if (c < n) mine[c] = sh.slot[tid * cap + c];
     g.sync();
     for (int c = 0; c < cap; ++c)
-      if (c < n) sh.slot[offset + c] = mine[c];
+      if (c < n) {
+        sh.slot[offset + c] = mine[c];
+        sh.key[offset + c] = op::key(mine[c]);
+      }
     g.sync();
     // (3) Candidates are distinct elements: their ranks are distinct.
     for (int k = tid; k < K; k += threads)
@@ -327,8 +357,9 @@ struct shard_scan<fz::topk<K>> {
       }
     for (int c = tid; c < total; c += threads) {
       const entry e = sh.slot[c];
+      const std::uint64_t ke = sh.key[c];
       int rank = 0;
-      for (int u = 0; u < total; ++u) rank += before(sh.slot[u], e);
+      for (int u = 0; u < total; ++u) rank += sh.key[u] > ke;
       if (rank < K) {
         dst->value[rank] = e.value;
         dst->index[rank] = e.index;
@@ -376,8 +407,21 @@ struct vocab_fused {
       c.publish(g, t);  // (syncs the group first)
     }
     rec* o = out[ix.rank];
-    for (int t = ix.block; t < c.num_tiles(); t += ix.num_blocks)
-      if (!c.reduce(g, t, [&](std::size_t i, const rec& r) { o[i] = r; })) break;
+    for (int t = ix.block; t < c.num_tiles(); t += ix.num_blocks) {
+      bool ok;
+      if constexpr (fz::detail::is_selection_combine<Op>::value) {  // top-k: a thread per entry
+        // [combine-entries]
+        auto& st = rcclx::gpu::block_shared<fz::entries_storage<Op, max_r>, struct fused_entries_tag>();
+        ok = c.reduce_entries(g, t, st, [&](std::size_t i, int place, const typename Op::entry& e) {
+          o[i].value[place] = e.value;
+          o[i].index[place] = e.index;
+        });
+        // [combine-entries]
+      } else {
+        ok = c.reduce(g, t, [&](std::size_t i, const rec& r) { o[i] = r; });
+      }
+      if (!ok) break;
+    }
     c.finish(g, ix.num_blocks);
   }
 };
@@ -399,26 +443,44 @@ struct vocab_local {
   }
 };
 
-// Unfused sampling, last kernel: a thread per row folds the gathered records in rank order.
+// Unfused sampling, last kernel: the gathered records merged as the combine merges them: argmax,
+// a thread per row folding in rank order; top-k, a block per row staging the ranks' lists in
+// shared memory and placing every entry by its own thread (fused::merge_entries, what
+// reduce_entries runs).
 template <class Op>
 struct vocab_merge {
   static constexpr int max_threads_per_block = 128;
+  static constexpr bool selection = fz::detail::is_selection_combine<Op>::value;
   using rec = typename Op::record;
   const word* gathered[max_r];
   rec* out[max_r];
   std::size_t rows, count;  // count: words of one rank's records
 
+  // Blocks per rank the merge of `rows` rows wants.
+  static int blocks(std::size_t rows) {
+    return static_cast<int>(selection ? rows : (rows + vocab_threads - 1) / vocab_threads);
+  }
+
   template <class G>
   RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
     const Op op{};
-    const std::size_t gs = static_cast<std::size_t>(g.size()), step = gs * static_cast<std::size_t>(ix.num_blocks);
     const word* all = gathered[ix.rank];
-    for (std::size_t i = static_cast<std::size_t>(ix.block) * gs + static_cast<std::size_t>(g.thread_rank()); i < rows;
-         i += step) {
-      auto acc = op.init(reinterpret_cast<const rec*>(all)[i]);
-      for (int p = 1; p < ix.num_ranks; ++p)
-        op.fold(acc, reinterpret_cast<const rec*>(all + static_cast<std::size_t>(p) * count)[i]);
-      out[ix.rank][i] = op.finalize(acc);
+    const auto list = [&](std::size_t i, int p) -> const rec& {
+      return reinterpret_cast<const rec*>(all + static_cast<std::size_t>(p) * count)[i];
+    };
+    if constexpr (selection) {
+      auto& st = rcclx::gpu::block_shared<fz::entries_storage<Op, max_r>, struct merge_entries_tag>();
+      for (std::size_t i = static_cast<std::size_t>(ix.block); i < rows; i += static_cast<std::size_t>(ix.num_blocks))
+        fz::merge_entries<Op, max_r>(g, op, ix.num_ranks, st, [&](int s) -> const rec& { return list(i, s); },
+                                     [&](int place, const typename Op::entry& e) { op.store_entry(out[ix.rank][i], place, e); });
+    } else {
+      const std::size_t gs = static_cast<std::size_t>(g.size()), step = gs * static_cast<std::size_t>(ix.num_blocks);
+      for (std::size_t i = static_cast<std::size_t>(ix.block) * gs + static_cast<std::size_t>(g.thread_rank()); i < rows;
+           i += step) {
+        auto acc = op.init(list(i, 0));
+        for (int p = 1; p < ix.num_ranks; ++p) op.fold(acc, list(i, p));
+        out[ix.rank][i] = op.finalize(acc);
+      }
     }
   }
 };
@@ -750,12 +812,14 @@ class runner {
       all[V + V * 5 / 8] = NAN;
       all[V + V / 3] = NAN;
     }
-    // Row 2 (checked, not timed): the row's best values on rank 1, 128 elements apart (one thread
-    // of a 128-thread block holds them all: the top-k scan's slower fallback). Timed: random rows.
+    // Row 2 (checked, not timed): the row's best values on rank 1, all in the vectors of one
+    // thread of a 128-thread block (4 consecutive elements every 4 x 128): the top-k scan's slower
+    // fallback. Timed: random rows.
     const std::vector<float> random = all;
-    const std::size_t b1 = shard_begin(1, n_, V), e1 = shard_begin(2, n_, V);
-    if (rows > 2 && b1 + 128 * top_k <= e1)
-      for (int k = 0; k < top_k; ++k) all[2 * V + b1 + 128 * static_cast<std::size_t>(k)] = 8.0f + static_cast<float>(k) / 64;
+    const std::size_t b1 = shard_begin(1, n_, V), e1 = shard_begin(2, n_, V), stride = 4 * vocab_threads;
+    const auto at = [&](int k) { return b1 + stride * static_cast<std::size_t>(k / 4) + static_cast<std::size_t>(k % 4); };
+    if (rows > 2 && at(top_k - 1) < e1)
+      for (int k = 0; k < top_k; ++k) all[2 * V + at(k)] = 8.0f + static_cast<float>(k) / 64;
     const auto upload = [&](const std::vector<float>& logits) {
       for (int q = 0; q < n_; ++q) {
         const std::size_t b = shard_begin(q, n_, V), len = shard_begin(q + 1, n_, V) - b;
@@ -769,8 +833,7 @@ class runner {
     const int fused_blocks = blocks_for<vocab_fused<Op, algorithm::flat>>(x.tiles, vocab_threads);
     const int tree_blocks = blocks_for<vocab_fused<Op, algorithm::tree>>(x.tiles, vocab_threads);
     const int local_blocks = blocks_for<vocab_local<Op>>(static_cast<int>(rows), vocab_threads);
-    const int merge_blocks =
-        blocks_for<vocab_merge<Op>>(static_cast<int>((rows + vocab_threads - 1) / vocab_threads), vocab_threads);
+    const int merge_blocks = blocks_for<vocab_merge<Op>>(vocab_merge<Op>::blocks(rows), vocab_threads);
     const int gb = gather_blocks(words);
     r.fused_blocks = automatic == algorithm::flat ? fused_blocks : tree_blocks;
     r.gather_blocks = gb;

@@ -227,6 +227,26 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int count_before(const Key (&list)[Combine::
   }
   return count;
 }
+
+// Is (a, ra, pa) after (b, rb, pb) in the order (entry, rank, position)? `before` orders entries.
+template <class Before, class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool after(const Before& before, const T& a, int ra, int pa, const T& b, int rb,
+                                               int pb) {
+  if (before(b, a)) return true;
+  if (before(a, b)) return false;
+  return ra != rb ? ra > rb : pa > pb;
+}
+
+// The selection's bound tau: with q = ceil(K / n) - 1, the rank whose entry q (`at(s)`) comes last;
+// every rank's entries 0..q come at or before (at(rank), rank, q), so the n (q + 1) >= K of them
+// leave no place in the result for an entry after it.
+template <class Before, class At>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int tau_rank(const Before& before, int n, int q, const At& at) {
+  int tr = 0;
+  for (int s = 1; s < n; ++s)
+    if (after(before, at(s), s, q, at(tr), tr, q)) tr = s;
+  return tr;
+}
 }  // namespace detail
 
 // Group-collective: the selection of ranks 0..n-1's sorted lists (`list(s)`: rank s's record, in
@@ -252,21 +272,14 @@ RCCLX_HOST_DEVICE void merge_entries(const Group& g, const Combine& op, int n, e
   for (int x = g.thread_rank(); x < items; x += g.size())
     st.list[x / k][x % k] = order::of(op.load_entry(list(x / k), x % k));
   g.sync();
-  // (a, ra, pa) after (b, rb, pb) in the order (entry, rank, position)?
-  const auto after = [](const key& a, int ra, int pa, const key& b, int rb, int pb) {
-    if (order::before(b, a)) return true;
-    if (order::before(a, b)) return false;
-    return ra != rb ? ra > rb : pa > pb;
-  };
+  const auto before = [](const key& a, const key& b) { return order::before(a, b); };
   const int q = (k + n - 1) / n - 1;
-  int tr = 0;  // tau = (st.list[tr][q], tr, q)
-  for (int s = 1; s < n; ++s)
-    if (after(st.list[s][q], s, q, st.list[tr][q], tr, q)) tr = s;
+  const int tr = detail::tau_rank(before, n, q, [&](int s) -> const key& { return st.list[s][q]; });
   const key tau = st.list[tr][q];
   for (int x = g.thread_rank(); x < items; x += g.size()) {
     const int r = x % n, p = x / n;
     const key e = st.list[r][p];
-    if (after(e, r, p, tau, tr, q)) continue;
+    if (detail::after(before, e, r, p, tau, tr, q)) continue;
     int place = p;
 #if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_CUDA
     // Unrolled: the ranks' searches interleave. (Not for HIP: clang 15's register allocator crashes
@@ -449,21 +462,26 @@ class combine {
   //   reduce_entries(g, tile, st, sink): the group stages a record's lists in `st` (memory it
   //     shares: entries_storage, e.g. a block's shared memory), then places them there
   //     (merge_entries), a record at a time. The fast one.
-  //   reduce_entries(g, tile, sink): no storage; thread k takes the tile's items k, k + size, ...,
-  //     item (i, rank, p) in that nesting, and searches the lists where they are (place_among).
+  //   reduce_entries(g, tile, sink): no storage; a record at a time, its entries that can be in
+  //     the result (merge_entries' bound) search the lists where they are (place_among).
   // Tree: the owner stores each placed entry into its published result (store_entry), the others
   // read them (load_entry). False if a wait expired (the error is recorded): the sink was not called.
   template <class Group, class Sink>
   RCCLX_HOST_DEVICE bool reduce_entries(const Group& g, int tile, Sink&& sink) const {
     return select(g, tile, sink, [&](std::size_t i, const auto& place_sink) {
-      constexpr std::size_t k = static_cast<std::size_t>(Combine::entries);
-      const std::size_t per_record = k * static_cast<std::size_t>(num_ranks());
+      using entry = typename Combine::entry;
+      constexpr int k = Combine::entries;
+      const int n = num_ranks(), q = (k + n - 1) / n - 1;
       const auto list = [&](int s) -> const Record& { return input_of(s, tile)[i]; };
-      for (std::size_t x = static_cast<std::size_t>(g.thread_rank()); x < per_record; x += static_cast<std::size_t>(g.size())) {
-        const int r = static_cast<int>(x / k), p = static_cast<int>(x % k);
-        const typename Combine::entry e = op_.load_entry(list(r), p);
-        const int place = place_among<Combine, MaxRanks>(op_, e, r, p, num_ranks(), list);
-        if (place < static_cast<int>(k)) place_sink(place, e);
+      const auto before = [](const entry& a, const entry& b) { return Combine::before(a, b); };
+      const int tr = detail::tau_rank(before, n, q, [&](int s) { return op_.load_entry(list(s), q); });
+      const entry tau = op_.load_entry(list(tr), q);
+      for (int x = g.thread_rank(); x < n * k; x += g.size()) {  // position-major, as merge_entries
+        const int r = x % n, p = x / n;
+        const entry e = op_.load_entry(list(r), p);
+        if (detail::after(before, e, r, p, tau, tr, q)) continue;  // no place in the result
+        const int place = place_among<Combine, MaxRanks>(op_, e, r, p, n, list);
+        if (place < k) place_sink(place, e);
       }
     });
   }

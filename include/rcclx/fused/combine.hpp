@@ -52,7 +52,8 @@
 //     RCCLX_HOST_DEVICE entry load_entry(const record& r, int p) const;             // entry p of r
 //     RCCLX_HOST_DEVICE void store_entry(record& r, int p, const entry& e) const;   // tree: publish
 //     RCCLX_HOST_DEVICE static bool before(const entry& a, const entry& b);         // strict order
-//   };
+//     RCCLX_HOST_DEVICE static std::uint64_t key(const entry& e);  // optional: before(a, b) exactly
+//   };                                                               // when key(a) > key(b)
 // A record's list must be sorted by before() (ties in any order); the result is sorted by (entry,
 // rank, position).
 //

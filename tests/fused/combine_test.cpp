@@ -667,6 +667,13 @@ void place_among_case(int n, std::uint64_t seed) {
       REQUIRE(op::before(x, y) == (op::key(x) > op::key(y)));
       REQUIRE(op::before(y, x) == (op::key(y) > op::key(x)));
     }
+  // Every place below K taken once, and the record the same bits as the merge's.
+  const auto require_merge = [&](std::vector<int> places, const typename op::record& got) {
+    std::sort(places.begin(), places.end());
+    REQUIRE(places.size() == static_cast<std::size_t>(K));
+    for (int p = 0; p < K; ++p) REQUIRE(places[p] == p);
+    REQUIRE(std::memcmp(&got, &want, sizeof(got)) == 0);
+  };
   typename op::record got = op::empty();
   std::vector<int> places;
   for (int r = 0; r < n; ++r)
@@ -677,10 +684,7 @@ void place_among_case(int n, std::uint64_t seed) {
       places.push_back(place);
       op{}.store_entry(got, place, e);
     }
-  std::sort(places.begin(), places.end());
-  REQUIRE(places.size() == static_cast<std::size_t>(K));
-  for (int p = 0; p < K; ++p) REQUIRE(places[p] == p);
-  REQUIRE(std::memcmp(&got, &want, sizeof(got)) == 0);
+  require_merge(places, got);
   // merge_entries (the lists staged, binary searches): the same places.
   static fz::entries_storage<op, max_r> st;
   typename op::record staged = op::empty();
@@ -690,10 +694,7 @@ void place_among_case(int n, std::uint64_t seed) {
                                  places.push_back(place);
                                  op{}.store_entry(staged, place, e);
                                });
-  std::sort(places.begin(), places.end());
-  REQUIRE(places.size() == static_cast<std::size_t>(K));
-  for (int p = 0; p < K; ++p) REQUIRE(places[p] == p);
-  REQUIRE(std::memcmp(&staged, &want, sizeof(staged)) == 0);
+  require_merge(places, staged);
 }
 
 TEST_CASE("fused combine: place_among and merge_entries give the rank-order merge's bits (ties across ranks)",

@@ -396,25 +396,22 @@ class combine {
   template <class Group, class Sink>
   RCCLX_HOST_DEVICE bool reduce(const Group& g, int tile, Sink&& sink) const {
     const std::size_t n = records_in(tile), first = static_cast<std::size_t>(tile) * tile_records_;
-    const std::size_t step = static_cast<std::size_t>(g.size());
-    if (w_.owns(tile)) {  // flat: every rank; tree: the owner
-      if (!w_.wait_inputs(g, tile)) return false;
-      Record* res = w_.resolved() == algorithm::tree ? results_of(rank(), tile) : nullptr;
-      for (std::size_t i = static_cast<std::size_t>(g.thread_rank()); i < n; i += step) {
-        const Record r = fold(tile, i);
-        if (res) res[i] = r;
-        sink(first + i, r);
-      }
-      if (res) w_.publish_result(g, tile);
-      return true;
-    }
-    if (!w_.wait_result(g, tile)) return false;
-    const Record* res = results_of(owner(tile), tile);
-    for (std::size_t i = static_cast<std::size_t>(g.thread_rank()); i < n; i += step) {
-      const Record r = res[i];
-      sink(first + i, r);
-    }
-    return true;
+    const std::size_t tid = static_cast<std::size_t>(g.thread_rank()), step = static_cast<std::size_t>(g.size());
+    return on_tile(
+        g, tile,
+        [&](Record* res) {
+          for (std::size_t i = tid; i < n; i += step) {
+            const Record r = fold(tile, i);
+            if (res) res[i] = r;
+            sink(first + i, r);
+          }
+        },
+        [&](const Record* res) {
+          for (std::size_t i = tid; i < n; i += step) {
+            const Record r = res[i];
+            sink(first + i, r);
+          }
+        });
   }
 
   // Group-collective: reduce() for a sliced Combine, a thread per (record, slice): slice j of
@@ -431,29 +428,25 @@ class combine {
     constexpr std::size_t parts = static_cast<std::size_t>(Combine::slices);
     static_assert(parts >= 1, "rcclx::fused::combine::reduce_slices: Combine::slices must be positive");
     const std::size_t n = records_in(tile) * parts, first = static_cast<std::size_t>(tile) * tile_records_;
-    const std::size_t step = static_cast<std::size_t>(g.size());
-    if (w_.owns(tile)) {  // flat: every rank; tree: the owner
-      if (!w_.wait_inputs(g, tile)) return false;
-      Record* res = w_.resolved() == algorithm::tree ? results_of(rank(), tile) : nullptr;
-      for (std::size_t k = static_cast<std::size_t>(g.thread_rank()); k < n; k += step) {
-        const std::size_t i = k / parts;
-        const int j = static_cast<int>(k % parts);
-        const typename Combine::slice s = merged_slice(tile, i, j);
-        if (res) op_.store_slice(res[i], j, s);
-        sink(first + i, j, s);
-      }
-      if (res) w_.publish_result(g, tile);
-      return true;
-    }
-    if (!w_.wait_result(g, tile)) return false;
-    const Record* res = results_of(owner(tile), tile);
-    for (std::size_t k = static_cast<std::size_t>(g.thread_rank()); k < n; k += step) {
-      const std::size_t i = k / parts;
-      const int j = static_cast<int>(k % parts);
-      const typename Combine::slice s = op_.load_slice(res[i], j);
-      sink(first + i, j, s);
-    }
-    return true;
+    const std::size_t tid = static_cast<std::size_t>(g.thread_rank()), step = static_cast<std::size_t>(g.size());
+    return on_tile(
+        g, tile,
+        [&](Record* res) {
+          for (std::size_t k = tid; k < n; k += step) {
+            const std::size_t i = k / parts;
+            const int j = static_cast<int>(k % parts);
+            const typename Combine::slice s = merged_slice(tile, i, j);
+            if (res) op_.store_slice(res[i], j, s);
+            sink(first + i, j, s);
+          }
+        },
+        [&](const Record* res) {
+          for (std::size_t k = tid; k < n; k += step) {
+            const std::size_t i = k / parts;
+            const int j = static_cast<int>(k % parts);
+            sink(first + i, j, op_.load_slice(res[i], j));
+          }
+        });
   }
 
   // Group-collective: reduce() for a selection Combine (topk), a thread per entry of every rank's
@@ -575,24 +568,38 @@ class combine {
                   "reduce)");
     constexpr std::size_t k = static_cast<std::size_t>(Combine::entries);
     const std::size_t recs = records_in(tile), first = static_cast<std::size_t>(tile) * tile_records_;
-    if (w_.owns(tile)) {  // flat: every rank; tree: the owner
+    return on_tile(
+        g, tile,
+        [&](Record* res) {
+          for (std::size_t i = 0; i < recs; ++i)
+            merge(i, [&](int place, const typename Combine::entry& e) {
+              if (res) op_.store_entry(res[i], place, e);
+              sink(first + i, place, e);
+            });
+        },
+        [&](const Record* res) {
+          for (std::size_t x = static_cast<std::size_t>(g.thread_rank()); x < recs * k;
+               x += static_cast<std::size_t>(g.size()))
+            sink(first + x / k, static_cast<int>(x % k), op_.load_entry(res[x / k], static_cast<int>(x % k)));
+        });
+  }
+
+  // The protocol around reduce's, reduce_slices' and reduce_entries' work on `tile`. Where this
+  // rank folds the tile (flat: every rank; tree: the owner): waits for every rank's input, runs
+  // owned(res) (res: this rank's results to publish under tree, else null) and under tree
+  // publishes them. Elsewhere (tree): waits for the owner's results and runs read(results). False
+  // if a wait expired (the error is recorded): neither ran.
+  template <class Group, class Owned, class Read>
+  RCCLX_HOST_DEVICE bool on_tile(const Group& g, int tile, const Owned& owned, const Read& read) const {
+    if (w_.owns(tile)) {
       if (!w_.wait_inputs(g, tile)) return false;
       Record* res = w_.resolved() == algorithm::tree ? results_of(rank(), tile) : nullptr;
-      for (std::size_t i = 0; i < recs; ++i)
-        merge(i, [&](int place, const typename Combine::entry& e) {
-          if (res) op_.store_entry(res[i], place, e);
-          sink(first + i, place, e);
-        });
+      owned(res);
       if (res) w_.publish_result(g, tile);
       return true;
     }
     if (!w_.wait_result(g, tile)) return false;
-    const Record* res = results_of(owner(tile), tile);
-    for (std::size_t x = static_cast<std::size_t>(g.thread_rank()); x < recs * k; x += static_cast<std::size_t>(g.size())) {
-      const std::size_t i = x / k;
-      const int place = static_cast<int>(x % k);
-      sink(first + i, place, op_.load_entry(res[i], place));
-    }
+    read(static_cast<const Record*>(results_of(owner(tile), tile)));
     return true;
   }
 

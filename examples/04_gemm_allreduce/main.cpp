@@ -151,12 +151,7 @@ int run_process_rank(const rcclx::host::launch_config& cfg, std::size_t M, std::
 
 int main(int argc, char** argv) {
   int procs = 0;  // 0: emulated ranks in this process; -1: one rank of a launcher's job
-  try {
-    procs = rcclx::host::procs_argument(argc, argv, max_ranks);
-  } catch (const rcclx::error& e) {
-    std::printf("%s\n", e.what());
-    return 2;
-  }
+  if (!rcclx::host::procs_argument(argc, argv, max_ranks, procs)) return 2;
   std::size_t M = on_gpu ? 128 : 96, N = on_gpu ? 4096 : 136, K = on_gpu ? 4096 : 256;
   if (argc == 4) {
     M = std::strtoull(argv[1], nullptr, 10);

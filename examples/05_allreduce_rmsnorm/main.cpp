@@ -285,12 +285,7 @@ int run_processes(int procs, std::size_t decode_tokens, std::size_t prefill_toke
 
 int main(int argc, char** argv) {
   int procs = 0;  // 0: emulated ranks in this process; -1: one rank of a launcher's job
-  try {
-    procs = rcclx::host::procs_argument(argc, argv, max_ranks);
-  } catch (const rcclx::error& e) {
-    std::printf("%s\n", e.what());
-    return 2;
-  }
+  if (!rcclx::host::procs_argument(argc, argv, max_ranks, procs)) return 2;
   // (Processes: each rank checks for itself, after the fork: no GPU call may precede it.)
   if (on_gpu && procs == 0 && rcclx::gpu::device_count() == 0) {
     std::printf("built for %s but no GPU is present; rebuild with RCCLX_BACKEND=host\n", rcclx::backend_name());

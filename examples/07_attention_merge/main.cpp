@@ -239,12 +239,7 @@ int run_process_rank(const rcclx::host::launch_config& cfg, const problem& p) {
 
 int main(int argc, char** argv) {
   int procs = 0;  // 0: emulated ranks in this process; -1: one rank of a launcher's job
-  try {
-    procs = rcclx::host::procs_argument(argc, argv, max_ranks);
-  } catch (const rcclx::error& e) {
-    std::printf("%s\n", e.what());
-    return 2;
-  }
+  if (!rcclx::host::procs_argument(argc, argv, max_ranks, procs)) return 2;
   int tokens = on_gpu ? 64 : 6, heads = on_gpu ? 32 : 8, max_len = on_gpu ? 4096 : 60;
   if (argc == 4) {
     tokens = std::atoi(argv[1]);

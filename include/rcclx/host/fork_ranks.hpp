@@ -70,6 +70,21 @@ inline int procs_argument(int& argc, char**& argv, int max_ranks) {
   return launched_by_launcher() ? -1 : procs;
 }
 
+// procs_argument for a main(): a bad `--procs` is printed (as run_ranks prints a rank's exception)
+// and gives false, so main() can return 2 without a try block of its own:
+//
+//   int procs = 0;
+//   if (!rcclx::host::procs_argument(argc, argv, 8, procs)) return 2;
+inline bool procs_argument(int& argc, char**& argv, int max_ranks, int& procs) {
+  try {
+    procs = procs_argument(argc, argv, max_ranks);
+    return true;
+  } catch (const error& e) {
+    std::printf("%s\n", e.what());
+    return false;
+  }
+}
+
 // In a rank's process (after the fork): make cfg.device modulo the GPU count this thread's device.
 // Throws errc::unsupported on a GPU backend with no GPU present; nothing on the host backend.
 inline void use_device(const launch_config& cfg) {

@@ -238,14 +238,20 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool after(const Before& before, const T& a,
   return ra != rb ? ra > rb : pa > pb;
 }
 
-// The selection's bound tau: with q = ceil(K / n) - 1, the rank whose entry q (`at(s)`) comes last;
-// every rank's entries 0..q come at or before (at(rank), rank, q), so the n (q + 1) >= K of them
-// leave no place in the result for an entry after it.
-template <class Before, class At>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int tau_rank(const Before& before, int n, int q, const At& at) {
+// The selection's bound: with q = ceil(K / n) - 1, the rank whose entry q (`at(s)`, read once per
+// rank) comes last, returned, and that entry in `tau`; every rank's entries 0..q come at or before
+// (tau, rank, q), so the n (q + 1) >= K of them leave no place in the result for an entry after it.
+template <class Before, class At, class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int tau_rank(const Before& before, int n, int q, const At& at, T& tau) {
   int tr = 0;
-  for (int s = 1; s < n; ++s)
-    if (after(before, at(s), s, q, at(tr), tr, q)) tr = s;
+  tau = at(0);
+  for (int s = 1; s < n; ++s) {
+    const T x = at(s);
+    if (after(before, x, s, q, tau, tr, q)) {
+      tr = s;
+      tau = x;
+    }
+  }
   return tr;
 }
 }  // namespace detail
@@ -275,8 +281,8 @@ RCCLX_HOST_DEVICE void merge_entries(const Group& g, const Combine& op, int n, e
   g.sync();
   const auto before = [](const key& a, const key& b) { return order::before(a, b); };
   const int q = (k + n - 1) / n - 1;
-  const int tr = detail::tau_rank(before, n, q, [&](int s) -> const key& { return st.list[s][q]; });
-  const key tau = st.list[tr][q];
+  key tau;
+  const int tr = detail::tau_rank(before, n, q, [&](int s) { return st.list[s][q]; }, tau);
   for (int x = g.thread_rank(); x < items; x += g.size()) {
     const int r = x % n, p = x / n;
     const key e = st.list[r][p];
@@ -468,8 +474,8 @@ class combine {
       const int n = num_ranks(), q = (k + n - 1) / n - 1;
       const auto list = [&](int s) -> const Record& { return input_of(s, tile)[i]; };
       const auto before = [](const entry& a, const entry& b) { return Combine::before(a, b); };
-      const int tr = detail::tau_rank(before, n, q, [&](int s) { return op_.load_entry(list(s), q); });
-      const entry tau = op_.load_entry(list(tr), q);
+      entry tau;
+      const int tr = detail::tau_rank(before, n, q, [&](int s) { return op_.load_entry(list(s), q); }, tau);
       for (int x = g.thread_rank(); x < n * k; x += g.size()) {  // position-major, as merge_entries
         const int r = x % n, p = x / n;
         const entry e = op_.load_entry(list(r), p);

@@ -19,9 +19,8 @@
 //     every 13th head -inf on every rank (O = 0, L = -inf).
 //   argmax, topk50: vocabulary-parallel sampling, B rows, a vocabulary V split over the ranks,
 //     float logits [B][V / N] per rank (multiples of 2^-12 in [-8, 8): ties across ranks; row 0
-//     has a -inf, row 1 NaNs; for the checks only, row 2 has its 50 best values on one rank, in
-//     one thread's vectors, which sends the top-k scan down its slower fallback: timed with random
-//     logits).
+//     has a -inf, row 1 NaNs; for the checks only, row 2 ascends along rank 1's shard, which sends
+//     the top-k scan down its slower safe mode: timed with random logits).
 //       fused:   one kernel: a block per row scans the rank's shard into its record (argmax, or its
 //                top 50), then the combine gives every rank the global one (argmax: reduce, a
 //                thread per record; top-k: reduce_entries, the ranks' lists staged in shared
@@ -191,22 +190,38 @@ struct vec4f {
   float x[4];
 };
 
+// Set bits of x, and the lowest one's position (x != 0).
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int popcount64(std::uint64_t x) {
+#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_GPU
+  return __popcll(x);
+#else
+  return __builtin_popcountll(x);
+#endif
+}
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int lowest_bit64(std::uint64_t x) {
+#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_GPU
+  return __ffsll(static_cast<long long>(x)) - 1;
+#else
+  return __builtin_ctzll(x);
+#endif
+}
+
 // A block's record of one row of its rank's shard, written to *dst (block-collective; the writes
 // are ordered by the caller's next group sync). The order of (value, index) is total (empty
 // entries aside, which are all alike), so the record does not depend on the thread count or on
 // the order of the merges: fused and unfused, any grid, get the same bits.
-// f(j, x[j]) once for every j below len, spread over the group: the elements before x's first
-// 16-byte boundary and after its last one element by element, the rest a 16-byte vector (4
-// elements) per load, `Unroll` vectors of a thread in flight together (a scan of a 64 KiB shard by
-// one block is otherwise bound by one load's latency). The order of the calls is unspecified.
-template <int Unroll, class G, class F>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void for_each_strided(const G& g, const float* x, std::size_t len, F&& f) {
+// Every element j below len, spread over the group: fe(j, x[j]) for those before x's first
+// 16-byte boundary and after its last one, fv(j, x[j..j+3]) for the rest, a 16-byte vector per
+// load, `Unroll` vectors of a thread in flight together (a scan of a 64 KiB shard by one block is
+// otherwise bound by one load's latency). A thread's fv calls come in increasing j.
+template <int Unroll, class G, class FE, class FV>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void for_each_strided(const G& g, const float* x, std::size_t len, FE&& fe, FV&& fv) {
   const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
   const std::size_t mis = (reinterpret_cast<std::uintptr_t>(x) & 15) / sizeof(float);
   const std::size_t head = std::min<std::size_t>(len, mis == 0 ? 0 : 4 - mis);
   const std::size_t vecs = (len - head) / 4, tail = head + 4 * vecs;
-  for (std::size_t j = tid; j < head; j += gs) f(j, x[j]);
-  for (std::size_t j = tail + tid; j < len; j += gs) f(j, x[j]);
+  for (std::size_t j = tid; j < head; j += gs) fe(j, x[j]);
+  for (std::size_t j = tail + tid; j < len; j += gs) fe(j, x[j]);
   const float* xv = x + head;
   std::size_t v = tid;
   for (; v + (Unroll - 1) * gs < vecs; v += Unroll * gs) {
@@ -218,36 +233,39 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void for_each_strided(const G& g, const floa
 #if RCCLX_DEVICE_COMPILE
 #  pragma unroll
 #endif
-    for (int u = 0; u < Unroll; ++u) {
-      const auto e = rcclx::gpu::bit_cast<vec4f>(w[u]);
-      const std::size_t j = head + 4 * (v + static_cast<std::size_t>(u) * gs);
-      for (int c = 0; c < 4; ++c) f(j + static_cast<std::size_t>(c), e.x[c]);
-    }
+    for (int u = 0; u < Unroll; ++u)
+      fv(head + 4 * (v + static_cast<std::size_t>(u) * gs), rcclx::gpu::bit_cast<vec4f>(w[u]));
   }
-  for (; v < vecs; v += gs) {
-    const auto e = rcclx::gpu::bit_cast<vec4f>(rcclx::gpu::load16(xv + 4 * v));
-    for (int c = 0; c < 4; ++c) f(head + 4 * v + static_cast<std::size_t>(c), e.x[c]);
-  }
+  for (; v < vecs; v += gs) fv(head + 4 * v, rcclx::gpu::bit_cast<vec4f>(rcclx::gpu::load16(xv + 4 * v)));
 }
-constexpr int scan_unroll = on_host ? 2 : 4;
+constexpr int scan_unroll = on_host ? 2 : 8;
 
 template <class Op>
 struct shard_scan;
 
-// argmax: each thread's best of elements tid, tid + G, ...; the block's best by a pairwise tree.
+// argmax: each thread's best of its elements (four running bests, one per lane of its vectors,
+// each fed in increasing index order: a compare and a select per element); the block's best by a
+// pairwise tree.
 template <>
 struct shard_scan<fz::argmax> {
+  using rec = fz::argmax::record;
+  // push for an index above every index `a` holds: ties and later NaNs never replace it.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static void push_later(rec& a, float v, std::uint32_t index) {
+    if ((!(v <= a.value) && a.value == a.value) || a.index == 0xFFFFFFFFu) a = {v, index};  // NaN: v <= fails
+  }
+
   template <class G>
-  RCCLX_HOST_DEVICE static void run(const G& g, const float* x, std::size_t len, std::size_t begin,
-                                    fz::argmax::record* dst) {
-    using rec = fz::argmax::record;
+  RCCLX_HOST_DEVICE static void run(const G& g, const float* x, std::size_t len, std::size_t begin, rec* dst) {
     constexpr int half = vocab_threads / 2 > 0 ? vocab_threads / 2 : 1;
     rec(&part)[half] = rcclx::gpu::block_shared<rec[half], struct argmax_scan_tag>();
     const int tid = g.thread_rank();
-    rec mine = fz::argmax::empty();
-    for_each_strided<scan_unroll>(g, x, len, [&](std::size_t j, float v) {
-      fz::argmax::push(mine, v, static_cast<std::uint32_t>(begin + j));
-    });
+    rec mine = fz::argmax::empty(), lane[4] = {mine, mine, mine, mine};
+    for_each_strided<scan_unroll>(
+        g, x, len, [&](std::size_t j, float v) { fz::argmax::push(mine, v, static_cast<std::uint32_t>(begin + j)); },
+        [&](std::size_t j, const vec4f& e) {
+          for (int k = 0; k < 4; ++k) push_later(lane[k], e.x[k], static_cast<std::uint32_t>(begin + j + k));
+        });
+    for (int k = 0; k < 4; ++k) fz::argmax{}.fold(mine, lane[k]);
     merge_tree<fz::argmax>(g, part, mine);
     if (tid == 0) *dst = mine;
   }
@@ -266,119 +284,284 @@ struct shard_scan<fz::argmax> {
   }
 };
 
-// top-K: (1) each thread's best B = ceil(K / G) entries; the entry t ranked K - 1 among these
-// G x B entries has K entries at or before it, so every one of the row's K best ranks at or before
-// t; (2) each thread collects its elements at or before t (random logits, K = 50, G = 128: some 60
-// in all, rarely more than two in a thread); (3) a candidate's rank among all candidates is its
-// place in the result. Two passes over the shard, a few group syncs, no per-thread K-entry list.
-// A thread with more than `cap` candidates (e.g. one thread holding most of the row's K best)
-// makes the block fall back to per-thread top-K lists merged pairwise: slower, the same record.
+// top-K in one pass over the shard: a block keeps, in shared memory, every element seen so far
+// whose value is at or above a threshold value tv (NaN counts as above everything), where at
+// least K elements are, so the row's K best are all kept. A chunk (`unroll` 16-byte vectors per
+// thread, in flight together) is loaded and each element that passes one compare against tv is
+// appended. tv comes from the first chunk: every thread's largest value, sorted across its warp
+// (shuffles); the warp's q-th (q = ceil(K / warps) - 1) is at or below q + 1 of them, so the
+// smallest of the warps' q-th values has at least K elements at or above it (on the host, a
+// single thread: the K-th of its K best). When the kept ones pass half the slots they are
+// compacted the same way, from every thread's largest kept value. At the end each kept element's
+// rank among them (the exact order, by key) is its place. Random logits, K = 50, G = 128: some
+// 80 kept per 4096-element chunk, one compaction at the end. A row whose chunk overflows the
+// slots (e.g. logits ascending along the row, or all equal) restarts in a safe mode: one element
+// per thread between checks, thresholds exact entries (ties broken by index), so a step can
+// never overflow. Slower, the same record.
 template <int K>
 struct shard_scan<fz::topk<K>> {
   using op = fz::topk<K>;
   using rec = typename op::record;
   using entry = fz::argmax::record;  // (value, index), in the combine's order (argmax::before)
   static constexpr int threads = vocab_threads;
-  static constexpr int per_thread = (K + threads - 1) / threads;  // B
-  static constexpr int cap = per_thread > 8 ? per_thread : 8;     // candidate slots per thread
+  static constexpr int per_thread = (K + threads - 1) / threads;  // B, for the exact thresholds
+  using few = fz::topk<per_thread>;
+  static constexpr int warp = RCCLX_WARP_SIZE, warps = threads / warp;
+  static constexpr bool by_warps = !on_host;  // the value thresholds by warp sorts (else exact)
+  static constexpr int unroll = on_host ? 16 : 8;   // vectors per thread per chunk (a 64-bit mask)
+  static constexpr int cap = on_host ? 112 : 2048;  // slots (host: a chunk can overflow them, as GPUs' can)
+  static constexpr int slice = cap / threads;                     // a thread's slots in a compaction
+  static_assert(threads * per_thread >= K && threads * per_thread <= cap && cap % threads == 0 && unroll <= 16, "slots");
+  static_assert(!by_warps || (threads % warp == 0 && (K + warps - 1) / warps <= warp), "warp thresholds");
   struct scratch {
-    entry slot[threads * cap];          // step 1: the G x B entries; step 2: the candidates
-    std::uint64_t key[threads * cap];   // op::key of each slot: one compare in the rankings
-    int count[threads];
+    entry slot[cap];
+    std::uint64_t key[cap];  // op::key: one compare per ranking step
+    float warp_value[warps > 0 ? warps : 1];
+    std::uint32_t count;     // slots taken (may pass cap: then overflow)
+    int overflow;
     entry t;
   };
-  static_assert(per_thread <= cap && threads * per_thread >= K, "step 1 needs K entries");
 
+  RCCLX_HOST_DEVICE static bool before(const entry& a, const entry& b) { return fz::argmax::before(a, b); }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static float above_all_nan(float v) { return v != v ? __builtin_huge_valf() : v; }
+
+  // Appends e to the slots. True if its slot is past half.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static bool append(scratch& sh, const entry& e) {
+    const std::uint32_t s = rcclx::gpu::fetch_add_local(&sh.count, 1u);
+    if (s < cap) sh.slot[s] = e;
+    else sh.overflow = 1;
+    return s >= cap / 2;
+  }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static bool keep(scratch& sh, float tv, const entry& e) {
+    return !(e.value < tv) && append(sh, e);  // NaN passes
+  }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static bool keep_exact(scratch& sh, const entry& t, const entry& e) {
+    return !(e.value < t.value) && !before(t, e) && append(sh, e);
+  }
+
+  // Group-collective: a value with at least K of the values the threads saw at or above it (NaN
+  // above all), or -inf. `m`: this thread's largest (NaN as +inf; -inf if none); `best`: its B
+  // best entries (used on the host only).
   template <class G>
-  RCCLX_HOST_DEVICE static void run(const G& g, const float* x, std::size_t len, std::size_t begin, rec* dst) {
-    scratch& sh = rcclx::gpu::block_shared<scratch, struct topk_scan_tag>();
-    const int tid = g.thread_rank();
-    // (1) This thread's B best, then the entry ranked K - 1 among all G x B (identical empty
-    // entries ranked by slot: every rank is taken once).
-    using few = fz::topk<per_thread>;
-    typename few::record best = few::empty();
-    for_each_strided<scan_unroll>(g, x, len, [&](std::size_t j, float v) {
-      few::push(best, v, static_cast<std::uint32_t>(begin + j));
-    });
-    g.sync();  // the previous row's reads of the slots are done
-    for (int b = 0; b < per_thread; ++b) {
-      sh.slot[tid * per_thread + b] = {best.value[b], best.index[b]};
-      sh.key[tid * per_thread + b] = op::key({best.value[b], best.index[b]});
+  RCCLX_HOST_DEVICE static float value_threshold(const G& g, scratch& sh, float m, const typename few::record& best,
+                                                 bool reset) {
+    if constexpr (by_warps) {
+#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_GPU
+      const int lane = g.thread_rank() % warp, w = g.thread_rank() / warp;
+      for (int k = 2; k <= warp; k *= 2)  // bitonic sort across the warp, largest first
+        for (int j = k / 2; j > 0; j /= 2) {
+#  if RCCLX_BACKEND_CUDA
+          const float o = __shfl_xor_sync(0xFFFFFFFFu, m, j);
+#  else
+          const float o = __shfl_xor(m, j);
+#  endif
+          m = ((lane & j) == 0) == ((lane & k) == 0) ? fmaxf(m, o) : fminf(m, o);
+        }
+      g.sync();  // earlier readers of warp_value are done
+      if (lane == (K + warps - 1) / warps - 1) sh.warp_value[w] = m;
+      if (reset && g.thread_rank() == 0) sh.count = 0;
+      g.sync();
+      float tv = sh.warp_value[0];
+      for (int u = 1; u < warps; ++u) tv = fminf(tv, sh.warp_value[u]);
+      return tv;
+#else
+      (void)g, (void)sh, (void)m, (void)best, (void)reset;
+      return 0;
+#endif
+    } else {
+      (void)m;
+      return threshold(g, sh, best, reset).value;
     }
+  }
+
+  // Group-collective: the entry ranked K - 1 among every thread's best B (`best`) (an empty entry
+  // if there are fewer than K). If `reset`, the slots are emptied too (every thread has read the
+  // count before the call).
+  template <class G>
+  RCCLX_HOST_DEVICE static entry threshold(const G& g, scratch& sh, const typename few::record& best, bool reset) {
+    const int tid = g.thread_rank();
+    g.sync();  // earlier readers of sh.key and sh.t are done
+    for (int b = 0; b < per_thread; ++b) sh.key[tid * per_thread + b] = op::key({best.value[b], best.index[b]});
+    if (reset && tid == 0) sh.count = 0;
     g.sync();
-    constexpr int all = threads * per_thread;
+    const int all = g.size() * per_thread;
     for (int b = 0; b < per_thread; ++b) {
       const int me = tid * per_thread + b;
       const std::uint64_t e = sh.key[me];
       int rank = 0;
-      for (int u = 0; u < all; ++u) {
-        const std::uint64_t o = sh.key[u];
-        rank += o > e || (o == e && u < me);
-      }
-      if (rank == K - 1) sh.t = sh.slot[me];
+      for (int u = 0; u < all; ++u) rank += sh.key[u] > e || (sh.key[u] == e && u < me);
+      if (rank == K - 1) sh.t = {best.value[b], best.index[b]};
     }
     g.sync();
-    // (2) This thread's elements at or before t, into its slots.
-    const entry t = sh.t;
-    int n = 0;
-    for_each_strided<scan_unroll>(g, x, len, [&](std::size_t j, float v) {
-      const entry e{v, static_cast<std::uint32_t>(begin + j)};
-      if (!before(t, e)) {
-        if (n < cap) sh.slot[tid * cap + n] = e;
-        ++n;
+    return sh.t;
+  }
+
+  // Group-collective, after a sync that follows the last append: keeps only the slots at or above
+  // a new threshold from them (exact: at or before an entry, as the safe mode needs; else a value).
+  // Returns the entry (exact) or {value, 0}.
+  template <bool Exact, class G>
+  RCCLX_HOST_DEVICE static entry compact(const G& g, scratch& sh) {
+    const int tid = g.thread_rank(), gs = g.size();
+    const int n = static_cast<int>(sh.count < cap ? sh.count : cap);
+    entry mine[slice];
+    typename few::record best = few::empty();
+    float m = -__builtin_huge_valf();
+    for (int s = 0; s < slice; ++s) {
+      const int i = tid + s * gs;
+      if (i < n) {
+        mine[s] = sh.slot[i];
+        if (Exact || !by_warps) few::push(best, mine[s].value, mine[s].index);
+        else m = fmaxf(m, above_all_nan(mine[s].value));
       }
-    });
-    sh.count[tid] = n;
-    if (g.sync_or(n > cap)) {
-      fallback(g, x, len, begin, dst);
-      return;
     }
-    // Packed: this thread's candidates at [offset, offset + n), every candidate's rank among all.
-    int offset = 0, total = 0;
-    for (int u = 0; u < threads; ++u) {
-      offset += u < tid ? sh.count[u] : 0;
-      total += sh.count[u];
-    }
-    entry mine[cap];
-    for (int c = 0; c < cap; ++c)
-      if (c < n) mine[c] = sh.slot[tid * cap + c];
-    g.sync();
-    for (int c = 0; c < cap; ++c)
-      if (c < n) {
-        sh.slot[offset + c] = mine[c];
-        sh.key[offset + c] = op::key(mine[c]);
+    if constexpr (Exact) {
+      const entry t = threshold(g, sh, best, true);
+      for (int s = 0; s < slice; ++s)
+        if (tid + s * gs < n) (void)keep_exact(sh, t, mine[s]);
+      return t;
+    } else {
+      const float tv = value_threshold(g, sh, m, best, true);
+      int passing = 0;
+      for (int s = 0; s < slice; ++s) passing += tid + s * gs < n && !(mine[s].value < tv);
+      if (passing > 0) {  // one reservation (no overflow: the slots kept are among those read)
+        std::uint32_t at = rcclx::gpu::fetch_add_local(&sh.count, static_cast<std::uint32_t>(passing));
+        for (int s = 0; s < slice; ++s)
+          if (tid + s * gs < n && !(mine[s].value < tv)) sh.slot[at++] = mine[s];
       }
-    g.sync();
-    // (3) Candidates are distinct elements: their ranks are distinct.
-    for (int k = tid; k < K; k += threads)
-      if (k >= total) {  // fewer elements than K: empty entries after them
-        dst->value[k] = -__builtin_huge_valf();
-        dst->index[k] = 0xFFFFFFFFu;
-      }
-    for (int c = tid; c < total; c += threads) {
-      const entry e = sh.slot[c];
-      const std::uint64_t ke = sh.key[c];
-      int rank = 0;
-      for (int u = 0; u < total; ++u) rank += sh.key[u] > ke;
-      if (rank < K) {
-        dst->value[rank] = e.value;
-        dst->index[rank] = e.index;
-      }
+      return {tv, 0};
     }
   }
 
-  RCCLX_HOST_DEVICE static bool before(const entry& a, const entry& b) { return fz::argmax::before(a, b); }
-
-  // Per-thread top-K lists, merged pairwise (shard_scan<argmax>::merge_tree).
   template <class G>
-  RCCLX_HOST_DEVICE static void fallback(const G& g, const float* x, std::size_t len, std::size_t begin, rec* dst) {
-    constexpr int half = threads / 2 > 0 ? threads / 2 : 1;
-    rec(&part)[half] = rcclx::gpu::block_shared<rec[half], struct topk_fallback_tag>();
-    rec mine = op::empty();
-    for (std::size_t j = static_cast<std::size_t>(g.thread_rank()); j < len; j += static_cast<std::size_t>(g.size()))
-      op::push(mine, x[j], static_cast<std::uint32_t>(begin + j));
-    shard_scan<fz::argmax>::merge_tree<op>(g, part, mine);
-    if (g.thread_rank() == 0) *dst = mine;
+  RCCLX_HOST_DEVICE static void run(const G& g, const float* x, std::size_t len, std::size_t begin, rec* dst) {
+    scratch& sh = rcclx::gpu::block_shared<scratch, struct topk_scan_tag>();
+    const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
+    const std::size_t mis = (reinterpret_cast<std::uintptr_t>(x) & 15) / sizeof(float);
+    const std::size_t head = std::min<std::size_t>(len, mis == 0 ? 0 : 4 - mis);
+    const std::size_t vecs = (len - head) / 4, tail = head + 4 * vecs, chunk = unroll * gs;
+    const float* xv = x + head;
+    g.sync();  // the previous row's reads of the slots are done
+    if (tid == 0) {
+      sh.count = 0;
+      sh.overflow = 0;
+    }
+    const auto at = [&](std::size_t c, int u) { return c + static_cast<std::size_t>(u) * gs + tid; };
+    rcclx::gpu::vec16 w[unroll];
+    const auto load = [&](std::size_t c) {
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int u = 0; u < unroll; ++u)
+        if (at(c, u) < vecs) w[u] = rcclx::gpu::load16(xv + 4 * at(c, u));
+    };
+    const auto each = [&](std::size_t c, auto&& f) {
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int u = 0; u < unroll; ++u)
+        if (at(c, u) < vecs) {
+          const auto e = rcclx::gpu::bit_cast<vec4f>(w[u]);
+          for (int k = 0; k < 4; ++k) f(e.x[k], static_cast<std::uint32_t>(begin + head + 4 * at(c, u) + k));
+        }
+    };
+    // The first chunk sets tv.
+    load(0);
+    typename few::record best = few::empty();
+    float m = -__builtin_huge_valf();
+    each(0, [&](float v, std::uint32_t i) {
+      if constexpr (by_warps) m = fmaxf(m, above_all_nan(v));
+      else few::push(best, v, i);
+    });
+    float tv = value_threshold(g, sh, m, best, false);
+    // A chunk's passing elements: counted, one slot reservation per thread, then stored.
+    // A chunk's passing elements: marked in a mask (a compare per element), one slot reservation
+    // per thread, then each one read again (from the L1 cache: it was just loaded) and stored.
+    const auto keep_chunk = [&](std::size_t c) {
+      std::uint64_t mask = 0;
+      int bit = 0;
+      each(c, [&](float v, std::uint32_t) { mask |= static_cast<std::uint64_t>(!(v < tv)) << bit++; });  // NaN passes
+      if (mask == 0) return false;
+      const auto passing = static_cast<std::uint32_t>(popcount64(mask));
+      std::uint32_t s = rcclx::gpu::fetch_add_local(&sh.count, passing);
+      const bool past_half = s + passing > cap / 2;
+      if (s + passing > cap) sh.overflow = 1;
+      for (; mask != 0; mask &= mask - 1, ++s) {
+        const int b = lowest_bit64(mask);
+        const std::size_t j = head + 4 * at(c, b / 4) + static_cast<std::size_t>(b % 4);
+        if (s < cap) sh.slot[s] = {x[j], static_cast<std::uint32_t>(begin + j)};
+      }
+      return past_half;
+    };
+    bool half = keep_chunk(0);
+    for (std::size_t j = tid; j < head; j += gs) half |= keep(sh, tv, {x[j], static_cast<std::uint32_t>(begin + j)});
+    for (std::size_t j = tail + tid; j < len; j += gs) half |= keep(sh, tv, {x[j], static_cast<std::uint32_t>(begin + j)});
+    for (std::size_t c = chunk;; c += chunk) {
+      if (g.sync_or(half)) {
+        if (sh.overflow) return safe(g, sh, x, len, begin, dst);
+        tv = compact<false>(g, sh).value;
+      }
+      if (c >= vecs) break;
+      load(c);
+      half = keep_chunk(c);
+    }
+    finish(g, sh, dst);
+  }
+
+  // The safe mode: the row again, one element per thread between checks (a step appends at most
+  // G <= cap / 2), compacting by exact entries while more than half the slots are taken.
+  template <class G>
+  RCCLX_HOST_DEVICE static void safe(const G& g, scratch& sh, const float* x, std::size_t len, std::size_t begin,
+                                     rec* dst) {
+    const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
+    g.sync();  // every thread has seen the overflow
+    if (tid == 0) {
+      sh.count = 0;
+      sh.overflow = 0;
+    }
+    g.sync();
+    entry t = fz::argmax::empty();  // at or after every element
+    for (std::size_t j0 = 0; j0 < len; j0 += gs) {
+      const std::size_t j = j0 + tid;
+      const bool half = j < len && keep_exact(sh, t, {x[j], static_cast<std::uint32_t>(begin + j)});
+      if (g.sync_or(half)) {
+        // One compaction is enough here: it keeps at most K * ceil(n / G) <= cap / 2 entries with
+        // B = 1 (n <= cap / 2 + G), exactly K with G = 1.
+        do {
+          t = compact<true>(g, sh);
+          g.sync();
+        } while (sh.count > cap / 2);
+      }
+    }
+    finish(g, sh, dst);
+  }
+
+  // After the last append: the kept entries' places (compacted first while more than G are kept,
+  // at most twice: ties may keep more), empty entries after them.
+  template <class G>
+  RCCLX_HOST_DEVICE static void finish(const G& g, scratch& sh, rec* dst) {
+    const int tid = g.thread_rank(), gs = g.size();
+    g.sync();
+    for (int round = 0; round < 2 && static_cast<int>(sh.count) > gs; ++round) {
+      (void)compact<false>(g, sh);
+      g.sync();
+    }
+    const int n = static_cast<int>(sh.count);
+    for (int c = tid; c < n; c += gs) sh.key[c] = op::key(sh.slot[c]);
+    g.sync();
+    for (int k = tid; k < K; k += gs)
+      if (k >= n) {  // fewer elements than K: empty entries after them
+        dst->value[k] = -__builtin_huge_valf();
+        dst->index[k] = 0xFFFFFFFFu;
+      }
+    for (int c = tid; c < n; c += gs) {  // kept entries are distinct elements: distinct ranks
+      const std::uint64_t kc = sh.key[c];
+      int rank = 0;
+      for (int u = 0; u < n; ++u) rank += sh.key[u] > kc;
+      if (rank < K) {
+        dst->value[rank] = sh.slot[c].value;
+        dst->index[rank] = sh.slot[c].index;
+      }
+    }
   }
 };
 
@@ -812,14 +995,13 @@ class runner {
       all[V + V * 5 / 8] = NAN;
       all[V + V / 3] = NAN;
     }
-    // Row 2 (checked, not timed): the row's best values on rank 1, all in the vectors of one
-    // thread of a 128-thread block (4 consecutive elements every 4 x 128): the top-k scan's slower
-    // fallback. Timed: random rows.
+    // Row 2 (checked, not timed): rank 1's shard ascending and above every other logit, so every
+    // chunk of the top-k scan beats the threshold of the one before: its slots overflow and it
+    // takes its safe mode. Timed: random rows.
     const std::vector<float> random = all;
-    const std::size_t b1 = shard_begin(1, n_, V), e1 = shard_begin(2, n_, V), stride = 4 * vocab_threads;
-    const auto at = [&](int k) { return b1 + stride * static_cast<std::size_t>(k / 4) + static_cast<std::size_t>(k % 4); };
-    if (rows > 2 && at(top_k - 1) < e1)
-      for (int k = 0; k < top_k; ++k) all[2 * V + at(k)] = 8.0f + static_cast<float>(k) / 64;
+    if (rows > 2)
+      for (std::size_t j = shard_begin(1, n_, V); j < shard_begin(2, n_, V); ++j)
+        all[2 * V + j] = 8.0f + static_cast<float>(j - shard_begin(1, n_, V)) * 0x1p-12f;
     const auto upload = [&](const std::vector<float>& logits) {
       for (int q = 0; q < n_; ++q) {
         const std::size_t b = shard_begin(q, n_, V), len = shard_begin(q + 1, n_, V) - b;

@@ -89,7 +89,8 @@ struct options {
                "rcclx-bench-fused: %s\n"
                "usage: rcclx-bench-fused [--suite gpu|decode|gemm|combine|host] [--out DIR] [--emulated N] [--iters I] [--warmup W]\n"
                "                         [--calls-per-graph K] [--json FILE] [--csv FILE] [--ll-blocks N] [--ll-block-bytes B]\n"
-               "                         [--gemm MxNxK]...  (only these GEMM rows, no AllReduce + RMSNorm rows)\n",
+               "                         [--gemm MxNxK]...  (only these GEMM rows, no AllReduce + RMSNorm rows)\n"
+               "                         [--combine attn_merge:B | argmax:BxV | topk:BxV]...  (only these combine rows)\n",
                why.c_str());
   std::exit(2);
 }
@@ -99,6 +100,7 @@ options parse(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) o.command += (i ? " " : "") + std::string(argv[i]);
   std::string out_dir;
   std::vector<gemm_shape> custom_gemms;
+  std::vector<combine_bench::shape> custom_combines;
   auto value = [&](int& i) -> std::string {
     if (i + 1 >= argc) usage(std::string("missing value after ") + argv[i]);
     return argv[++i];
@@ -122,6 +124,20 @@ options parse(int argc, char** argv) {
       if (std::sscanf(v.c_str(), "%llux%llux%llu%c", &m, &n, &k, &tail) != 3 || !m || !n || !k)
         usage("--gemm wants MxNxK, e.g. 16x4096x4096, got " + v);
       custom_gemms.push_back({m, n, k});
+    } else if (a == "--combine") {
+      using combine_bench::kind;
+      const std::string v = value(i);
+      const std::size_t colon = v.find(':');
+      const std::string name = v.substr(0, colon);
+      unsigned long long b = 0, voc = 0;
+      char tail = 0;
+      const char* dims = colon == std::string::npos ? "" : v.c_str() + colon + 1;
+      const bool attn = name == "attn_merge";
+      const bool ok = attn ? std::sscanf(dims, "%llu%c", &b, &tail) == 1 && b
+                           : (name == "argmax" || name == "topk") && std::sscanf(dims, "%llux%llu%c", &b, &voc, &tail) == 2 &&
+                                 b && voc;
+      if (!ok) usage("--combine wants attn_merge:B, argmax:BxV or topk:BxV, e.g. topk:8x131072, got " + v);
+      custom_combines.push_back({attn ? kind::attention : name == "argmax" ? kind::argmax : kind::topk, b, voc});
     } else if (a == "-h" || a == "--help") usage("help");
     else usage("unknown argument " + a);
   }
@@ -171,6 +187,11 @@ options parse(int argc, char** argv) {
     o.shapes.clear();
     o.combines.clear();
     o.gemms = custom_gemms;
+  }
+  if (!custom_combines.empty()) {  // --combine: these combine rows only (and the --gemm rows)
+    o.shapes.clear();
+    if (custom_gemms.empty()) o.gemms.clear();
+    o.combines = custom_combines;
   }
   if (!out_dir.empty()) {
     std::error_code ec;

@@ -203,11 +203,15 @@ struct sort_key<Combine, std::void_t<decltype(Combine::key(std::declval<const ty
 }  // namespace detail
 
 // Where a group stages the lists of one record for merge_entries / combine::reduce_entries: every
-// rank's K keys (or entries): MaxRanks x K x 8 bytes for topk (4 KiB for topk<64> on 8 ranks).
-// Memory the group shares, e.g. a block's `rcclx::gpu::block_shared<entries_storage<...>, struct my_tag>()`.
+// rank's K keys, and where the Combine is keyed its K entries too (what the sink is given, so no
+// list is read twice): MaxRanks x K x 16 bytes for topk (8 KiB for topk<64> on 8 ranks). Memory
+// the group shares, e.g. a block's `rcclx::gpu::block_shared<entries_storage<...>, struct my_tag>()`.
 template <class Combine, int MaxRanks>
 struct entries_storage {
+  static constexpr bool keyed = detail::sort_key<Combine>::keyed;
   typename detail::sort_key<Combine>::type list[MaxRanks][Combine::entries];
+  typename Combine::entry entry[keyed ? MaxRanks : 1][keyed ? Combine::entries : 1];
+  int bound[MaxRanks];  // candidates per list
 };
 
 namespace detail {
@@ -259,13 +263,15 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int tau_rank(const Before& before, int n, in
 // Group-collective: the selection of ranks 0..n-1's sorted lists (`list(s)`: rank s's record, in
 // any memory) with the lists staged in `st` (one coalesced pass: a thread per entry, keyed where
 // the Combine declares key()), then every entry that can be in the result placed by its own
-// thread by binary searches in the staged lists (the order and the places of place_among):
-// `sink(place, entry)` once per place below Combine::entries, by the thread that placed it (keyed:
-// the entry read again from its list). Which entries can: with q = ceil(K / n) - 1, every rank's
-// entries 0..q come at or before the worst of the ranks' entries q (tau), so the n (q + 1) >= K of
-// them leave no place for an entry after tau: those are skipped after one comparison (random
-// lists: some K + n of the n K entries are searched). Entries are taken position-major (position
-// 0 of every rank first), so the ones searched sit in the first threads. Starts with a group sync
+// thread (the order and the places of place_among): `sink(place, entry)` once per place below
+// Combine::entries, by the thread that placed it (keyed: the entry staged beside its key). Which
+// entries can: with q = ceil(K / n) - 1, every rank's entries 0..q come at or before the worst of
+// the ranks' entries q (tau), so the n (q + 1) >= K of them leave no place for an entry after tau.
+// The entries at or before tau (the candidates; random lists: some K + n of the n K) are a prefix
+// of each list, found by one binary search per list; every entry before a candidate is one, so a
+// candidate's place is the number of candidates before it, counted by comparing it with each
+// other list's prefix. Entries are taken position-major (position 0 of every rank first), so the
+// candidates sit in the first threads. Starts with a group sync
 // (a previous use of `st` is done); the group must share `st`. What reduce_entries(g, tile, st,
 // sink) runs per record, for an unfused merge that wants its bits.
 template <class Combine, int MaxRanks, class Group, class Lists, class Sink>
@@ -276,33 +282,64 @@ RCCLX_HOST_DEVICE void merge_entries(const Group& g, const Combine& op, int n, e
   constexpr int k = Combine::entries;
   const int items = n * k;
   g.sync();
-  for (int x = g.thread_rank(); x < items; x += g.size())
-    st.list[x / k][x % k] = order::of(op.load_entry(list(x / k), x % k));
+  // A thread's entries loaded `batch` at a time, all in flight together, then staged.
+  constexpr int batch = 4;
+  for (int x0 = g.thread_rank(); x0 < items; x0 += batch * g.size()) {
+    typename Combine::entry in[batch];
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int b = 0; b < batch; ++b) {
+      const int x = x0 + b * g.size();
+      if (x < items) in[b] = op.load_entry(list(x / k), x % k);
+    }
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int b = 0; b < batch; ++b) {
+      const int x = x0 + b * g.size();
+      if (x < items) {
+        st.list[x / k][x % k] = order::of(in[b]);
+        if constexpr (order::keyed) st.entry[x / k][x % k] = in[b];
+      }
+    }
+  }
   g.sync();
   const auto before = [](const key& a, const key& b) { return order::before(a, b); };
   const int q = (k + n - 1) / n - 1;
   key tau;
   const int tr = detail::tau_rank(before, n, q, [&](int s) { return st.list[s][q]; }, tau);
+  // Rank s's entries at or before (tau, tr, q): a prefix of its list, its candidates.
+  for (int s = g.thread_rank(); s < n; s += g.size())
+    st.bound[s] = s == tr ? q + 1 : detail::count_before<Combine>(st.list[s], tau, s < tr);
+  g.sync();
+  // A candidate's place: the candidates before it (every entry before it is one), each list's
+  // prefix compared in turn (independent compares, no search).
   for (int x = g.thread_rank(); x < items; x += g.size()) {
     const int r = x % n, p = x / n;
+    if (p >= st.bound[r]) continue;
     const key e = st.list[r][p];
-    if (detail::after(before, e, r, p, tau, tr, q)) continue;
     int place = p;
-#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_CUDA
-    // Unrolled: the ranks' searches interleave. (Not for HIP: clang 15's register allocator crashes
-    // on the unrolled searches in a kernel with a large shared-memory scan, rcclx-bench-fused's.)
-#  pragma unroll
-    for (int s = 0; s < MaxRanks; ++s)
-      if (s < n) {
-        const int c = detail::count_before<Combine>(st.list[s], e, s < r);
-        place += s != r ? c : 0;
-      }
-#else
-    for (int s = 0; s < n; ++s)
-      if (s != r) place += detail::count_before<Combine>(st.list[s], e, s < r);
+    for (int s = 0; s < n; ++s) {
+      if (s == r) continue;
+      const int b = st.bound[s];
+      const bool tied_too = s < r;
+      if constexpr (order::keyed) {  // one integer compare: x > e, or x > e - 1 (x >= e) for ties too
+        if (tied_too && e == 0) {
+          place += b;
+          continue;
+        }
+        const key t = tied_too ? static_cast<key>(e - 1) : e;
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll 4
 #endif
+        for (int j = 0; j < b; ++j) place += st.list[s][j] > t;
+      } else {
+        for (int j = 0; j < b; ++j) place += tied_too ? !before(e, st.list[s][j]) : before(st.list[s][j], e);
+      }
+    }
     if (place < k) {
-      if constexpr (order::keyed) sink(place, op.load_entry(list(r), p));
+      if constexpr (order::keyed) sink(place, st.entry[r][p]);
       else sink(place, e);
     }
   }

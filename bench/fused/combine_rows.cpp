@@ -32,6 +32,8 @@
 //     head, as an engine runs it; local_us is the scan kernel alone (fused - local_us is the
 //     combine's share, unfused - local_us the AllGather's and the merge kernel's).
 //   floor: the AllGather of the partial records alone (the exchange of the partial results).
+//   read (argmax, topk): the logits read once by the scan's blocks with the scan's loads, nothing
+//     kept: the scan's memory floor.
 // Checks: every rank the same bits; fused flat, fused tree and unfused bit-identical (the merge
 // kernels run the combine's own arithmetic); rank 0 against an independent float64 reference (the
 // merge of the partials in float64 within FP32 and bf16 rounding bounds; a scan of the whole row
@@ -310,6 +312,9 @@ struct shard_scan<fz::topk<K>> {
   static constexpr bool by_warps = !on_host;  // the value thresholds by warp sorts (else exact)
   static constexpr int unroll = on_host ? 16 : 8;   // vectors per thread per chunk (a 64-bit mask)
   static constexpr int cap = on_host ? 112 : 2048;  // slots (host: a chunk can overflow them, as GPUs' can)
+  // Chunks between checks of the slots: random logits keep some 80 per GPU chunk, so 4 chunks
+  // after a check at half the slots still fit; a row that overflows them takes the safe mode.
+  static constexpr int check_every = on_host ? 1 : 4;
   static constexpr int slice = cap / threads;                     // a thread's slots in a compaction
   static_assert(threads * per_thread >= K && threads * per_thread <= cap && cap % threads == 0 && unroll <= 16, "slots");
   static_assert(!by_warps || (threads % warp == 0 && (K + warps - 1) / warps <= warp), "warp thresholds");
@@ -477,9 +482,16 @@ struct shard_scan<fz::topk<K>> {
     // A chunk's passing elements: marked in a mask (a compare per element), one slot reservation
     // per thread, then each one read again (from the L1 cache: it was just loaded) and stored.
     const auto keep_chunk = [&](std::size_t c) {
-      std::uint64_t mask = 0;
-      int bit = 0;
-      each(c, [&](float v, std::uint32_t) { mask |= static_cast<std::uint64_t>(!(v < tv)) << bit++; });  // NaN passes
+      using mask_t = std::conditional_t<unroll * 4 <= 32, std::uint32_t, std::uint64_t>;
+      mask_t mask = 0;  // bit 4u + k: element k of vector u (constant shifts once unrolled)
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int u = 0; u < unroll; ++u)
+        if (at(c, u) < vecs) {
+          const auto e = rcclx::gpu::bit_cast<vec4f>(w[u]);
+          for (int k = 0; k < 4; ++k) mask |= !(e.x[k] < tv) ? mask_t{1} << (4 * u + k) : mask_t{0};  // NaN passes
+        }
       if (mask == 0) return false;
       const auto passing = static_cast<std::uint32_t>(popcount64(mask));
       std::uint32_t s = rcclx::gpu::fetch_add_local(&sh.count, passing);
@@ -495,14 +507,18 @@ struct shard_scan<fz::topk<K>> {
     bool half = keep_chunk(0);
     for (std::size_t j = tid; j < head; j += gs) half |= keep(sh, tv, {x[j], static_cast<std::uint32_t>(begin + j)});
     for (std::size_t j = tail + tid; j < len; j += gs) half |= keep(sh, tv, {x[j], static_cast<std::uint32_t>(begin + j)});
-    for (std::size_t c = chunk;; c += chunk) {
-      if (g.sync_or(half)) {
-        if (sh.overflow) return safe(g, sh, x, len, begin, dst);
-        tv = compact<false>(g, sh).value;
+    // The block checks the slots (a group sync) every `check_every` chunks and after the last.
+    for (std::size_t c = chunk, k = 1;; c += chunk, ++k) {
+      if (c >= vecs || k % check_every == 0) {
+        if (g.sync_or(half)) {
+          if (sh.overflow) return safe(g, sh, x, len, begin, dst);
+          tv = compact<false>(g, sh).value;
+        }
+        half = false;
       }
       if (c >= vecs) break;
       load(c);
-      half = keep_chunk(c);
+      half |= keep_chunk(c);
     }
     finish(g, sh, dst);
   }
@@ -623,6 +639,29 @@ struct vocab_local {
     const std::size_t b = shard_begin(ix.rank, ix.num_ranks, vocab), len = shard_begin(ix.rank + 1, ix.num_ranks, vocab) - b;
     for (std::size_t t = static_cast<std::size_t>(ix.block); t < rows; t += static_cast<std::size_t>(ix.num_blocks))
       shard_scan<Op>::run(g, logits[ix.rank] + t * len, len, b, part[ix.rank] + t);
+  }
+};
+
+// The scan's memory floor: the same blocks read the same logits with the same loads, and keep
+// nothing (a thread's sum is stored only if it is a value random logits never sum to).
+struct vocab_read {
+  static constexpr int max_threads_per_block = 128, min_blocks_per_multiprocessor = vocab_blocks_per_sm;
+  const float* logits[max_r];
+  float* sink[max_r];
+  std::size_t rows, vocab;
+
+  template <class G>
+  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
+    const std::size_t len = shard_begin(ix.rank + 1, ix.num_ranks, vocab) - shard_begin(ix.rank, ix.num_ranks, vocab);
+    for (std::size_t t = static_cast<std::size_t>(ix.block); t < rows; t += static_cast<std::size_t>(ix.num_blocks)) {
+      float acc[4] = {0, 0, 0, 0};
+      for_each_strided<scan_unroll>(
+          g, logits[ix.rank] + t * len, len, [&](std::size_t, float v) { acc[0] += v; },
+          [&](std::size_t, const vec4f& e) {
+            for (int k = 0; k < 4; ++k) acc[k] += e.x[k];
+          });
+      if (acc[0] + acc[1] + acc[2] + acc[3] == 0x1p100f) sink[ix.rank][g.thread_rank()] = acc[0];
+    }
   }
 };
 
@@ -1034,15 +1073,18 @@ class runner {
     set_fused(ff);
     set_fused(ft);
     vocab_local<Op> loc{};
+    vocab_read rd{};
     vocab_merge<Op> m{};
     for (int q = 0; q < n_; ++q) {
       loc.logits[q] = logits_[q];
       loc.part[q] = static_cast<rec*>(part_[q]);
+      rd.logits[q] = logits_[q];
+      rd.sink[q] = static_cast<float*>(part_[q]);
       m.gathered[q] = gathered_[q];
       m.out[q] = static_cast<rec*>(out_[q]);
     }
-    loc.rows = m.rows = rows;
-    loc.vocab = V;
+    loc.rows = m.rows = rd.rows = rows;
+    loc.vocab = rd.vocab = V;
     m.count = words;
     auto fused_flat = [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, fused_blocks, vocab_threads, ff, st); };
     auto fused_tree = [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, tree_blocks, vocab_threads, ft, st); };
@@ -1062,6 +1104,9 @@ class runner {
     bool fell_back = false;
     time_row(mode, automatic, fused_flat, fused_tree, unfused, words, gb, r, fell_back);
     r.local_us = time(mode, local, fell_back);
+    const int read_blocks = blocks_for<vocab_read>(static_cast<int>(rows), vocab_threads);
+    r.read_us = time(mode, [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, read_blocks, vocab_threads, rd, st); },
+                     fell_back);
     if (fell_back) r.timing = "events*";
   }
 
@@ -1132,9 +1177,9 @@ std::vector<row> run(const settings& s, const std::vector<shape>& shapes, void (
 bool correct(const row& r) { return r.error.empty() && r.identical && r.ref_ok; }
 
 void print_header() {
-  std::printf("%-10s %-12s %6s %-5s %4s %5s %10s %10s %10s %10s %10s %10s %8s %8s %9s %s\n", "combine", "shape",
+  std::printf("%-10s %-12s %6s %-5s %4s %5s %10s %10s %10s %10s %10s %10s %8s %8s %8s %9s %s\n", "combine", "shape",
               "bytes", "auto", "blk", "g_blk", "fused_flat", "fused_tree", "fused_auto", "unfused", "floor", "local",
-              "speedup", "x_best", "max_err", "ok");
+              "read", "speedup", "x_best", "max_err", "ok");
 }
 
 void print_row(const row& r) {
@@ -1143,12 +1188,15 @@ void print_row(const row& r) {
     std::fflush(stdout);
     return;
   }
-  char local[32] = "-";
-  if (r.kind != "attn_merge") std::snprintf(local, sizeof(local), "%.2f", r.local_us);
-  std::printf("%-10s %-12s %6zu %-5s %4d %5d %10.2f %10.2f %10.2f %10.2f %10.2f %10s %7.2fx %7.2fx %9.3g %s\n",
+  char local[32] = "-", read[32] = "-";
+  if (r.kind != "attn_merge") {
+    std::snprintf(local, sizeof(local), "%.2f", r.local_us);
+    std::snprintf(read, sizeof(read), "%.2f", r.read_us);
+  }
+  std::printf("%-10s %-12s %6zu %-5s %4d %5d %10.2f %10.2f %10.2f %10.2f %10.2f %10s %8s %7.2fx %7.2fx %9.3g %s\n",
               r.kind.c_str(), r.shape.c_str(), r.exchange_bytes, r.fused_auto_algo.c_str(), r.fused_blocks,
               r.gather_blocks, r.fused_flat_us, r.fused_tree_us, r.fused_auto_us, r.unfused_us, r.floor_us, local,
-              r.speedup, r.speedup_best, r.max_err, correct(r) ? "ok" : (!r.identical ? "DIFF" : "REF"));
+              read, r.speedup, r.speedup_best, r.max_err, correct(r) ? "ok" : (!r.identical ? "DIFF" : "REF"));
   std::fflush(stdout);
 }
 
@@ -1191,6 +1239,8 @@ void write_json_members(std::ostream& f, const std::vector<row>& rows) {
        "combine's arithmetic: bit-identical to fused)\",\n"
        "    \"floor_us\": \"the AllGather of the partial records alone (the exchange of the partial results)\",\n"
        "    \"local_us\": \"argmax / topk: the scan kernel alone (part of both fused and unfused)\",\n"
+       "    \"read_us\": \"argmax / topk: the logits read once by the scan's blocks and loads, nothing kept (the "
+       "scan's memory floor)\",\n"
        "    \"exchange_bytes_per_rank\": \"bytes of partial records each rank contributes\",\n"
        "    \"speedup\": \"unfused_us / fused_auto_us\",\n"
        "    \"speedup_best_fused\": \"unfused_us / min(fused_flat_us, fused_tree_us)\"\n"
@@ -1205,6 +1255,7 @@ void write_json_members(std::ostream& f, const std::vector<row>& rows) {
       << "\", \"fused_flat_us\": " << bench::json_number(r.fused_flat_us) << ", \"fused_tree_us\": " << bench::json_number(r.fused_tree_us)
       << ", \"fused_auto_us\": " << bench::json_number(r.fused_auto_us) << ", \"unfused_us\": " << bench::json_number(r.unfused_us)
       << ", \"floor_us\": " << bench::json_number(r.floor_us) << ", \"local_us\": " << bench::json_number(r.local_us)
+      << ", \"read_us\": " << bench::json_number(r.read_us)
       << ", \"speedup\": " << bench::json_number(r.speedup) << ", \"speedup_best_fused\": " << bench::json_number(r.speedup_best)
       << ", \"max_abs_error\": " << bench::json_number(r.max_err) << ", \"reference_ok\": " << (r.ref_ok ? "true" : "false")
       << ", \"fused_equals_unfused\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << bench::json_escape(r.error)
@@ -1217,13 +1268,14 @@ void write_csv(const std::string& path, const std::vector<row>& rows) {
   std::ofstream f(path);
   if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + path);
   f << "kind,shape,batch,vocab,records_per_rank,exchange_bytes_per_rank,fused_auto_algorithm,fused_blocks,"
-       "allgather_blocks,timing,fused_flat_us,fused_tree_us,fused_auto_us,unfused_us,floor_us,local_us,speedup,"
+       "allgather_blocks,timing,fused_flat_us,fused_tree_us,fused_auto_us,unfused_us,floor_us,local_us,read_us,speedup,"
        "speedup_best_fused,max_abs_error,ok,error\n";
   for (const row& r : rows)
     f << r.kind << ',' << r.shape << ',' << r.batch << ',' << r.vocab << ',' << r.records << ',' << r.exchange_bytes
       << ',' << r.fused_auto_algo << ',' << r.fused_blocks << ',' << r.gather_blocks << ',' << r.timing << ','
       << bench::json_number(r.fused_flat_us) << ',' << bench::json_number(r.fused_tree_us) << ',' << bench::json_number(r.fused_auto_us) << ','
-      << bench::json_number(r.unfused_us) << ',' << bench::json_number(r.floor_us) << ',' << bench::json_number(r.local_us) << ',' << bench::json_number(r.speedup) << ','
+      << bench::json_number(r.unfused_us) << ',' << bench::json_number(r.floor_us) << ',' << bench::json_number(r.local_us) << ',' << bench::json_number(r.read_us) << ','
+      << bench::json_number(r.speedup) << ','
       << bench::json_number(r.speedup_best) << ',' << bench::json_number(r.max_err) << ',' << (correct(r) ? "ok" : "FAIL") << ",\""
       << bench::json_escape(r.error) << "\"\n";
 }

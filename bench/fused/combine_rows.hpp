@@ -46,6 +46,7 @@ struct row {
   double unfused_us = 0;  // (argmax, topk: the local scan kernel +) AllGather + merge kernel
   double floor_us = 0;    // the AllGather of the partial records alone
   double local_us = 0;    // argmax, topk: the local scan kernel alone (attn_merge: 0)
+  double read_us = 0;     // argmax, topk: every rank's logits read once, nothing kept (the scan's floor)
   double speedup = 0;       // unfused / fused_auto
   double speedup_best = 0;  // unfused / min(fused_flat, fused_tree)
   double max_err = 0;       // attn_merge: |O - float64| (argmax, topk: exact, 0)

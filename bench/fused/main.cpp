@@ -852,7 +852,8 @@ int main(int argc, char** argv) {
     if (!o.combines.empty()) {
       std::printf("# cross-rank combines (bench/fused/combine_rows.cpp): fused = one kernel ending in fused::combine; "
                   "unfused = (argmax, topk: the local scan kernel +) rcclx's AllGather of the partial records + a merge "
-                  "kernel; floor = that AllGather alone; local = the scan kernel alone; bytes = partial records per "
+                  "kernel; floor = that AllGather alone; local = the scan kernel alone; read = the logits read once with "
+                  "the scan's loads (its memory floor); bytes = partial records per "
                   "rank; speedup = unfused / fused (automatic), x_best = unfused / best fused; g_blk = the "
                   "AllGather's blocks per rank\n");
       combine_bench::print_header();

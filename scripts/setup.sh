@@ -24,6 +24,9 @@ rcclx_need_packages() {
     [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import pytest" 2>/dev/null || missing+=(python3-pytest)
     [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import setuptools" 2>/dev/null || missing+=(python3-setuptools)
     [ -f /usr/include/python3.11/Python.h ] || missing+=(python3-dev)
+    # The torch extension's headers (python3-torch only recommends them).
+    [ -f /usr/include/torch/extension.h ] || missing+=(libtorch-dev)
+    [ -f /usr/include/pybind11/pybind11.h ] || missing+=(pybind11-dev)
   fi
   if [ "${RCCLX_SKIP_MPI:-0}" != 1 ]; then
     # The hierarchical collectives' tests across simulated nodes (label mpi): Open MPI.

@@ -459,6 +459,8 @@ struct shard_scan<fz::topk<K>> {
       for (int u = 0; u < unroll; ++u)
         if (at(c, u) < vecs) w[u] = rcclx::gpu::load16(xv + 4 * at(c, u));
     };
+    // f(value, index, bit) for every element of the loaded chunk; bit = 4u + k for element k of
+    // vector u (a constant once unrolled).
     const auto each = [&](std::size_t c, auto&& f) {
 #if RCCLX_DEVICE_COMPILE
 #  pragma unroll
@@ -466,32 +468,25 @@ struct shard_scan<fz::topk<K>> {
       for (int u = 0; u < unroll; ++u)
         if (at(c, u) < vecs) {
           const auto e = rcclx::gpu::bit_cast<vec4f>(w[u]);
-          for (int k = 0; k < 4; ++k) f(e.x[k], static_cast<std::uint32_t>(begin + head + 4 * at(c, u) + k));
+          for (int k = 0; k < 4; ++k)
+            f(e.x[k], static_cast<std::uint32_t>(begin + head + 4 * at(c, u) + k), 4 * u + k);
         }
     };
     // The first chunk sets tv.
     load(0);
     typename few::record best = few::empty();
     float m = -__builtin_huge_valf();
-    each(0, [&](float v, std::uint32_t i) {
+    each(0, [&](float v, std::uint32_t i, int) {
       if constexpr (by_warps) m = fmaxf(m, above_all_nan(v));
       else few::push(best, v, i);
     });
     float tv = value_threshold(g, sh, m, best, false);
-    // A chunk's passing elements: counted, one slot reservation per thread, then stored.
     // A chunk's passing elements: marked in a mask (a compare per element), one slot reservation
     // per thread, then each one read again (from the L1 cache: it was just loaded) and stored.
     const auto keep_chunk = [&](std::size_t c) {
       using mask_t = std::conditional_t<unroll * 4 <= 32, std::uint32_t, std::uint64_t>;
-      mask_t mask = 0;  // bit 4u + k: element k of vector u (constant shifts once unrolled)
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-      for (int u = 0; u < unroll; ++u)
-        if (at(c, u) < vecs) {
-          const auto e = rcclx::gpu::bit_cast<vec4f>(w[u]);
-          for (int k = 0; k < 4; ++k) mask |= !(e.x[k] < tv) ? mask_t{1} << (4 * u + k) : mask_t{0};  // NaN passes
-        }
+      mask_t mask = 0;
+      each(c, [&](float v, std::uint32_t, int bit) { mask |= !(v < tv) ? mask_t{1} << bit : mask_t{0}; });  // NaN passes
       if (mask == 0) return false;
       const auto passing = static_cast<std::uint32_t>(popcount64(mask));
       std::uint32_t s = rcclx::gpu::fetch_add_local(&sh.count, passing);

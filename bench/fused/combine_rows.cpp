@@ -577,8 +577,8 @@ struct shard_scan<fz::topk<K>> {
 };
 
 // The sampling kernels' bounds: 128 threads, 4 blocks per SM, so a batch of 64 rows on 8 ranks
-// (512 blocks) is resident at once on a 132-SM GPU (the top-k fallback's and merge's K-entry
-// records would otherwise take 168 registers: 3 blocks per SM).
+// (512 blocks) is resident at once on a 132-SM GPU (the fused top-k kernel fits 128 registers and
+// 39 KiB of shared memory a block).
 constexpr int vocab_blocks_per_sm = 4;
 
 // Fused sampling: the scan of the rank's shard, then the combine (a tile per row).

@@ -212,18 +212,36 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int lowest_bit64(std::uint64_t x) {
 // are ordered by the caller's next group sync). The order of (value, index) is total (empty
 // entries aside, which are all alike), so the record does not depend on the thread count or on
 // the order of the merges: fused and unfused, any grid, get the same bits.
-// Every element j below len, spread over the group: fe(j, x[j]) for those before x's first
-// 16-byte boundary and after its last one, fv(j, x[j..j+3]) for the rest, a 16-byte vector per
-// load, `Unroll` vectors of a thread in flight together (a scan of a 64 KiB shard by one block is
-// otherwise bound by one load's latency). A thread's fv calls come in increasing j.
+// x[0, len) split at 16-byte boundaries: elements [0, head) before the first one, `vecs` 16-byte
+// vectors from x + head, elements [tail, len) after the last one.
+struct vector_split {
+  std::size_t head, vecs, tail;
+};
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE vector_split split_of(const float* x, std::size_t len) {
+  const std::size_t mis = (reinterpret_cast<std::uintptr_t>(x) & 15) / sizeof(float);
+  const std::size_t head = std::min<std::size_t>(len, mis == 0 ? 0 : 4 - mis), vecs = (len - head) / 4;
+  return {head, vecs, head + 4 * vecs};
+}
+
+// fe(j, x[j]) for the elements of x[0, len) outside its vectors, spread over the group.
+template <class G, class FE>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void for_each_edge(const G& g, const float* x, std::size_t len, const vector_split& sp,
+                                                       FE&& fe) {
+  const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
+  for (std::size_t j = tid; j < sp.head; j += gs) fe(j, x[j]);
+  for (std::size_t j = sp.tail + tid; j < len; j += gs) fe(j, x[j]);
+}
+
+// Every element j below len, spread over the group: fe(j, x[j]) for those outside x's vectors
+// (for_each_edge), fv(j, x[j..j+3]) for the rest, a 16-byte vector per load, `Unroll` vectors of a
+// thread in flight together (a scan of a 64 KiB shard by one block is otherwise bound by one
+// load's latency). A thread's fv calls come in increasing j.
 template <int Unroll, class G, class FE, class FV>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void for_each_strided(const G& g, const float* x, std::size_t len, FE&& fe, FV&& fv) {
   const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
-  const std::size_t mis = (reinterpret_cast<std::uintptr_t>(x) & 15) / sizeof(float);
-  const std::size_t head = std::min<std::size_t>(len, mis == 0 ? 0 : 4 - mis);
-  const std::size_t vecs = (len - head) / 4, tail = head + 4 * vecs;
-  for (std::size_t j = tid; j < head; j += gs) fe(j, x[j]);
-  for (std::size_t j = tail + tid; j < len; j += gs) fe(j, x[j]);
+  const vector_split sp = split_of(x, len);
+  const std::size_t head = sp.head, vecs = sp.vecs;
+  for_each_edge(g, x, len, sp, fe);
   const float* xv = x + head;
   std::size_t v = tid;
   for (; v + (Unroll - 1) * gs < vecs; v += Unroll * gs) {
@@ -441,9 +459,8 @@ struct shard_scan<fz::topk<K>> {
   RCCLX_HOST_DEVICE static void run(const G& g, const float* x, std::size_t len, std::size_t begin, rec* dst) {
     scratch& sh = rcclx::gpu::block_shared<scratch, struct topk_scan_tag>();
     const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
-    const std::size_t mis = (reinterpret_cast<std::uintptr_t>(x) & 15) / sizeof(float);
-    const std::size_t head = std::min<std::size_t>(len, mis == 0 ? 0 : 4 - mis);
-    const std::size_t vecs = (len - head) / 4, tail = head + 4 * vecs, chunk = unroll * gs;
+    const vector_split sp = split_of(x, len);
+    const std::size_t head = sp.head, vecs = sp.vecs, chunk = unroll * gs;
     const float* xv = x + head;
     g.sync();  // the previous row's reads of the slots are done
     if (tid == 0) {
@@ -500,8 +517,7 @@ struct shard_scan<fz::topk<K>> {
       return past_half;
     };
     bool half = keep_chunk(0);
-    for (std::size_t j = tid; j < head; j += gs) half |= keep(sh, tv, {x[j], static_cast<std::uint32_t>(begin + j)});
-    for (std::size_t j = tail + tid; j < len; j += gs) half |= keep(sh, tv, {x[j], static_cast<std::uint32_t>(begin + j)});
+    for_each_edge(g, x, len, sp, [&](std::size_t j, float v) { half |= keep(sh, tv, {v, static_cast<std::uint32_t>(begin + j)}); });
     // The block checks the slots (a group sync) every `check_every` chunks and after the last.
     for (std::size_t c = chunk, k = 1;; c += chunk, ++k) {
       if (c >= vecs || k % check_every == 0) {

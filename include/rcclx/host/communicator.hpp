@@ -42,7 +42,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -65,48 +64,11 @@
 #include "detail/one_shot.hpp"
 #include "graph.hpp"
 #include "ipc_cache.hpp"
+#include "options.hpp"
 #include "shareable_memory.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace host {
-
-struct communicator_options {
-  // Bytes of each rank's symmetric data buffer. Larger unregistered calls run in chunks.
-  std::size_t buffer_bytes = std::size_t(8) << 20;
-  // Blocks per collective launch the signal pads have room for (a launch may use fewer).
-  int max_blocks = 128;
-  // Blocks per rank, at most, of the AllReduce kernels this communicator launches (DDA flat/tree
-  // and LPC). 0 keeps the library defaults (dda/lpc default_launch_config: 32, sized so that 8
-  // emulated ranks fit one GPU). A communicator has a GPU per process, where more blocks keep more
-  // peer loads in flight: on two H200s (docs/performance.md) 128 blocks cut the tree's time at
-  // 256 MiB from 1179 to 820 us and LPC's from 1582 to 649 us (bf16). Capped at max_blocks;
-  // RCCLX_COLLECTIVE_BLOCKS overrides it.
-  int collective_blocks = RCCLX_BACKEND_GPU ? 128 : 0;
-  // Threads per block of the DDA flat (one-shot) AllReduce. 0: by size on GPUs, 128 up to 128 KiB
-  // (tiles of 2 KiB: a small message spread over up to 64 blocks, each within an LL region), 256
-  // above (the library's 512 made 8-16 KiB calls 1.3x and 512 KiB calls 1.3x slower on two H200s;
-  // docs/performance.md). Otherwise a multiple of 32 in [32, 1024] for every call (512 = the
-  // library default). RCCLX_FLAT_THREADS overrides it.
-  int flat_threads = 0;
-  // Bound of every device-side wait; a peer that does not arrive within it becomes an error.
-  std::uint64_t timeout_ns = core::default_timeout_ns;
-  // LL regions of the signal pads for the barrier-free one-shot (core/ll.hpp): blocks x block_bytes
-  // of payload per call (the pad holds 4x that). {0, 0} turns LL off (flat then uses two barriers).
-  core::ll_layout ll = core::default_ll_layout();
-  // Opened peer allocations kept by the LRU cache beyond those in use.
-  std::size_t cache_capacity = 128;
-  // Gather a call descriptor before each collective so that ranks disagreeing on count, type,
-  // op, algorithm or buffers fail together (one bootstrap allgather per call: tens of us).
-  // RCCLX_CHECK_CALLS=0/1 overrides it.
-  bool check_calls = true;
-  // Zero-copy collectives during graph capture (peer pointers patched after capture). When false,
-  // captured collectives copy through the workspace and need no registration.
-  bool zero_copy_capture = true;
-  // Zero-copy collectives all graph captures of this communicator may hold together (each keeps
-  // its own device peer table for the graph's life; ~300 bytes each at MaxRanks = 16). Allocated
-  // up front: a capture must not allocate.
-  int max_captured_collectives = 4096;
-};
 
 namespace detail {
 
@@ -178,31 +140,11 @@ class communicator {
   static constexpr int max_ranks_v = MaxRanks;
 
   explicit communicator(bootstrap& bs, communicator_options opts = {})
-      : bs_(bs), opts_(opts), rank_(bs.rank()), n_(bs.num_ranks()), cache_(std::max<std::size_t>(opts.cache_capacity, 1)) {
-    if (const char* v = std::getenv("RCCLX_CHECK_CALLS"); v && *v) opts_.check_calls = v[0] != '0';
-    if (const char* v = std::getenv("RCCLX_COLLECTIVE_BLOCKS"); v && *v) opts_.collective_blocks = std::atoi(v);
-    if (const char* v = std::getenv("RCCLX_FLAT_THREADS"); v && *v) opts_.flat_threads = std::atoi(v);
-    (void)dda::detail::with_threads("communicator: flat_threads", opts_.flat_threads);  // throws if invalid
-    // Local argument errors are the same on every rank (same options, same bootstrap), so they
-    // may be thrown before any exchange.
-    if (n_ < 2 || n_ > MaxRanks)
-      throw error(errc::invalid_argument, "communicator: the bootstrap has " + std::to_string(n_) +
-                                              " ranks; communicator<" + std::to_string(MaxRanks) +
-                                              "> supports 2.." + std::to_string(MaxRanks));
-    if (opts_.collective_blocks < 0)
-      throw error(errc::invalid_argument, "communicator: collective_blocks = " + std::to_string(opts_.collective_blocks) +
-                                              " must be >= 0");
-    opts_.collective_blocks = std::min(opts_.collective_blocks, opts_.max_blocks);  // the pads' room
-    if (opts_.max_blocks < 1 || opts_.max_blocks > 4096)
-      throw error(errc::invalid_argument, "communicator: max_blocks = " + std::to_string(opts_.max_blocks) +
-                                              " is outside [1, 4096]");
-    if (opts_.buffer_bytes < 256)
-      throw error(errc::invalid_argument, "communicator: buffer_bytes = " + std::to_string(opts_.buffer_bytes) +
-                                              " is below the minimum of 256");
-    if (opts_.max_captured_collectives < 0)
-      throw error(errc::invalid_argument, "communicator: max_captured_collectives must be >= 0");
-    core::check_ll_layout(opts_.ll);
-    opts_.buffer_bytes = (opts_.buffer_bytes + 255) / 256 * 256;
+      : bs_(bs),
+        opts_(detail::checked_options(opts, bs.num_ranks(), MaxRanks)),
+        rank_(bs.rank()),
+        n_(bs.num_ranks()),
+        cache_(std::max<std::size_t>(opts_.cache_capacity, 1)) {
     pad_bytes_ = core::signal_pad_bytes<MaxRanks>(opts_.max_blocks, opts_.ll);
 
     // 1. Allocate and export this rank's workspace.

@@ -1,11 +1,12 @@
 // communicator_options::from_environment: RCCLX_CHECK_CALLS, RCCLX_COLLECTIVE_BLOCKS and
 // RCCLX_FLAT_THREADS override the options; a value that does not parse or is out of range is an
 // rcclx::error (invalid_argument) naming the variable and its value, also from the communicator's
-// constructor (before any exchange). No GPU needed.
+// constructor (before any exchange); procs_argument takes a whole number too. No GPU needed.
 #include <cstdlib>
 #include <string>
 
 #include <rcclx/host/communicator.hpp>
+#include <rcclx/host/fork_ranks.hpp>
 #include <rcclx/host/options.hpp>
 
 #include "../support/catch.hpp"
@@ -112,4 +113,22 @@ TEST_CASE("communicator: a bad environment variable fails the constructor before
   rcclx::host::callback_bootstrap bs(0, 2, [&](const void*, void*, std::size_t) { ++exchanges; });
   REQUIRE_THROWS_WITH(rcclx::host::communicator<8>(bs), Catch::Matchers::Contains("RCCLX_COLLECTIVE_BLOCKS = 'abc'"));
   REQUIRE(exchanges == 0);
+}
+
+TEST_CASE("procs_argument: --procs N takes a whole number in [2, max_ranks]", "[host][options]") {
+  scoped_variable w("WORLD_SIZE", nullptr);  // not started by a launcher
+  const auto procs = [](const char* n) {
+    char prog[] = "prog", flag[] = "--procs", rest[] = "x";
+    std::string value(n);
+    char* args[] = {prog, flag, &value[0], rest, nullptr};
+    int argc = 4;
+    char** argv = args;
+    const int p = rcclx::host::procs_argument(argc, argv, 8);
+    REQUIRE(argc == 2);
+    REQUIRE(std::string(argv[1]) == "x");
+    return p;
+  };
+  REQUIRE(procs("4") == 4);
+  for (const char* bad : {"4x", "abc", "1", "9", ""})
+    REQUIRE_THROWS_WITH(procs(bad), Catch::Matchers::Contains(std::string("--procs N: N = ") + bad + " must be in [2, 8]"));
 }

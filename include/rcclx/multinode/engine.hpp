@@ -25,6 +25,7 @@
 
 #include "../config.hpp"
 #include "../core/error.hpp"
+#include "../core/types.hpp"
 #include "../gpu/runtime.hpp"
 #include "registration.hpp"
 
@@ -44,6 +45,22 @@ inline const char* to_string(data_type t) {
 }
 
 inline std::size_t size_of(data_type t) { return t == data_type::float32 ? 4 : 2; }
+
+// The data_type of an element type.
+template <class T>
+struct data_type_of;
+template <>
+struct data_type_of<float> {
+  static constexpr data_type value = data_type::float32;
+};
+template <>
+struct data_type_of<bf16> {
+  static constexpr data_type value = data_type::bfloat16;
+};
+template <>
+struct data_type_of<fp16> {
+  static constexpr data_type value = data_type::float16;
+};
 
 class engine {
  public:

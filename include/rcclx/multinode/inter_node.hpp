@@ -6,6 +6,7 @@
 #pragma once
 
 #include "../config.hpp"
+#include "../host/detail/enum_name.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace multinode {
@@ -18,12 +19,8 @@ enum class inter_node {
 };
 
 inline const char* to_string(inter_node h) {
-  switch (h) {
-    case inter_node::exact: return "exact";
-    case inter_node::engine_reduce: return "engine_reduce";
-    case inter_node::low_precision: return "low_precision";
-  }
-  return "invalid";
+  static constexpr const char* names[] = {"exact", "engine_reduce", "low_precision"};  // by value
+  return host::detail::enum_name(h, names, "invalid");
 }
 
 }  // namespace multinode

@@ -15,6 +15,7 @@
 
 #include "../../core/error.hpp"
 #include "../../core/types.hpp"
+#include "enum_name.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace host {
@@ -49,12 +50,8 @@ enum class buffer_path : std::uint32_t {
 };
 
 inline const char* to_string(buffer_path p) {
-  switch (p) {
-    case buffer_path::workspace: return "workspace (copy)";
-    case buffer_path::registered: return "registered buffer";
-    case buffer_path::captured: return "graph-captured buffer";
-  }
-  return "?";
+  static constexpr const char* names[] = {"workspace (copy)", "registered buffer", "graph-captured buffer"};  // by value
+  return enum_name(p, names, "?");
 }
 
 // Element type identity on the wire.

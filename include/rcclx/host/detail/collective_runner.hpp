@@ -119,7 +119,7 @@ class collective_runner {
             with_table(t, n, [&](const auto&... table) {
               dda::allreduce(table..., input, output, count, op, a, stream, s.blocks, s.threads);
             });
-          } else if constexpr (!std::is_pointer<std::decay_t<decltype(t)>>::value) {
+          } else if constexpr (!std::is_pointer<std::decay_t<decltype(t)>>::value) {  // (device tables: zero-copy)
             // Every chunk with the algorithm chosen for the whole call, so all ranks pair up.
             const std::size_t chunk = t.capacity_bytes / sizeof(T);
             for (std::size_t off = 0; off < count; off += chunk) {

@@ -31,6 +31,7 @@
 #include "../config.hpp"
 #include "../core/error.hpp"
 #include "../gpu/runtime.hpp"
+#include "detail/env.hpp"
 #include "socket_bootstrap.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -60,10 +61,11 @@ inline bool launched_by_launcher() { return std::getenv("WORLD_SIZE") != nullptr
 inline int procs_argument(int& argc, char**& argv, int max_ranks) {
   int procs = 0;
   if (argc >= 3 && std::string(argv[1]) == "--procs") {
-    procs = std::atoi(argv[2]);
-    if (procs < 2 || procs > max_ranks)
+    long long n = 0;
+    if (!detail::parse_int(argv[2], 2, max_ranks, n))
       throw error(errc::invalid_argument, "--procs N: N = " + std::string(argv[2]) + " must be in [2, " +
                                               std::to_string(max_ranks) + "]");
+    procs = static_cast<int>(n);
     argc -= 2;
     argv += 2;
   }
@@ -107,7 +109,7 @@ int run_ranks(int num_ranks, F&& fn) {
     throw error(errc::invalid_argument, "run_ranks: num_ranks = " + std::to_string(num_ranks) + " is outside [1, 4096]");
   std::fflush(nullptr);  // nothing buffered is printed twice by the children
   const std::string id = "rcclx-ranks-" + std::to_string(::getpid());
-  const char* pin = std::getenv("RCCLX_DEVICE");
+  (void)launch_config::env_int("RCCLX_DEVICE", 0);  // a bad value fails here, before any fork
   std::vector<pid_t> kids;
   for (int r = 0; r < num_ranks; ++r) {
     const pid_t pid = ::fork();
@@ -119,7 +121,7 @@ int run_ranks(int num_ranks, F&& fn) {
     if (pid == 0) {
       launch_config cfg;
       cfg.rank = cfg.local_rank = r;
-      cfg.device = pin ? std::atoi(pin) : r;
+      cfg.device = launch_config::env_int("RCCLX_DEVICE", r);
       cfg.num_ranks = num_ranks;
       cfg.unique_id = id;
       const int rc = detail::run_rank_guarded(cfg, fn);

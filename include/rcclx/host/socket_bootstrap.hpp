@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bootstrap.hpp"
+#include "detail/env.hpp"
 #include "detail/socket.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -86,12 +87,10 @@ struct launch_config {
   }
 
   static int env_int(const char* name, int fallback) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return fallback;
-    char* end = nullptr;
-    errno = 0;
-    const long x = std::strtol(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0' || x < 0 || x > 1000000)
+    const char* v = detail::env_text(name);
+    if (!v) return fallback;
+    long long x = 0;
+    if (!detail::parse_int(v, 0, 1000000, x))
       throw error(errc::invalid_argument, std::string(name) + " = '" + v + "' is not a rank number (an integer in [0, 1000000])");
     return static_cast<int>(x);
   }

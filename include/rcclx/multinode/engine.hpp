@@ -25,7 +25,9 @@
 
 #include "../config.hpp"
 #include "../core/error.hpp"
+#include "../core/types.hpp"
 #include "../gpu/runtime.hpp"
+#include "../host/detail/enum_name.hpp"
 #include "registration.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -35,15 +37,27 @@ namespace multinode {
 enum class data_type { float32, bfloat16, float16 };
 
 inline const char* to_string(data_type t) {
-  switch (t) {
-    case data_type::float32: return "float32";
-    case data_type::bfloat16: return "bfloat16";
-    case data_type::float16: return "float16";
-  }
-  return "invalid";
+  static constexpr const char* names[] = {"float32", "bfloat16", "float16"};  // by value
+  return host::detail::enum_name(t, names, "invalid");
 }
 
 inline std::size_t size_of(data_type t) { return t == data_type::float32 ? 4 : 2; }
+
+// The data_type of an element type.
+template <class T>
+struct data_type_of;
+template <>
+struct data_type_of<float> {
+  static constexpr data_type value = data_type::float32;
+};
+template <>
+struct data_type_of<bf16> {
+  static constexpr data_type value = data_type::bfloat16;
+};
+template <>
+struct data_type_of<fp16> {
+  static constexpr data_type value = data_type::float16;
+};
 
 class engine {
  public:

@@ -76,8 +76,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -88,68 +86,26 @@
 #include "../fp8/quantize_blocks.hpp"
 #include "../gpu/runtime.hpp"
 #include "../host/communicator.hpp"
+#include "../host/detail/env.hpp"
+#include "../host/detail/launch_checks.hpp"
+#include "../host/detail/owned_memory.hpp"
 #include "../lpc/config.hpp"
+#include "detail/node_agreement.hpp"
 #include "detail/node_sum.hpp"
+#include "detail/scratch.hpp"
 #include "engine.hpp"
+#include "inter_node.hpp"
 #include "registration.hpp"
 #include "topology.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace multinode {
 
-// What crosses the network between nodes.
-enum class inter_node {
-  exact,          // the engine's AllGather, summed in fp32 in node order (a fixed order)
-  engine_reduce,  // the engine's AllReduce (its order and arithmetic); AllGather: as exact
-  low_precision,  // block-scaled FP8 (the LPC wire format) through the engine's AllGather
-  default_hop = exact
-};
-
-inline const char* to_string(inter_node h) {
-  switch (h) {
-    case inter_node::exact: return "exact";
-    case inter_node::engine_reduce: return "engine_reduce";
-    case inter_node::low_precision: return "low_precision";
-  }
-  return "invalid";
-}
-
-template <class T>
-struct data_type_of;
-template <>
-struct data_type_of<float> {
-  static constexpr data_type value = data_type::float32;
-};
-template <>
-struct data_type_of<bf16> {
-  static constexpr data_type value = data_type::bfloat16;
-};
-template <>
-struct data_type_of<fp16> {
-  static constexpr data_type value = data_type::float16;
-};
-
 namespace detail {
 
 template <class T>
 inline constexpr bool is_element_v =
     std::is_same<T, float>::value || std::is_same<T, bf16>::value || std::is_same<T, fp16>::value;
-
-// What every rank of the job must agree on before a call; exchanged through the engine.
-struct call_word {
-  std::uint32_t failed;
-  std::uint32_t kind;
-  std::uint32_t hop;
-  std::uint32_t type_bytes;
-  std::uint64_t count;
-  char message[232];
-};
-static_assert(sizeof(call_word) == 256, "call_word is one 256-byte record");
-
-struct device_buffer {
-  void* ptr = nullptr;
-  std::size_t bytes = 0;
-};
 
 }  // namespace detail
 
@@ -190,13 +146,8 @@ class hierarchical {
 
   hierarchical(const hierarchical&) = delete;
   hierarchical& operator=(const hierarchical&) = delete;
-  ~hierarchical() {
-    try {
-      gpu::device_synchronize();
-    } catch (...) {
-    }
-    free_all();
-  }
+  // Waits for this process's device work, then frees the scratch (deregistered first).
+  ~hierarchical() { host::detail::synchronize_quietly(); }
 
   const node_topology& topology() const { return topo_; }
   const hierarchical_options& options() const { return opts_; }
@@ -204,13 +155,13 @@ class hierarchical {
   communicator_type* intra_node() const { return intra_; }
   engine& inter_node_engine() const { return inter_; }
   // Whether this object registers buffers with the engine (the option, and an engine that registers).
-  bool registers_buffers() const { return opts_.register_buffers && inter_.registers_buffers(); }
+  bool registers_buffers() const { return scratch_.registers(); }
 
   // Grows every scratch buffer to at least `bytes` now, registered (before a graph capture, which
   // must not allocate). The calls need, per chunk, up to G * C_chunk * sizeof(T) (exact),
   // G * (G * C) * sizeof(T) (reduce_scatter) or G times the FP8 form (low_precision).
   void reserve(std::size_t bytes) {
-    for (int i = 0; i < 3; ++i) grow(i, bytes, gpu::stream_t{});
+    for (int i = 0; i < detail::scratch_buffers::count; ++i) scratch_.grow(i, bytes, gpu::stream_t{});
   }
 
   // AllReduce (sum) of `count` elements; input may equal output. See the file comment for the order.
@@ -228,20 +179,20 @@ class hierarchical {
       check_pointer(who, input, count, "input");
       check_pointer(who, output, count, "output");
       if (count > 0) {
-        needs n;
+        detail::scratch_needs n;
         const std::size_t part = std::max(std::min(chunk, main) / l, tail);  // the largest shard or tail
         if (intra_) n.scratch[0] = part * sizeof(T);
         else if (hop == inter_node::low_precision && !aligned(input)) n.scratch[0] = part * sizeof(T);
         if (hop == inter_node::exact) n.scratch[2] = g_n * part * sizeof(T);
-        if (hop == inter_node::low_precision) n.fp8(part, g_n);
+        if (hop == inter_node::low_precision) n.fp8(wire::layout::total_bytes(part), g_n);
         if (!intra_ && hop != inter_node::low_precision) n.user(input, count * sizeof(T));
         if (!intra_ && hop == inter_node::engine_reduce) n.user(output, count * sizeof(T));
-        prepare(n, stream, pins);
+        scratch_.prepare(n, stream, pins);
       }
     } catch (const std::exception& e) {
       local = e.what();
     }
-    agree<T>(who, 1, count, hop, local, stream);
+    across_.template agree<T>(check_calls(), who, 1, count, hop, local, stream);
     if (count == 0) return;
     if (!intra_) {
       if (hop == inter_node::engine_reduce) {  // the engine's AllReduce of the whole call
@@ -256,13 +207,13 @@ class hierarchical {
     }
     for (std::size_t off = 0; off < main; off += chunk) {
       const std::size_t c = std::min(chunk, main - off) / l;
-      T* shard = static_cast<T*>(grow(0, c * sizeof(T), stream));
+      T* shard = static_cast<T*>(scratch_.grow(0, c * sizeof(T), stream));
       intra_->reduce_scatter(input + off, shard, c * l, reduce_op::sum, algorithm::automatic, stream);
       reduce_across<T>(shard, c, 0, c, shard, hop, stream, shard);
       intra_->allgather(shard, output + off, c, algorithm::automatic, stream);
     }
     if (tail) {
-      T* t = static_cast<T*>(grow(0, tail * sizeof(T), stream));
+      T* t = static_cast<T*>(scratch_.grow(0, tail * sizeof(T), stream));
       intra_->allreduce(input + main, t, tail, reduce_op::sum, algorithm::automatic, stream);
       reduce_across<T>(t, tail, 0, tail, output + main, hop, stream, t);
     }
@@ -282,23 +233,23 @@ class hierarchical {
       check_args<T>(who, hop);
       check_pointer(who, input, count, "input");
       check_pointer(who, output, g_n * node_elems, "output");
-      if (count > 0 && overlaps(input, count * sizeof(T), output, g_n * node_elems * sizeof(T)))
+      if (count > 0 && host::detail::overlaps(input, count * sizeof(T), output, g_n * node_elems * sizeof(T)))
         throw error(errc::invalid_argument, who + ": output overlaps input");
       if (count > 0) {
-        needs n;
+        detail::scratch_needs n;
         if (hop != inter_node::low_precision) {
           n.user(output, g_n * node_elems * sizeof(T));
           if (!intra_) n.user(input, count * sizeof(T));
         } else {
           if (intra_ || !aligned(input)) n.scratch[0] = node_elems * sizeof(T);
-          n.fp8(node_elems, g_n);
+          n.fp8(wire::layout::total_bytes(node_elems), g_n);
         }
-        prepare(n, stream, pins);
+        scratch_.prepare(n, stream, pins);
       }
     } catch (const std::exception& e) {
       local = e.what();
     }
-    agree<T>(who, 2, count, hop, local, stream);
+    across_.template agree<T>(check_calls(), who, 2, count, hop, local, stream);
     if (count == 0) return;
     T* mine = output + static_cast<std::size_t>(topo_.node) * node_elems;
     if (hop != inter_node::low_precision) {
@@ -316,13 +267,13 @@ class hierarchical {
       // The node's block is quantized from a 16-byte aligned copy (output blocks need not be aligned).
       const T* src = input;
       if (intra_ || !aligned(input)) {
-        T* copy = static_cast<T*>(grow(0, node_elems * sizeof(T), stream));
+        T* copy = static_cast<T*>(scratch_.grow(0, node_elems * sizeof(T), stream));
         if (intra_) intra_->allgather(input, mine, count, algorithm::automatic, stream);
         gpu::copy_async(copy, intra_ ? mine : input, node_elems * sizeof(T), stream);
         src = copy;
       }
-      auto* q = static_cast<std::uint8_t*>(grow(1, part, stream));
-      auto* gathered = static_cast<std::uint8_t*>(grow(2, g_n * part, stream));
+      auto* q = static_cast<std::uint8_t*>(scratch_.grow(1, part, stream));
+      auto* gathered = static_cast<std::uint8_t*>(scratch_.grow(2, g_n * part, stream));
       fp8::quantize_blocks<typename wire::format, wire::block_size, wire::scale>(src, node_elems, q, layout::scales(q, node_elems),
                                                                                  stream);
       inter_.allgather(q, gathered, part, stream);
@@ -349,61 +300,47 @@ class hierarchical {
                                                 " nodes x " + std::to_string(l) + " = " + std::to_string(ranks) + ")");
       check_pointer(who, input, count, "input");
       check_pointer(who, output, c, "output");
-      if (c > 0 && overlaps(input, count * sizeof(T), output, c * sizeof(T)))
+      if (c > 0 && host::detail::overlaps(input, count * sizeof(T), output, c * sizeof(T)))
         throw error(errc::invalid_argument, who + ": output overlaps input");
       if (c > 0) {
-        needs n;
+        detail::scratch_needs n;
         // L > 1: the G partials in scratch 0; one rank per node: the input is the partials (engine_reduce
         // reduces it into scratch 0, low_precision quantizes a 16-byte aligned copy).
         if (intra_ || hop == inter_node::engine_reduce || (hop == inter_node::low_precision && !aligned(input)))
           n.scratch[0] = total * sizeof(T);
         if (hop == inter_node::exact) n.scratch[2] = g_n * total * sizeof(T);
-        if (hop == inter_node::low_precision) n.fp8(total, g_n);
+        if (hop == inter_node::low_precision) n.fp8(wire::layout::total_bytes(total), g_n);
         if (!intra_ && hop != inter_node::low_precision) n.user(input, count * sizeof(T));
-        prepare(n, stream, pins);
+        scratch_.prepare(n, stream, pins);
       }
     } catch (const std::exception& e) {
       local = e.what();
     }
-    agree<T>(who, 3, count, hop, local, stream);
+    across_.template agree<T>(check_calls(), who, 3, count, hop, local, stream);
     if (c == 0) return;
     const std::size_t first = static_cast<std::size_t>(topo_.node) * c;
     if (!intra_) {
-      T* work = hop == inter_node::engine_reduce ? static_cast<T*>(grow(0, total * sizeof(T), stream)) : nullptr;
+      T* work = hop == inter_node::engine_reduce ? static_cast<T*>(scratch_.grow(0, total * sizeof(T), stream)) : nullptr;
       reduce_across<T>(input, total, first, c, output, hop, stream, work);
       return;
     }
-    T* partial = static_cast<T*>(grow(0, total * sizeof(T), stream));
+    T* partial = static_cast<T*>(scratch_.grow(0, total * sizeof(T), stream));
     for (std::size_t g = 0; g < g_n; ++g)
       intra_->reduce_scatter(input + g * l * c, partial + g * c, l * c, reduce_op::sum, algorithm::automatic, stream);
     reduce_across<T>(partial, total, first, c, output, hop, stream, partial);
   }
 
  private:
-  // What a call needs before it starts: scratch bytes (0 = none) and the caller's buffers that an
-  // engine operation will read or write (registered when registration is on).
-  struct needs {
-    std::size_t scratch[3] = {0, 0, 0};
-    const void* user_ptr[2] = {nullptr, nullptr};
-    std::size_t user_bytes[2] = {0, 0};
-    int users = 0;
-
-    void user(const void* p, std::size_t bytes) {
-      user_ptr[users] = p;
-      user_bytes[users++] = bytes;
-    }
-    // The FP8 form of `elems` elements (scratch 1) and every node's (scratch 2).
-    void fp8(std::size_t elems, std::size_t g_n) {
-      scratch[1] = wire::layout::total_bytes(elems);
-      scratch[2] = g_n * scratch[1];
-    }
-  };
-
   hierarchical(communicator_type* intra, engine& inter, node_topology topo, hierarchical_options opts)
-      : intra_(intra), inter_(inter), topo_(topo), opts_(opts) {
-    if (const char* v = std::getenv("RCCLX_CHECK_CALLS"); v && *v) opts_.check_calls = v[0] != '0';
+      : intra_(intra),
+        inter_(inter),
+        topo_(topo),
+        opts_(opts),
+        scratch_(inter, opts.register_buffers),
+        across_(inter, intra, topo) {
     std::string err;
     try {
+      opts_.check_calls = host::detail::env_flag("RCCLX_CHECK_CALLS", opts_.check_calls);
       topo_.validate("hierarchical");
       if (intra && (intra->num_ranks() != topo_.local_ranks || intra->rank() != topo_.local_rank))
         err = "hierarchical: the communicator has rank " + std::to_string(intra->rank()) + " of " +
@@ -421,8 +358,6 @@ class hierarchical {
     } catch (const std::exception& e) {
       err = e.what();
     }
-    check_dev_.ptr = gpu::device_malloc(sizeof(detail::call_word) * static_cast<std::size_t>(inter.num_ranks() + 1));
-    check_dev_.bytes = sizeof(detail::call_word) * static_cast<std::size_t>(inter.num_ranks() + 1);
     // Every engine member reports its node's local size and options (and its local error); uneven
     // nodes fail in each engine that joins two of them, and the node's bootstrap spreads the error
     // to the node's other ranks.
@@ -433,13 +368,7 @@ class hierarchical {
     w.hop = static_cast<std::uint32_t>(topo_.num_nodes);
     w.type_bytes = opts_.register_buffers ? 1u : 0u;
     host::detail::copy_name(w.message, err.c_str());
-    std::vector<detail::call_word> all;
-    try {
-      all = exchange_across(w, gpu::stream_t{});
-    } catch (...) {
-      free_all();
-      throw;
-    }
+    const std::vector<detail::call_word> all = across_.exchange(w, gpu::stream_t{});
     for (std::size_t g = 0; g < all.size() && err.empty(); ++g) {
       if (all[g].failed) {
         err = "hierarchical set-up on node " + std::to_string(g) + ": " + all[g].message;
@@ -455,16 +384,9 @@ class hierarchical {
               "): an engine operation must see registered buffers on every rank or on none";
       }
     }
-    try {
-      if (intra_) intra_->template check_user_call<int>("hierarchical set-up", 0, 0, err);
-    } catch (...) {
-      free_all();
-      throw;
-    }
-    if (!err.empty()) {  // one rank per node, or check_calls off: the error, on this rank
-      free_all();
-      throw error(errc::invalid_argument, err);
-    }
+    if (intra_) intra_->template check_user_call<int>("hierarchical set-up", 0, 0, err);
+    // One rank per node, or check_calls off: the error, on this rank.
+    if (!err.empty()) throw error(errc::invalid_argument, err);
   }
 
   // Elements per chunk: L > 1, whole L-element rows within the communicator's buffer_bytes; one rank
@@ -477,16 +399,6 @@ class hierarchical {
   }
 
   static bool aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
-  // Grows the scratch a call needs and registers it, and pins the caller's buffers the engine will
-  // touch. Runs before the call's agreement, so a failure here is thrown on every rank.
-  void prepare(const needs& n, gpu::stream_t stream, std::vector<registration>& pins) {
-    for (int i = 0; i < 3; ++i)
-      if (n.scratch[i]) grow(i, n.scratch[i], stream);
-    if (!registers_buffers() || gpu::stream_is_capturing(stream)) return;
-    for (int i = 0; i < n.users; ++i)
-      if (n.user_bytes[i]) pins.push_back(inter_.register_buffer(const_cast<void*>(n.user_ptr[i]), n.user_bytes[i]));
-  }
 
   // dst[i] = sum over nodes of src_g[first + i], i < n, where src is this node's part (`total`
   // elements; low_precision copies it into scratch 0 first if it is not 16-byte aligned).
@@ -505,12 +417,12 @@ class hierarchical {
           using layout = typename wire::layout;
           const std::size_t part = layout::total_bytes(total);
           if (!aligned(src)) {
-            T* copy = static_cast<T*>(grow(0, total * sizeof(T), stream));
+            T* copy = static_cast<T*>(scratch_.grow(0, total * sizeof(T), stream));
             gpu::copy_async(copy, src, total * sizeof(T), stream);
             src = copy;
           }
-          auto* q = static_cast<std::uint8_t*>(grow(1, part, stream));
-          auto* gathered = static_cast<std::uint8_t*>(grow(2, static_cast<std::size_t>(g_n) * part, stream));
+          auto* q = static_cast<std::uint8_t*>(scratch_.grow(1, part, stream));
+          auto* gathered = static_cast<std::uint8_t*>(scratch_.grow(2, static_cast<std::size_t>(g_n) * part, stream));
           fp8::quantize_blocks<typename wire::format, wire::block_size, wire::scale>(src, total, q, layout::scales(q, total),
                                                                                      stream);
           inter_.allgather(q, gathered, part, stream);
@@ -518,7 +430,7 @@ class hierarchical {
         }
         return;
       default: {
-        T* gathered = static_cast<T*>(grow(2, static_cast<std::size_t>(g_n) * total * sizeof(T), stream));
+        T* gathered = static_cast<T*>(scratch_.grow(2, static_cast<std::size_t>(g_n) * total * sizeof(T), stream));
         inter_.allgather(src, gathered, total * sizeof(T), stream);
         detail::sum_parts(gathered, g_n, total, first, n, dst, stream);
         return;
@@ -545,119 +457,14 @@ class hierarchical {
       throw error(errc::invalid_argument, who + ": " + name + " is null (" + std::to_string(count) + " elements)");
   }
 
-  static bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
-    const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
-    return x < y + b_bytes && y < x + a_bytes;
-  }
-
   bool check_calls() const { return intra_ ? intra_->options().check_calls : opts_.check_calls; }
-
-  // Every rank of the job learns whether any rank's call is bad or differs (engine, then the node's
-  // bootstrap), and throws the same error; with check_calls off, only a local error is thrown.
-  template <class T>
-  void agree(const std::string& who, std::uint32_t kind, std::size_t count, inter_node hop, const std::string& local,
-             gpu::stream_t stream) {
-    if (!check_calls()) {
-      if (!local.empty()) throw error(errc::invalid_argument, local);
-      return;
-    }
-    std::string err = local;
-    if (!gpu::stream_is_capturing(stream)) {
-      detail::call_word w{};
-      w.failed = local.empty() ? 0u : 1u;
-      w.kind = kind;
-      w.hop = static_cast<std::uint32_t>(hop);
-      w.type_bytes = static_cast<std::uint32_t>(sizeof(T));
-      w.count = count;
-      host::detail::copy_name(w.message, local.c_str());
-      const std::vector<detail::call_word> all = exchange_across(w, stream);
-      for (std::size_t g = 0; g < all.size() && err.empty(); ++g) {
-        const auto& o = all[g];
-        if (o.failed) {
-          err = who + " on node " + std::to_string(g) + " (local rank " + std::to_string(topo_.local_rank) + "): " + o.message;
-        } else if (o.kind != w.kind || o.hop != w.hop || o.type_bytes != w.type_bytes || o.count != w.count) {
-          err = who + ": nodes disagree (local rank " + std::to_string(topo_.local_rank) + "): node " +
-                std::to_string(topo_.node) + " calls count = " + std::to_string(w.count) + ", " + to_string(hop) + ", " +
-                std::to_string(w.type_bytes) + "-byte elements; node " + std::to_string(g) + " calls count = " +
-                std::to_string(o.count) + ", " + to_string(static_cast<inter_node>(o.hop)) + ", " +
-                std::to_string(o.type_bytes) + "-byte elements" + (o.kind != w.kind ? " of another collective" : "");
-        }
-      }
-    }
-    if (intra_) intra_->template check_user_call<T>(who.c_str(), count, static_cast<std::uint32_t>(hop), err);
-    else if (!err.empty()) throw error(errc::invalid_argument, err);
-  }
-
-  // The call descriptors go through the engine unregistered on every rank (256 bytes per node).
-  std::vector<detail::call_word> exchange_across(const detail::call_word& w, gpu::stream_t stream) {
-    const std::size_t g_n = static_cast<std::size_t>(inter_.num_ranks());
-    auto* dev = static_cast<detail::call_word*>(check_dev_.ptr);
-    gpu::copy(dev + g_n, &w, sizeof(w));
-    inter_.allgather(dev + g_n, dev, sizeof(w), stream);
-    gpu::stream_synchronize(stream);
-    std::vector<detail::call_word> all(g_n);
-    gpu::copy(all.data(), dev, g_n * sizeof(w));
-    return all;
-  }
-
-  // Scratch buffer i with at least `bytes` (16-byte aligned), registered with the engine when
-  // registration is on (a failed registration is retried by the next call that needs the buffer).
-  // Growing waits for `stream` and the device first (earlier calls may still read the old buffer),
-  // then deregisters and frees the old one.
-  void* grow(int i, std::size_t bytes, gpu::stream_t stream) {
-    detail::device_buffer& b = scratch_[i];
-    if (bytes > b.bytes) {
-      if (gpu::stream_is_capturing(stream))
-        throw error(errc::invalid_argument, "hierarchical: a call during graph capture needs " + std::to_string(bytes) +
-                                                " bytes of scratch, more than reserved (" + std::to_string(b.bytes) +
-                                                "); call reserve() before the capture");
-      const std::size_t want = bytes < 2 * b.bytes ? 2 * b.bytes : bytes;
-      gpu::stream_synchronize(stream);
-      gpu::device_synchronize();
-      release(i);
-      b.ptr = gpu::device_malloc(want);
-      b.bytes = want;
-    }
-    if (b.ptr && registers_buffers() && !scratch_reg_[i].active() && !gpu::stream_is_capturing(stream))
-      scratch_reg_[i] = inter_.register_buffer(b.ptr, b.bytes);
-    return b.ptr;
-  }
-
-  // Deregisters (now: the memory is about to be freed) and frees scratch buffer i.
-  void release(int i) noexcept {
-    detail::device_buffer& b = scratch_[i];
-    const bool was_registered = scratch_reg_[i].active();
-    scratch_reg_[i].reset();
-    if (!b.ptr) return;
-    try {
-      if (was_registered) inter_.forget_buffer(b.ptr);
-    } catch (...) {
-    }
-    try {
-      gpu::device_free(b.ptr);
-    } catch (...) {
-    }
-    b.ptr = nullptr;
-    b.bytes = 0;
-  }
-
-  void free_all() noexcept {
-    for (int i = 0; i < 3; ++i) release(i);
-    try {
-      if (check_dev_.ptr) gpu::device_free(check_dev_.ptr);
-    } catch (...) {
-    }
-    check_dev_.ptr = nullptr;
-    check_dev_.bytes = 0;
-  }
 
   communicator_type* intra_;
   engine& inter_;
   node_topology topo_;
   hierarchical_options opts_;
-  detail::device_buffer scratch_[3];
-  registration scratch_reg_[3];
-  detail::device_buffer check_dev_;
+  detail::scratch_buffers scratch_;
+  detail::node_agreement<MaxRanks> across_;
 };
 
 }  // namespace multinode

@@ -15,6 +15,7 @@
 
 #include "../config.hpp"
 #include "../core/error.hpp"
+#include "../host/detail/env.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace multinode {
@@ -47,11 +48,10 @@ struct node_topology {
   static node_topology from_env() {
     const char* who = "node_topology::from_env";
     const auto get = [who](const char* name) {
-      const char* v = std::getenv(name);
-      if (!v || !*v) throw error(errc::invalid_argument, std::string(who) + ": " + name + " is not set");
-      char* end = nullptr;
-      const long x = std::strtol(v, &end, 10);
-      if (*end != '\0' || x < 0 || x > (1L << 30))
+      const char* v = host::detail::env_text(name);
+      if (!v) throw error(errc::invalid_argument, std::string(who) + ": " + name + " is not set");
+      long long x = 0;
+      if (!host::detail::parse_int(v, 0, 1LL << 30, x))
         throw error(errc::invalid_argument, std::string(who) + ": " + name + " = '" + v + "' is not a non-negative integer");
       return static_cast<int>(x);
     };

@@ -15,6 +15,7 @@
 
 #include "../../core/error.hpp"
 #include "../../core/types.hpp"
+#include "enum_name.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace host {
@@ -49,12 +50,8 @@ enum class buffer_path : std::uint32_t {
 };
 
 inline const char* to_string(buffer_path p) {
-  switch (p) {
-    case buffer_path::workspace: return "workspace (copy)";
-    case buffer_path::registered: return "registered buffer";
-    case buffer_path::captured: return "graph-captured buffer";
-  }
-  return "?";
+  static constexpr const char* names[] = {"workspace (copy)", "registered buffer", "graph-captured buffer"};  // by value
+  return enum_name(p, names, "?");
 }
 
 // Element type identity on the wire.
@@ -123,15 +120,21 @@ inline call_descriptor make_descriptor(collective_kind kind, std::size_t count, 
   return d;
 }
 
+// Every rank's value for a message: " rank 0: <text(all[0])>, rank 1: <text(all[1])>, ...".
+template <class Seq, class Text>
+inline std::string per_rank(const Seq& all, Text text) {
+  std::string m;
+  for (std::size_t r = 0; r < all.size(); ++r) m += std::string(r ? ", " : " ") + "rank " + std::to_string(r) + ": " + text(all[r]);
+  return m;
+}
+
 // Compares every rank's descriptor with rank 0's; returns "" or a message naming the field and
 // every rank's value. Every rank computes the same message from the same gathered data.
 inline std::string compare_descriptors(const std::vector<call_descriptor>& all) {
   const call_descriptor& a = all[0];
   auto list = [&](const char* field, auto value_of) {
-    std::string m = std::string(to_string(static_cast<collective_kind>(a.kind))) + " call #" + std::to_string(a.seq) +
-                    ": ranks disagree on " + field + ":";
-    for (std::size_t r = 0; r < all.size(); ++r) m += std::string(r ? ", " : " ") + "rank " + std::to_string(r) + ": " + value_of(all[r]);
-    return m;
+    return std::string(to_string(static_cast<collective_kind>(a.kind))) + " call #" + std::to_string(a.seq) +
+           ": ranks disagree on " + field + ":" + per_rank(all, value_of);
   };
   auto num = [](std::uint64_t v) { return std::to_string(v); };
   for (std::size_t r = 1; r < all.size(); ++r) {

@@ -55,6 +55,7 @@
 #include "../core/barrier.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
+#include "../core/slot_ranges.hpp"
 #include "../dda/allreduce.hpp"
 #include "../gpu/atomic.hpp"
 #include "../gpu/runtime.hpp"
@@ -204,6 +205,15 @@ class communicator {
     core::check_ll_layout(opts_.ll);
     opts_.buffer_bytes = (opts_.buffer_bytes + 255) / 256 * 256;
     pad_bytes_ = core::signal_pad_bytes<MaxRanks>(opts_.max_blocks, opts_.ll);
+    // The pads' slots this communicator uses itself: its collectives' grids (block b: slot b, up to
+    // collective_blocks or the library's caps) and its barrier; reserve_tile_slots hands out others.
+    const int own_slots = opts_.collective_blocks > 0 ? opts_.collective_blocks
+                                                      : std::max({dda::default_launch_config().flat_max_blocks,
+                                                                  dda::default_launch_config().tree_max_blocks,
+                                                                  lpc::default_launch_config().max_blocks});
+    slot_ranges_ = core::slot_ranges(opts_.max_blocks);
+    slot_ranges_.record(detail::barrier_slot, std::min(own_slots, opts_.max_blocks),
+                        "the communicator's collectives and barrier");
 
     // 1. Allocate and export this rank's workspace.
     detail::rank_setup mine{};
@@ -331,6 +341,15 @@ class communicator {
   template <class T>
   core::peer_table<T, MaxRanks> device_handle() const {
     return table_.template as<T>();
+  }
+
+  // A slot range of the signal pads for a tile-flag kernel of up to max_tiles tiles
+  // (fused::tile_allreduce, fused::combine, core/tile_flags.hpp): the highest free slots, apart
+  // from this communicator's own (its collectives' and its barrier's) and every range handed out
+  // before. Every rank asks for the same ranges in the same order (and gets the same ones). Throws
+  // invalid_argument when options().max_blocks leaves no room.
+  core::tile_slots reserve_tile_slots(int max_tiles, const std::string& owner = "a tile-flag kernel") {
+    return slot_ranges_.reserve_tiles(max_tiles, owner);
   }
 
   // The same table in device memory (for kernels that read it through a pointer).
@@ -1056,6 +1075,7 @@ class communicator {
   detail::shareable_ptr pad_;
   detail::device_ptr table_dev_;
   detail::device_ptr slots_;
+  core::slot_ranges slot_ranges_;  // who uses which pad slots
   byte_table table_{};
   std::vector<int> pids_;
   std::map<std::uintptr_t, registration> regs_;

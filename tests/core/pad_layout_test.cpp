@@ -25,7 +25,7 @@ constexpr int max_r = 8;
 
 // The sizes of one small layout, written out: the layout is a function of (slots, ll) alone, so
 // the checked mode's build (tests/checks) asserts the same number.
-static_assert(core::signal_pad_bytes<8>(4, core::ll_layout{2, 256}) == 2816, "one pad layout");
+static_assert(core::signal_pad_bytes<8>(4, core::ll_layout{2, 256}) == 3072, "one pad layout");
 
 template <int R>
 void check_layout(int slots, core::ll_layout ll) {
@@ -33,12 +33,13 @@ void check_layout(int slots, core::ll_layout ll) {
   const auto l = core::pad_layout<R>::of(slots, ll);
   const bool on = ll.blocks > 0 && ll.block_bytes > 0;
   const std::size_t s = static_cast<std::size_t>(slots), lb = on ? static_cast<std::size_t>(ll.blocks) : 0;
-  REQUIRE(l.flags == 0);
-  REQUIRE(l.counters == s * R * 4);
-  REQUIRE(l.ll_epochs == 2 * s * R * 4);
+  REQUIRE(l.tile_control == 0);
+  REQUIRE(l.flags % 256 == 0);
+  REQUIRE(l.flags >= s * core::tile_control_words * 4);
+  REQUIRE(l.counters == l.flags + s * R * 4);
+  REQUIRE(l.ll_epochs == l.flags + 2 * s * R * 4);
   REQUIRE(l.error == l.ll_epochs + lb * 4);
-  REQUIRE(l.tile_control == l.error + sizeof(core::error_record));
-  REQUIRE(l.check_epochs == l.tile_control + s * core::tile_control_words * 4);
+  REQUIRE(l.check_epochs == l.error + sizeof(core::error_record));
   REQUIRE(l.check % 32 == 0);
   REQUIRE(l.check >= l.check_epochs + s * 4);
   REQUIRE(l.ll % 256 == 0);
@@ -61,7 +62,7 @@ void check_layout(int slots, core::ll_layout ll) {
   REQUIRE(pads.layout().bytes == l.bytes);
   for (int b = 0; b < slots; ++b) {
     for (int q = 0; q < n; ++q) {
-      REQUIRE(at(pads.inbox_slot(last, b, q), last) == (static_cast<std::size_t>(b) * R + q) * 4);
+      REQUIRE(at(pads.inbox_slot(last, b, q), last) == l.flags + (static_cast<std::size_t>(b) * R + q) * 4);
       REQUIRE(at(pads.counter_slot(b, q), rank) == l.counters + (static_cast<std::size_t>(b) * R + q) * 4);
     }
     REQUIRE(at(pads.tile_control_slot(b), rank) == l.tile_control + static_cast<std::size_t>(b) * 16);

@@ -9,11 +9,11 @@
 // this order, every offset from pad_layout::of and nothing else (docs/pad_layout.md):
 //
 //   region        words              owner (core/)        written by              read by
+//   tile_control  [S][4] u32         tile flags           this rank (its blocks)  this rank
 //   flags         [S][R] u32         barrier, tile flags  sender s: [b][s], rel.  this rank (acquire)
 //   counters      [S][R] u32         barrier              this rank: [b][p]       this rank
 //   ll_epochs     [ll.blocks] u32    LL                   this rank (block b)     this rank
 //   error         error_record       record_error         this rank (first fail)  this rank's host
-//   tile_control  [S][4] u32         tile flags           this rank (its blocks)  this rank
 //   check_epochs  [S] u32            call check           this rank (block b)     this rank
 //   check         [2][S] x 32 B      call check           this rank (packet)      every peer
 //   ll            [2][ll.blocks][2 x ll.block_bytes]  LL  this rank, block b      block b of every peer
@@ -24,7 +24,9 @@
 // first + 1 .. first + max_tiles (core/tile_flags.hpp), its fingerprints at check[.][first] and
 // check[.][first + 1]. Whoever owns the pads hands ranges out (core/slot_ranges.hpp), so two users
 // of one pad never share a slot. tile_control[s]: {calls completed, blocks arrived (ever), blocks
-// arrived when the current call began, the missing-finish detector's launch word}.
+// arrived when the current call began, the missing-finish detector's launch word}; the region is
+// rounded up to 256 bytes and everything after it is placed from the flags' start, so the offsets
+// the hot paths add to a peer's flags (signal_pads::inbox) do not depend on it.
 // check: 32-aligned, one LL packet each (a call's fingerprint, core/call_check.hpp) by call parity.
 // ll: 256-aligned, two halves by call parity, 2 bytes of packet per byte of data (core/ll.hpp).
 // The layout is a function of (S, ll) alone: the same on every rank and in every build
@@ -86,34 +88,43 @@ inline constexpr std::size_t check_packet_bytes = 32;
 // the one formula every accessor, allocator and reset reads.
 template <int MaxRanks>
 struct pad_layout {
+  std::size_t tile_control;  // [slots][tile_control_words] u32, the region rounded up to 256 bytes
   std::size_t flags;         // [slots][MaxRanks] u32: barrier and tile flags, by sender
   std::size_t counters;      // [slots][MaxRanks] u32: barriers completed with each peer
   std::size_t ll_epochs;     // [ll_blocks] u32: LL calls of each block
   std::size_t error;         // error_record
-  std::size_t tile_control;  // [slots][tile_control_words] u32
   std::size_t check_epochs;  // [slots] u32: checked calls of each slot
   std::size_t check;         // [2][slots] check packets (32-aligned)
   std::size_t ll;            // [2][ll_blocks] regions of 2 x ll_block_bytes (256-aligned)
   std::size_t bytes;         // the whole pad: a multiple of 256, so pads pack in one allocation
 
   // ll_blocks and ll_block_bytes both 0 (no LL region) or both positive (as a handle holds them).
-  RCCLX_HOST_DEVICE static constexpr pad_layout of(int slots, std::uint32_t ll_blocks, std::size_t ll_block_bytes) {
+  RCCLX_HOST_DEVICE static constexpr pad_layout of(int slots, int ll_blocks, std::size_t ll_block_bytes) {
     const std::size_t s = static_cast<std::size_t>(slots), w = sizeof(std::uint32_t);
+    // From the flags on, every region is placed from the flags' start (a multiple of 256): an
+    // accessor that reaches it from a rank's flags (signal_pads::inbox) adds an offset that does
+    // not depend on the tile control region before them.
+    const std::size_t counters = s * MaxRanks * w, ll_epochs = 2 * counters;
+    const std::size_t error = ll_epochs + static_cast<std::size_t>(ll_blocks) * w;
+    const std::size_t check_epochs = error + sizeof(error_record);
+    const std::size_t check = (check_epochs + s * w + 31) / 32 * 32;
+    const std::size_t ll = (check + 2 * s * check_packet_bytes + 255) / 256 * 256;
+    const std::size_t end = ll + 4 * static_cast<std::size_t>(ll_blocks) * ll_block_bytes;
     pad_layout l{};
-    l.flags = 0;
-    l.counters = s * MaxRanks * w;
-    l.ll_epochs = 2 * l.counters;
-    l.error = l.ll_epochs + static_cast<std::size_t>(ll_blocks) * w;
-    l.tile_control = l.error + sizeof(error_record);
-    l.check_epochs = l.tile_control + s * tile_control_words * w;
-    l.check = (l.check_epochs + s * w + 31) / 32 * 32;
-    l.ll = (l.check + 2 * s * check_packet_bytes + 255) / 256 * 256;
-    l.bytes = l.ll + 4 * static_cast<std::size_t>(ll_blocks) * ll_block_bytes;
+    l.tile_control = 0;
+    l.flags = (s * tile_control_words * w + 255) / 256 * 256;
+    l.counters = l.flags + counters;
+    l.ll_epochs = l.flags + ll_epochs;
+    l.error = l.flags + error;
+    l.check_epochs = l.flags + check_epochs;
+    l.check = l.flags + check;
+    l.ll = l.flags + ll;
+    l.bytes = l.flags + end;
     return l;
   }
   RCCLX_HOST_DEVICE static constexpr pad_layout of(int slots, ll_layout ll) {
     const bool on = ll.blocks > 0 && ll.block_bytes > 0;
-    return of(slots, on ? static_cast<std::uint32_t>(ll.blocks) : 0u, on ? ll.block_bytes : 0);
+    return of(slots, on ? ll.blocks : 0, on ? ll.block_bytes : 0);
   }
 };
 
@@ -124,10 +135,12 @@ RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_bytes(int max_blocks, ll_layo
 }
 
 namespace detail {
-// The 32-bit word `bytes` past `base` (a region's pointer moved by a pad_layout difference).
+// The 32-bit word `bytes` past `base` (a region's pointer moved by a pad_layout difference, a
+// multiple of 4). Moved in words, not bytes: through a byte pointer nvcc no longer sees that a
+// pointer of a kernel's argument is global and makes every later access generic.
 template <class P>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* word_at(P* base, std::size_t bytes) {
-  return reinterpret_cast<std::uint32_t*>(reinterpret_cast<unsigned char*>(base) + bytes);
+  return reinterpret_cast<std::uint32_t*>(base) + bytes / sizeof(std::uint32_t);
 }
 }  // namespace detail
 
@@ -139,7 +152,7 @@ struct signal_pads {
   static_assert(MaxRanks >= 2 && MaxRanks <= max_ranks, "MaxRanks must be in [2, rcclx::max_ranks]");
   static constexpr int max_ranks_v = MaxRanks;
 
-  std::uint32_t* inbox[MaxRanks];  // each rank's pad (its flag words first), mapped in this address space
+  std::uint32_t* inbox[MaxRanks];  // each rank's flag words, mapped in this address space
   std::uint32_t* counters;         // this rank's counters
   error_record* err;               // this rank's error record
   int rank;
@@ -151,7 +164,7 @@ struct signal_pads {
 
   // The layout the pads were sized with (the same on every rank).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE pad_layout<MaxRanks> layout() const {
-    return pad_layout<MaxRanks>::of(max_blocks, ll_blocks, ll_block_bytes);
+    return pad_layout<MaxRanks>::of(max_blocks, static_cast<int>(ll_blocks), ll_block_bytes);
   }
 
   // Flag word of `owner`'s slot `block` written by `sender` (barrier, tile flags).
@@ -175,19 +188,21 @@ struct signal_pads {
   // The tile control row of slot `slot` of this rank (tile_control_words words, core/tile_flags.hpp).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* tile_control_slot(int slot) const {
     const pad_layout<MaxRanks> l = layout();
-    return detail::word_at(err, l.tile_control - l.error) + static_cast<std::size_t>(slot) * tile_control_words;
+    return counters - (l.counters - l.tile_control) / sizeof(std::uint32_t) +
+           static_cast<std::size_t>(slot) * tile_control_words;
   }
   // The fingerprint packet (32 bytes) of `owner` for `slot` (a block, or a tile call's slot) and
   // calls of this parity.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned char* check_packet(int owner, std::uint32_t parity, int slot) const {
-    return reinterpret_cast<unsigned char*>(inbox[owner]) + layout().check +
+    const pad_layout<MaxRanks> l = layout();
+    return reinterpret_cast<unsigned char*>(inbox[owner]) + (l.check - l.flags) +
            ((parity & 1u) * static_cast<std::size_t>(max_blocks) + static_cast<std::size_t>(slot)) * check_packet_bytes;
   }
   // The LL region of block `block` of `owner` for calls of this parity (2 * ll_block_bytes bytes).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned char* ll_region(int owner, std::uint32_t parity, int block) const {
     return reinterpret_cast<unsigned char*>(inbox[owner]) + ll_region_offset(parity, block);
   }
-  // Where that region lies from inbox[owner], the same for every owner (one layout).
+  // Where that region lies from inbox[owner] (the owner's flags), the same for every owner.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::ptrdiff_t ll_region_offset(std::uint32_t parity, int block) const {
     const pad_layout<MaxRanks> l = layout();
     const std::size_t region = 2 * static_cast<std::size_t>(ll_block_bytes);
@@ -230,23 +245,44 @@ static_assert(sizeof(signal_pads<8>) <= 8 * 8 + 64, "signal_pads<8> must stay sm
 
 // Records a failure of this rank in its error record, if it is the first: the one claim sequence
 // every recorder uses. The record is claimed (code 0 -> busy, compare-and-swap: the first failure
-// wins, later ones leave), filled, and its code published with a release store, so whoever sees the
-// code (another block's spin, the host) sees the fields. Fields as error_record documents them;
-// waiting_rank is this rank.
-template <int MaxRanks>
-RCCLX_HOST_DEVICE inline void record_error(const signal_pads<MaxRanks>& s, errc code, int missing_rank,
-                                           std::uint32_t kind, int block, std::uint32_t call, std::uint32_t observed,
-                                           std::uint32_t reserved = 0) {
+// wins, later ones leave), waiting_rank set to this rank, `fill(record)` writes the other fields
+// the failure has, and the code is published with a release store, so whoever sees the code
+// (another block's spin, the host) sees the fields.
+template <int MaxRanks, class Fill>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_error(const signal_pads<MaxRanks>& s, errc code, Fill&& fill) {
   constexpr std::uint32_t busy = 0xFFFFFFFFu;
   if (gpu::compare_exchange_local(&s.err->code, 0u, busy) != 0u) return;
   s.err->waiting_rank = static_cast<std::uint32_t>(s.rank);
-  s.err->missing_rank = static_cast<std::uint32_t>(missing_rank);
-  s.err->kind = kind;
-  s.err->block = static_cast<std::uint32_t>(block);
-  s.err->call = call;
-  s.err->observed = observed;
-  s.err->reserved = reserved;
+  fill(*s.err);
   gpu::store_release_system(&s.err->code, static_cast<std::uint32_t>(code));
+}
+
+// record_error with the fields as error_record documents them; without `reserved` that field is
+// left as the last reset wrote it (a timeout has no use for it).
+template <int MaxRanks>
+RCCLX_HOST_DEVICE inline void record_error(const signal_pads<MaxRanks>& s, errc code, int missing_rank,
+                                           std::uint32_t kind, int block, std::uint32_t call,
+                                           std::uint32_t observed) {
+  record_error(s, code, [&](error_record& r) {
+    r.missing_rank = static_cast<std::uint32_t>(missing_rank);
+    r.kind = kind;
+    r.block = static_cast<std::uint32_t>(block);
+    r.call = call;
+    r.observed = observed;
+  });
+}
+template <int MaxRanks>
+RCCLX_HOST_DEVICE inline void record_error(const signal_pads<MaxRanks>& s, errc code, int missing_rank,
+                                           std::uint32_t kind, int block, std::uint32_t call, std::uint32_t observed,
+                                           std::uint32_t reserved) {
+  record_error(s, code, [&](error_record& r) {
+    r.missing_rank = static_cast<std::uint32_t>(missing_rank);
+    r.kind = kind;
+    r.block = static_cast<std::uint32_t>(block);
+    r.call = call;
+    r.observed = observed;
+    r.reserved = reserved;
+  });
 }
 
 }  // namespace core

@@ -124,8 +124,10 @@ class emulated_world {
     const auto fill = [&](std::size_t from, std::size_t to) {
       for (std::size_t i = from / sizeof(std::uint32_t); i < to / sizeof(std::uint32_t); ++i) host[i] = value;
     };
+    const std::size_t slots = static_cast<std::size_t>(max_blocks_);
+    fill(l.tile_control, l.tile_control + slots * core::tile_control_words * sizeof(std::uint32_t));
     fill(l.flags, l.error);  // flags, counters, LL epochs
-    fill(l.tile_control, l.check_epochs + static_cast<std::size_t>(max_blocks_) * sizeof(std::uint32_t));
+    fill(l.check_epochs, l.check_epochs + slots * sizeof(std::uint32_t));
     for (int r = 0; r < num_ranks_; ++r) gpu::copy(pad(r), host.data(), pad_bytes_);
   }
 

@@ -131,7 +131,7 @@ TEST_CASE("record_error: the first failure of a rank is the one recorded", "[pad
   std::vector<std::uint32_t> mem0(l.bytes / 4), mem1(l.bytes / 4);
   void* bases[max_r] = {mem0.data(), mem1.data()};
   const auto pads = core::signal_pads<max_r>::from_bases(bases, 1, 2, 2, 0, core::ll_layout{0, 0});
-  core::record_error(pads, rcclx::errc::timeout, 0, 4u, 7, 9u, 8u);
+  core::record_error(pads, rcclx::errc::timeout, 0, 4u, 7, 9u, 8u, 0u);
   core::record_error(pads, rcclx::errc::mismatch, 0, 1u, 1, 1u, 1u, 1u);  // later: ignored
   const core::error_record& r = *pads.err;
   CHECK(r.code == static_cast<std::uint32_t>(rcclx::errc::timeout));

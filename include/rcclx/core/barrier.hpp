@@ -40,7 +40,13 @@ template <int MaxRanks>
 RCCLX_HOST_DEVICE inline void record_timeout(const signal_pads<MaxRanks>& s, int block, int peer,
                                              barrier_kind kind, std::uint32_t call,
                                              std::uint32_t observed) {
-  record_error(s, errc::timeout, peer, static_cast<std::uint32_t>(kind), block, call, observed);
+  record_error(s, errc::timeout, [&](error_record& r) {  // `reserved` unused
+    r.missing_rank = static_cast<std::uint32_t>(peer);
+    r.kind = static_cast<std::uint32_t>(kind);
+    r.block = static_cast<std::uint32_t>(block);
+    r.call = call;
+    r.observed = observed;
+  });
 }
 
 // The bounded spin every device wait is made of: calls ready() until it returns true. Every 64th

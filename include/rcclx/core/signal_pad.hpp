@@ -257,20 +257,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_error(const signal_pads<MaxRanks
   gpu::store_release_system(&s.err->code, static_cast<std::uint32_t>(code));
 }
 
-// record_error with the fields as error_record documents them; without `reserved` that field is
-// left as the last reset wrote it (a timeout has no use for it).
-template <int MaxRanks>
-RCCLX_HOST_DEVICE inline void record_error(const signal_pads<MaxRanks>& s, errc code, int missing_rank,
-                                           std::uint32_t kind, int block, std::uint32_t call,
-                                           std::uint32_t observed) {
-  record_error(s, code, [&](error_record& r) {
-    r.missing_rank = static_cast<std::uint32_t>(missing_rank);
-    r.kind = kind;
-    r.block = static_cast<std::uint32_t>(block);
-    r.call = call;
-    r.observed = observed;
-  });
-}
+// record_error with every field as error_record documents them.
 template <int MaxRanks>
 RCCLX_HOST_DEVICE inline void record_error(const signal_pads<MaxRanks>& s, errc code, int missing_rank,
                                            std::uint32_t kind, int block, std::uint32_t call, std::uint32_t observed,

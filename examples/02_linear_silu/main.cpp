@@ -69,9 +69,10 @@ int main(int argc, char** argv) {
   const int tiles = static_cast<int>(map.num_tiles());
   rcclx::testing::emulated_options opt;
   opt.symmetric_bytes = fz::tile_allreduce<float, 8, rcclx::algorithm::automatic>::workspace_bytes(map.tile_elems(), tiles);
-  opt.pad_slots = fz::pad_blocks_for(0, tiles);      // no barrier blocks; tile flags in tile_slots{0, tiles}
+  opt.pad_slots = fz::pad_blocks_for(0, tiles);      // pad slots: no barrier blocks, one tile-flag range
   opt.output_count = M * N;
   rcclx::testing::emulated_peers<float, 8> peers(n, M * k + k * N, opt);  // input(r): x_r, then W_r
+  const fz::tile_slots slots = peers.world().reserve_tile_slots(tiles);  // handed out by the pads' owner
   std::mt19937 gen(7);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (int r = 0; r < n; ++r)
@@ -82,7 +83,7 @@ int main(int argc, char** argv) {
   rcclx::gpu::copy(dev_bias, bias.data(), N * sizeof(float));
   const int threads = rcclx::current_backend == rcclx::backend::host ? 1 : 256;  // the host backend: 1 per block
   peers.run(/*blocks_per_rank=*/2, threads,
-            linear_silu{peers.device_tables(), peers.device_buffers(), dev_bias, map, k, fz::tile_slots{0, tiles}});
+            linear_silu{peers.device_tables(), peers.device_buffers(), dev_bias, map, k, slots});
   rcclx::gpu::device_free(dev_bias);
   // peers.output(r): M x N on every rank, the same bits everywhere
   // [minimal-host]

@@ -202,12 +202,13 @@ int run_process_rank(const rcclx::host::launch_config& cfg, const problem& p) {
   rcclx::host::socket_bootstrap bs(cfg);
   const int n = bs.num_ranks();
   const std::size_t records = static_cast<std::size_t>(p.tokens) * p.heads;
-  // The combine's flags take pad slots after those of the communicator's own collectives.
+  // Room in the pads for the combine's flags after the communicator's own slots; the communicator
+  // hands the range out.
   rcclx::host::communicator_options opts;
-  const fz::tile_slots slots{opts.max_blocks, p.tokens};
-  opts.max_blocks = slots.end();
+  opts.max_blocks = fz::pad_blocks_for(opts.max_blocks, p.tokens);
   opts.buffer_bytes = std::max(opts.buffer_bytes, fz::combine<rec, merge, max_ranks>::workspace_bytes(p.heads, records));
   rcclx::host::communicator<max_ranks> comm(bs, opts);
+  const fz::tile_slots slots = comm.reserve_tile_slots(p.tokens, "example 07's combine");
   const int rank = comm.rank();
   fz::combine<rec, merge, max_ranks>::check("example 07", comm.device_handle<rec>(), slots, p.heads, records);
   uploads up;
@@ -266,9 +267,9 @@ int main(int argc, char** argv) {
   }
   const int n = 8;
   const std::size_t records = static_cast<std::size_t>(tokens) * heads;
-  const fz::tile_slots slots{0, tokens};  // one tile (one token's heads) per slot
   rcclx::testing::emulated_world<max_ranks> world(n, fz::combine<rec, merge, max_ranks>::workspace_bytes(heads, records),
-                                                  slots.end());
+                                                  fz::pad_blocks_for(0, tokens));
+  const fz::tile_slots slots = world.reserve_tile_slots(tokens);  // one tile (one token's heads) per slot
   fz::combine<rec, merge, max_ranks>::check("example 07", world.table<rec>(0), slots, heads, records);
   uploads up;
   attention_merge k{};

@@ -115,7 +115,7 @@ def _handles(rank, n):
     h = comm.kernel_handles(ws)
     assert h.dtype == torch.uint8 and h.device.type == "cpu"
     words = h[:24].view(torch.int32).tolist()
-    assert words[0] == 0x6B786372 and words[1] == 1 and words[2] == h.numel() and words[3] == rcclx.max_ranks
+    assert words[0] == 0x6B786372 and words[1] == 2 and words[2] == h.numel() and words[3] == rcclx.max_ranks
     assert (words[4], words[5]) == comm.tile_slots == (128, 100)
     del ws
     comm.destroy()

@@ -6,6 +6,8 @@
 //   ... read peers' buffers ...
 //   if (!rcclx::core::barrier(g, pads, blockIdx.x, rcclx::core::barrier_kind::end)) return;
 //
+// core::barrier is barrier_session(g, pads, block).sync(kind); the session splits it into arrive()
+// and wait(). Words: slot b's row of the pad's counters and flags (core/signal_pad.hpp).
 // Protocol (thread p of the group serves peer p): counters[b][p] += 1 -> e; store-release e into
 // peer p's inbox[b][r]; then spin (load-acquire) until own inbox[b][p] has reached e. The counters live
 // in device memory and are advanced by the device, so a replayed graph continues the sequence
@@ -13,9 +15,9 @@
 // grow, so a fast peer already at barrier k+1 (it wrote e+1) also satisfies barrier k: no flag is
 // ever overwritten by a smaller value and no reset is needed. Comparisons are modulo 2^32.
 // Every wait is bounded by pads.timeout_ns: on expiry the first failing thread fills the rank's
-// error record (waiting rank, missing rank, barrier kind, block, call), every block then leaves,
-// and the host turns the record into rcclx::error(errc::timeout). After an error the pads must be
-// reset (zeroed on every rank) before the next use.
+// error record (core::record_error: waiting rank, missing rank, barrier kind, block, call), every
+// block then leaves, and the host turns the record into rcclx::error(errc::timeout). After an
+// error the pads must be reset (zeroed on every rank) before the next use.
 // Cost: one flag store and one poll per peer per block; the store and the poll for all peers run
 // in parallel across the group's threads.
 #pragma once
@@ -33,20 +35,18 @@ namespace core {
 
 namespace detail {
 
-// Records the first failure on this rank: claim the record (0 -> busy), fill it, publish the code.
+// A bounded wait on `peer` expired (barrier_kind `kind`, the flag `call` awaited, `observed` seen).
 template <int MaxRanks>
 RCCLX_HOST_DEVICE inline void record_timeout(const signal_pads<MaxRanks>& s, int block, int peer,
                                              barrier_kind kind, std::uint32_t call,
                                              std::uint32_t observed) {
-  constexpr std::uint32_t busy = 0xFFFFFFFFu;
-  if (gpu::compare_exchange_local(&s.err->code, 0u, busy) != 0u) return;
-  s.err->waiting_rank = static_cast<std::uint32_t>(s.rank);
-  s.err->missing_rank = static_cast<std::uint32_t>(peer);
-  s.err->kind = static_cast<std::uint32_t>(kind);
-  s.err->block = static_cast<std::uint32_t>(block);
-  s.err->call = call;
-  s.err->observed = observed;
-  gpu::store_release_system(&s.err->code, static_cast<std::uint32_t>(errc::timeout));
+  record_error(s, errc::timeout, [&](error_record& r) {  // `reserved` unused
+    r.missing_rank = static_cast<std::uint32_t>(peer);
+    r.kind = static_cast<std::uint32_t>(kind);
+    r.block = static_cast<std::uint32_t>(block);
+    r.call = call;
+    r.observed = observed;
+  });
 }
 
 // The bounded spin every device wait is made of: calls ready() until it returns true. Every 64th
@@ -92,29 +92,63 @@ RCCLX_HOST_DEVICE inline bool wait_flag(const signal_pads<MaxRanks>& s, const st
 
 }  // namespace detail
 
-// Signals arrival of (rank, block) to every peer and waits for theirs. Group-collective: every
-// thread of `g` must call it. Returns false (in every thread) if a wait failed; the caller must
-// then leave the kernel without touching peer memory.
+// One barrier of (rank, block) with block `block` of every peer, over the words it owns: slot
+// `block`'s counter row (its epoch: barriers completed with each peer, advanced by arrive()) and
+// flag words. Group-collective: every thread of `g` calls each member. sync() = arrive() + wait();
+// split, other work may run between the announcement and the wait.
+//
+//   core::barrier_session<gpu::block_group, 8> b(g, pads, blockIdx.x);
+//   if (!b.sync(core::barrier_kind::start)) return;
+template <class Group, int MaxRanks>
+class barrier_session {
+ public:
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE barrier_session(const Group& g, const signal_pads<MaxRanks>& s, int block)
+      : g_(g), s_(s), block_(block) {}
+
+  // Announces this rank's arrival to every peer (after the whole group's earlier reads and writes).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void arrive() const {
+    g_.sync();  // the whole group's earlier reads/writes happen before this rank's release
+    // Announce to every peer first, then wait: a thread serving several peers (small groups, the
+    // host backend) must not hold back its announcement to one peer while waiting for another.
+    for (int p = g_.thread_rank(); p < s_.num_ranks; p += g_.size()) {
+      if (p == s_.rank) continue;
+      std::uint32_t* counter = s_.counter_slot(block_, p);
+      const std::uint32_t e = *counter + 1u;
+      *counter = e;
+      gpu::store_release_system(s_.inbox_slot(p, block_, s_.rank), e);
+    }
+  }
+
+  // Waits for every peer's arrival of this epoch. False (in every thread) if a wait failed: the
+  // caller must then leave the kernel without touching peer memory.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool wait(barrier_kind kind) const {
+    bool failed = false;
+    for (int p = g_.thread_rank(); p < s_.num_ranks && !failed; p += g_.size()) {
+      if (p == s_.rank) continue;
+      const std::uint32_t e = *s_.counter_slot(block_, p);
+      failed = !detail::wait_flag(s_, s_.inbox_slot(s_.rank, block_, p), e, block_, p, kind);
+    }
+    return !g_.sync_or(failed);  // and every thread sees the peers' data the waiting threads acquired
+  }
+
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool sync(barrier_kind kind) const {
+    arrive();
+    return wait(kind);
+  }
+
+ private:
+  Group g_;
+  const signal_pads<MaxRanks>& s_;
+  int block_;
+};
+
+// Signals arrival of (rank, block) to every peer and waits for theirs (barrier_session::sync).
+// Group-collective: every thread of `g` must call it. Returns false (in every thread) if a wait
+// failed; the caller must then leave the kernel without touching peer memory.
 template <class Group, int MaxRanks>
 RCCLX_HOST_DEVICE inline bool barrier(const Group& g, const signal_pads<MaxRanks>& s, int block,
                                       barrier_kind kind) {
-  g.sync();  // the whole group's earlier reads/writes happen before this rank's release
-  // Announce to every peer first, then wait: a thread serving several peers (small groups, the
-  // host backend) must not hold back its announcement to one peer while waiting for another.
-  for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
-    if (p == s.rank) continue;
-    std::uint32_t* counter = s.counter_slot(block, p);
-    const std::uint32_t e = *counter + 1u;
-    *counter = e;
-    gpu::store_release_system(s.inbox_slot(p, block, s.rank), e);
-  }
-  bool failed = false;
-  for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
-    if (p == s.rank) continue;
-    const std::uint32_t e = *s.counter_slot(block, p);
-    failed = !detail::wait_flag(s, s.inbox_slot(s.rank, block, p), e, block, p, kind);
-  }
-  return !g.sync_or(failed);  // and every thread sees the peers' data the waiting threads acquired
+  return barrier_session<Group, MaxRanks>(g, s, block).sync(kind);
 }
 
 // Non-blocking check the host (or a kernel) can use: has this rank recorded an error?

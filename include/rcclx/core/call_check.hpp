@@ -7,13 +7,14 @@
 //
 //   const core::call_fingerprint fp = core::fingerprint<T, ReduceOp>(core::checked_collective::allreduce,
 //                                                                   algorithm::flat, count, num_blocks, g.size());
-//   const std::uint32_t cflag = core::check_begin(g, pads, block, fp);   // group-collective: publish
+//   const core::check_session<8> check(g, pads, block, fp);   // group-collective: publish
 //   ... publish data, issue loads ...
-//   if (g.sync_or(!core::check_verify(g, pads, block, cflag, fp, block))) return false;  // before any output
+//   if (g.sync_or(!check.verify(g, block))) return false;     // before any output
+// (core::check_begin and check_verify are the session's parts, for callers that keep the flag.)
 //
 // Protocol: the packet of (rank, slot) for calls of parity k % 2 lives in the rank's own pad
 // (signal_pads::check_packet); block `slot` of every rank makes the same sequence of checked calls,
-// so their counters (check_epoch) agree and the packet's flag names the call, exactly as the LL
+// so their counters (check_epochs) agree and the packet's flag names the call, exactly as the LL
 // one-shot's regions (core/ll.hpp): written again two calls later, after every peer read it. A
 // rank that disagrees still publishes and reads its check packets in the same order, whatever
 // protocol its arguments make it run next (LL or barriers): the check never waits for anything a
@@ -102,30 +103,14 @@ RCCLX_HOST_DEVICE inline void record_call_mismatch(const signal_pads<MaxRanks>& 
         b = tc[i];
       }
   }
-  if (gpu::compare_exchange_local(&s.err->code, 0u, 0xFFFFFFFFu) != 0u) return;
-  s.err->waiting_rank = static_cast<std::uint32_t>(s.rank);
-  s.err->missing_rank = static_cast<std::uint32_t>(peer);
-  s.err->kind = (c << 8) | field;
-  s.err->block = static_cast<std::uint32_t>(block);
-  s.err->call = 0;
-  s.err->observed = b;
-  s.err->reserved = a;
-  gpu::store_release_system(&s.err->code, static_cast<std::uint32_t>(errc::mismatch));
+  record_error(s, errc::mismatch, peer, (c << 8) | field, block, 0u, b, a);
 }
 
 // Records a misuse found on this rank (an invalid_argument record).
 template <int MaxRanks>
 RCCLX_HOST_DEVICE inline void record_misuse(const signal_pads<MaxRanks>& s, misuse what, int block, std::uint32_t a,
                                             std::uint32_t b) {
-  if (gpu::compare_exchange_local(&s.err->code, 0u, 0xFFFFFFFFu) != 0u) return;
-  s.err->waiting_rank = static_cast<std::uint32_t>(s.rank);
-  s.err->missing_rank = static_cast<std::uint32_t>(s.rank);
-  s.err->kind = static_cast<std::uint32_t>(what);
-  s.err->block = static_cast<std::uint32_t>(block);
-  s.err->call = 0;
-  s.err->observed = a;
-  s.err->reserved = b;
-  gpu::store_release_system(&s.err->code, static_cast<std::uint32_t>(errc::invalid_argument));
+  record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(what), block, 0u, a, b);
 }
 
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE gpu::vec16 as_vec(const call_fingerprint& f) {
@@ -146,41 +131,6 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void check_publish(const signal_pads<MaxRank
                                                        const call_fingerprint& fp) {
   flag = detail::nonzero_flag(flag);
   ll_write(s.check_packet(s.rank, flag, slot), 0, detail::as_vec(fp), flag, 16);
-}
-
-// Group-collective, once per checked call by every block that takes part: advances the block's
-// check counter and publishes `fp`. Returns the call's check flag (for check_verify).
-template <class Group, int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t check_begin(const Group& g, const signal_pads<MaxRanks>& s,
-                                                              int block, const call_fingerprint& fp) {
-  std::uint32_t* c = s.check_epoch_slot(block);
-  const std::uint32_t flag = detail::next_call_flag(*c);  // as core::ll_begin
-  g.sync();
-  if (g.thread_rank() == 0) {
-    *c = flag;
-    check_publish(s, block, flag, fp);
-  }
-  return flag;
-}
-
-// check_begin and core::ll_begin in one, for a checked call that runs the LL protocol: both
-// counters are read before a single group sync (one round trip and one sync, not two of each).
-// Returns the check flag; `ll_flag` gets the call's LL flag.
-template <class Group, int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t check_ll_begin(const Group& g, const signal_pads<MaxRanks>& s,
-                                                                 int block, const call_fingerprint& fp,
-                                                                 std::uint32_t& ll_flag) {
-  std::uint32_t* c = s.check_epoch_slot(block);
-  std::uint32_t* l = s.ll_epoch_slot(block);
-  const std::uint32_t flag = detail::next_call_flag(*c), lf = detail::next_call_flag(*l);
-  g.sync();
-  if (g.thread_rank() == 0) {
-    *c = flag;
-    *l = lf;
-    check_publish(s, block, flag, fp);
-  }
-  ll_flag = lf;
-  return flag;
 }
 
 // One peer's fingerprint packet (slot, flag) compared with `fp`, split into issue() and poll() so
@@ -263,6 +213,87 @@ RCCLX_HOST_DEVICE inline bool check_verify(const Group& g, const signal_pads<Max
   return true;
 }
 
+// One checked call of slot `slot` (a block, or a tile call's control slot), over the words it
+// owns: the slot's check epoch (check_epochs[slot]: its checked calls, advanced when the session
+// begins) and its fingerprint packets. The fingerprint is kept by reference: it must outlive the
+// session.
+//
+//   const core::check_session<8> check(g, pads, block, fp);   // group-collective: publish
+//   ... publish data, issue loads ...
+//   if (g.sync_or(!check.verify(g, block))) return false;     // before any output
+template <int MaxRanks>
+class check_session {
+ public:
+  // Group-collective, once per checked call by every block that takes part: advances the slot's
+  // check epoch and publishes `fp` (check_begin).
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE check_session(const Group& g, const signal_pads<MaxRanks>& s, int slot,
+                                                    const call_fingerprint& fp)
+      : s_(s), fp_(fp), slot_(slot) {
+    std::uint32_t* c = s.check_epoch_slot(slot);
+    flag_ = detail::next_call_flag(*c);  // as core::ll_session
+    g.sync();
+    if (g.thread_rank() == 0) {
+      *c = flag_;
+      check_publish(s, slot, flag_, fp);
+    }
+  }
+  // The same for a checked call that runs the LL protocol: both epochs read before a single group
+  // sync (one round trip and one sync, not two of each); `ll_flag` gets the call's LL flag
+  // (check_ll_begin).
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE check_session(const Group& g, const signal_pads<MaxRanks>& s, int slot,
+                                                    const call_fingerprint& fp, std::uint32_t& ll_flag)
+      : s_(s), fp_(fp), slot_(slot) {
+    std::uint32_t* c = s.check_epoch_slot(slot);
+    std::uint32_t* l = s.ll_epoch_slot(slot);
+    const std::uint32_t f = detail::next_call_flag(*c), lf = detail::next_call_flag(*l);
+    flag_ = f;
+    g.sync();
+    if (g.thread_rank() == 0) {
+      *c = flag_;
+      *l = lf;
+      check_publish(s, slot, flag_, fp);
+    }
+    ll_flag = lf;
+  }
+
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t flag() const { return flag_; }
+  // check_verify of this call (not group-collective; `block` named in the records).
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool verify(const Group& g, int block) const {
+    return check_verify(g, s_, slot_, flag_, fp_, block);
+  }
+  // The poller of the peer this thread serves (the thread rank), for an LL reader's wait.
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE check_poller<MaxRanks> poller(const Group& g, int block) const {
+    return check_poller<MaxRanks>(g, s_, slot_, flag_, fp_, block);
+  }
+
+ private:
+  const signal_pads<MaxRanks>& s_;
+  const call_fingerprint& fp_;
+  int slot_;
+  std::uint32_t flag_;
+};
+
+// Group-collective, once per checked call by every block that takes part: advances the block's
+// check counter and publishes `fp` (check_session's constructor). Returns the call's check flag
+// (for check_verify).
+template <class Group, int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t check_begin(const Group& g, const signal_pads<MaxRanks>& s,
+                                                              int block, const call_fingerprint& fp) {
+  return check_session<MaxRanks>(g, s, block, fp).flag();
+}
+
+// check_begin and core::ll_begin in one (check_session's second constructor). Returns the check
+// flag; `ll_flag` gets the call's LL flag.
+template <class Group, int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t check_ll_begin(const Group& g, const signal_pads<MaxRanks>& s,
+                                                                 int block, const call_fingerprint& fp,
+                                                                 std::uint32_t& ll_flag) {
+  return check_session<MaxRanks>(g, s, block, fp, ll_flag).flag();
+}
 
 }  // namespace core
 RCCLX_NAMESPACE_END

@@ -10,6 +10,8 @@
 //   if (!rcclx::core::ll_try_read(h.pick(p), i, flag, v, h.split) &&
 //       !rcclx::core::ll_wait_from(pads, h.pick(p), p, i, flag, block, v)) return false;
 //
+// ll_session is one call of one block (its flag and region); the free functions below are its
+// parts, for readers that hold the flag themselves.
 // Packet: 16 bytes of data become two 16-byte lines of two 64-bit words {data32 | flag32 << 32};
 // each word is stored and loaded single-copy atomic (gpu::store_packet_system), so the flag proves
 // the 32 data bits next to it. Half of every line is flag: 2 bytes move per byte of data, which is
@@ -22,7 +24,7 @@
 // Regions, flags and reuse. Block b of a rank publishes only into its own block region b (two
 // halves), and block b of every peer reads only that region: every packet in region b was written
 // by block b, whatever the sizes and grids of earlier calls. Block b keeps a call counter (signal
-// pad ll_epoch[b]); its call k writes flag k (never 0: zeroed memory is "nothing yet") into half
+// pad ll_epochs[b]); its call k writes flag k (never 0: zeroed memory is "nothing yet") into half
 // k % 2. Readers compare for equality; block b's flags only grow, so a packet of an older call is
 // never taken for a new one (until the 32-bit counter comes round again, 2^32 calls of block b later,
 // to a packet never overwritten since) and nothing is ever cleared. Two halves suffice: block b
@@ -55,9 +57,6 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool ll_fits(const signal_pads<MaxRanks>& s,
          block_bytes <= static_cast<std::size_t>(s.ll_block_bytes);
 }
 
-// Group-collective, once per call by every block that takes part: this call's flag for `block`.
-// Includes a group sync (every thread has read the counter before thread 0 advances it); the
-// caller's final g.sync_or (or any later sync) orders the advance before the next call's read.
 namespace detail {
 // The flag of the call after the one whose flag is `current` (a per-block call counter): never 0
 // (0 means "never written"), and 2 after a wrap keeps the parity alternating.
@@ -65,18 +64,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t next_call_flag(std::uint32_t c
   const std::uint32_t flag = current + 1u;
   return flag == 0u ? 2u : flag;
 }
-}  // namespace detail
 
-template <class Group, int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t ll_begin(const Group& g, const signal_pads<MaxRanks>& s, int block) {
-  std::uint32_t* c = s.ll_epoch_slot(block);
-  const std::uint32_t flag = detail::next_call_flag(*c);
-  g.sync();
-  if (g.thread_rank() == 0) *c = flag;
-  return flag;
-}
-
-namespace detail {
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint64_t ll_word(std::uint32_t data, std::uint32_t flag) {
   return static_cast<std::uint64_t>(data) | (static_cast<std::uint64_t>(flag) << 32);
 }
@@ -221,6 +209,68 @@ RCCLX_HOST_DEVICE inline bool ll_wait_from(const signal_pads<MaxRanks>& s, const
         gpu::load_packet_system(region + 16 * index, a, b);
         detail::record_timeout(s, block, owner, barrier_kind::ll, flag, static_cast<std::uint32_t>(a >> 32));
       });
+}
+
+// One LL call of block `block`, over the words it owns: the block's epoch (ll_epochs[block]: its
+// LL calls, advanced when the session begins) and its region of every rank's pad.
+//
+//   const core::ll_session<8> ll(g, pads, block);        // group-collective: the call's flag
+//   ll.write(i, v);                                       // packet i of this rank's region
+//   const core::ll_halves<8> h = ll.halves();             // every rank's region for reading
+//   if (!core::ll_try_read(h.pick(p), i, ll.flag(), v, h.split) && !ll.wait_from(h.pick(p), p, i, v))
+//     return false;
+template <int MaxRanks>
+class ll_session {
+ public:
+  // Group-collective, once per call by every block that takes part. Includes a group sync (every
+  // thread has read the epoch before thread 0 advances it); the caller's final g.sync_or (or any
+  // later sync) orders the advance before the next call's read.
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE ll_session(const Group& g, const signal_pads<MaxRanks>& s, int block)
+      : s_(s), block_(block) {
+    std::uint32_t* c = s.ll_epoch_slot(block);
+    flag_ = detail::next_call_flag(*c);
+    g.sync();
+    if (g.thread_rank() == 0) *c = flag_;
+  }
+  // A call whose epoch was advanced already (check_ll_begin: the check's and the LL's in one sync).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE ll_session(const signal_pads<MaxRanks>& s, int block, std::uint32_t flag)
+      : s_(s), block_(block), flag_(flag) {}
+
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t flag() const { return flag_; }
+  // This rank's region half of the call (packets written with write()).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned char* own() const { return s_.ll_region(s_.rank, flag_, block_); }
+  // Publishes `v` as packet `index` of this rank's region.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void write(std::size_t index, const gpu::vec16& v) const {
+    ll_write(own(), index, v, flag_, s_.ll_block_bytes);
+  }
+  // Every rank's region of the call.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE ll_halves<MaxRanks> halves() const {
+    return ll_halves<MaxRanks>(s_, flag_, block_);
+  }
+  // ll_wait_batch / ll_wait_from for this call.
+  template <int Batch, class Extra = ll_no_extra>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool wait_batch(const ll_halves<MaxRanks>& h, int p0, std::size_t index,
+                                                      ll_packet (&q)[Batch], std::uint32_t pending,
+                                                      Extra&& extra = Extra{}) const {
+    return ll_wait_batch<Batch>(s_, h, p0, index, flag_, block_, q, pending, static_cast<Extra&&>(extra));
+  }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool wait_from(const unsigned char* region, int owner, std::size_t index,
+                                                     gpu::vec16& v) const {
+    return ll_wait_from(s_, region, owner, index, flag_, block_, v);
+  }
+
+ private:
+  const signal_pads<MaxRanks>& s_;
+  int block_;
+  std::uint32_t flag_;
+};
+
+// Group-collective, once per call by every block that takes part: this call's flag for `block`
+// (ll_session's constructor).
+template <class Group, int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t ll_begin(const Group& g, const signal_pads<MaxRanks>& s, int block) {
+  return ll_session<MaxRanks>(g, s, block).flag();
 }
 
 }  // namespace core

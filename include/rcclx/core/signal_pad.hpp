@@ -1,31 +1,48 @@
-// rcclx/core/signal_pad.hpp: the flag memory of one rank and the device handle over all ranks'.
-//
-//   rank r's pad (allocated with gpu::signal_malloc: uncached on AMD):
-//     inbox   [max_blocks][MaxRanks] u32   slot [b][s] written only by rank s (block b), release
-//     counters[max_blocks][MaxRanks] u32   slot [b][p] touched only by rank r (block b): barriers
-//                                          completed with peer p, the value it sends next time + 1
-//     ll_epoch[ll.blocks] u32              slot [b] touched only by rank r (block b): LL calls made
-//     error    error_record                first bounded-wait expiry on this rank
-//     check_epoch[max_blocks] u32          slot [b] touched only by rank r: checked calls of block b
-//     check[2][max_blocks] 32 B            (32-aligned) one LL packet each: a call's fingerprint
-//                                          (core/call_check.hpp), by call parity; written only by r
-//     ll  [2][ll.blocks][2 * ll.block_bytes]  (256-aligned) one-shot LL packets (core/ll.hpp): two
-//                                          halves alternating by call parity; region [h][b] written
-//                                          only by block b of rank r, read by block b of every peer;
-//                                          2 bytes of packet per byte of data
+// rcclx/core/signal_pad.hpp: the flag memory of one rank, its one layout, and the device handle
+// over all ranks' pads.
 //
 //   rcclx::core::signal_pads<8> s = ...;          // trivially copyable, passed to kernels by value
-//   std::size_t bytes = rcclx::core::signal_pad_bytes<8>(max_blocks, rcclx::core::ll_layout{64, 8192});
+//   std::size_t bytes = rcclx::core::signal_pad_bytes<8>(slots, rcclx::core::ll_layout{64, 8192});
+//   const auto L = rcclx::core::pad_layout<8>::of(slots, ll);   // where every region lies
 //
-// One aligned 32-bit word per (block, sender): no byte writes into a shared word (vLLM PR 2760),
+// A rank's pad (gpu::signal_malloc: uncached on AMD) for S slots (max_blocks) and R = MaxRanks, in
+// this order, every offset from pad_layout::of and nothing else (docs/pad_layout.md):
+//
+//   region        words              owner (core/)        written by              read by
+//   tile_control  [S][4] u32         tile flags           this rank (its blocks)  this rank
+//   flags         [S][R] u32         barrier, tile flags  sender s: [b][s], rel.  this rank (acquire)
+//   counters      [S][R] u32         barrier              this rank: [b][p]       this rank
+//   ll_epochs     [ll.blocks] u32    LL                   this rank (block b)     this rank
+//   error         error_record       record_error         this rank (first fail)  this rank's host
+//   check_epochs  [S] u32            call check           this rank (block b)     this rank
+//   check         [2][S] x 32 B      call check           this rank (packet)      every peer
+//   ll            [2][ll.blocks][2 x ll.block_bytes]  LL  this rank, block b      block b of every peer
+//
+// Slots. A slot is a block's place in the flag, counter and check regions: block b of a
+// barrier-based grid uses slot b (core/barrier.hpp); a tile-flag call uses a range
+// tile_slots{first, max_tiles}: its control words at tile_control[first], its flags at slots
+// first + 1 .. first + max_tiles (core/tile_flags.hpp), its fingerprints at check[.][first] and
+// check[.][first + 1]. Whoever owns the pads hands ranges out (core/slot_ranges.hpp), so two users
+// of one pad never share a slot. tile_control[s]: {calls completed, blocks arrived (ever), blocks
+// arrived when the current call began, the missing-finish detector's launch word}; the region is
+// rounded up to 256 bytes and everything after it is placed from the flags' start, so the offsets
+// the hot paths add to a peer's flags (signal_pads::inbox) do not depend on it.
+// check: 32-aligned, one LL packet each (a call's fingerprint, core/call_check.hpp) by call parity.
+// ll: 256-aligned, two halves by call parity, 2 bytes of packet per byte of data (core/ll.hpp).
+// The layout is a function of (S, ll) alone: the same on every rank and in every build
+// (RCCLX_CHECKS included). An LL layout with either field 0 has no LL region and no LL epochs.
+//
+// One aligned 32-bit word per (slot, sender): no byte writes into a shared word (vLLM PR 2760),
 // and no read-modify-write on a peer's memory (not supported across PCIe).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "../config.hpp"
+#include "../gpu/atomic.hpp"
 #include "error.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -34,19 +51,6 @@ namespace core {
 // Default bound on every device wait: long enough for a slow peer launch, short enough that a
 // dead peer becomes an error instead of a hang. Overridable per handle.
 inline constexpr std::uint64_t default_timeout_ns = 10ull * 1000 * 1000 * 1000;
-
-template <int MaxRanks>
-RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_inbox_offset() { return 0; }
-
-template <int MaxRanks>
-RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_counters_offset(int max_blocks) {
-  return static_cast<std::size_t>(max_blocks) * MaxRanks * sizeof(std::uint32_t);
-}
-
-template <int MaxRanks>
-RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_ll_epoch_offset(int max_blocks) {
-  return 2 * signal_pad_counters_offset<MaxRanks>(max_blocks);
-}
 
 // The one-shot LL region: `blocks` block regions (a call may use that many blocks) of
 // `block_bytes` of payload each (what one block of a call may publish; a multiple of 256).
@@ -67,37 +71,6 @@ RCCLX_HOST_DEVICE constexpr ll_layout default_ll_layout() {
 #endif
 }
 
-template <int MaxRanks>
-RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_error_offset(int max_blocks, int ll_blocks) {
-  return signal_pad_ll_epoch_offset<MaxRanks>(max_blocks) + static_cast<std::size_t>(ll_blocks) * sizeof(std::uint32_t);
-}
-
-template <int MaxRanks>
-RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_check_epoch_offset(int max_blocks, int ll_blocks) {
-  return signal_pad_error_offset<MaxRanks>(max_blocks, ll_blocks) + sizeof(error_record);
-}
-
-// The checked mode's fingerprint packets: [2][max_blocks] x 32 bytes (present in every build, so
-// the layout does not depend on RCCLX_CHECKS).
-template <int MaxRanks>
-RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_check_offset(int max_blocks, int ll_blocks) {
-  return (signal_pad_check_epoch_offset<MaxRanks>(max_blocks, ll_blocks) +
-          static_cast<std::size_t>(max_blocks) * sizeof(std::uint32_t) + 31) / 32 * 32;
-}
-
-template <int MaxRanks>
-RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_ll_offset(int max_blocks, int ll_blocks) {
-  return (signal_pad_check_offset<MaxRanks>(max_blocks, ll_blocks) + 2 * 32 * static_cast<std::size_t>(max_blocks) +
-          255) / 256 * 256;
-}
-
-// Bytes of one rank's pad (a multiple of 256 so pads can be packed in one allocation).
-template <int MaxRanks>
-RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_bytes(int max_blocks, ll_layout ll = default_ll_layout()) {
-  return signal_pad_ll_offset<MaxRanks>(max_blocks, ll.blocks) +
-         4 * static_cast<std::size_t>(ll.blocks) * ll.block_bytes;
-}
-
 // Throws invalid_argument for a layout the pads cannot hold.
 inline void check_ll_layout(ll_layout ll) {
   if (ll.blocks < 0 || ll.blocks > 65536 || ll.block_bytes % 256 != 0 || ll.block_bytes > (std::size_t(1) << 24))
@@ -107,57 +80,134 @@ inline void check_ll_layout(ll_layout ll) {
                                             "up to 16 MiB");
 }
 
-// Device handle over the pads of all ranks, as seen from `rank`.
+// Words of a slot's tile control row (core/tile_flags.hpp) and bytes of a check packet.
+inline constexpr int tile_control_words = 4;
+inline constexpr std::size_t check_packet_bytes = 32;
+
+// Byte offsets of one rank's pad regions (the table above), from the slot count and the LL layout:
+// the one formula every accessor, allocator and reset reads.
+template <int MaxRanks>
+struct pad_layout {
+  std::size_t tile_control;  // [slots][tile_control_words] u32, the region rounded up to 256 bytes
+  std::size_t flags;         // [slots][MaxRanks] u32: barrier and tile flags, by sender
+  std::size_t counters;      // [slots][MaxRanks] u32: barriers completed with each peer
+  std::size_t ll_epochs;     // [ll_blocks] u32: LL calls of each block
+  std::size_t error;         // error_record
+  std::size_t check_epochs;  // [slots] u32: checked calls of each slot
+  std::size_t check;         // [2][slots] check packets (32-aligned)
+  std::size_t ll;            // [2][ll_blocks] regions of 2 x ll_block_bytes (256-aligned)
+  std::size_t bytes;         // the whole pad: a multiple of 256, so pads pack in one allocation
+
+  // ll_blocks and ll_block_bytes both 0 (no LL region) or both positive (as a handle holds them).
+  RCCLX_HOST_DEVICE static constexpr pad_layout of(int slots, int ll_blocks, std::size_t ll_block_bytes) {
+    const std::size_t s = static_cast<std::size_t>(slots), w = sizeof(std::uint32_t);
+    // From the flags on, every region is placed from the flags' start (a multiple of 256): an
+    // accessor that reaches it from a rank's flags (signal_pads::inbox) adds an offset that does
+    // not depend on the tile control region before them.
+    const std::size_t counters = s * MaxRanks * w, ll_epochs = 2 * counters;
+    const std::size_t error = ll_epochs + static_cast<std::size_t>(ll_blocks) * w;
+    const std::size_t check_epochs = error + sizeof(error_record);
+    const std::size_t check = (check_epochs + s * w + 31) / 32 * 32;
+    const std::size_t ll = (check + 2 * s * check_packet_bytes + 255) / 256 * 256;
+    const std::size_t end = ll + 4 * static_cast<std::size_t>(ll_blocks) * ll_block_bytes;
+    pad_layout l{};
+    l.tile_control = 0;
+    l.flags = (s * tile_control_words * w + 255) / 256 * 256;
+    l.counters = l.flags + counters;
+    l.ll_epochs = l.flags + ll_epochs;
+    l.error = l.flags + error;
+    l.check_epochs = l.flags + check_epochs;
+    l.check = l.flags + check;
+    l.ll = l.flags + ll;
+    l.bytes = l.flags + end;
+    return l;
+  }
+  RCCLX_HOST_DEVICE static constexpr pad_layout of(int slots, ll_layout ll) {
+    const bool on = ll.blocks > 0 && ll.block_bytes > 0;
+    return of(slots, on ? ll.blocks : 0, on ? ll.block_bytes : 0);
+  }
+};
+
+// Bytes of one rank's pad.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_bytes(int max_blocks, ll_layout ll = default_ll_layout()) {
+  return pad_layout<MaxRanks>::of(max_blocks, ll).bytes;
+}
+
+namespace detail {
+// The 32-bit word `bytes` past `base` (a region's pointer moved by a pad_layout difference, a
+// multiple of 4). Moved in words, not bytes: through a byte pointer nvcc no longer sees that a
+// pointer of a kernel's argument is global and makes every later access generic.
+template <class P>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* word_at(P* base, std::size_t bytes) {
+  return reinterpret_cast<std::uint32_t*>(base) + bytes / sizeof(std::uint32_t);
+}
+}  // namespace detail
+
+// Device handle over the pads of all ranks, as seen from `rank`. The accessors hand each protocol
+// its words (core/barrier.hpp, ll.hpp, call_check.hpp, tile_flags.hpp); the pointers kept here are
+// the regions a hot path reaches without arithmetic.
 template <int MaxRanks = max_ranks>
 struct signal_pads {
   static_assert(MaxRanks >= 2 && MaxRanks <= max_ranks, "MaxRanks must be in [2, rcclx::max_ranks]");
   static constexpr int max_ranks_v = MaxRanks;
 
-  std::uint32_t* inbox[MaxRanks];  // inbox of each rank, mapped in this rank's address space
+  std::uint32_t* inbox[MaxRanks];  // each rank's flag words, mapped in this address space
   std::uint32_t* counters;         // this rank's counters
   error_record* err;               // this rank's error record
   int rank;
   int num_ranks;
-  int max_blocks;                  // blocks per kernel the pads have room for
+  int max_blocks;                  // slots the pads have (blocks per barrier-based kernel, at most)
   std::uint32_t ll_blocks;         // LL block regions (0: no LL region)
   std::uint32_t ll_block_bytes;    // payload capacity of one LL block region
   std::uint64_t timeout_ns;        // bound of every wait; 0 means default_timeout_ns
 
+  // The layout the pads were sized with (the same on every rank).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE pad_layout<MaxRanks> layout() const {
+    return pad_layout<MaxRanks>::of(max_blocks, static_cast<int>(ll_blocks), ll_block_bytes);
+  }
+
+  // Flag word of `owner`'s slot `block` written by `sender` (barrier, tile flags).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* inbox_slot(int owner, int block, int sender) const {
     return inbox[owner] + static_cast<std::size_t>(block) * MaxRanks + sender;
   }
+  // Barriers slot `block` of this rank has completed with `peer`.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* counter_slot(int block, int peer) const {
     return counters + static_cast<std::size_t>(block) * MaxRanks + peer;
   }
   // LL calls block `block` of this rank has made (its flag of the next call is this + 1).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* ll_epoch_slot(int block) const {
-    return counters + static_cast<std::size_t>(max_blocks) * MaxRanks + block;
+    const pad_layout<MaxRanks> l = layout();
+    return detail::word_at(counters, l.ll_epochs - l.counters) + block;
   }
   // Checked calls block `block` (or tile slot) of this rank has made.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* check_epoch_slot(int block) const {
-    return reinterpret_cast<std::uint32_t*>(err + 1) + block;
+    const pad_layout<MaxRanks> l = layout();
+    return detail::word_at(err, l.check_epochs - l.error) + block;
   }
-  // The fingerprint packet (32 bytes) of `owner` for `slot` (a block, or a tile AllReduce's slot)
-  // and calls of this parity.
+  // The tile control row of slot `slot` of this rank (tile_control_words words, core/tile_flags.hpp).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* tile_control_slot(int slot) const {
+    const pad_layout<MaxRanks> l = layout();
+    return counters - (l.counters - l.tile_control) / sizeof(std::uint32_t) +
+           static_cast<std::size_t>(slot) * tile_control_words;
+  }
+  // The fingerprint packet (32 bytes) of `owner` for `slot` (a block, or a tile call's slot) and
+  // calls of this parity.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned char* check_packet(int owner, std::uint32_t parity, int slot) const {
-    // From the error record's place in this rank's pad (the same in every pad: one layout).
-    const std::size_t err_off = static_cast<std::size_t>(reinterpret_cast<const unsigned char*>(err) -
-                                                         reinterpret_cast<const unsigned char*>(inbox[rank]));
-    const std::size_t off =
-        (err_off + sizeof(error_record) + static_cast<std::size_t>(max_blocks) * sizeof(std::uint32_t) + 31) / 32 * 32;
-    return reinterpret_cast<unsigned char*>(inbox[owner]) + off +
-           ((parity & 1u) * static_cast<std::size_t>(max_blocks) + static_cast<std::size_t>(slot)) * 32;
+    const pad_layout<MaxRanks> l = layout();
+    return reinterpret_cast<unsigned char*>(inbox[owner]) + (l.check - l.flags) +
+           ((parity & 1u) * static_cast<std::size_t>(max_blocks) + static_cast<std::size_t>(slot)) * check_packet_bytes;
   }
   // The LL region of block `block` of `owner` for calls of this parity (2 * ll_block_bytes bytes).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned char* ll_region(int owner, std::uint32_t parity, int block) const {
     return reinterpret_cast<unsigned char*>(inbox[owner]) + ll_region_offset(parity, block);
   }
-  // Where that region lies from inbox[owner], the same for every owner (one pads layout).
+  // Where that region lies from inbox[owner] (the owner's flags), the same for every owner.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::ptrdiff_t ll_region_offset(std::uint32_t parity, int block) const {
+    const pad_layout<MaxRanks> l = layout();
     const std::size_t region = 2 * static_cast<std::size_t>(ll_block_bytes);
-    return static_cast<std::ptrdiff_t>(signal_pad_ll_offset<MaxRanks>(max_blocks, static_cast<int>(ll_blocks)) +
-                                       ((parity & 1u) * ll_blocks + static_cast<std::size_t>(block)) * region) -
-           static_cast<std::ptrdiff_t>(signal_pad_inbox_offset<MaxRanks>());
+    return static_cast<std::ptrdiff_t>(l.ll + ((parity & 1u) * ll_blocks + static_cast<std::size_t>(block)) * region) -
+           static_cast<std::ptrdiff_t>(l.flags);
   }
 
   // Builds the view of `rank` from the pad base of every rank (as mapped in this address space).
@@ -172,14 +222,13 @@ struct signal_pads {
                                               std::to_string(num_ranks) + ")");
     if (max_blocks < 1) throw error(errc::invalid_argument, "max_blocks must be >= 1");
     check_ll_layout(ll);
+    const pad_layout<MaxRanks> l = pad_layout<MaxRanks>::of(max_blocks, ll);
     signal_pads s{};
-    for (int p = 0; p < num_ranks; ++p) {
-      s.inbox[p] = reinterpret_cast<std::uint32_t*>(static_cast<char*>(pad_bases[p]) +
-                                                    signal_pad_inbox_offset<MaxRanks>());
-    }
+    for (int p = 0; p < num_ranks; ++p)
+      s.inbox[p] = reinterpret_cast<std::uint32_t*>(static_cast<char*>(pad_bases[p]) + l.flags);
     char* own = static_cast<char*>(pad_bases[rank]);
-    s.counters = reinterpret_cast<std::uint32_t*>(own + signal_pad_counters_offset<MaxRanks>(max_blocks));
-    s.err = reinterpret_cast<error_record*>(own + signal_pad_error_offset<MaxRanks>(max_blocks, ll.blocks));
+    s.counters = reinterpret_cast<std::uint32_t*>(own + l.counters);
+    s.err = reinterpret_cast<error_record*>(own + l.error);
     s.rank = rank;
     s.num_ranks = num_ranks;
     s.max_blocks = max_blocks;
@@ -193,6 +242,35 @@ struct signal_pads {
 
 static_assert(std::is_trivially_copyable<signal_pads<8>>::value, "device handles are passed by value");
 static_assert(sizeof(signal_pads<8>) <= 8 * 8 + 64, "signal_pads<8> must stay small (kernel argument)");
+
+// Records a failure of this rank in its error record, if it is the first: the one claim sequence
+// every recorder uses. The record is claimed (code 0 -> busy, compare-and-swap: the first failure
+// wins, later ones leave), waiting_rank set to this rank, `fill(record)` writes the other fields
+// the failure has, and the code is published with a release store, so whoever sees the code
+// (another block's spin, the host) sees the fields.
+template <int MaxRanks, class Fill>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_error(const signal_pads<MaxRanks>& s, errc code, Fill&& fill) {
+  constexpr std::uint32_t busy = 0xFFFFFFFFu;
+  if (gpu::compare_exchange_local(&s.err->code, 0u, busy) != 0u) return;
+  s.err->waiting_rank = static_cast<std::uint32_t>(s.rank);
+  fill(*s.err);
+  gpu::store_release_system(&s.err->code, static_cast<std::uint32_t>(code));
+}
+
+// record_error with every field as error_record documents them.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE inline void record_error(const signal_pads<MaxRanks>& s, errc code, int missing_rank,
+                                           std::uint32_t kind, int block, std::uint32_t call, std::uint32_t observed,
+                                           std::uint32_t reserved) {
+  record_error(s, code, [&](error_record& r) {
+    r.missing_rank = static_cast<std::uint32_t>(missing_rank);
+    r.kind = kind;
+    r.block = static_cast<std::uint32_t>(block);
+    r.call = call;
+    r.observed = observed;
+    r.reserved = reserved;
+  });
+}
 
 }  // namespace core
 RCCLX_NAMESPACE_END

@@ -27,21 +27,14 @@
 // dda::allreduce would output it), widened to FP32, reduced in rank order 0..N-1 in FP32. Flat and
 // tree give the same bits.
 //
-// Protocol. Flags live in the peer table's signal pads, in the slot range `slots` (one slot per
-// tile plus a control slot): keep it apart from the blocks that barrier-based collectives (dda) use
-// on the same pads. Slot s of rank r has, like a barrier block, an inbox word per sender (written
-// only by that sender, store-release at system scope). Every flag of a call carries the call's
-// epoch, e = the rank's call counter (control slot) + 1, the same on every rank (every rank makes
-// every call): publishing tile t to peer p stores e into p's inbox[t][r]; a wait for p is a bounded
-// load-acquire spin until inbox[t][p] reaches e. The epoch names the call, not the block, so any
-// block of a rank can wait for a tile (tile_reducer::any_block). Epochs live on the device and only
-// grow (modulo 2^32), so the protocol is graph-replay-safe and needs no reset; waits expire after
-// the pads' timeout and record an error (barrier_kind::tile, block = the tile).
-// Buffers: each call uses one half of every symmetric buffer, alternating from call to call (the
-// control slot holds a per-rank call counter, advanced by the last block to reach finish()). The tile
-// flags of call k+1 prove the peers finished call k (each peer publishes them after its call k
-// ended), so when call k+2 overwrites call k's half nobody reads it any more: no end barrier, and
-// the tile count and size may change from call to call.
+// Protocol (core/tile_flags.hpp, buffers and flags: fused/detail/tile_exchange.hpp). Flags live in
+// the peer table's signal pads, in the slot range `slots` (a control slot and one slot per tile),
+// handed out by the pads' owner (emulated_world::reserve_tile_slots,
+// communicator::reserve_tile_slots): apart from the blocks barrier-based collectives (dda) use on
+// the same pads. Every flag of a call carries the call's epoch, so any block of a rank can wait for
+// a tile (tile_reducer::any_block); waits are bounded and record barrier_kind::tile, block = the
+// tile. Each call uses one half of every symmetric buffer, alternating from call to call: no end
+// barrier, and the tile count and size may change from call to call.
 //
 // Rules: every rank runs every call with the same num_tiles and tile_elems; every block constructs
 // the object and calls finish() once (with the grid's block count); within a call, one block per
@@ -55,316 +48,42 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <type_traits>
 
-#include "../core/barrier.hpp"
-#include "../core/call_check.hpp"
-#include "../core/error.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
 #include "../dda/detail/tiles.hpp"
-#include "../dda/select.hpp"
-#include "../gpu/atomic.hpp"
-#include "../gpu/group.hpp"
 #include "../gpu/memory.hpp"
+#include "detail/map_check.hpp"
+#include "detail/tile_exchange.hpp"
 #include "epilogue.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
 
-// The signal-pad slots (blocks of core::signal_pads) a tile-level AllReduce uses: `first` is its
-// control slot, tile t uses slot first + 1 + t. The pads need max_blocks >= end().
-struct tile_slots {
-  int first;      // first slot (e.g. the number of barrier blocks other collectives may use)
-  int max_tiles;  // tiles a call may have
-
-  RCCLX_HOST_DEVICE constexpr int end() const { return first + 1 + max_tiles; }
-};
-
-// Pad slots (max_blocks) for barrier-based collectives with up to barrier_blocks blocks plus tile
-// AllReduces with up to max_tiles tiles at tile_slots{barrier_blocks, max_tiles}.
-RCCLX_HOST_DEVICE constexpr int pad_blocks_for(int barrier_blocks, int max_tiles) {
-  return barrier_blocks + 1 + max_tiles;
-}
-
-namespace detail {
-RCCLX_HOST_DEVICE constexpr std::size_t round16(std::size_t b) { return (b + 15) / 16 * 16; }
-inline constexpr std::size_t default_results = ~std::size_t{0};
-inline constexpr int all_peers = RCCLX_DETAIL_DDA_PEER_BATCH;  // reduce's default PeersInFlight
-
-// A map's shape for the checked mode: {tiles, tile rows, tile columns, output columns}; a map type
-// of your own is described by its tile count and tile size only.
-RCCLX_HOST_DEVICE inline core::call_fingerprint map_fingerprint(const tile_map& m) {
-  return {{static_cast<std::uint32_t>(m.num_tiles()), static_cast<std::uint32_t>(m.tile_rows),
-           static_cast<std::uint32_t>(m.tile_cols), static_cast<std::uint32_t>(m.cols)}};
-}
-RCCLX_HOST_DEVICE inline core::call_fingerprint map_fingerprint(const row_tiles& m) {
-  return {{static_cast<std::uint32_t>(m.rows), 1u, static_cast<std::uint32_t>(m.cols), static_cast<std::uint32_t>(m.cols)}};
-}
-template <class Map>
-RCCLX_HOST_DEVICE inline core::call_fingerprint map_fingerprint(const Map& m) {
-  return {{static_cast<std::uint32_t>(m.num_tiles()), 0u, static_cast<std::uint32_t>(m.tile_elems()), 0u}};
-}
-// Are the map's columns (words 2 and 3 of its fingerprint) known to be whole vectors?
-RCCLX_HOST_DEVICE constexpr bool map_columns_checked(const tile_map&) { return true; }
-RCCLX_HOST_DEVICE constexpr bool map_columns_checked(const row_tiles&) { return true; }
-template <class Map>
-RCCLX_HOST_DEVICE constexpr bool map_columns_checked(const Map&) { return false; }
-
-// Checked mode: did the previous call on these slots leave its call counter where it was (a block
-// that skipped finish())? Its flags would then pass this call's waits. The slot's word holds the
-// launch and the call (low 15 and 16 bits) of the last object constructed there, and bit 31 once
-// the answer was yes: the first thread of a new launch to see the word finds the previous launch
-// with this same call number (yes) or the one before (no) and leaves the answer for the rest of
-// its launch, which may construct objects of the call any number of times. Every thread gets the
-// same answer; typically a warp's worth of compare-and-swaps per call. Unknown launches pass.
-template <int MaxRanks>
-RCCLX_HOST_DEVICE inline bool previous_call_unfinished(const core::signal_pads<MaxRanks>& s, int slot,
-                                                       std::uint32_t epoch) {
-  const std::uint32_t launch = gpu::launch_id() & 0x7FFFu;
-  if (launch == 0) return false;
-  constexpr std::uint32_t yes = 0x80000000u;
-  std::uint32_t* w = s.check_epoch_slot(slot);
-  const std::uint32_t mine = (launch << 16) | (epoch & 0xFFFFu);
-  std::uint32_t prev = gpu::load_relaxed_system(w);
-  for (;;) {
-    const bool same_call = (prev & 0xFFFFu) == (epoch & 0xFFFFu);
-    if (same_call && ((prev >> 16) & 0x7FFFu) == launch) return (prev & yes) != 0;  // this launch decided
-    const bool bad = same_call;  // a new launch with the call number of the previous one
-    const std::uint32_t want = mine | (bad ? yes : 0u);
-    const std::uint32_t got = gpu::compare_exchange_local(w, prev, want);
-    if (got == prev) {
-      if (bad) core::detail::record_misuse(s, core::misuse::missing_finish, slot, epoch, 0u);
-      return bad;
-    }
-    prev = got;
-  }
-}
-}  // namespace detail
-
-// Which block of a rank reduces a tile (the same on every rank and every block of a call).
-// same_block: the block that wrote and published it. any_block: any one block of the rank, e.g. a
-// GEMM whose blocks with fewer tiles reduce the tiles of blocks that are still multiplying; each
-// publish also stores a flag for this rank's own blocks (one more store per tile).
-enum class tile_reducer { same_block, any_block };
-
 template <class T, int MaxRanks = max_ranks, algorithm Algo = algorithm::flat, class ReduceOp = core::op_sum>
-class tile_allreduce {
-  static_assert(Algo == algorithm::flat || Algo == algorithm::tree || Algo == algorithm::automatic,
-                "rcclx::fused::tile_allreduce: Algo must be algorithm::flat, tree or automatic");
+class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp> {
   static_assert(std::is_same<T, float>::value || std::is_same<T, bf16>::value || std::is_same<T, fp16>::value,
                 "rcclx::fused::tile_allreduce: T must be float, rcclx::bf16 or rcclx::fp16");
+  using base = detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>;
 
  public:
-  using value_type = T;
-  static constexpr int vec_elems = gpu::elems_per_vec16<T>;
-  static constexpr algorithm algo = Algo;  // as given; resolved() says what a call runs
-
-  // Bytes each symmetric buffer needs: two halves, each with every tile's input (num_tiles x
-  // tile_elems elements) and, for tree, results_bytes of published results (default: one tile of
-  // T per tile).
-  RCCLX_HOST_DEVICE static constexpr std::size_t workspace_bytes(std::size_t tile_elems, int num_tiles,
-                                                                 std::size_t results_bytes = detail::default_results) {
-    return 2 * half_need(tile_elems, num_tiles, results_bytes);
-  }
-
-  // Host-side checks of a call (throws rcclx::error naming the argument and the limit). The device
-  // API trusts its arguments; this is what a launcher should call first.
-  static void check(const char* who, const core::peer_table<T, MaxRanks>& t, tile_slots slots, std::size_t tile_elems,
-                    int num_tiles, std::size_t results_bytes = detail::default_results) {
-    const std::string w(who);
-    if (tile_elems == 0 || tile_elems % vec_elems != 0)
-      throw error(errc::invalid_argument, w + ": tile_elems = " + std::to_string(tile_elems) +
-                                              " must be a positive multiple of " + std::to_string(vec_elems) +
-                                              " (16-byte vectors of " + core::type_name<T>() + ")");
-    if (num_tiles < 0 || num_tiles > slots.max_tiles)
-      throw error(errc::invalid_argument, w + ": num_tiles = " + std::to_string(num_tiles) + " is outside [0, " +
-                                              std::to_string(slots.max_tiles) + "] (tile_slots.max_tiles)");
-    if (slots.first < 0 || slots.max_tiles < 0 || slots.end() > t.signals.max_blocks)
-      throw error(errc::invalid_argument,
-                  w + ": tile_slots{first = " + std::to_string(slots.first) + ", max_tiles = " +
-                      std::to_string(slots.max_tiles) + "} needs signal-pad slots [" + std::to_string(slots.first) +
-                      ", " + std::to_string(slots.end()) + ") but the pads have max_blocks = " +
-                      std::to_string(t.signals.max_blocks));
-    for (int p = 0; p < t.num_ranks(); ++p) {
-      if (!t.data[p]) throw error(errc::invalid_argument, w + ": table.data[" + std::to_string(p) + "] is null");
-      if (!gpu::is_aligned(t.data[p], 16))
-        throw error(errc::misaligned, w + ": table.data[" + std::to_string(p) + "] is not 16-byte aligned");
-    }
-    const std::size_t need = workspace_bytes(tile_elems, num_tiles, results_bytes);
-    if (need / 2 > half_bytes(t.capacity_bytes))
-      throw error(errc::invalid_argument, w + ": " + std::to_string(num_tiles) + " tiles of " +
-                                              std::to_string(tile_elems) + " elements need " + std::to_string(need) +
-                                              " bytes of symmetric buffer (two halves" +
-                                              (Algo == algorithm::tree ? std::string(", with results") : std::string()) +
-                                              ") but it has " + std::to_string(t.capacity_bytes));
-  }
+  using base::vec_elems;
+  using base::num_ranks;
+  using base::owner;
+  using base::publish_result;
+  using base::rank;
+  using base::results;
+  using base::wait_inputs;
+  using base::wait_result;
 
   // This rank's view `t` (kept by reference: it must outlive the object, e.g. a kernel argument or
-  // a table in device memory). Reads the call counter: construct once per block per call.
+  // a table in device memory). Reads the call counter: construct once per block per call. The
+  // rest of the call's API (publish, the waits, finish, input, results, owner, check,
+  // workspace_bytes) is the exchange's (fused/detail/tile_exchange.hpp).
   RCCLX_HOST_DEVICE tile_allreduce(const core::peer_table<T, MaxRanks>& t, tile_slots slots, std::size_t tile_elems,
                                    int num_tiles, tile_reducer reducer = tile_reducer::same_block)
-      : t_(&t), slots_(slots), tile_elems_(tile_elems), num_tiles_(num_tiles),
-        any_block_(reducer == tile_reducer::any_block) {
-    // Acquire: this thread's later accesses (finish()'s count included) come after the counter's
-    // read, whatever the compiler does with the loads; see finish().
-    const std::uint32_t call = gpu::load_acquire_system(t.signals.counter_slot(slots.first, 0));
-    epoch_ = call + 1u;
-    arrived_before_ = gpu::load_relaxed_system(t.signals.inbox_slot(t.rank(), slots.first, 0));
-    base_ = (call & 1u) ? half_bytes(t.capacity_bytes) : 0;
-    results_ = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
-    if constexpr (Algo == algorithm::automatic)  // the same choice on every rank: same tiles, same build
-      tree_ = dda::select_algorithm(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T), t.num_ranks(),
-                                    gpu::build_arch) == algorithm::tree;
-#if RCCLX_CHECKS
-    fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
-                                         static_cast<std::size_t>(num_tiles), 0, tile_elems);
-    if (num_tiles > 0) bad_ = detail::previous_call_unfinished(t.signals, slots.first, epoch_);
-#endif
-  }
-
-  // The algorithm this call runs: Algo, or for automatic the built-in table's choice for the whole
-  // message (num_tiles x tile_elems elements) on this build's architecture (dda/select.hpp).
-  RCCLX_HOST_DEVICE algorithm resolved() const { return is_tree() ? algorithm::tree : algorithm::flat; }
-
-  RCCLX_HOST_DEVICE int num_tiles() const { return num_tiles_; }
-  RCCLX_HOST_DEVICE std::size_t tile_elems() const { return tile_elems_; }
-  RCCLX_HOST_DEVICE int rank() const { return t_->rank(); }
-  RCCLX_HOST_DEVICE int num_ranks() const { return t_->num_ranks(); }
-
-  // The rank that reduces `tile`: tree: the owner of its chunk; flat: every rank (this one).
-  RCCLX_HOST_DEVICE int owner(int tile) const {
-    if constexpr (Algo == algorithm::flat) {
-      return rank();
-    } else {
-      if (!is_tree()) return rank();
-      return tile / tiles_per_owner();
-    }
-  }
-  RCCLX_HOST_DEVICE bool owns(int tile) const { return owner(tile) == rank(); }
-
-  // Where this rank writes its contribution to `tile` (tile_elems elements, 16-byte aligned).
-  RCCLX_HOST_DEVICE T* input(int tile) const { return input_of(rank(), tile); }
-
-  // Tree: this call's result area of `rank` (results_bytes bytes, 16-byte aligned). The generic
-  // reduce() keeps tile t's T result at offset t * tile_elems * sizeof(T); a kernel with its own
-  // payload (reduce_owned + publish_result) lays it out as it likes.
-  RCCLX_HOST_DEVICE unsigned char* results(int r) const {
-    return reinterpret_cast<unsigned char*>(t_->data[r]) + base_ + results_;
-  }
-
-  // Group-collective, after the whole group wrote input(tile): raises the tile's flag for the
-  // ranks that read it (flat: all; tree: the owner), this one included under any_block.
-  template <class Group>
-  RCCLX_HOST_DEVICE void publish(const Group& g, int tile) const {
-    publish_part(g, tile, tile);
-  }
-
-  // Group-collective, after the whole group wrote input(slot), one part of `tile` (see reduce_parts):
-  // raises the slot's flag for the ranks that reduce `tile` (flat: all; tree: tile's owner, which
-  // sums all of its parts). With slot == tile it is publish(g, tile).
-  template <class Group>
-  RCCLX_HOST_DEVICE void publish_part(const Group& g, int slot, int tile) const {
-#if RCCLX_CHECKS
-    if (g.thread_rank() == 0) core::check_publish(t_->signals, slots_.first, epoch_, fp_);
-#endif
-    g.sync();  // the group's writes of the slot happen before the release below
-    for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(slot, tile, p);
-  }
-
-  // Group-collective: publish(g, t) for every tile t = first, first + step, ... below num_tiles(),
-  // after the group wrote all of them: one group sync, and every (tile, peer) flag stored by its own
-  // thread at once instead of one tile after another.
-  template <class Group>
-  RCCLX_HOST_DEVICE void publish_strided(const Group& g, int first, int step) const {
-    const int n = num_ranks();
-    const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
-#if RCCLX_CHECKS
-    if (g.thread_rank() == 0 && count > 0) core::check_publish(t_->signals, slots_.first, epoch_, fp_);
-#endif
-    g.sync();
-    for (int i = g.thread_rank(); i < count * n; i += g.size()) {
-      const int tile = first + (i / n) * step;
-      announce(tile, tile, i % n);
-    }
-  }
-
-  // Group-collective: waits until every rank published `tile` (flat, or tree on the owner).
-  // False if a wait expired (the error is recorded): leave without touching peer memory.
-  template <class Group>
-  RCCLX_HOST_DEVICE bool wait_inputs(const Group& g, int tile) const {
-    const core::signal_pads<MaxRanks>& s = t_->signals;
-    const int slot = slot_of(tile);
-    bool failed = false;
-    for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
-      if (!flags_between(s.rank, p)) continue;
-      failed = !wait_tile(s.inbox_slot(s.rank, slot, p), tile, p);
-    }
-    return !g.sync_or(failed || !call_agrees(g, tile));
-  }
-
-  // Group-collective: wait_inputs for every tile t = first, first + step, ... below num_tiles() at
-  // once (each thread polls the flags of other (tile, peer) pairs), e.g. before reducing a block's
-  // grid-stride tiles: one flag latency instead of one per tile. Flat, or tree where this rank owns
-  // the tiles (tiles it does not own are skipped).
-  template <class Group>
-  RCCLX_HOST_DEVICE bool wait_inputs_strided(const Group& g, int first, int step) const {
-    const core::signal_pads<MaxRanks>& s = t_->signals;
-    const int n = s.num_ranks;
-    const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
-    bool failed = false;
-    for (int i = g.thread_rank(); i < count * n && !failed; i += g.size()) {
-      const int tile = first + (i / n) * step, p = i % n, slot = slot_of(tile);
-      if (!flags_between(s.rank, p) || owner(tile) != s.rank) continue;
-      failed = !wait_tile(s.inbox_slot(s.rank, slot, p), tile, p);
-    }
-    return !g.sync_or(failed || !call_agrees(g, first));
-  }
-
-  // Tree, group-collective on the owner after the whole group wrote the tile's result: raises the
-  // result flag on every other rank.
-  template <class Group>
-  RCCLX_HOST_DEVICE void publish_result(const Group& g, int tile) const {
-    const core::signal_pads<MaxRanks>& s = t_->signals;
-    const int slot = slot_of(tile);
-    g.sync();
-    for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
-      if (p == s.rank) continue;
-      gpu::store_release_system(s.inbox_slot(p, slot, s.rank), epoch_);
-    }
-  }
-
-  // Tree, group-collective: waits for the owner's result of `tile` (returns true at once on the owner).
-  template <class Group>
-  RCCLX_HOST_DEVICE bool wait_result(const Group& g, int tile) const {
-    const core::signal_pads<MaxRanks>& s = t_->signals;
-    const int slot = slot_of(tile), o = owner(tile);
-    bool failed = false;
-    if (o != s.rank) {
-      for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
-        if (p != o) continue;
-        failed = !wait_tile(s.inbox_slot(s.rank, slot, o), tile, o);
-      }
-    }
-    return !g.sync_or(failed || !call_agrees(g, tile));
-  }
-
-  // Tree, group-collective: wait_result for every tile t = first, first + step, ... below
-  // num_tiles() at once (each thread polls the flags of other tiles), e.g. before copying a block's
-  // grid-stride tiles from their owners.
-  template <class Group>
-  RCCLX_HOST_DEVICE bool wait_results_strided(const Group& g, int first, int step) const {
-    const core::signal_pads<MaxRanks>& s = t_->signals;
-    const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
-    bool failed = false;
-    for (int i = g.thread_rank(); i < count && !failed; i += g.size()) {
-      const int tile = first + i * step, o = owner(tile), slot = slot_of(tile);
-      if (o == s.rank) continue;
-      failed = !wait_tile(s.inbox_slot(s.rank, slot, o), tile, o);
-    }
-    return !g.sync_or(failed || !call_agrees(g, first));
-  }
+      : base(t, slots, tile_elems, num_tiles, reducer) {}
 
   // Group-collective: the AllReduce of `tile`, handed to `epi` (a fused::epilogue, or any callable
   // with its signature) in chunks of VecsPerThread vectors per thread (thread i holds vectors
@@ -447,73 +166,14 @@ class tile_allreduce {
     }
   }
 
-  // Group-collective, every block, once per call: counts the block; the last block of this rank to
-  // be counted advances the call counter (the next call uses the other half of the buffers). It
-  // only touches the control words, which the constructor read, so it may come at any point the
-  // whole group reaches after the constructor, and the object stays usable for the rest of the
-  // call. At the end of the kernel, its round trip (the count's atomic) is the kernel's last step;
-  // earlier, e.g. right after publishing while the flags are on their way, it overlaps the wait
-  // (the AllReduce + RMSNorm kernels: 0.15-0.3 us per call on one H200, docs/fusion.md, design
-  // notes).
-  template <class Group>
-  RCCLX_HOST_DEVICE void finish(const Group& g, int num_blocks) const {
-    if (num_tiles_ <= 0) return;  // an empty call touched nothing: it keeps the half
-#if RCCLX_CHECKS
-    // A call refused for a missing finish() before it counts nothing: its blocks all keep the
-    // call number they were refused with (the pads need a reset, as after any error).
-    if (bad_) return;
-#endif
-    g.sync();
-    if (g.thread_rank() == 0) {
-      // Control slot of this rank: counter[0] = calls completed, counter[1] = blocks that finished
-      // (ever), own inbox[0] = that count when the current call began. Relative counts, so any
-      // common starting value works (emulated_world::reset(value) sets them all to value).
-      const core::signal_pads<MaxRanks>& s = t_->signals;
-      std::uint32_t* call = s.counter_slot(slots_.first, 0);
-      std::uint32_t* arrived = s.counter_slot(slots_.first, 1);
-      std::uint32_t* arrived_before = s.inbox_slot(s.rank, slots_.first, 0);
-      // No fence. The control words (the counter, arrived_before) only have to be read before this
-      // block is counted, so that none of its threads can see the last block's update of this
-      // call: every thread read them in the constructor (the counter with an acquire load), and the
-      // group sync above completes each thread's earlier loads before thread 0 counts (on the
-      // host the fetch_add itself is acq_rel). The outputs need no ordering here: the next call is
-      // a later kernel, and peers reuse this call's half only after this rank's flags of the next
-      // call (see Protocol). A system-scope fence here waited for the block's last stores to land:
-      // 0.4-0.5 us per call of the tile-flag AllReduce + RMSNorm kernels on one H200
-      // (docs/fusion.md, design notes).
-      const std::uint32_t now = gpu::fetch_add_local(arrived, 1u) + 1u;
-      if (now - arrived_before_ == static_cast<std::uint32_t>(num_blocks)) {
-        gpu::store_relaxed_system(arrived_before, now);
-        // The counter is still what the constructor read (only this store changes it): no load.
-        gpu::store_relaxed_system(call, epoch_);
-      }
-    }
-  }
-
  private:
-  // Tree: tiles of one owner's chunk (tile t belongs to rank t / tiles_per_owner()).
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int tiles_per_owner() const {
-    const int n = num_ranks();
-    return num_tiles_ > n ? (num_tiles_ + n - 1) / n : 1;
-  }
-
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool is_tree() const {
-    if constexpr (Algo == algorithm::automatic) return tree_;
-    else return Algo == algorithm::tree;
-  }
-
-  // Checked mode: did every peer make this call (count, shape, type, op, algorithm)? Not
-  // group-collective (the callers fold it into their vote). Always true without RCCLX_CHECKS.
-  template <class Group>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool call_agrees(const Group& g, int tile) const {
-#if RCCLX_CHECKS
-    return !bad_ && core::check_verify(g, t_->signals, slots_.first, epoch_, fp_, tile);
-#else
-    (void)g;
-    (void)tile;
-    return true;
-#endif
-  }
+  using base::base_;
+  using base::flags_;
+  using base::is_tree;
+  using base::num_tiles_;
+  using base::t_;
+  using base::tile_elems_;
+  using base::tiles_per_owner;
 
   // Checked mode, group-collective: the map fits this call (its tiles, the vector width; otherwise
   // an invalid_argument record) and its fingerprint is published for the peers' map_agrees.
@@ -523,7 +183,7 @@ class tile_allreduce {
     const core::call_fingerprint f = detail::map_fingerprint(map);
     core::misuse m{};
     std::uint32_t a = 0, b = 0;
-    if (bad_) {
+    if (this->bad_) {
       return false;
     } else if (detail::map_columns_checked(map) &&
                ((f.w[2] % static_cast<std::uint32_t>(vec_elems)) != 0 || (f.w[3] % static_cast<std::uint32_t>(vec_elems)) != 0)) {
@@ -543,7 +203,7 @@ class tile_allreduce {
       if (g.thread_rank() == 0) core::detail::record_misuse(t_->signals, m, tile, a, b);
       return false;
     }
-    if (g.thread_rank() == 0) core::check_publish(t_->signals, slots_.first + 1, epoch_, f);
+    if (g.thread_rank() == 0) core::check_publish(t_->signals, flags_.slots().first + 1, flags_.epoch(), f);
 #else
     (void)g;
     (void)tile;
@@ -561,8 +221,8 @@ class tile_allreduce {
 #if RCCLX_CHECKS
     const int per = tiles_per_owner();
     const int owners = is_tree() && num_tiles_ > 0 ? (num_tiles_ + per - 1) / per : num_ranks();
-    const bool ok = core::check_verify(g, t_->signals, slots_.first + 1, epoch_, detail::map_fingerprint(map), tile,
-                                       true, -1, owners);
+    const bool ok = core::check_verify(g, t_->signals, flags_.slots().first + 1, flags_.epoch(),
+                                       detail::map_fingerprint(map), tile, true, -1, owners);
     return !g.sync_or(!ok);
 #else
     (void)g;
@@ -570,45 +230,6 @@ class tile_allreduce {
     (void)map;
     return true;
 #endif
-  }
-
-  // Do input flags pass between ranks a and b? Between two ranks always; from a rank to itself only
-  // under any_block (with same_block the block that wrote a tile is the one that reduces it).
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flags_between(int a, int b) const { return a != b || any_block_; }
-
-  // Waits until *flag reaches this call's epoch (the wait of `tile` for rank `peer`): bounded, and
-  // recorded as barrier_kind::tile on expiry.
-  RCCLX_HOST_DEVICE bool wait_tile(const std::uint32_t* flag, int tile, int peer) const {
-    return core::detail::wait_flag(t_->signals, flag, epoch_, tile, peer, core::barrier_kind::tile);
-  }
-
-  // The flag of `slot` (holding `tile`, or a part of it) for rank p: this call's epoch into p's
-  // inbox, when p reduces the tile (flat: every rank; tree: the tile's owner), and when p is this
-  // rank only under any_block (otherwise the reducing block is the one that wrote the tile).
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void announce(int slot, int tile, int p) const {
-    const core::signal_pads<MaxRanks>& s = t_->signals;
-    const int r = s.rank;
-    if (!flags_between(r, p)) return;
-    if (!is_tree() || p == owner(tile)) gpu::store_release_system(s.inbox_slot(p, slot_of(slot), r), epoch_);
-  }
-
-  RCCLX_HOST_DEVICE static constexpr std::size_t half_need(std::size_t tile_elems, int num_tiles,
-                                                           std::size_t results_bytes) {
-    const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
-    if (Algo == algorithm::flat) return in;
-    return in + detail::round16(results_bytes == detail::default_results ? in : results_bytes);
-  }
-
-  // Bytes of one half: the halves sit at 0 and half_bytes (16-byte aligned).
-  RCCLX_HOST_DEVICE static constexpr std::size_t half_bytes(std::size_t capacity) {
-    return (capacity / 2) & ~std::size_t{15};
-  }
-
-  RCCLX_HOST_DEVICE int slot_of(int tile) const { return slots_.first + 1 + tile; }
-
-  RCCLX_HOST_DEVICE T* input_of(int r, int tile) const {
-    return reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(t_->data[r]) + base_) +
-           static_cast<std::size_t>(tile) * tile_elems_;
   }
 
   // Every rank's input of `tile`, copied out of the table once (the table may live in global memory).
@@ -702,21 +323,6 @@ class tile_allreduce {
       epi(g, v, held);
     }
   }
-
-  const core::peer_table<T, MaxRanks>* t_;
-  tile_slots slots_;
-  std::size_t tile_elems_;
-  int num_tiles_;
-  bool any_block_;
-  bool tree_ = Algo == algorithm::tree;  // automatic: the constructor's choice
-  std::uint32_t epoch_ = 0;           // this call's flag value: the call counter + 1
-  std::uint32_t arrived_before_ = 0;  // blocks finished before this call (control slot)
-  std::size_t base_ = 0;     // byte offset of this call's half
-  std::size_t results_ = 0;  // byte offset of the results inside a half
-#if RCCLX_CHECKS
-  core::call_fingerprint fp_{};  // this call, as the peers must see it (core/call_check.hpp)
-  bool bad_ = false;             // a missing finish() was found: nothing is reduced
-#endif
 };
 
 }  // namespace fused

@@ -54,6 +54,7 @@
 
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
+#include "../core/slot_ranges.hpp"
 #include "../gpu/runtime.hpp"
 #include "bootstrap.hpp"
 #include "detail/agreement.hpp"
@@ -82,7 +83,8 @@ class communicator {
         cache_(std::max<std::size_t>(opts_.cache_capacity, 1)),
         workspace_(agree_, opts_, cache_),
         registry_(agree_, workspace_, cache_, opts_),
-        runner_(agree_, opts_, workspace_, registry_) {}
+        runner_(agree_, opts_, workspace_, registry_),
+        slot_ranges_(detail::pad_slots<MaxRanks>::ranges(opts_)) {}
 
   communicator(const communicator&) = delete;
   communicator& operator=(const communicator&) = delete;
@@ -110,6 +112,15 @@ class communicator {
   template <class T>
   core::peer_table<T, MaxRanks> device_handle() const {
     return workspace_.table().template as<T>();
+  }
+
+  // A slot range of the signal pads for a tile-flag kernel of up to max_tiles tiles
+  // (fused::tile_allreduce, fused::combine, core/tile_flags.hpp): the highest free slots, apart
+  // from this communicator's own (its collectives' and its barrier's) and every range handed out
+  // before. Every rank asks for the same ranges in the same order (and gets the same ones). Throws
+  // invalid_argument when options().max_blocks leaves no room.
+  core::tile_slots reserve_tile_slots(int max_tiles, const std::string& owner = "a tile-flag kernel") {
+    return slot_ranges_.reserve_tiles(max_tiles, owner);
   }
 
   // The same table in device memory (for kernels that read it through a pointer).
@@ -314,6 +325,7 @@ class communicator {
   detail::workspace<MaxRanks> workspace_;
   detail::buffer_registry<MaxRanks> registry_;
   detail::collective_runner<MaxRanks> runner_;
+  core::slot_ranges slot_ranges_;  // who uses which pad slots
 };
 
 }  // namespace host

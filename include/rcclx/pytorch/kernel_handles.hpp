@@ -16,8 +16,9 @@
 // need not share any symbol; both must be built from the same rcclx headers' layout version.
 // table.data[p] is peer p's copy of the symmetric tensor (every rank's tensor of the same
 // symmetric_empty call), table.signals the communicator's signal pads. `slots` is the pad range the
-// communicator keeps for tile-protocol kernels (fused::tile_allreduce, fused::allreduce_rmsnorm):
-// its own fused ops and your kernels share it, one call at a time per communicator, every rank
+// communicator handed out (host::communicator::reserve_tile_slots) for tile-flag kernels
+// (fused::tile_allreduce, fused::combine, fused::allreduce_rmsnorm): its own fused ops and your
+// kernels share it, one call at a time per communicator, every rank
 // making the same calls in the same order on one stream (docs/fusion.md's rules). Errors a kernel
 // records in the pads (a peer that never arrived) are raised by comm.synchronize().
 #pragma once
@@ -40,13 +41,14 @@ inline constexpr int max_ranks = 16;
 
 struct kernel_handles {
   static constexpr std::uint32_t magic_value = 0x6B786372u;  // "rcxk"
-  static constexpr std::uint32_t layout_version = 1;
+  // 2: the tile flags' control words in a pad region of their own (core/signal_pad.hpp).
+  static constexpr std::uint32_t layout_version = 2;
 
   std::uint32_t magic;
   std::uint32_t version;
   std::uint32_t bytes;                                // sizeof(kernel_handles) of the writer
   std::int32_t max_ranks_of_writer;
-  fused::tile_slots slots;                            // pad slots for tile-protocol kernels
+  fused::tile_slots slots;                            // pad slots for tile-flag kernels
   std::uint64_t buffer_bytes;                         // bytes of the symmetric tensor
   core::peer_table<unsigned char, max_ranks> table;   // the symmetric tensor on every rank + the pads
 

@@ -5,15 +5,21 @@
 //   rcclx::testing::emulated_world<8> world(num_ranks, buffer_bytes, max_blocks);
 //   // optional: timeout_ns, and the LL regions of the pads (core::ll_layout, core/ll.hpp)
 //   auto t = world.table<float>(rank);          // rcclx::core::peer_table<float, 8>
+//   auto slots = world.reserve_tile_slots(64);   // pad slots of a tile-flag kernel (core/tile_flags.hpp)
 //   ... launch ...
 //   world.throw_if_error();                      // a timed-out barrier becomes rcclx::error
+//
+// The world owns the pads, so it hands their slot ranges out (core/slot_ranges.hpp): barrier-based
+// grids take slots from 0 up (reserve_blocks records them), tile-flag users get theirs from the top.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "../core/peer_table.hpp"
+#include "../core/slot_ranges.hpp"
 #include "../gpu/runtime.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -25,7 +31,7 @@ class emulated_world {
   emulated_world(int num_ranks, std::size_t buffer_bytes, int max_blocks,
                  std::uint64_t timeout_ns = core::default_timeout_ns, core::ll_layout ll = core::default_ll_layout())
       : num_ranks_(num_ranks), buffer_bytes_(buffer_bytes), max_blocks_(max_blocks), timeout_ns_(timeout_ns),
-        ll_(ll) {
+        ll_(ll), slots_(max_blocks > 0 ? max_blocks : 0) {
     if (num_ranks < 2 || num_ranks > MaxRanks)
       throw error(errc::invalid_argument, "emulated_world: num_ranks = " + std::to_string(num_ranks) +
                                               " is outside [2, " + std::to_string(MaxRanks) + "]");
@@ -81,6 +87,17 @@ class emulated_world {
     return static_cast<const core::peer_table<T, MaxRanks>*>(device_tables_);
   }
 
+  // A slot range of the pads for a tile-flag user of up to max_tiles tiles (fused::tile_allreduce,
+  // fused::combine): the highest free slots, apart from every range recorded or handed out before.
+  // Throws invalid_argument when the pads (max_blocks) have no room.
+  core::tile_slots reserve_tile_slots(int max_tiles, const std::string& owner = "a tile-flag kernel") {
+    return slots_.reserve_tiles(max_tiles, owner);
+  }
+  // Records slots [0, blocks) as used by barrier-based grids of up to `blocks` blocks (block b uses
+  // slot b), so no tile range is handed out over them.
+  void reserve_blocks(int blocks, const std::string& owner = "barrier-based grids") { slots_.record(0, blocks, owner); }
+  const core::slot_ranges& slot_ranges() const { return slots_; }
+
   // Error records of every rank (copied to the host).
   std::vector<core::error_record> errors() const {
     std::vector<core::error_record> out(num_ranks_);
@@ -96,16 +113,21 @@ class emulated_world {
     for (const auto& e : errors()) core::throw_if_error(e);
   }
 
-  // Sets every counter, inbox flag, LL epoch and check counter to `value`, clears the error records,
-  // the LL packets and the check packets: the state after `value` barriers. reset() (value 0) is required after an error; tests use other values to
-  // exercise counter wrap-around.
+  // Sets every counter and flag word (barrier flags and counters, LL epochs, tile control words,
+  // check epochs) to `value`, clears the error records, the LL packets and the check packets: the
+  // state after `value` calls of every protocol. reset() (value 0) is required after an error; tests
+  // use other values to exercise counter wrap-around. Slot ranges handed out stay handed out.
   void reset(std::uint32_t value = 0) {
     gpu::device_synchronize();
-    const std::size_t words = core::signal_pad_error_offset<MaxRanks>(max_blocks_, ll_.blocks) / sizeof(std::uint32_t);
-    const std::size_t checks = core::signal_pad_check_epoch_offset<MaxRanks>(max_blocks_, ll_.blocks) / sizeof(std::uint32_t);
+    const auto l = core::pad_layout<MaxRanks>::of(max_blocks_, ll_);
     std::vector<std::uint32_t> host(pad_bytes_ / sizeof(std::uint32_t), 0u);
-    for (std::size_t i = 0; i < words; ++i) host[i] = value;
-    for (int b = 0; b < max_blocks_; ++b) host[checks + static_cast<std::size_t>(b)] = value;  // check counters
+    const auto fill = [&](std::size_t from, std::size_t to) {
+      for (std::size_t i = from / sizeof(std::uint32_t); i < to / sizeof(std::uint32_t); ++i) host[i] = value;
+    };
+    const std::size_t slots = static_cast<std::size_t>(max_blocks_);
+    fill(l.tile_control, l.tile_control + slots * core::tile_control_words * sizeof(std::uint32_t));
+    fill(l.flags, l.error);  // flags, counters, LL epochs
+    fill(l.check_epochs, l.check_epochs + slots * sizeof(std::uint32_t));
     for (int r = 0; r < num_ranks_; ++r) gpu::copy(pad(r), host.data(), pad_bytes_);
   }
 
@@ -119,6 +141,7 @@ class emulated_world {
   char* pads_ = nullptr;
   std::vector<void*> buffers_;
   void* device_tables_ = nullptr;
+  core::slot_ranges slots_;
 };
 
 }  // namespace testing

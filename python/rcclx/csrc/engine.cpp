@@ -146,7 +146,7 @@ std::string create(int rank, int num_ranks, allgather_fn allgather, const engine
   e->rank = rank;
   e->num_ranks = num_ranks;
   e->symmetric_bytes = o.symmetric_bytes > 0 ? o.symmetric_bytes : std::size_t(64) << 20;
-  e->tiles = rcclx::fused::tile_slots{collective_slots, o.max_tiles > 0 ? o.max_tiles : 2048};
+  const int max_tiles = o.max_tiles > 0 ? o.max_tiles : 2048;
   auto fn = std::make_shared<allgather_fn>(std::move(allgather));
   const std::string err = guarded(*e, [&] {
     e->bootstrap = std::make_unique<rcclx::host::callback_bootstrap>(
@@ -158,8 +158,9 @@ std::string create(int rank, int num_ranks, allgather_fn allgather, const engine
     if (o.buffer_bytes > 0) co.buffer_bytes = o.buffer_bytes;
     if (o.timeout_s > 0) co.timeout_ns = static_cast<std::uint64_t>(o.timeout_s * 1e9);
     if (o.check_calls >= 0) co.check_calls = o.check_calls != 0;
-    co.max_blocks = e->tiles.end();  // the collectives' slots, then the tile-protocol range
+    co.max_blocks = rcclx::fused::pad_blocks_for(collective_slots, max_tiles);  // the collectives', then tiles
     e->comm = std::make_unique<communicator>(*e->bootstrap, co);
+    e->tiles = e->comm->reserve_tile_slots(max_tiles, "rcclx.Communicator's tile-flag ops and kernel_handles");
   });
   if (!err.empty()) return err;
   out = std::move(e);

@@ -1,5 +1,7 @@
 // rcclx/host/detail/barrier_kernel.hpp: the communicator's device barrier: one block (or, on the
-// host backend, the calling thread) crosses a start barrier on block slot 0 of the signal pads.
+// host backend, the calling thread) crosses a start barrier on slot barrier_slot of the signal pads,
+// which the communicator records as its own (core/slot_ranges.hpp): block 0 of its collectives,
+// which run in the same stream order, shares it.
 #pragma once
 
 #include "../../core/barrier.hpp"
@@ -9,10 +11,12 @@ RCCLX_NAMESPACE_BEGIN
 namespace host {
 namespace detail {
 
+inline constexpr int barrier_slot = 0;
+
 #if RCCLX_BACKEND_GPU
 template <int MaxRanks>
 RCCLX_GLOBAL void barrier_kernel(core::signal_pads<MaxRanks> s) {
-  (void)core::barrier(gpu::block_group{}, s, 0, core::barrier_kind::start);
+  (void)core::barrier(gpu::block_group{}, s, barrier_slot, core::barrier_kind::start);
 }
 #endif
 
@@ -26,7 +30,7 @@ inline void launch_barrier(const core::signal_pads<MaxRanks>& s, gpu::stream_t s
   gpu::check_launch("rcclx::host::communicator::barrier");
 #else
   (void)stream;
-  (void)core::barrier(gpu::thread_group{}, s, 0, core::barrier_kind::start);
+  (void)core::barrier(gpu::thread_group{}, s, barrier_slot, core::barrier_kind::start);
 #endif
 }
 

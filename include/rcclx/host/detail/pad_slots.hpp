@@ -7,9 +7,13 @@
 //   rcclx::host::detail::pad_slots<8>::barrier(pads, stream);                          // comm.barrier()
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 
 #include "../../core/signal_pad.hpp"
+#include "../../core/slot_ranges.hpp"
+#include "../../dda/allreduce.hpp"
+#include "../../lpc/allreduce.hpp"
 #include "../../gpu/runtime.hpp"
 #include "../options.hpp"
 #include "barrier_kernel.hpp"
@@ -27,6 +31,19 @@ struct pad_slots {
   // The pads as `rank` sees them, from every rank's pad base mapped in this process.
   static core::signal_pads<MaxRanks> view(void* const* pad_bases, int rank, int num_ranks, const communicator_options& o) {
     return core::signal_pads<MaxRanks>::from_bases(pad_bases, rank, num_ranks, o.max_blocks, o.timeout_ns, o.ll);
+  }
+
+  // The pads' slots as this communicator hands them out: its collectives' grids (block b: slot b, up
+  // to collective_blocks or the library's caps) and its barrier are recorded first; tile-flag
+  // kernels then get ranges from the top (communicator::reserve_tile_slots).
+  static core::slot_ranges ranges(const communicator_options& o) {
+    const int own = o.collective_blocks > 0 ? o.collective_blocks
+                                            : std::max({dda::default_launch_config().flat_max_blocks,
+                                                        dda::default_launch_config().tree_max_blocks,
+                                                        lpc::default_launch_config().max_blocks});
+    core::slot_ranges r(o.max_blocks);
+    r.record(barrier_slot, std::min(own, o.max_blocks), "the communicator's collectives and barrier");
+    return r;
   }
 
   // Loads the barrier's kernel at set-up: no lazy module load behind a spinning kernel.

@@ -1,0 +1,348 @@
+// rcclx/fused/detail/tile_exchange.hpp: one call of a tile-level collective over a peer table: the
+// buffer halves, which rank reduces a tile (flat, tree, automatic), and the tile flags
+// (core::tile_flags) raised and awaited around it. fused::tile_allreduce (sums of T) and
+// fused::combine (folds of records) are this exchange plus their arithmetic; the publish and wait
+// members below are part of their public API.
+//
+// Buffers: each call uses one half of every symmetric buffer, alternating from call to call by the
+// parity of the tile flags' call counter (core/tile_flags.hpp). The tile flags of call k+1 prove the
+// peers finished call k (each peer publishes them after its call k ended), so when call k+2
+// overwrites call k's half nobody reads it any more: no end barrier, and the tile count and size may
+// change from call to call. A half holds every tile's input and, for tree, the owners' results.
+// Flags: tile t's flag goes to every rank that reduces it (flat: all; tree: its owner), this rank
+// included only under tile_reducer::any_block; tree owners raise a result flag on every other rank.
+// Checked mode (RCCLX_CHECKS): a call's fingerprint (core/call_check.hpp) is published in the
+// control slot's check packet with the first flags and compared before the first output; a tile
+// map's in the next slot's (fused/detail/map_check.hpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "../../core/call_check.hpp"
+#include "../../core/error.hpp"
+#include "../../core/ops.hpp"
+#include "../../core/peer_table.hpp"
+#include "../../core/slot_ranges.hpp"
+#include "../../core/tile_flags.hpp"
+#include "../../dda/detail/tiles.hpp"
+#include "../../dda/select.hpp"
+#include "../../gpu/group.hpp"
+#include "../../gpu/memory.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace fused {
+
+// The pad slots of a tile-level collective and the pad size for them (core/slot_ranges.hpp): the
+// pads' owner hands ranges out (emulated_world::reserve_tile_slots, communicator::reserve_tile_slots).
+using core::pad_blocks_for;
+using core::tile_slots;
+
+// Which block of a rank reduces a tile (the same on every rank and every block of a call).
+// same_block: the block that wrote and published it. any_block: any one block of the rank, e.g. a
+// GEMM whose blocks with fewer tiles reduce the tiles of blocks that are still multiplying; each
+// publish also stores a flag for this rank's own blocks (one more store per tile).
+enum class tile_reducer { same_block, any_block };
+
+namespace detail {
+RCCLX_HOST_DEVICE constexpr std::size_t round16(std::size_t b) { return (b + 15) / 16 * 16; }
+inline constexpr std::size_t default_results = ~std::size_t{0};
+inline constexpr int all_peers = RCCLX_DETAIL_DDA_PEER_BATCH;  // reduce's default PeersInFlight
+
+// T: the element type of the inputs (16-byte vectors of it); ReduceOp names the call in the
+// checked mode's fingerprint.
+template <class T, int MaxRanks, algorithm Algo, class ReduceOp>
+class tile_exchange {
+  static_assert(Algo == algorithm::flat || Algo == algorithm::tree || Algo == algorithm::automatic,
+                "rcclx::fused: Algo must be algorithm::flat, tree or automatic");
+
+ public:
+  using value_type = T;
+  static constexpr int vec_elems = gpu::elems_per_vec16<T>;
+  static constexpr algorithm algo = Algo;  // as given; resolved() says what a call runs
+
+  // Bytes each symmetric buffer needs: two halves, each with every tile's input (num_tiles x
+  // tile_elems elements) and, for tree, results_bytes of published results (default: one tile of
+  // T per tile).
+  RCCLX_HOST_DEVICE static constexpr std::size_t workspace_bytes(std::size_t tile_elems, int num_tiles,
+                                                                 std::size_t results_bytes = detail::default_results) {
+    return 2 * half_need(tile_elems, num_tiles, results_bytes);
+  }
+
+  // Host-side checks of a call (throws rcclx::error naming the argument and the limit). The device
+  // API trusts its arguments; this is what a launcher should call first.
+  static void check(const char* who, const core::peer_table<T, MaxRanks>& t, tile_slots slots, std::size_t tile_elems,
+                    int num_tiles, std::size_t results_bytes = detail::default_results) {
+    const std::string w(who);
+    if (tile_elems == 0 || tile_elems % vec_elems != 0)
+      throw error(errc::invalid_argument, w + ": tile_elems = " + std::to_string(tile_elems) +
+                                              " must be a positive multiple of " + std::to_string(vec_elems) +
+                                              " (16-byte vectors of " + core::type_name<T>() + ")");
+    if (num_tiles < 0 || num_tiles > slots.max_tiles)
+      throw error(errc::invalid_argument, w + ": num_tiles = " + std::to_string(num_tiles) + " is outside [0, " +
+                                              std::to_string(slots.max_tiles) + "] (tile_slots.max_tiles)");
+    if (slots.first < 0 || slots.max_tiles < 0 || slots.end() > t.signals.max_blocks)
+      throw error(errc::invalid_argument,
+                  w + ": tile_slots{first = " + std::to_string(slots.first) + ", max_tiles = " +
+                      std::to_string(slots.max_tiles) + "} needs signal-pad slots [" + std::to_string(slots.first) +
+                      ", " + std::to_string(slots.end()) + ") but the pads have max_blocks = " +
+                      std::to_string(t.signals.max_blocks));
+    for (int p = 0; p < t.num_ranks(); ++p) {
+      if (!t.data[p]) throw error(errc::invalid_argument, w + ": table.data[" + std::to_string(p) + "] is null");
+      if (!gpu::is_aligned(t.data[p], 16))
+        throw error(errc::misaligned, w + ": table.data[" + std::to_string(p) + "] is not 16-byte aligned");
+    }
+    const std::size_t need = workspace_bytes(tile_elems, num_tiles, results_bytes);
+    if (need / 2 > half_bytes(t.capacity_bytes))
+      throw error(errc::invalid_argument, w + ": " + std::to_string(num_tiles) + " tiles of " +
+                                              std::to_string(tile_elems) + " elements need " + std::to_string(need) +
+                                              " bytes of symmetric buffer (two halves" +
+                                              (Algo == algorithm::tree ? std::string(", with results") : std::string()) +
+                                              ") but it has " + std::to_string(t.capacity_bytes));
+  }
+
+  // This rank's view `t` (kept by reference: it must outlive the object, e.g. a kernel argument or
+  // a table in device memory). Reads the call counter: construct once per block per call.
+  RCCLX_HOST_DEVICE tile_exchange(const core::peer_table<T, MaxRanks>& t, tile_slots slots, std::size_t tile_elems,
+                                  int num_tiles, tile_reducer reducer = tile_reducer::same_block)
+      : t_(&t), flags_(t.signals, slots), tile_elems_(tile_elems), num_tiles_(num_tiles),
+        any_block_(reducer == tile_reducer::any_block) {
+    base_ = (flags_.calls() & 1u) ? half_bytes(t.capacity_bytes) : 0;
+    results_ = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
+    if constexpr (Algo == algorithm::automatic)  // the same choice on every rank: same tiles, same build
+      tree_ = dda::select_algorithm(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T), t.num_ranks(),
+                                    gpu::build_arch) == algorithm::tree;
+#if RCCLX_CHECKS
+    fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
+                                         static_cast<std::size_t>(num_tiles), 0, tile_elems);
+    if (num_tiles > 0) bad_ = flags_.previous_call_unfinished();
+#endif
+  }
+
+  // The algorithm this call runs: Algo, or for automatic the built-in table's choice for the whole
+  // message (num_tiles x tile_elems elements) on this build's architecture (dda/select.hpp).
+  RCCLX_HOST_DEVICE algorithm resolved() const { return is_tree() ? algorithm::tree : algorithm::flat; }
+
+  RCCLX_HOST_DEVICE int num_tiles() const { return num_tiles_; }
+  RCCLX_HOST_DEVICE std::size_t tile_elems() const { return tile_elems_; }
+  RCCLX_HOST_DEVICE int rank() const { return t_->rank(); }
+  RCCLX_HOST_DEVICE int num_ranks() const { return t_->num_ranks(); }
+
+  // The rank that reduces `tile`: tree: the owner of its chunk; flat: every rank (this one).
+  RCCLX_HOST_DEVICE int owner(int tile) const {
+    if constexpr (Algo == algorithm::flat) {
+      return rank();
+    } else {
+      if (!is_tree()) return rank();
+      return tile / tiles_per_owner();
+    }
+  }
+  RCCLX_HOST_DEVICE bool owns(int tile) const { return owner(tile) == rank(); }
+
+  // Where this rank writes its contribution to `tile` (tile_elems elements, 16-byte aligned).
+  RCCLX_HOST_DEVICE T* input(int tile) const { return input_of(rank(), tile); }
+
+  // Tree: this call's result area of `rank` (results_bytes bytes, 16-byte aligned). The generic
+  // reduce() keeps tile t's T result at offset t * tile_elems * sizeof(T); a kernel with its own
+  // payload (reduce_owned + publish_result) lays it out as it likes.
+  RCCLX_HOST_DEVICE unsigned char* results(int r) const {
+    return reinterpret_cast<unsigned char*>(t_->data[r]) + base_ + results_;
+  }
+
+  // Group-collective, after the whole group wrote input(tile): raises the tile's flag for the
+  // ranks that read it (flat: all; tree: the owner), this one included under any_block.
+  template <class Group>
+  RCCLX_HOST_DEVICE void publish(const Group& g, int tile) const {
+    publish_part(g, tile, tile);
+  }
+
+  // Group-collective, after the whole group wrote input(slot), one part of `tile` (see reduce_parts):
+  // raises the slot's flag for the ranks that reduce `tile` (flat: all; tree: tile's owner, which
+  // sums all of its parts). With slot == tile it is publish(g, tile).
+  template <class Group>
+  RCCLX_HOST_DEVICE void publish_part(const Group& g, int slot, int tile) const {
+#if RCCLX_CHECKS
+    if (g.thread_rank() == 0) core::check_publish(t_->signals, flags_.slots().first, flags_.epoch(), fp_);
+#endif
+    g.sync();  // the group's writes of the slot happen before the release below
+    for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(slot, tile, p);
+  }
+
+  // Group-collective: publish(g, t) for every tile t = first, first + step, ... below num_tiles(),
+  // after the group wrote all of them: one group sync, and every (tile, peer) flag stored by its own
+  // thread at once instead of one tile after another.
+  template <class Group>
+  RCCLX_HOST_DEVICE void publish_strided(const Group& g, int first, int step) const {
+    const int n = num_ranks();
+    const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
+#if RCCLX_CHECKS
+    if (g.thread_rank() == 0 && count > 0) core::check_publish(t_->signals, flags_.slots().first, flags_.epoch(), fp_);
+#endif
+    g.sync();
+    for (int i = g.thread_rank(); i < count * n; i += g.size()) {
+      const int tile = first + (i / n) * step;
+      announce(tile, tile, i % n);
+    }
+  }
+
+  // Group-collective: waits until every rank published `tile` (flat, or tree on the owner).
+  // False if a wait expired (the error is recorded): leave without touching peer memory.
+  template <class Group>
+  RCCLX_HOST_DEVICE bool wait_inputs(const Group& g, int tile) const {
+    const core::signal_pads<MaxRanks>& s = t_->signals;
+    bool failed = false;
+    for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
+      if (!flags_between(s.rank, p)) continue;
+      failed = !flags_.wait(tile, p, tile);
+    }
+    return !g.sync_or(failed || !call_agrees(g, tile));
+  }
+
+  // Group-collective: wait_inputs for every tile t = first, first + step, ... below num_tiles() at
+  // once (each thread polls the flags of other (tile, peer) pairs), e.g. before reducing a block's
+  // grid-stride tiles: one flag latency instead of one per tile. Flat, or tree where this rank owns
+  // the tiles (tiles it does not own are skipped).
+  template <class Group>
+  RCCLX_HOST_DEVICE bool wait_inputs_strided(const Group& g, int first, int step) const {
+    const core::signal_pads<MaxRanks>& s = t_->signals;
+    const int n = s.num_ranks;
+    const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
+    bool failed = false;
+    for (int i = g.thread_rank(); i < count * n && !failed; i += g.size()) {
+      const int tile = first + (i / n) * step, p = i % n;
+      if (!flags_between(s.rank, p) || owner(tile) != s.rank) continue;
+      failed = !flags_.wait(tile, p, tile);
+    }
+    return !g.sync_or(failed || !call_agrees(g, first));
+  }
+
+  // Tree, group-collective on the owner after the whole group wrote the tile's result: raises the
+  // result flag on every other rank.
+  template <class Group>
+  RCCLX_HOST_DEVICE void publish_result(const Group& g, int tile) const {
+    const core::signal_pads<MaxRanks>& s = t_->signals;
+    g.sync();
+    for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
+      if (p == s.rank) continue;
+      flags_.raise(tile, p);
+    }
+  }
+
+  // Tree, group-collective: waits for the owner's result of `tile` (returns true at once on the owner).
+  template <class Group>
+  RCCLX_HOST_DEVICE bool wait_result(const Group& g, int tile) const {
+    const core::signal_pads<MaxRanks>& s = t_->signals;
+    const int o = owner(tile);
+    bool failed = false;
+    if (o != s.rank) {
+      for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
+        if (p != o) continue;
+        failed = !flags_.wait(tile, o, tile);
+      }
+    }
+    return !g.sync_or(failed || !call_agrees(g, tile));
+  }
+
+  // Tree, group-collective: wait_result for every tile t = first, first + step, ... below
+  // num_tiles() at once (each thread polls the flags of other tiles), e.g. before copying a block's
+  // grid-stride tiles from their owners.
+  template <class Group>
+  RCCLX_HOST_DEVICE bool wait_results_strided(const Group& g, int first, int step) const {
+    const core::signal_pads<MaxRanks>& s = t_->signals;
+    const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
+    bool failed = false;
+    for (int i = g.thread_rank(); i < count && !failed; i += g.size()) {
+      const int tile = first + i * step, o = owner(tile);
+      if (o == s.rank) continue;
+      failed = !flags_.wait(tile, o, tile);
+    }
+    return !g.sync_or(failed || !call_agrees(g, first));
+  }
+
+  // Group-collective, every block, once per call: counts the block; the last block of this rank to
+  // be counted advances the call counter (the next call uses the other half of the buffers):
+  // core::tile_flags::finish, which says where it may come.
+  template <class Group>
+  RCCLX_HOST_DEVICE void finish(const Group& g, int num_blocks) const {
+    if (num_tiles_ <= 0) return;  // an empty call touched nothing: it keeps the half
+#if RCCLX_CHECKS
+    // A call refused for a missing finish() before it counts nothing: its blocks all keep the
+    // call number they were refused with (the pads need a reset, as after any error).
+    if (bad_) return;
+#endif
+    flags_.finish(g, num_blocks);
+  }
+
+ protected:
+  // Tree: tiles of one owner's chunk (tile t belongs to rank t / tiles_per_owner()).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int tiles_per_owner() const {
+    const int n = num_ranks();
+    return num_tiles_ > n ? (num_tiles_ + n - 1) / n : 1;
+  }
+
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool is_tree() const {
+    if constexpr (Algo == algorithm::automatic) return tree_;
+    else return Algo == algorithm::tree;
+  }
+
+  // Checked mode: did every peer make this call (count, shape, type, op, algorithm)? Not
+  // group-collective (the callers fold it into their vote). Always true without RCCLX_CHECKS.
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool call_agrees(const Group& g, int tile) const {
+#if RCCLX_CHECKS
+    return !bad_ && core::check_verify(g, t_->signals, flags_.slots().first, flags_.epoch(), fp_, tile);
+#else
+    (void)g;
+    (void)tile;
+    return true;
+#endif
+  }
+
+  // Do input flags pass between ranks a and b? Between two ranks always; from a rank to itself only
+  // under any_block (with same_block the block that wrote a tile is the one that reduces it).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flags_between(int a, int b) const { return a != b || any_block_; }
+
+  // The flag of `slot` (holding `tile`, or a part of it) for rank p: raised when p reduces the tile
+  // (flat: every rank; tree: the tile's owner), and when p is this rank only under any_block
+  // (otherwise the reducing block is the one that wrote the tile).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void announce(int slot, int tile, int p) const {
+    if (!flags_between(t_->signals.rank, p)) return;
+    if (!is_tree() || p == owner(tile)) flags_.raise(slot, p);
+  }
+
+  RCCLX_HOST_DEVICE static constexpr std::size_t half_need(std::size_t tile_elems, int num_tiles,
+                                                           std::size_t results_bytes) {
+    const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
+    if (Algo == algorithm::flat) return in;
+    return in + detail::round16(results_bytes == detail::default_results ? in : results_bytes);
+  }
+
+  // Bytes of one half: the halves sit at 0 and half_bytes (16-byte aligned).
+  RCCLX_HOST_DEVICE static constexpr std::size_t half_bytes(std::size_t capacity) {
+    return (capacity / 2) & ~std::size_t{15};
+  }
+
+  RCCLX_HOST_DEVICE T* input_of(int r, int tile) const {
+    return reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(t_->data[r]) + base_) +
+           static_cast<std::size_t>(tile) * tile_elems_;
+  }
+
+  const core::peer_table<T, MaxRanks>* t_;
+  core::tile_flags<MaxRanks> flags_;
+  std::size_t tile_elems_;
+  int num_tiles_;
+  bool any_block_;
+  bool tree_ = Algo == algorithm::tree;  // automatic: the constructor's choice
+  std::size_t base_ = 0;     // byte offset of this call's half
+  std::size_t results_ = 0;  // byte offset of the results inside a half
+#if RCCLX_CHECKS
+  core::call_fingerprint fp_{};  // this call, as the peers must see it (core/call_check.hpp)
+  bool bad_ = false;             // a missing finish() was found: nothing is reduced
+#endif
+};
+
+}  // namespace detail
+}  // namespace fused
+RCCLX_NAMESPACE_END

@@ -60,19 +60,24 @@
 #include <type_traits>
 #include <vector>
 
-#include "../rcclx_bench/args.hpp"
-#include "../rcclx_bench/timing.hpp"
+#include "../common/emulated.hpp"
+#include "../common/inputs.hpp"
+#include "../common/report.hpp"
 
 namespace combine_bench {
 namespace {
 
 namespace fz = rcclx::fused;
 namespace rt = rcclx::testing;
+using bench::json_escape;
+using bench::mix;
+using bench::on_host;
+using bench::unit;
 using rcclx::algorithm;
 using T = rcclx::bf16;
 using word = std::uint32_t;  // the AllGather moves records as 32-bit words (bitwise copies)
 constexpr int max_r = 8;
-constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
+std::string num(double v) { return bench::json_number(v); }
 constexpr int barrier_blocks = 64;  // pad slots for the AllGather's barriers; the combine's come after
 // Launch shapes (the host backend: a block is one thread, at most 4 per rank).
 constexpr int host_blocks = 4;
@@ -322,14 +327,6 @@ struct vocab_merge {
 
 // ---- inputs and references ----------------------------------------------------------------------
 
-std::uint64_t mix(std::uint64_t x) {  // splitmix64
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-double unit(std::uint64_t seed) { return static_cast<double>(mix(seed) >> 11) * 0x1p-53; }  // [0, 1)
-
 // The combine's order of (value, index): NaN first, larger values, then lower indices.
 struct ref_entry {
   float value;
@@ -384,26 +381,18 @@ struct capacity {
   int tiles = 1;
 };
 
-class runner {
+class runner : bench::emulated_rig<max_r> {
  public:
   runner(const settings& s, const capacity& c)
-      : n_(s.num_ranks), timing_{s.warmup, s.iters, s.calls_per_graph},
-        world_(s.num_ranks, c.buffer_bytes, fz::pad_blocks_for(barrier_blocks, c.tiles), 30ull * 1000 * 1000 * 1000),
-        slots_{barrier_blocks, c.tiles} {
+      : emulated_rig(s.num_ranks, c.buffer_bytes, fz::pad_blocks_for(barrier_blocks, c.tiles)), n_(s.num_ranks),
+        timing_{s.warmup, s.iters, s.calls_per_graph}, slots_{barrier_blocks, c.tiles} {
     for (int r = 0; r < n_; ++r) {
       part_.push_back(alloc(c.part_bytes));
       gathered_.push_back(static_cast<word*>(alloc(c.part_bytes * static_cast<std::size_t>(n_))));
       out_.push_back(alloc(c.out_bytes));
       logits_.push_back(static_cast<float*>(alloc(c.logits * sizeof(float))));
     }
-    stream_ = on_host ? rcclx::gpu::stream_t{} : rcclx::gpu::stream_create();
   }
-  ~runner() {
-    for (void* p : owned_) rcclx::gpu::device_free(p);
-    rcclx::gpu::stream_destroy(stream_);
-  }
-  runner(const runner&) = delete;
-  runner& operator=(const runner&) = delete;
 
   row run(const shape& s) {
     row r;
@@ -426,17 +415,13 @@ class runner {
       r.speedup_best = best > 0 ? r.unfused_us / best : 0;
     } catch (const std::exception& e) {
       r.error = e.what();
-      rcclx::gpu::device_synchronize();
-      world_.reset();
+      recover();
     }
     return r;
   }
 
  private:
-  void* alloc(std::size_t bytes) {
-    owned_.push_back(rcclx::gpu::device_malloc(bytes + 64));
-    return owned_.back();
-  }
+  void* alloc(std::size_t bytes) { return emulated_rig::alloc(bytes + 64); }
 
   template <class F>
   int blocks_for(int wanted, int threads) const {
@@ -452,7 +437,7 @@ class runner {
   }
   void gather(std::size_t words, int blocks, rcclx::gpu::stream_t st) const {
     gather_kernel k{};
-    k.tables = world_.device_tables<word>();
+    k.tables = world().device_tables<word>();
     for (int q = 0; q < n_; ++q) {
       k.buf.in[q] = static_cast<const word*>(part_[q]);
       k.buf.out[q] = gathered_[q];
@@ -463,10 +448,7 @@ class runner {
 
   template <class F>
   double time(bench::timing_mode mode, F&& f, bool& fell_back) {
-    const double us = bench::time_us(mode, timing_, stream_, f, &fell_back);
-    rcclx::gpu::device_synchronize();
-    world_.throw_if_error();
-    return us;
+    return emulated_rig::time(mode, timing_, f, fell_back);
   }
 
   // The timings every combine row has: fused flat and tree, the automatic one of the two, unfused,
@@ -484,18 +466,7 @@ class runner {
   // Every rank's output bytes (out_[r], `bytes`) after `f`, from poisoned outputs.
   template <class F>
   std::vector<std::vector<unsigned char>> outputs_after(F&& f, std::size_t bytes) {
-    const std::vector<unsigned char> poison(bytes, 0x5A);
-    for (int q = 0; q < n_; ++q) rcclx::gpu::copy(out_[q], poison.data(), bytes);
-    rcclx::gpu::device_synchronize();
-    f(stream_);
-    rcclx::gpu::device_synchronize();
-    world_.throw_if_error();
-    std::vector<std::vector<unsigned char>> all;
-    for (int q = 0; q < n_; ++q) {
-      all.emplace_back(bytes);
-      rcclx::gpu::copy(all.back().data(), out_[q], bytes);
-    }
-    return all;
+    return emulated_rig::outputs_after(f, out_, bytes);
   }
 
   // fused flat, fused tree, unfused: every rank the same bits, the three the same bits.
@@ -516,7 +487,7 @@ class runner {
     r.records = records;
     r.exchange_bytes = records * sizeof(attn_rec);
     fz::combine<attn_rec, merge_op, max_r, algorithm::tree>::check("rcclx-bench-fused attn_merge",
-                                                                   world_.table<attn_rec>(0), slots_, tile_heads, records);
+                                                                   world().table<attn_rec>(0), slots_, tile_heads, records);
     const algorithm automatic = rcclx::dda::select_algorithm(
         static_cast<std::size_t>(x.tiles) * fz::detail::combine_tile_words<attn_rec>(tile_heads) * sizeof(float), n_,
         rcclx::gpu::build_arch);
@@ -551,7 +522,7 @@ class runner {
     attention_fused<algorithm::flat> ff{};
     attention_fused<algorithm::tree> ft{};
     auto set_fused = [&](auto& k) {
-      k.tables = world_.device_tables<attn_rec>();
+      k.tables = world().device_tables<attn_rec>();
       for (int q = 0; q < n_; ++q) k.part[q] = static_cast<const attn_rec*>(part_[q]);
       set_out(k);
       k.slots = slots_;
@@ -633,7 +604,7 @@ class runner {
     const std::size_t rows = s.batch, V = s.vocab, words = rows * sizeof(rec) / sizeof(word);
     r.records = rows;
     r.exchange_bytes = rows * sizeof(rec);
-    fz::combine<rec, Op, max_r, algorithm::tree>::check("rcclx-bench-fused sampling", world_.table<rec>(0), slots_, 1, rows);
+    fz::combine<rec, Op, max_r, algorithm::tree>::check("rcclx-bench-fused sampling", world().table<rec>(0), slots_, 1, rows);
     const algorithm automatic = rcclx::dda::select_algorithm(
         rows * fz::detail::combine_tile_words<rec>(1) * sizeof(float), n_, rcclx::gpu::build_arch);
     r.fused_auto_algo = rcclx::to_string(automatic);
@@ -674,7 +645,7 @@ class runner {
     vocab_fused<Op, algorithm::flat> ff{};
     vocab_fused<Op, algorithm::tree> ft{};
     auto set_fused = [&](auto& k) {
-      k.tables = world_.device_tables<rec>();
+      k.tables = world().device_tables<rec>();
       for (int q = 0; q < n_; ++q) {
         k.logits[q] = logits_[q];
         k.out[q] = static_cast<rec*>(out_[q]);
@@ -755,13 +726,10 @@ class runner {
 
   int n_;
   bench::timing_options timing_;
-  rt::emulated_world<max_r> world_;
   fz::tile_slots slots_;
   std::vector<void*> part_, out_;
   std::vector<word*> gathered_;
   std::vector<float*> logits_;
-  std::vector<void*> owned_;
-  rcclx::gpu::stream_t stream_{};
 };
 
 }  // namespace
@@ -813,13 +781,13 @@ void print_row(const row& r) {
   std::fflush(stdout);
 }
 
-std::vector<target> evaluate(const std::vector<row>& rows) {
-  target attn{"fused_attention_merge",
-              "fused attention merge (fused::combine + lse_merge) >= 1.25x faster than the AllGather of the partials "
-              "+ a merge kernel, every decode row (batch <= 64)", "", false, false};
-  target sample{"fused_argmax_topk",
-                "fused argmax / top-k (local scan + fused::combine) >= 1.25x faster than the local scan + AllGather "
-                "+ a merge kernel, every decode row (batch <= 64)", "", false, false};
+std::vector<bench::target> evaluate(const std::vector<row>& rows) {
+  bench::target attn{"fused_attention_merge",
+                     "fused attention merge (fused::combine + lse_merge) >= 1.25x faster than the AllGather of the "
+                     "partials + a merge kernel, every decode row (batch <= 64)", ""};
+  bench::target sample{"fused_argmax_topk",
+                       "fused argmax / top-k (local scan + fused::combine) >= 1.25x faster than the local scan + "
+                       "AllGather + a merge kernel, every decode row (batch <= 64)", ""};
   double worst_attn = 1e30, worst_sample = 1e30;
   for (const row& r : rows) {
     if (!r.error.empty() || r.batch > 64) continue;
@@ -865,32 +833,31 @@ void write_json_members(std::ostream& f, const std::vector<row>& rows) {
       << ", \"exchange_bytes_per_rank\": " << r.exchange_bytes << ", \"fused_auto_algorithm\": \""
       << r.fused_auto_algo << "\", \"fused_blocks_per_rank\": " << r.fused_blocks
       << ", \"allgather_blocks_per_rank\": " << r.gather_blocks << ", \"timing\": \"" << r.timing
-      << "\", \"fused_flat_us\": " << bench::json_number(r.fused_flat_us) << ", \"fused_tree_us\": " << bench::json_number(r.fused_tree_us)
-      << ", \"fused_auto_us\": " << bench::json_number(r.fused_auto_us) << ", \"unfused_us\": " << bench::json_number(r.unfused_us)
-      << ", \"floor_us\": " << bench::json_number(r.floor_us) << ", \"local_us\": " << bench::json_number(r.local_us)
-      << ", \"read_us\": " << bench::json_number(r.read_us)
-      << ", \"speedup\": " << bench::json_number(r.speedup) << ", \"speedup_best_fused\": " << bench::json_number(r.speedup_best)
-      << ", \"max_abs_error\": " << bench::json_number(r.max_err) << ", \"reference_ok\": " << (r.ref_ok ? "true" : "false")
-      << ", \"fused_equals_unfused\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << bench::json_escape(r.error)
+      << "\", \"fused_flat_us\": " << num(r.fused_flat_us) << ", \"fused_tree_us\": " << num(r.fused_tree_us)
+      << ", \"fused_auto_us\": " << num(r.fused_auto_us) << ", \"unfused_us\": " << num(r.unfused_us)
+      << ", \"floor_us\": " << num(r.floor_us) << ", \"local_us\": " << num(r.local_us)
+      << ", \"read_us\": " << num(r.read_us)
+      << ", \"speedup\": " << num(r.speedup) << ", \"speedup_best_fused\": " << num(r.speedup_best)
+      << ", \"max_abs_error\": " << num(r.max_err) << ", \"reference_ok\": " << (r.ref_ok ? "true" : "false")
+      << ", \"fused_equals_unfused\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << json_escape(r.error)
       << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   f << "  ]";
 }
 
 void write_csv(const std::string& path, const std::vector<row>& rows) {
-  std::ofstream f(path);
-  if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + path);
+  std::ofstream f = bench::open_output(path);
   f << "kind,shape,batch,vocab,records_per_rank,exchange_bytes_per_rank,fused_auto_algorithm,fused_blocks,"
        "allgather_blocks,timing,fused_flat_us,fused_tree_us,fused_auto_us,unfused_us,floor_us,local_us,read_us,speedup,"
        "speedup_best_fused,max_abs_error,ok,error\n";
   for (const row& r : rows)
     f << r.kind << ',' << r.shape << ',' << r.batch << ',' << r.vocab << ',' << r.records << ',' << r.exchange_bytes
       << ',' << r.fused_auto_algo << ',' << r.fused_blocks << ',' << r.gather_blocks << ',' << r.timing << ','
-      << bench::json_number(r.fused_flat_us) << ',' << bench::json_number(r.fused_tree_us) << ',' << bench::json_number(r.fused_auto_us) << ','
-      << bench::json_number(r.unfused_us) << ',' << bench::json_number(r.floor_us) << ',' << bench::json_number(r.local_us) << ',' << bench::json_number(r.read_us) << ','
-      << bench::json_number(r.speedup) << ','
-      << bench::json_number(r.speedup_best) << ',' << bench::json_number(r.max_err) << ',' << (correct(r) ? "ok" : "FAIL") << ",\""
-      << bench::json_escape(r.error) << "\"\n";
+      << num(r.fused_flat_us) << ',' << num(r.fused_tree_us) << ',' << num(r.fused_auto_us) << ','
+      << num(r.unfused_us) << ',' << num(r.floor_us) << ',' << num(r.local_us) << ',' << num(r.read_us) << ','
+      << num(r.speedup) << ','
+      << num(r.speedup_best) << ',' << num(r.max_err) << ',' << (correct(r) ? "ok" : "FAIL") << ",\""
+      << json_escape(r.error) << "\"\n";
 }
 
 }  // namespace combine_bench

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/report.hpp"
+
 namespace combine_bench {
 
 enum class kind { attention, argmax, topk };
@@ -62,11 +64,7 @@ void print_header();
 void print_row(const row& r);
 
 // The targets: fused >= 1.25x faster than unfused at every decode row (reported, not enforced).
-struct target {
-  std::string name, target, result;
-  bool evaluated = false, pass = false;
-};
-std::vector<target> evaluate(const std::vector<row>& rows);
+std::vector<bench::target> evaluate(const std::vector<row>& rows);
 
 // JSON: the `"combine_definitions": {...}, "combine_rows": [...]` members (no surrounding braces).
 void write_json_members(std::ostream& f, const std::vector<row>& rows);

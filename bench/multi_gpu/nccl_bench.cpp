@@ -14,7 +14,7 @@
 // Per row: every rank's input element i is a small integer (input_value), the receive buffer is
 // poisoned (NaN), the call runs once and every rank compares its whole output with the exact sum
 // (integers up to 8 * ranks: exact in bf16 whatever the order of the additions, up to 32 ranks).
-// Timing is rcclx-bench's (bench/rcclx_bench/timing.hpp, the same header): up to --graph-max-bytes
+// Timing is rcclx-bench's (bench/common/timing.hpp, the same header): up to --graph-max-bytes
 // K back-to-back calls captured in one CUDA graph, each replay between GPU events, replay / K,
 // median over replays; above, GPU events around single calls, median; warm-up calls first. Every
 // rank times; a row's time is the slowest rank's median; busbw = algbw * 2(N-1)/N.
@@ -38,8 +38,9 @@
 #include <string>
 #include <vector>
 
-#include "../rcclx_bench/args.hpp"
-#include "../rcclx_bench/timing.hpp"
+#include "../common/cli.hpp"
+#include "../common/report.hpp"
+#include "../common/timing.hpp"
 
 static_assert(NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0), "symmetric windows need NCCL 2.27 or later");
 
@@ -69,29 +70,18 @@ struct options {
   std::exit(2);
 }
 
-std::size_t parse_size(const std::string& s) { return bench::parse_size(s, usage); }
-std::vector<std::string> split(const std::string& s) { return bench::split_list(s); }
-
 options parse(int argc, char** argv) {
   options o;
-  for (int i = 0; i < argc; ++i) o.command += (i ? " " : "") + std::string(argv[i]);
-  auto value = [&](int& i) -> std::string {
-    if (i + 1 >= argc) usage(std::string("missing value after ") + argv[i]);
-    return argv[++i];
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--type") o.types = split(value(i));
-    else if (a == "--min-bytes") o.min_bytes = parse_size(value(i));
-    else if (a == "--max-bytes") o.max_bytes = parse_size(value(i));
-    else if (a == "--iters") o.timing.iters = std::max(1, std::atoi(value(i).c_str()));
-    else if (a == "--warmup") o.timing.warmup = std::max(0, std::atoi(value(i).c_str()));
-    else if (a == "--calls-per-graph") o.timing.calls_per_graph = std::max(1, std::atoi(value(i).c_str()));
-    else if (a == "--graph-max-bytes") o.graph_max_bytes = parse_size(value(i));
-    else if (a == "--no-window") o.window = false;
-    else if (a == "--json") o.json = value(i);
-    else if (a == "-h" || a == "--help") usage("help");
-    else usage("unknown argument " + a);
+  bench::args a(argc, argv, usage);
+  o.command = a.command;
+  while (a.next()) {
+    if (a.is("--type")) o.types = a.list();
+    else if (a.is("--min-bytes")) o.min_bytes = a.size();
+    else if (a.is("--max-bytes")) o.max_bytes = a.size();
+    else if (a.is("--graph-max-bytes")) o.graph_max_bytes = a.size();
+    else if (a.is("--no-window")) o.window = false;
+    else if (a.is("--json")) o.json = a.str();
+    else if (!a.timing(o.timing)) a.unknown();
   }
   if (o.min_bytes < 1 || o.min_bytes > o.max_bytes) usage("need 1 <= --min-bytes <= --max-bytes");
   if (o.types.empty()) usage("--type needs at least one of bf16, float");
@@ -157,15 +147,14 @@ void print_row(const row& r) {
   std::fflush(stdout);
 }
 
-std::string json_escape(const std::string& s) { return bench::json_escape(s); }
+using bench::json_escape;
 std::string num(double v) { return bench::json_number(v); }
 
 // An array of rows, read by scripts/multi_gpu_table.py. type, algorithm, timing and time_us mean what
 // they mean in rcclx-bench's rows; the size is "bytes" (rcclx-bench: "size_bytes"), algbw and busbw
 // are GB/s.
 void write_json(const std::string& path, const std::vector<row>& rows) {
-  std::ofstream f(path);
-  if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + path);
+  std::ofstream f = bench::open_output(path);
   f << "[\n";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const row& r = rows[i];

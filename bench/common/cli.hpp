@@ -1,12 +1,12 @@
 // bench/common/cli.hpp: the tools' command lines, read one `--name [value]` at a time:
 //
-//   for (bench::args a(argc, argv, usage); a.next();) {
+//   for (bench::args a(argc, argv, usage, o.command); a.next();) {
 //     if (a.is("--emulated")) o.num_ranks = a.integer();
 //     else if (a.is("--max-bytes")) o.max_bytes = a.size();          // K, M and G suffixes
 //     else if (a.timing(o.timing)) continue;                        // --iters, --warmup, --calls-per-graph
 //     else a.unknown();                                             // usage("help" or "unknown argument X")
 //   }
-// usage(message) must not return (the tools print their usage and exit 2).
+// usage(message) must not return (usage_exit: the tools print their usage and exit 2).
 #pragma once
 
 #include <rcclx/core/error.hpp>
@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -31,14 +32,19 @@ inline std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+// The tools' usage(why): "tool: why", the usage text, exit status 2.
+[[noreturn]] inline void usage_exit(const char* tool, const char* text, const std::string& why) {
+  std::fprintf(stderr, "%s: %s\n%s", tool, why.c_str(), text);
+  std::exit(2);
+}
+
 class args {
  public:
   using usage_fn = void (*)(const std::string&);
-  args(int argc, char** argv, usage_fn usage) : argc_(argc), argv_(argv), usage_(usage) {
+  // `command` receives the whole command line, for the reports.
+  args(int argc, char** argv, usage_fn usage, std::string& command) : argc_(argc), argv_(argv), usage_(usage) {
     for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   }
-
-  std::string command;  // the whole command line, for the reports
 
   bool next() {
     if (++i_ >= argc_) return false;

@@ -69,7 +69,6 @@ namespace {
 
 namespace fz = rcclx::fused;
 namespace rt = rcclx::testing;
-using bench::json_escape;
 using bench::mix;
 using bench::on_host;
 using bench::unit;
@@ -77,7 +76,6 @@ using rcclx::algorithm;
 using T = rcclx::bf16;
 using word = std::uint32_t;  // the AllGather moves records as 32-bit words (bitwise copies)
 constexpr int max_r = 8;
-std::string num(double v) { return bench::json_number(v); }
 constexpr int barrier_blocks = 64;  // pad slots for the AllGather's barriers; the combine's come after
 // Launch shapes (the host backend: a block is one thread, at most 4 per rank).
 constexpr int host_blocks = 4;
@@ -809,6 +807,19 @@ std::vector<bench::target> evaluate(const std::vector<row>& rows) {
   return {attn, sample};
 }
 
+namespace {
+bench::fields fields_of(const row& r) {
+  return {{"kind", r.kind}, {"shape", r.shape}, {"batch", r.batch}, {"vocab", r.vocab}, {"records_per_rank", r.records},
+          {"exchange_bytes_per_rank", r.exchange_bytes}, {"fused_auto_algorithm", r.fused_auto_algo},
+          {"fused_blocks_per_rank", r.fused_blocks}, {"allgather_blocks_per_rank", r.gather_blocks},
+          {"timing", r.timing}, {"fused_flat_us", r.fused_flat_us}, {"fused_tree_us", r.fused_tree_us},
+          {"fused_auto_us", r.fused_auto_us}, {"unfused_us", r.unfused_us}, {"floor_us", r.floor_us},
+          {"local_us", r.local_us}, {"read_us", r.read_us}, {"speedup", r.speedup},
+          {"speedup_best_fused", r.speedup_best}, {"max_abs_error", r.max_err}, {"reference_ok", r.ref_ok},
+          {"fused_equals_unfused", r.identical}, {"error", r.error}};
+}
+}  // namespace
+
 void write_json_members(std::ostream& f, const std::vector<row>& rows) {
   f << "  \"combine_definitions\": {\n"
        "    \"fused\": \"one kernel whose epilogue is fused::combine: attn_merge copies each rank's partial "
@@ -826,38 +837,17 @@ void write_json_members(std::ostream& f, const std::vector<row>& rows) {
        "    \"speedup\": \"unfused_us / fused_auto_us\",\n"
        "    \"speedup_best_fused\": \"unfused_us / min(fused_flat_us, fused_tree_us)\"\n"
        "  },\n  \"combine_rows\": [\n";
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const row& r = rows[i];
-    f << "    {\"kind\": \"" << r.kind << "\", \"shape\": \"" << r.shape << "\", \"batch\": " << r.batch
-      << ", \"vocab\": " << r.vocab << ", \"records_per_rank\": " << r.records
-      << ", \"exchange_bytes_per_rank\": " << r.exchange_bytes << ", \"fused_auto_algorithm\": \""
-      << r.fused_auto_algo << "\", \"fused_blocks_per_rank\": " << r.fused_blocks
-      << ", \"allgather_blocks_per_rank\": " << r.gather_blocks << ", \"timing\": \"" << r.timing
-      << "\", \"fused_flat_us\": " << num(r.fused_flat_us) << ", \"fused_tree_us\": " << num(r.fused_tree_us)
-      << ", \"fused_auto_us\": " << num(r.fused_auto_us) << ", \"unfused_us\": " << num(r.unfused_us)
-      << ", \"floor_us\": " << num(r.floor_us) << ", \"local_us\": " << num(r.local_us)
-      << ", \"read_us\": " << num(r.read_us)
-      << ", \"speedup\": " << num(r.speedup) << ", \"speedup_best_fused\": " << num(r.speedup_best)
-      << ", \"max_abs_error\": " << num(r.max_err) << ", \"reference_ok\": " << (r.ref_ok ? "true" : "false")
-      << ", \"fused_equals_unfused\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << json_escape(r.error)
-      << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
-  }
+  bench::write_json_rows(f, rows, fields_of);
   f << "  ]";
 }
 
 void write_csv(const std::string& path, const std::vector<row>& rows) {
-  std::ofstream f = bench::open_output(path);
-  f << "kind,shape,batch,vocab,records_per_rank,exchange_bytes_per_rank,fused_auto_algorithm,fused_blocks,"
-       "allgather_blocks,timing,fused_flat_us,fused_tree_us,fused_auto_us,unfused_us,floor_us,local_us,read_us,speedup,"
-       "speedup_best_fused,max_abs_error,ok,error\n";
-  for (const row& r : rows)
-    f << r.kind << ',' << r.shape << ',' << r.batch << ',' << r.vocab << ',' << r.records << ',' << r.exchange_bytes
-      << ',' << r.fused_auto_algo << ',' << r.fused_blocks << ',' << r.gather_blocks << ',' << r.timing << ','
-      << num(r.fused_flat_us) << ',' << num(r.fused_tree_us) << ',' << num(r.fused_auto_us) << ','
-      << num(r.unfused_us) << ',' << num(r.floor_us) << ',' << num(r.local_us) << ',' << num(r.read_us) << ','
-      << num(r.speedup) << ','
-      << num(r.speedup_best) << ',' << num(r.max_err) << ',' << (correct(r) ? "ok" : "FAIL") << ",\""
-      << json_escape(r.error) << "\"\n";
+  bench::write_csv(path,
+                   "kind,shape,batch,vocab,records_per_rank,exchange_bytes_per_rank,fused_auto_algorithm,"
+                   "fused_blocks=fused_blocks_per_rank,allgather_blocks=allgather_blocks_per_rank,timing,fused_flat_us,"
+                   "fused_tree_us,fused_auto_us,unfused_us,floor_us,local_us,read_us,speedup,speedup_best_fused,"
+                   "max_abs_error,ok,\"error\"",
+                   rows, [](const row& r) { return fields_of(r) + bench::fields{{"ok", correct(r) ? "ok" : "FAIL"}}; });
 }
 
 }  // namespace combine_bench

@@ -59,7 +59,6 @@ using bench::on_host;
 using rcclx::algorithm;
 using T = rcclx::bf16;
 constexpr int max_r = 8;
-std::string num(double v) { return bench::json_number(v); }
 constexpr int barrier_blocks = 64;  // pad slots for the DDA AllReduce of the unfused paths
 // Emulated DDA launch shape: rcclx-bench's best for 8 ranks sharing one GPU.
 constexpr int dda_threads = on_host ? 1 : 256;
@@ -87,20 +86,17 @@ struct options {
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "rcclx-bench-fused: %s\n"
-               "usage: rcclx-bench-fused [--suite gpu|decode|gemm|combine|host] [--out DIR] [--emulated N] [--iters I] [--warmup W]\n"
-               "                         [--calls-per-graph K] [--json FILE] [--csv FILE] [--ll-blocks N] [--ll-block-bytes B]\n"
-               "                         [--gemm MxNxK]...  (only these GEMM rows, no AllReduce + RMSNorm rows)\n"
-               "                         [--combine attn_merge:B | argmax:BxV | topk:BxV]...  (only these combine rows)\n",
-               why.c_str());
-  std::exit(2);
+  bench::usage_exit("rcclx-bench-fused",
+                    "usage: rcclx-bench-fused [--suite gpu|decode|gemm|combine|host] [--out DIR] [--emulated N] [--iters I] [--warmup W]\n"
+                    "                         [--calls-per-graph K] [--json FILE] [--csv FILE] [--ll-blocks N] [--ll-block-bytes B]\n"
+                    "                         [--gemm MxNxK]...  (only these GEMM rows, no AllReduce + RMSNorm rows)\n"
+                    "                         [--combine attn_merge:B | argmax:BxV | topk:BxV]...  (only these combine rows)\n",
+                    why);
 }
 
 options parse(int argc, char** argv) {
   options o;
-  bench::args a(argc, argv, usage);
-  o.command = a.command;
+  bench::args a(argc, argv, usage, o.command);
   std::string out_dir;
   std::vector<gemm_shape> custom_gemms;
   std::vector<combine_bench::shape> custom_combines;
@@ -664,6 +660,18 @@ std::vector<acceptance> evaluate(const std::vector<row>& rows, const std::vector
 }
 
 
+bench::fields row_fields(const row& r) {
+  return {{"kind", r.kind}, {"shape", r.shape}, {"tokens", r.tokens}, {"hidden", r.hidden}, {"bytes_per_rank", r.bytes},
+          {"output", r.out}, {"fused_auto_algorithm", r.fused_auto_algo}, {"fused_blocks_per_rank", r.fused_blocks},
+          {"fused_kernel", r.fused_kernel}, {"unfused_gemm_blocks_per_rank", r.unfused_blocks}, {"fused_split", r.split},
+          {"timing", r.timing}, {"fused_flat_us", r.fused_flat_us}, {"fused_tree_us", r.fused_tree_us},
+          {"fused_auto_us", r.fused_auto_us}, {"unfused_flat_us", r.unfused_flat_us},
+          {"unfused_tree_us", r.unfused_tree_us}, {"unfused_best_us", r.unfused_best_us},
+          {"unfused_best_algorithm", r.unfused_best_algo}, {"first_kernel_us", r.first_kernel_us},
+          {"speedup", r.speedup}, {"speedup_best_fused", r.speedup_best}, {"max_abs_error", r.max_err},
+          {"within_tolerance", r.tol_ok}, {"fused_equals_unfused", r.identical}, {"error", r.error}};
+}
+
 void write_json(const options& o, const std::vector<row>& rows, const std::vector<combine_bench::row>& combines,
                 const std::vector<acceptance>& acc) {
   std::ofstream f = bench::open_output(o.json);
@@ -683,21 +691,7 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
        "of T threads, up to R rows per cluster; tile or tree = the tile-flag kernel; fused_blocks_per_rank: its blocks per rank\",\n"
        "    \"timing\": \"graph: K back-to-back calls per graph, replay/K, median; events: single calls; wall: host\"\n"
        "  },\n  \"rows\": [\n";
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const row& r = rows[i];
-    f << "    {\"kind\": \"" << r.kind << "\", \"shape\": \"" << r.shape << "\", \"tokens\": " << r.tokens
-      << ", \"hidden\": " << r.hidden << ", \"bytes_per_rank\": " << r.bytes << ", \"output\": \"" << r.out
-      << "\", \"fused_auto_algorithm\": \"" << r.fused_auto_algo << "\", \"fused_blocks_per_rank\": " << r.fused_blocks << ", \"fused_kernel\": \"" << r.fused_kernel << "\", \"unfused_gemm_blocks_per_rank\": " << r.unfused_blocks << ", \"fused_split\": " << r.split
-      << ", \"timing\": \"" << r.timing << "\", \"fused_flat_us\": " << num(r.fused_flat_us)
-      << ", \"fused_tree_us\": " << num(r.fused_tree_us) << ", \"fused_auto_us\": " << num(r.fused_auto_us)
-      << ", \"unfused_flat_us\": " << num(r.unfused_flat_us) << ", \"unfused_tree_us\": " << num(r.unfused_tree_us)
-      << ", \"unfused_best_us\": " << num(r.unfused_best_us) << ", \"unfused_best_algorithm\": \"" << r.unfused_best_algo
-      << "\", \"first_kernel_us\": " << num(r.first_kernel_us) << ", \"speedup\": " << num(r.speedup)
-      << ", \"speedup_best_fused\": " << num(r.speedup_best)
-      << ", \"max_abs_error\": " << num(r.max_err) << ", \"within_tolerance\": " << (r.tol_ok ? "true" : "false")
-      << ", \"fused_equals_unfused\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << json_escape(r.error) << "\"}"
-      << (i + 1 < rows.size() ? "," : "") << "\n";
-  }
+  bench::write_json_rows(f, rows, row_fields);
   f << "  ],\n";
   combine_bench::write_json_members(f, combines);
   f << ",\n  \"acceptance\": [\n";
@@ -706,17 +700,14 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
 }
 
 void write_csv(const std::string& path, const std::vector<row>& rows) {
-  std::ofstream f = bench::open_output(path);
-  f << "kind,shape,tokens,hidden,bytes_per_rank,output,fused_auto_algorithm,fused_blocks,fused_kernel,timing,fused_flat_us,"
-       "fused_tree_us,fused_auto_us,unfused_flat_us,unfused_tree_us,unfused_best_us,unfused_best_algorithm,"
-       "first_kernel_us,speedup,speedup_best_fused,max_abs_error,ok,error\n";
-  for (const row& r : rows)
-    f << r.kind << ',' << r.shape << ',' << r.tokens << ',' << r.hidden << ',' << r.bytes << ',' << r.out << ','
-      << r.fused_auto_algo << ',' << r.fused_blocks << ',' << r.fused_kernel << ',' << r.timing << ',' << num(r.fused_flat_us) << ','
-      << num(r.fused_tree_us) << ',' << num(r.fused_auto_us) << ',' << num(r.unfused_flat_us) << ','
-      << num(r.unfused_tree_us) << ',' << num(r.unfused_best_us) << ',' << r.unfused_best_algo << ','
-      << num(r.first_kernel_us) << ',' << num(r.speedup) << ',' << num(r.speedup_best) << ',' << num(r.max_err) << ','
-      << (r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL") << ",\"" << json_escape(r.error) << "\"\n";
+  bench::write_csv(path,
+                   "kind,shape,tokens,hidden,bytes_per_rank,output,fused_auto_algorithm,fused_blocks=fused_blocks_per_rank,"
+                   "fused_kernel,timing,fused_flat_us,fused_tree_us,fused_auto_us,unfused_flat_us,unfused_tree_us,"
+                   "unfused_best_us,unfused_best_algorithm,first_kernel_us,speedup,speedup_best_fused,max_abs_error,ok,"
+                   "\"error\"",
+                   rows, [](const row& r) {
+                     return row_fields(r) + bench::fields{{"ok", r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL"}};
+                   });
 }
 
 }  // namespace

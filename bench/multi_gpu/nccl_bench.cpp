@@ -60,20 +60,17 @@ struct options {
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "rcclx-bench-nccl: %s\n"
-               "usage: scripts/launch -n N -- rcclx-bench-nccl [--type bf16,float] [--min-bytes B] [--max-bytes B]\n"
-               "           [--iters I] [--warmup W] [--calls-per-graph K] [--graph-max-bytes B] [--no-window]\n"
-               "           [--json FILE]\n"
-               "sizes accept K, M and G suffixes (KiB, MiB, GiB)\n",
-               why.c_str());
-  std::exit(2);
+  bench::usage_exit("rcclx-bench-nccl",
+                    "usage: scripts/launch -n N -- rcclx-bench-nccl [--type bf16,float] [--min-bytes B] [--max-bytes B]\n"
+                    "           [--iters I] [--warmup W] [--calls-per-graph K] [--graph-max-bytes B] [--no-window]\n"
+                    "           [--json FILE]\n"
+                    "sizes accept K, M and G suffixes (KiB, MiB, GiB)\n",
+                    why);
 }
 
 options parse(int argc, char** argv) {
   options o;
-  bench::args a(argc, argv, usage);
-  o.command = a.command;
+  bench::args a(argc, argv, usage, o.command);
   while (a.next()) {
     if (a.is("--type")) o.types = a.list();
     else if (a.is("--min-bytes")) o.min_bytes = a.size();
@@ -147,8 +144,6 @@ void print_row(const row& r) {
   std::fflush(stdout);
 }
 
-using bench::json_escape;
-std::string num(double v) { return bench::json_number(v); }
 
 // An array of rows, read by scripts/multi_gpu_table.py. type, algorithm, timing and time_us mean what
 // they mean in rcclx-bench's rows; the size is "bytes" (rcclx-bench: "size_bytes"), algbw and busbw
@@ -156,14 +151,11 @@ std::string num(double v) { return bench::json_number(v); }
 void write_json(const std::string& path, const std::vector<row>& rows) {
   std::ofstream f = bench::open_output(path);
   f << "[\n";
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const row& r = rows[i];
-    f << "  {\"bytes\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \"" << json_escape(r.type)
-      << "\", \"algorithm\": \"" << json_escape(r.algo) << "\", \"timing\": \"" << json_escape(r.timing)
-      << "\", \"time_us\": " << num(r.time_us) << ", \"algbw\": " << num(r.algbw)
-      << ", \"busbw\": " << num(r.busbw) << ", \"ok\": " << (r.ok ? "true" : "false") << "}"
-      << (i + 1 < rows.size() ? "," : "") << "\n";
-  }
+  bench::write_json_rows(f, rows, [](const row& r) {
+    return bench::fields{{"bytes", r.bytes},     {"count", r.count},     {"type", r.type},
+                         {"algorithm", r.algo},  {"timing", r.timing},   {"time_us", r.time_us},
+                         {"algbw", r.algbw},     {"busbw", r.busbw},     {"ok", r.ok}};
+  }, "  ");
   f << "]\n";
 }
 

@@ -93,29 +93,26 @@ struct options {
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "rcclx-bench: %s\n"
-               "usage: rcclx-bench [--emulated N] [--min-bytes B] [--max-bytes B] [--type float|bf16|fp16[,..]]\n"
-               "                   [--op sum|min|max] [--algo flat|tree|automatic|all[,lpc]] [--iters I] [--warmup W]\n"
-               "                   [--graph] [--graph-max-bytes B] [--calls-per-graph K] [--input-in-symmetric]\n"
-               "                   [--threads T] [--max-blocks B] [--ll-blocks N] [--ll-block-bytes B]\n"
-               "                   [--procs N [--no-compare] | --procs-child] [--procs-blocks B]   one process per rank (procs.hpp)\n"
-               "                   [--collectives] [--collectives-only] [--coll-min-bytes B] [--coll-max-bytes B]\n"
-               "                   [--checks-cost]   flat AllReduce with and without RCCLX_CHECKS (docs/checks.md)\n"
-               "                   [--checks-cost-only]   that table alone\n"
-               "                   [--json FILE] [--csv FILE] [--png FILE] [--suite gpu|host --out DIR]\n"
-               "       rcclx-bench --hierarchical [--nodes G] [--local L] [--procs N] [--id-dir DIR] [--hier-buffer B]\n"
-               "                   [--min-bytes B] [--max-bytes B] [--type ..] [--iters I] [--warmup W]   (hierarchical.hpp;\n"
-               "                   sizes 1M..256M unless given; MPI: under mpirun; CUDA + NCCL: --procs N forks N ranks)\n"
-               "sizes accept K, M and G suffixes (KiB, MiB, GiB)\n",
-               why.c_str());
-  std::exit(2);
+  bench::usage_exit("rcclx-bench",
+                    "usage: rcclx-bench [--emulated N] [--min-bytes B] [--max-bytes B] [--type float|bf16|fp16[,..]]\n"
+                    "                   [--op sum|min|max] [--algo flat|tree|automatic|all[,lpc]] [--iters I] [--warmup W]\n"
+                    "                   [--graph] [--graph-max-bytes B] [--calls-per-graph K] [--input-in-symmetric]\n"
+                    "                   [--threads T] [--max-blocks B] [--ll-blocks N] [--ll-block-bytes B]\n"
+                    "                   [--procs N [--no-compare] | --procs-child] [--procs-blocks B]   one process per rank (procs.hpp)\n"
+                    "                   [--collectives] [--collectives-only] [--coll-min-bytes B] [--coll-max-bytes B]\n"
+                    "                   [--checks-cost]   flat AllReduce with and without RCCLX_CHECKS (docs/checks.md)\n"
+                    "                   [--checks-cost-only]   that table alone\n"
+                    "                   [--json FILE] [--csv FILE] [--png FILE] [--suite gpu|host --out DIR]\n"
+                    "       rcclx-bench --hierarchical [--nodes G] [--local L] [--procs N] [--id-dir DIR] [--hier-buffer B]\n"
+                    "                   [--min-bytes B] [--max-bytes B] [--type ..] [--iters I] [--warmup W]   (hierarchical.hpp;\n"
+                    "                   sizes 1M..256M unless given; MPI: under mpirun; CUDA + NCCL: --procs N forks N ranks)\n"
+                    "sizes accept K, M and G suffixes (KiB, MiB, GiB)\n",
+                    why);
 }
 
 options parse(int argc, char** argv) {
   options o;
-  bench::args a(argc, argv, usage);
-  o.command = a.command;
+  bench::args a(argc, argv, usage, o.command);
   std::string out_dir;
   bool min_given = false, max_given = false;
   while (a.next()) {
@@ -1105,6 +1102,31 @@ std::vector<acceptance> evaluate_coll(const std::vector<coll_row>& rows) {
   return {f, e};
 }
 
+template <class Row>
+const char* ok_text(const Row& r) {
+  return r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL";
+}
+
+bench::fields row_fields(const row& r) {
+  return {{"size_bytes", r.bytes}, {"count", r.count}, {"type", r.type}, {"op", r.op}, {"algorithm", r.algo},
+          {"resolved", r.resolved}, {"input", r.input}, {"blocks_per_rank", r.blocks}, {"timing", r.timing},
+          {"time_us", r.time_us}, {"empty_us", r.empty_us}, {"copy_us", r.copy_us},
+          {"copy_memcpy_us", r.copy_memcpy_us}, {"copy_kernel_us", r.copy_kernel_us}, {"algbw_GBps", r.algbw},
+          {"busbw_GBps", r.busbw}, {"ratio_empty", r.ratio_empty}, {"ratio_copy", r.ratio_copy},
+          {"required_bytes", r.required_bytes}, {"hbm_GBps", r.hbm_gbps}, {"hbm_efficiency", r.hbm_eff},
+          {"exchange_floor_us", r.exchange_us}, {"ratio_exchange", r.ratio_exchange}, {"max_abs_error", r.max_err},
+          {"within_tolerance", r.tol_ok}, {"ranks_identical", r.identical}, {"error", r.error}};
+}
+
+bench::fields coll_fields(const coll_row& r) {
+  return {{"size_bytes", r.bytes}, {"count", r.count}, {"type", r.type}, {"collective", r.coll},
+          {"algorithm", r.algo}, {"format", r.format}, {"blocks_per_rank", r.blocks}, {"timing", r.timing},
+          {"time_us", r.time_us}, {"copy_us", r.copy_us}, {"x_plain", r.x_plain}, {"wire_bytes", r.wire_bytes},
+          {"required_bytes", r.required_bytes}, {"hbm_GBps", r.hbm_gbps}, {"hbm_efficiency", r.hbm_eff},
+          {"max_abs_error", r.max_err}, {"error_bound", r.bound}, {"within_bound", r.tol_ok},
+          {"ranks_identical", r.identical}, {"error", r.error}};
+}
+
 void write_json(const options& o, const std::vector<row>& rows, const std::vector<coll_row>& crows,
                 const std::vector<acceptance>& acc) {
   std::ofstream f = bench::open_output(o.json);
@@ -1123,22 +1145,7 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
        "    \"busbw\": \"algbw*2(N-1)/N, algbw = S/time\",\n"
        "    \"timing\": \"graph: K back-to-back calls per graph, replay/K, median; events: one call between GPU events, median; wall: host\"\n"
        "  },\n  \"rows\": [\n";
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const row& r = rows[i];
-    f << "    {\"size_bytes\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \"" << r.type
-      << "\", \"op\": \"" << r.op << "\", \"algorithm\": \"" << r.algo << "\", \"resolved\": \"" << r.resolved
-      << "\", \"input\": \"" << r.input << "\", \"blocks_per_rank\": " << r.blocks << ", \"timing\": \"" << r.timing
-      << "\", \"time_us\": " << num(r.time_us) << ", \"empty_us\": " << num(r.empty_us)
-      << ", \"copy_us\": " << num(r.copy_us) << ", \"copy_memcpy_us\": " << num(r.copy_memcpy_us)
-      << ", \"copy_kernel_us\": " << num(r.copy_kernel_us) << ", \"algbw_GBps\": " << num(r.algbw)
-      << ", \"busbw_GBps\": " << num(r.busbw) << ", \"ratio_empty\": " << num(r.ratio_empty)
-      << ", \"ratio_copy\": " << num(r.ratio_copy) << ", \"required_bytes\": " << num(r.required_bytes)
-      << ", \"hbm_GBps\": " << num(r.hbm_gbps) << ", \"hbm_efficiency\": " << num(r.hbm_eff)
-      << ", \"exchange_floor_us\": " << num(r.exchange_us) << ", \"ratio_exchange\": " << num(r.ratio_exchange)
-      << ", \"max_abs_error\": " << num(r.max_err) << ", \"within_tolerance\": " << (r.tol_ok ? "true" : "false")
-      << ", \"ranks_identical\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << json_escape(r.error)
-      << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
-  }
+  bench::write_json_rows(f, rows, row_fields);
   f << "  ],\n  \"collectives_definitions\": {\n"
        "    \"size_bytes\": \"input bytes per rank S (allgather output N*S, reduce_scatter output S/N)\",\n"
        "    \"wire_bytes\": \"bytes each rank reads from peers: allreduce 2(N-1)X/N, allgather (N-1)X, reduce_scatter and alltoall (N-1)X/N; X = S plain, Q = count*(1+scale bytes/block) lpc\",\n"
@@ -1146,46 +1153,25 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
        "    \"x_plain\": \"time of the plain row of the same size / time of this row\",\n"
        "    \"bound\": \"documented error bound for inputs in [-1, 1) (docs/numerics.md section 8)\"\n"
        "  },\n  \"collectives\": [\n";
-  for (std::size_t i = 0; i < crows.size(); ++i) {
-    const coll_row& r = crows[i];
-    f << "    {\"size_bytes\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \"" << r.type
-      << "\", \"collective\": \"" << r.coll << "\", \"algorithm\": \"" << r.algo << "\", \"format\": \"" << r.format
-      << "\", \"blocks_per_rank\": " << r.blocks << ", \"timing\": \"" << r.timing << "\", \"time_us\": " << num(r.time_us)
-      << ", \"copy_us\": " << num(r.copy_us) << ", \"x_plain\": " << num(r.x_plain) << ", \"wire_bytes\": " << num(r.wire_bytes)
-      << ", \"required_bytes\": " << num(r.required_bytes) << ", \"hbm_GBps\": " << num(r.hbm_gbps)
-      << ", \"hbm_efficiency\": " << num(r.hbm_eff) << ", \"max_abs_error\": " << num(r.max_err)
-      << ", \"error_bound\": " << num(r.bound) << ", \"within_bound\": " << (r.tol_ok ? "true" : "false")
-      << ", \"ranks_identical\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << json_escape(r.error)
-      << "\"}" << (i + 1 < crows.size() ? "," : "") << "\n";
-  }
+  bench::write_json_rows(f, crows, coll_fields);
   f << "  ],\n  \"acceptance\": [\n";
   bench::write_targets_json(f, acc);
   f << "  ]\n}\n";
 }
 
 void write_csv(const std::string& path, const std::vector<row>& rows) {
-  std::ofstream f = bench::open_output(path);
-  f << "size_bytes,count,type,op,algorithm,resolved,input,blocks,timing,time_us,empty_us,copy_us,algbw_GBps,"
-       "busbw_GBps,ratio_empty,ratio_exchange,ratio_copy,hbm_GBps,hbm_efficiency,max_abs_error,ok,error\n";
-  for (const row& r : rows)
-    f << r.bytes << ',' << r.count << ',' << r.type << ',' << r.op << ',' << r.algo << ',' << r.resolved << ','
-      << r.input << ',' << r.blocks << ',' << r.timing << ',' << num(r.time_us) << ',' << num(r.empty_us) << ','
-      << num(r.copy_us) << ',' << num(r.algbw) << ',' << num(r.busbw) << ',' << num(r.ratio_empty) << ','
-      << num(r.ratio_exchange) << ','
-      << num(r.ratio_copy) << ',' << num(r.hbm_gbps) << ',' << num(r.hbm_eff) << ',' << num(r.max_err) << ','
-      << (r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL") << ",\"" << json_escape(r.error) << "\"\n";
+  bench::write_csv(path,
+                   "size_bytes,count,type,op,algorithm,resolved,input,blocks=blocks_per_rank,timing,time_us,empty_us,"
+                   "copy_us,algbw_GBps,busbw_GBps,ratio_empty,ratio_exchange,ratio_copy,hbm_GBps,hbm_efficiency,"
+                   "max_abs_error,ok,\"error\"",
+                   rows, [](const row& r) { return row_fields(r) + bench::fields{{"ok", ok_text(r)}}; });
 }
 
 void write_coll_csv(const std::string& path, const std::vector<coll_row>& rows) {
-  std::ofstream f = bench::open_output(path);
-  f << "size_bytes,count,type,collective,algorithm,format,blocks,timing,time_us,x_plain,wire_bytes,required_bytes,"
-       "hbm_GBps,hbm_efficiency,max_abs_error,error_bound,ok,error\n";
-  for (const coll_row& r : rows)
-    f << r.bytes << ',' << r.count << ',' << r.type << ',' << r.coll << ',' << r.algo << ',' << r.format << ','
-      << r.blocks << ',' << r.timing << ',' << num(r.time_us) << ',' << num(r.x_plain) << ',' << num(r.wire_bytes) << ','
-      << num(r.required_bytes) << ',' << num(r.hbm_gbps) << ',' << num(r.hbm_eff) << ',' << num(r.max_err) << ','
-      << num(r.bound) << ',' << (r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL") << ",\""
-      << json_escape(r.error) << "\"\n";
+  bench::write_csv(path,
+                   "size_bytes,count,type,collective,algorithm,format,blocks=blocks_per_rank,timing,time_us,x_plain,"
+                   "wire_bytes,required_bytes,hbm_GBps,hbm_efficiency,max_abs_error,error_bound,ok,\"error\"",
+                   rows, [](const coll_row& r) { return coll_fields(r) + bench::fields{{"ok", ok_text(r)}}; });
 }
 
 // The PNG comes from plot.py (matplotlib), copied next to this executable by the build.

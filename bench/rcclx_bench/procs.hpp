@@ -357,17 +357,14 @@ inline int run_parent(const options& o, bool compare) {
     std::ofstream f = bench::open_output(o.json);
     f << "{\n  \"tool\": \"rcclx-bench\",\n  \"mode\": \"procs\",\n  \"command\": \"" << json_escape(o.command)
       << "\",\n  \"num_ranks\": " << n << ",\n  \"backend\": \"" << bench::backend_label() << "\",\n  \"rows\": [\n";
-    for (std::size_t i = 0; i < procs_rows.size(); ++i) {
-      const row& r = procs_rows[i];
+    bench::write_json_rows(f, procs_rows, [&](const row& r) {
       const row* e = em_for(r);
-      f << "    {\"size_bytes\": " << r.bytes << ", \"type\": \"" << r.type << "\", \"op\": \"" << r.op
-        << "\", \"algorithm\": \"" << r.algo << "\", \"resolved\": \"" << r.resolved << "\", \"input\": \"" << r.input
-        << "\", \"timing\": \"" << r.timing << "\", \"procs_us\": " << num(r.time_us)
-        << ", \"procs_busbw_GBps\": " << num(r.busbw) << ", \"emulated_us\": " << (e ? num(e->time_us) : "null")
-        << ", \"emulated_busbw_GBps\": " << (e ? num(e->busbw) : "null") << ", \"max_abs_error\": " << num(r.max_err)
-        << ", \"ok\": " << (r.error.empty() && r.tol_ok && r.identical ? "true" : "false") << ", \"error\": \""
-        << json_escape(r.error) << "\"}" << (i + 1 < procs_rows.size() ? "," : "") << "\n";
-    }
+      return bench::fields{{"size_bytes", r.bytes}, {"type", r.type}, {"op", r.op}, {"algorithm", r.algo},
+                           {"resolved", r.resolved}, {"input", r.input}, {"timing", r.timing}, {"procs_us", r.time_us},
+                           {"procs_busbw_GBps", r.busbw}, {"emulated_us", e ? e->time_us : NAN},
+                           {"emulated_busbw_GBps", e ? e->busbw : NAN}, {"max_abs_error", r.max_err},
+                           {"ok", r.error.empty() && r.tol_ok && r.identical}, {"error", r.error}};
+    });
     f << "  ]\n}\n";
     std::printf("# json: %s\n", o.json.c_str());
   }

@@ -5,7 +5,7 @@
 //   bench::emulated_rig<8> rig(num_ranks, buffer_bytes, pad_slots);
 //   T* x = rig.alloc<T>(count * sizeof(T));
 //   const double us = rig.time(mode, timing, [&](rcclx::gpu::stream_t s) { launch(..., s); }, fell_back);
-//   ... catch (const std::exception& e) { r.error = e.what(); rig.recover(); }
+//   rig.guard(r, [&] { ... });   // an exception becomes r.error, the pads are reset
 #pragma once
 
 #include <rcclx/testing/emulated_world.hpp>
@@ -80,6 +80,16 @@ class emulated_rig {
   void recover() {
     rcclx::gpu::device_synchronize();
     world_.reset();
+  }
+  // Measures a row: an exception from f becomes the row's error, and the next row starts clean.
+  template <class Row, class F>
+  void guard(Row& r, F&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      r.error = e.what();
+      recover();
+    }
   }
 
  private:

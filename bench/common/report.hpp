@@ -89,13 +89,14 @@ struct target {
   bool evaluated = false, pass = false;
 };
 
-// The rows of the JSON "acceptance" array.
-inline void write_targets_json(std::ostream& f, const std::vector<target>& acc) {
-  for (std::size_t i = 0; i < acc.size(); ++i)
-    f << "    {\"name\": \"" << acc[i].name << "\", \"target\": \"" << json_escape(acc[i].target)
-      << "\", \"evaluated\": " << (acc[i].evaluated ? "true" : "false") << ", \"pass\": "
-      << (acc[i].evaluated && acc[i].pass ? "true" : "false") << ", \"result\": \"" << json_escape(acc[i].result)
-      << "\"}" << (i + 1 < acc.size() ? "," : "") << "\n";
+// The end of a JSON report: its "acceptance" array (the targets), and the closing brace.
+inline void end_json_report(std::ostream& f, const std::vector<target>& acc) {
+  f << "  \"acceptance\": [\n";
+  write_json_rows(f, acc, [](const target& t) {
+    return fields{{"name", t.name}, {"target", t.target}, {"evaluated", t.evaluated},
+                  {"pass", t.evaluated && t.pass}, {"result", t.result}};
+  });
+  f << "  ]\n}\n";
 }
 
 template <class Row, class Fields>

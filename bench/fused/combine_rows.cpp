@@ -67,20 +67,15 @@
 namespace combine_bench {
 namespace {
 
-namespace fz = rcclx::fused;
-namespace rt = rcclx::testing;
 using bench::mix;
-using bench::on_host;
 using bench::unit;
 using rcclx::algorithm;
+namespace fz = rcclx::fused;
+namespace rt = rcclx::testing;
 using T = rcclx::bf16;
 using word = std::uint32_t;  // the AllGather moves records as 32-bit words (bitwise copies)
-constexpr int max_r = 8;
-constexpr int barrier_blocks = 64;  // pad slots for the AllGather's barriers; the combine's come after
 // Launch shapes (the host backend: a block is one thread, at most 4 per rank).
 constexpr int host_blocks = 4;
-constexpr int gather_threads = on_host ? 1 : 256;  // rcclx-bench's emulated DDA shape
-constexpr int gather_max_blocks = on_host ? host_blocks : 48;
 constexpr int attn_threads = on_host ? 1 : 256;  // 16 heads x 16 slices: a tile per pass
 constexpr int vocab_threads = on_host ? 1 : 128;
 constexpr std::size_t tile_heads = 16;  // attention records per tile: half a token's heads
@@ -402,7 +397,7 @@ class runner : bench::emulated_rig<max_r> {
                   : std::to_string(s.batch) + "x" + std::to_string(s.vocab);
     const bench::timing_mode mode = on_host ? bench::timing_mode::wall : bench::timing_mode::graph;
     r.timing = bench::to_string(mode);
-    try {
+    guard(r, [&] {
       if (s.batch == 0 || (s.what != kind::attention && s.vocab < static_cast<std::size_t>(n_)))
         throw rcclx::error(rcclx::errc::invalid_argument, "empty batch, or a vocabulary smaller than the rank count");
       if (s.what == kind::attention) attention(s, mode, r);
@@ -411,10 +406,7 @@ class runner : bench::emulated_rig<max_r> {
       r.speedup = r.fused_auto_us > 0 ? r.unfused_us / r.fused_auto_us : 0;
       const double best = std::min(r.fused_flat_us, r.fused_tree_us);
       r.speedup_best = best > 0 ? r.unfused_us / best : 0;
-    } catch (const std::exception& e) {
-      r.error = e.what();
-      recover();
-    }
+    });
     return r;
   }
 
@@ -429,9 +421,9 @@ class runner : bench::emulated_rig<max_r> {
 
   // The AllGather of `words` words per rank from part_ into gathered_.
   int gather_blocks(std::size_t words) const {
-    const rcclx::dda::launch_config cfg{gather_threads, gather_max_blocks, gather_max_blocks};
+    const rcclx::dda::launch_config cfg{dda_threads, dda_max_blocks, dda_max_blocks};
     return blocks_for<gather_kernel>(std::min(rcclx::dda::allgather_blocks<word>(words, cfg), barrier_blocks),
-                                     gather_threads);
+                                     dda_threads);
   }
   void gather(std::size_t words, int blocks, rcclx::gpu::stream_t st) const {
     gather_kernel k{};
@@ -441,7 +433,7 @@ class runner : bench::emulated_rig<max_r> {
       k.buf.out[q] = gathered_[q];
     }
     k.count = words;
-    rt::launch_emulated(n_, blocks, gather_threads, k, st);
+    rt::launch_emulated(n_, blocks, dda_threads, k, st);
   }
 
   template <class F>

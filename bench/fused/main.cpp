@@ -55,14 +55,13 @@ namespace {
 namespace fz = rcclx::fused;
 namespace rt = rcclx::testing;
 using bench::json_escape;
-using bench::on_host;
+using combine_bench::barrier_blocks;
+using combine_bench::dda_max_blocks;
+using combine_bench::dda_threads;
+using combine_bench::max_r;
+using combine_bench::on_host;
 using rcclx::algorithm;
 using T = rcclx::bf16;
-constexpr int max_r = 8;
-constexpr int barrier_blocks = 64;  // pad slots for the DDA AllReduce of the unfused paths
-// Emulated DDA launch shape: rcclx-bench's best for 8 ranks sharing one GPU.
-constexpr int dda_threads = on_host ? 1 : 256;
-constexpr int dda_max_blocks = on_host ? 4 : 48;
 
 struct shape {
   std::size_t tokens, hidden;
@@ -85,14 +84,12 @@ struct options {
   std::string json, csv, combine_csv, suite, command;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  bench::usage_exit("rcclx-bench-fused",
-                    "usage: rcclx-bench-fused [--suite gpu|decode|gemm|combine|host] [--out DIR] [--emulated N] [--iters I] [--warmup W]\n"
-                    "                         [--calls-per-graph K] [--json FILE] [--csv FILE] [--ll-blocks N] [--ll-block-bytes B]\n"
-                    "                         [--gemm MxNxK]...  (only these GEMM rows, no AllReduce + RMSNorm rows)\n"
-                    "                         [--combine attn_merge:B | argmax:BxV | topk:BxV]...  (only these combine rows)\n",
-                    why);
-}
+constexpr const char* usage_text = R"(usage: rcclx-bench-fused [--suite gpu|decode|gemm|combine|host] [--out DIR] [--emulated N] [--iters I] [--warmup W]
+                         [--calls-per-graph K] [--json FILE] [--csv FILE] [--ll-blocks N] [--ll-block-bytes B]
+                         [--gemm MxNxK]...  (only these GEMM rows, no AllReduce + RMSNorm rows)
+                         [--combine attn_merge:B | argmax:BxV | topk:BxV]...  (only these combine rows)
+)";
+[[noreturn]] void usage(const std::string& why) { bench::usage_exit("rcclx-bench-fused", usage_text, why); }
 
 options parse(int argc, char** argv) {
   options o;
@@ -218,14 +215,22 @@ struct row {
   std::string timing, error;
 };
 
-// Once the fused and unfused paths are timed: the faster unfused algorithm, its first kernel alone
-// (first_us(algorithm)) and the speedups.
-template <class First>
-void finish_row(row& r, First&& first_us) {
+// A row's timings once its outputs are checked, each call by time(f) and each on the state the
+// previous left: fused(algorithm, stream) flat and tree (automatic: the one the row reports),
+// unfused(algorithm, stream) flat and tree, and the faster unfused path's first kernel alone
+// (first(algorithm, stream)); then the speedups.
+template <class Time, class Fused, class Unfused, class First>
+void time_paths(row& r, algorithm automatic, Time&& time, Fused&& fused, Unfused&& unfused, First&& first) {
+  using rcclx::gpu::stream_t;
+  r.fused_flat_us = time([&](stream_t st) { fused(algorithm::flat, st); });
+  r.fused_tree_us = time([&](stream_t st) { fused(algorithm::tree, st); });
+  r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
+  r.unfused_flat_us = time([&](stream_t st) { unfused(algorithm::flat, st); });
+  r.unfused_tree_us = time([&](stream_t st) { unfused(algorithm::tree, st); });
   const bool flat_best = r.unfused_flat_us <= r.unfused_tree_us;
   r.unfused_best_us = flat_best ? r.unfused_flat_us : r.unfused_tree_us;
   r.unfused_best_algo = flat_best ? "flat" : "tree";
-  r.first_kernel_us = first_us(flat_best ? algorithm::flat : algorithm::tree);
+  r.first_kernel_us = time([&](stream_t st) { first(flat_best ? algorithm::flat : algorithm::tree, st); });
   r.speedup = r.fused_auto_us > 0 ? r.unfused_best_us / r.fused_auto_us : 0;
   const double f = r.fused_tree_us > 0 ? std::min(r.fused_flat_us, r.fused_tree_us) : r.fused_flat_us;
   r.speedup_best = f > 0 ? r.unfused_best_us / f : 0;
@@ -287,7 +292,7 @@ class rmsnorm_runner : public bench::emulated_rig<max_r> {
     const bool graph = !on_host && r.bytes <= o_.graph_max_bytes;
     bench::timing_mode mode = on_host ? bench::timing_mode::wall : (graph ? bench::timing_mode::graph : bench::timing_mode::events);
     r.timing = bench::to_string(mode);
-    try {
+    guard(r, [&] {
       fill(s);
       const algorithm automatic = fz::resolve_rmsnorm_algorithm<T>(algorithm::automatic, s.tokens, s.hidden, n_);
       r.fused_auto_algo = rcclx::to_string(automatic);
@@ -301,20 +306,15 @@ class rmsnorm_runner : public bench::emulated_rig<max_r> {
       const auto unfused_flat = outputs_after([&](rcclx::gpu::stream_t st) { unfused(s, algorithm::flat, st); });
       r.identical = fused_flat == fused_tree && fused_flat == unfused_flat;
       check_reference(s, fused_flat, r);
-      // Then the timings, each on the state the previous left (the residual keeps growing: same speed).
+      // Then the timings (the residual keeps growing: same speed).
       bool fell_back = false;
-      auto time = [&](auto&& f) { return this->time(mode, o_.timing, f, fell_back); };
-      r.fused_flat_us = time([&](rcclx::gpu::stream_t st) { fused(s, algorithm::flat, st); });
-      r.fused_tree_us = time([&](rcclx::gpu::stream_t st) { fused(s, algorithm::tree, st); });
-      r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
-      r.unfused_flat_us = time([&](rcclx::gpu::stream_t st) { unfused(s, algorithm::flat, st); });
-      r.unfused_tree_us = time([&](rcclx::gpu::stream_t st) { unfused(s, algorithm::tree, st); });
-      finish_row(r, [&](algorithm a) { return time([&](rcclx::gpu::stream_t st) { dda(s, a, st); }); });
+      time_paths(
+          r, automatic, [&](auto&& f) { return this->time(mode, o_.timing, f, fell_back); },
+          [&](algorithm a, rcclx::gpu::stream_t st) { fused(s, a, st); },
+          [&](algorithm a, rcclx::gpu::stream_t st) { unfused(s, a, st); },
+          [&](algorithm a, rcclx::gpu::stream_t st) { dda(s, a, st); });
       if (fell_back) r.timing = "events*";
-    } catch (const std::exception& e) {
-      r.error = e.what();
-      recover();
-    }
+    });
     return r;
   }
 
@@ -481,7 +481,7 @@ class gemm_runner : public bench::emulated_rig<max_r> {
     r.shape = std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K);
     const bench::timing_mode mode = on_host ? bench::timing_mode::wall : bench::timing_mode::graph;
     r.timing = bench::to_string(mode);
-    try {
+    guard(r, [&] {
       if (s.K % n_ != 0 || s.N % 8 != 0) throw rcclx::error(rcclx::errc::invalid_argument, "K % ranks or N % 8");
       const std::size_t K_r = s.K / n_;
       fill(s, K_r);
@@ -540,22 +540,16 @@ class gemm_runner : public bench::emulated_rig<max_r> {
       for (const auto& c : f) ranks_agree = ranks_agree && c == f[0];
       r.identical = ranks_agree && ft == f && (r.split > 1 || f == u);  // flat and tree split alike
       check_reference(s, K_r, plan, f[0], r);
-      bool fell_back = false;
-      auto time = [&](auto&& fn) { return this->time(mode, o_.timing, fn, fell_back); };
-      r.fused_flat_us = time(fused);
-      r.fused_tree_us = time(fused_tree);
       // The example's default is flat: the tree tail measured slower at M = 16-128 on one H200 and
       // slightly faster at M = 512 (docs/performance.md); its column stays for comparison.
-      r.fused_auto_us = r.fused_flat_us;
       r.fused_auto_algo = "flat";
-      r.unfused_flat_us = time([&](rcclx::gpu::stream_t st) { unfused(algorithm::flat, st); });
-      r.unfused_tree_us = time([&](rcclx::gpu::stream_t st) { unfused(algorithm::tree, st); });
-      finish_row(r, [&](algorithm) { return time(gemm); });
+      bool fell_back = false;
+      time_paths(
+          r, algorithm::flat, [&](auto&& f) { return this->time(mode, o_.timing, f, fell_back); },
+          [&](algorithm a, rcclx::gpu::stream_t st) { a == algorithm::flat ? fused(st) : fused_tree(st); }, unfused,
+          [&](algorithm, rcclx::gpu::stream_t st) { gemm(st); });
       if (fell_back) r.timing = "events*";
-    } catch (const std::exception& e) {
-      r.error = e.what();
-      recover();
-    }
+    });
     return r;
   }
 
@@ -672,6 +666,17 @@ bench::fields row_fields(const row& r) {
           {"within_tolerance", r.tol_ok}, {"fused_equals_unfused", r.identical}, {"error", r.error}};
 }
 
+void write_csv(const std::string& path, const std::vector<row>& rows) {
+  bench::write_csv(path,
+                   "kind,shape,tokens,hidden,bytes_per_rank,output,fused_auto_algorithm,fused_blocks=fused_blocks_per_rank,"
+                   "fused_kernel,timing,fused_flat_us,fused_tree_us,fused_auto_us,unfused_flat_us,unfused_tree_us,"
+                   "unfused_best_us,unfused_best_algorithm,first_kernel_us,speedup,speedup_best_fused,max_abs_error,ok,"
+                   "\"error\"",
+                   rows, [](const row& r) {
+                     return row_fields(r) + bench::fields{{"ok", r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL"}};
+                   });
+}
+
 void write_json(const options& o, const std::vector<row>& rows, const std::vector<combine_bench::row>& combines,
                 const std::vector<acceptance>& acc) {
   std::ofstream f = bench::open_output(o.json);
@@ -694,20 +699,8 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
   bench::write_json_rows(f, rows, row_fields);
   f << "  ],\n";
   combine_bench::write_json_members(f, combines);
-  f << ",\n  \"acceptance\": [\n";
-  bench::write_targets_json(f, acc);
-  f << "  ]\n}\n";
-}
-
-void write_csv(const std::string& path, const std::vector<row>& rows) {
-  bench::write_csv(path,
-                   "kind,shape,tokens,hidden,bytes_per_rank,output,fused_auto_algorithm,fused_blocks=fused_blocks_per_rank,"
-                   "fused_kernel,timing,fused_flat_us,fused_tree_us,fused_auto_us,unfused_flat_us,unfused_tree_us,"
-                   "unfused_best_us,unfused_best_algorithm,first_kernel_us,speedup,speedup_best_fused,max_abs_error,ok,"
-                   "\"error\"",
-                   rows, [](const row& r) {
-                     return row_fields(r) + bench::fields{{"ok", r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL"}};
-                   });
+  f << ",\n";
+  bench::end_json_report(f, acc);
 }
 
 }  // namespace

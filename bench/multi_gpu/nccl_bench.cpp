@@ -48,6 +48,13 @@ namespace {
 
 // ---- options -------------------------------------------------------------------------------------
 
+constexpr const char* usage_text = R"(usage: scripts/launch -n N -- rcclx-bench-nccl [--type bf16,float] [--min-bytes B] [--max-bytes B]
+           [--iters I] [--warmup W] [--calls-per-graph K] [--graph-max-bytes B] [--no-window]
+           [--json FILE]
+sizes accept K, M and G suffixes (KiB, MiB, GiB)
+)";
+[[noreturn]] void usage(const std::string& why) { bench::usage_exit("rcclx-bench-nccl", usage_text, why); }
+
 struct options {
   std::vector<std::string> types{"bf16", "float"};
   std::size_t min_bytes = 8;
@@ -59,14 +66,6 @@ struct options {
   std::string command;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  bench::usage_exit("rcclx-bench-nccl",
-                    "usage: scripts/launch -n N -- rcclx-bench-nccl [--type bf16,float] [--min-bytes B] [--max-bytes B]\n"
-                    "           [--iters I] [--warmup W] [--calls-per-graph K] [--graph-max-bytes B] [--no-window]\n"
-                    "           [--json FILE]\n"
-                    "sizes accept K, M and G suffixes (KiB, MiB, GiB)\n",
-                    why);
-}
 
 options parse(int argc, char** argv) {
   options o;

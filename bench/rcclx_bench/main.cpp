@@ -92,23 +92,21 @@ struct options {
   std::string command;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  bench::usage_exit("rcclx-bench",
-                    "usage: rcclx-bench [--emulated N] [--min-bytes B] [--max-bytes B] [--type float|bf16|fp16[,..]]\n"
-                    "                   [--op sum|min|max] [--algo flat|tree|automatic|all[,lpc]] [--iters I] [--warmup W]\n"
-                    "                   [--graph] [--graph-max-bytes B] [--calls-per-graph K] [--input-in-symmetric]\n"
-                    "                   [--threads T] [--max-blocks B] [--ll-blocks N] [--ll-block-bytes B]\n"
-                    "                   [--procs N [--no-compare] | --procs-child] [--procs-blocks B]   one process per rank (procs.hpp)\n"
-                    "                   [--collectives] [--collectives-only] [--coll-min-bytes B] [--coll-max-bytes B]\n"
-                    "                   [--checks-cost]   flat AllReduce with and without RCCLX_CHECKS (docs/checks.md)\n"
-                    "                   [--checks-cost-only]   that table alone\n"
-                    "                   [--json FILE] [--csv FILE] [--png FILE] [--suite gpu|host --out DIR]\n"
-                    "       rcclx-bench --hierarchical [--nodes G] [--local L] [--procs N] [--id-dir DIR] [--hier-buffer B]\n"
-                    "                   [--min-bytes B] [--max-bytes B] [--type ..] [--iters I] [--warmup W]   (hierarchical.hpp;\n"
-                    "                   sizes 1M..256M unless given; MPI: under mpirun; CUDA + NCCL: --procs N forks N ranks)\n"
-                    "sizes accept K, M and G suffixes (KiB, MiB, GiB)\n",
-                    why);
-}
+constexpr const char* usage_text = R"(usage: rcclx-bench [--emulated N] [--min-bytes B] [--max-bytes B] [--type float|bf16|fp16[,..]]
+                   [--op sum|min|max] [--algo flat|tree|automatic|all[,lpc]] [--iters I] [--warmup W]
+                   [--graph] [--graph-max-bytes B] [--calls-per-graph K] [--input-in-symmetric]
+                   [--threads T] [--max-blocks B] [--ll-blocks N] [--ll-block-bytes B]
+                   [--procs N [--no-compare] | --procs-child] [--procs-blocks B]   one process per rank (procs.hpp)
+                   [--collectives] [--collectives-only] [--coll-min-bytes B] [--coll-max-bytes B]
+                   [--checks-cost]   flat AllReduce with and without RCCLX_CHECKS (docs/checks.md)
+                   [--checks-cost-only]   that table alone
+                   [--json FILE] [--csv FILE] [--png FILE] [--suite gpu|host --out DIR]
+       rcclx-bench --hierarchical [--nodes G] [--local L] [--procs N] [--id-dir DIR] [--hier-buffer B]
+                   [--min-bytes B] [--max-bytes B] [--type ..] [--iters I] [--warmup W]   (hierarchical.hpp;
+                   sizes 1M..256M unless given; MPI: under mpirun; CUDA + NCCL: --procs N forks N ranks)
+sizes accept K, M and G suffixes (KiB, MiB, GiB)
+)";
+[[noreturn]] void usage(const std::string& why) { bench::usage_exit("rcclx-bench", usage_text, why); }
 
 options parse(int argc, char** argv) {
   options o;
@@ -687,17 +685,14 @@ class runner : public rank_rig<T, MaxR> {
       r.op = rcclx::to_string(o_.op);
       r.algo = rcclx::to_string(a);
       r.input = registered ? "sym" : "copy";
-      try {
+      this->guard(r, [&] {
         const algorithm resolved = rcclx::dda::resolve_algorithm<T>(a, count, n_);
         r.resolved = rcclx::to_string(resolved);
         rcclx::core::with_op(o_.op, [&](auto op) {
           if (resolved == algorithm::flat) run_algo<algorithm::flat, decltype(op)>(r, count, registered);
           else run_algo<algorithm::tree, decltype(op)>(r, count, registered);
         });
-      } catch (const std::exception& e) {
-        r.error = e.what();
-        this->recover();
-      }
+      });
       print_row(r);
       rows.push_back(r);
     }
@@ -832,15 +827,11 @@ void with_collective(lpc::collective c, F&& f) {
 
 template <class T, int MaxR>
 class coll_runner : public rank_rig<T, MaxR> {
-  using base = rank_rig<T, MaxR>;
-  using base::n_;
-  using base::o_;
-
  public:
   using cfg = lpc::default_config;
   coll_runner(const options& o, const std::string& type, std::size_t max_count)
-      : base(o, type, buffer_bytes(o.num_ranks, max_count), max_count * sizeof(T),
-             max_count * sizeof(T) * o.num_ranks) {}  // outputs: AllGather's N * count
+      : rank_rig<T, MaxR>(o, type, buffer_bytes(o.num_ranks, max_count), max_count * sizeof(T),
+                          max_count * sizeof(T) * o.num_ranks) {}  // outputs: AllGather's N * count
 
   void run(std::vector<coll_row>& rows) {
     for (std::size_t bytes = o_.coll_min_bytes; bytes <= o_.coll_max_bytes; bytes *= 2) {
@@ -865,6 +856,9 @@ class coll_runner : public rank_rig<T, MaxR> {
   }
 
  private:
+  using rank_rig<T, MaxR>::n_;
+  using rank_rig<T, MaxR>::o_;
+
   static std::size_t buffer_bytes(int n, std::size_t count) {
     std::size_t b = count * sizeof(T);
     for (const lpc::collective c : collectives) b = std::max(b, lpc::workspace_bytes<cfg>(c, count, n));
@@ -898,7 +892,7 @@ class coll_runner : public rank_rig<T, MaxR> {
   }
 
   void run_one(coll_row& r, lpc::collective c, bool low, std::size_t count, double copy_us) {
-    try {
+    this->guard(r, [&] {
       with_collective(c, [&](auto cc) {
         if (low) run_kernel<decltype(cc)::value, true>(r, count);
         else run_kernel<decltype(cc)::value, false>(r, count);
@@ -906,10 +900,7 @@ class coll_runner : public rank_rig<T, MaxR> {
       r.copy_us = copy_us;
       r.hbm_gbps = r.required_bytes / (r.time_us * 1e3);
       r.hbm_eff = r.hbm_gbps / (2.0 * n_ * static_cast<double>(r.bytes) / (copy_us * 1e3));
-    } catch (const std::exception& e) {
-      r.error = e.what();
-      this->recover();
-    }
+    });
   }
 
   template <lpc::collective C, bool Low>
@@ -1154,9 +1145,8 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
        "    \"bound\": \"documented error bound for inputs in [-1, 1) (docs/numerics.md section 8)\"\n"
        "  },\n  \"collectives\": [\n";
   bench::write_json_rows(f, crows, coll_fields);
-  f << "  ],\n  \"acceptance\": [\n";
-  bench::write_targets_json(f, acc);
-  f << "  ]\n}\n";
+  f << "  ],\n";
+  bench::end_json_report(f, acc);
 }
 
 void write_csv(const std::string& path, const std::vector<row>& rows) {

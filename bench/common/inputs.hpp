@@ -9,9 +9,10 @@
 
 namespace bench {
 
-// splitmix64's finaliser: a well-mixed 64-bit value of x.
+// splitmix64's finaliser of x + its increment (2^64 / golden ratio): a well-mixed 64-bit value.
+inline constexpr std::uint64_t splitmix64_increment = 0x9E3779B97F4A7C15ull;
 RCCLX_HOST_DEVICE inline std::uint64_t mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
+  x += splitmix64_increment;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);

@@ -16,6 +16,8 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "../support/bits.hpp"
@@ -49,27 +51,27 @@ struct scan_rows {
   }
 };
 
-// The combine's order (combine_ops.hpp), written out: NaN first, larger values, lower indices.
 struct entry {
   float value;
   std::uint32_t index;
 };
-bool ref_before(const entry& a, const entry& b) {
-  const bool na = std::isnan(a.value), nb = std::isnan(b.value);
-  if (na != nb) return na;
-  if (!na && a.value != b.value) return a.value > b.value;
-  return a.index < b.index;
-}
 
-// The K best entries of the whole row, empty entries (-inf, 0xFFFFFFFF) after the real ones.
+// The K best entries of the whole row, empty entries (-inf, 0xFFFFFFFF) after the real ones. The
+// combine's order (combine_ops.hpp) as a sort key, written independently of it: NaN first, then
+// larger values (-0 equal to +0), then lower indices.
 std::vector<entry> reference(const float* x, std::size_t len, std::size_t begin, int k) {
-  std::vector<entry> e(len);
-  for (std::size_t j = 0; j < len; ++j) e[j] = {x[j], static_cast<std::uint32_t>(begin + j)};
+  using key = std::tuple<int, double, std::uint32_t>;
+  std::vector<std::pair<key, entry>> e(len);
+  for (std::size_t j = 0; j < len; ++j) {
+    const entry v{x[j], static_cast<std::uint32_t>(begin + j)};
+    e[j] = {key{std::isnan(v.value) ? 0 : 1, std::isnan(v.value) ? 0.0 : -static_cast<double>(v.value), v.index}, v};
+  }
   const std::size_t kk = std::min<std::size_t>(static_cast<std::size_t>(k), len);
-  std::partial_sort(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(kk), e.end(), ref_before);
-  e.resize(kk);
-  e.resize(static_cast<std::size_t>(k), entry{-std::numeric_limits<float>::infinity(), 0xFFFFFFFFu});
-  return e;
+  std::partial_sort(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(kk), e.end(),
+                    [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<entry> best(static_cast<std::size_t>(k), entry{-std::numeric_limits<float>::infinity(), 0xFFFFFFFFu});
+  for (std::size_t i = 0; i < kk; ++i) best[i] = e[i].second;
+  return best;
 }
 
 // Row patterns: 0 random multiples of 2^-12 in [-8, 8) (ties), 1 the same with NaNs, -0, +0 and

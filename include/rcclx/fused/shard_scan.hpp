@@ -80,27 +80,23 @@ struct default_shard_scan_policy<topk<K>> {
 };
 }  // namespace detail
 
-// Combine: fused::argmax or fused::topk<K>.
-template <class Combine, int BlockThreads, class Policy = typename detail::default_shard_scan_policy<Combine>::type>
-struct shard_scan {
+namespace detail {
+template <class Combine, int BlockThreads, class Policy>
+struct shard_scan_impl {
   static_assert(!std::is_same<Combine, Combine>::value,
                 "rcclx::fused::shard_scan: Combine must be fused::argmax or fused::topk<K>");
 };
 
 template <int BlockThreads, class Policy>
-struct shard_scan<argmax, BlockThreads, Policy> {
+struct shard_scan_impl<argmax, BlockThreads, Policy> {
   using record = argmax::record;
   using policy = Policy;
-  static constexpr int threads = detail::scan_on_host ? 1 : BlockThreads;
+  static constexpr int threads = scan_on_host ? 1 : BlockThreads;
   static constexpr int half = threads / 2 > 0 ? threads / 2 : 1;
   struct storage_type {
     record part[half];  // the tree's upper half
   };
 
-  template <class G>
-  RCCLX_HOST_DEVICE static void run(const G& g, const float* x, std::size_t len, std::size_t begin, record* dst) {
-    run(g, gpu::block_shared<storage_type, shard_scan>(), x, len, begin, dst);
-  }
   template <class G>
   RCCLX_HOST_DEVICE static void run(const G& g, storage_type& st, const float* x, std::size_t len, std::size_t begin,
                                     record* dst) {
@@ -132,7 +128,21 @@ struct shard_scan<argmax, BlockThreads, Policy> {
 };
 
 template <int K, int BlockThreads, class Policy>
-struct shard_scan<topk<K>, BlockThreads, Policy> : detail::topk_scan<K, BlockThreads, Policy> {};
+struct shard_scan_impl<topk<K>, BlockThreads, Policy> : topk_scan<K, BlockThreads, Policy> {};
+}  // namespace detail
+
+// Combine: fused::argmax or fused::topk<K>.
+template <class Combine, int BlockThreads, class Policy = typename detail::default_shard_scan_policy<Combine>::type>
+struct shard_scan : detail::shard_scan_impl<Combine, BlockThreads, Policy> {
+  using impl = detail::shard_scan_impl<Combine, BlockThreads, Policy>;
+  using typename impl::record;
+  using typename impl::storage_type;
+  using impl::run;  // run(g, storage, x, len, begin, dst): storage of your own (shared memory)
+  template <class G>
+  RCCLX_HOST_DEVICE static void run(const G& g, const float* x, std::size_t len, std::size_t begin, record* dst) {
+    impl::run(g, gpu::block_shared<storage_type, shard_scan>(), x, len, begin, dst);
+  }
+};
 
 }  // namespace fused
 RCCLX_NAMESPACE_END

@@ -10,7 +10,6 @@
 #include "../../gpu/atomic.hpp"
 #include "../../gpu/bits.hpp"
 #include "../../gpu/memory.hpp"
-#include "../../gpu/shared.hpp"
 #include "../../gpu/warp_sort.hpp"
 #include "../combine_ops.hpp"
 #include "../shard_walk.hpp"
@@ -162,10 +161,6 @@ struct topk_scan {
     }
   }
 
-  template <class G>
-  RCCLX_HOST_DEVICE static void run(const G& g, const float* x, std::size_t len, std::size_t begin, record* dst) {
-    run(g, gpu::block_shared<storage_type, topk_scan>(), x, len, begin, dst);
-  }
   template <class G>
   RCCLX_HOST_DEVICE static void run(const G& g, storage_type& sh, const float* x, std::size_t len, std::size_t begin,
                                     record* dst) {

@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/timing.hpp"
+
 namespace {
 namespace f8 = rcclx::fp8;
 namespace gpu = rcclx::gpu;
@@ -40,75 +42,21 @@ using rcclx::bf16;
 #endif
 
 // ---- timing ------------------------------------------------------------------------------------
-#if RCCLX_BACKEND_CUDA
-using event_t = cudaEvent_t;
-void event_create(event_t* e) { gpu::check(cudaEventCreate(e), "cudaEventCreate"); }
-void event_destroy(event_t e) { (void)cudaEventDestroy(e); }
-void event_record(event_t e) { gpu::check(cudaEventRecord(e, nullptr), "cudaEventRecord"); }
-float event_ms(event_t a, event_t b) {
-  gpu::check(cudaEventSynchronize(b), "cudaEventSynchronize");
-  float ms = 0;
-  gpu::check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
-  return ms;
-}
-void device_copy(void* dst, const void* src, std::size_t bytes) {
-  gpu::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, nullptr), "cudaMemcpyAsync");
-}
-std::string device_name() {
-  cudaDeviceProp p;
-  int d = 0;
-  gpu::check(cudaGetDevice(&d), "cudaGetDevice");
-  gpu::check(cudaGetDeviceProperties(&p, d), "cudaGetDeviceProperties");
-  return p.name;
-}
-#elif RCCLX_BACKEND_HIP
-using event_t = hipEvent_t;
-void event_create(event_t* e) { gpu::check(hipEventCreate(e), "hipEventCreate"); }
-void event_destroy(event_t e) { (void)hipEventDestroy(e); }
-void event_record(event_t e) { gpu::check(hipEventRecord(e, nullptr), "hipEventRecord"); }
-float event_ms(event_t a, event_t b) {
-  gpu::check(hipEventSynchronize(b), "hipEventSynchronize");
-  float ms = 0;
-  gpu::check(hipEventElapsedTime(&ms, a, b), "hipEventElapsedTime");
-  return ms;
-}
-void device_copy(void* dst, const void* src, std::size_t bytes) {
-  gpu::check(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, nullptr), "hipMemcpyAsync");
-}
-std::string device_name() {
-  hipDeviceProp_t p;
-  int d = 0;
-  gpu::check(hipGetDevice(&d), "hipGetDevice");
-  gpu::check(hipGetDeviceProperties(&p, d), "hipGetDeviceProperties");
-  return p.name;
-}
-#else
-using clock_type = std::chrono::steady_clock;
-using event_t = clock_type::time_point;
-void event_create(event_t*) {}
-void event_destroy(event_t) {}
-void event_record(event_t& e) { e = clock_type::now(); }
-float event_ms(event_t a, event_t b) { return std::chrono::duration<float, std::milli>(b - a).count(); }
-void device_copy(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
-std::string device_name() { return "host backend (CPU)"; }
-#endif
+void device_copy(void* dst, const void* src, std::size_t bytes) { gpu::copy_async(dst, src, bytes, gpu::stream_t{}); }
+std::string device_name() { return rcclx::current_backend == rcclx::backend::host ? "host backend (CPU)" : bench::device_name(); }
 
-// Median of `iters` timed runs of fn(i) (after a few untimed ones), in milliseconds.
+// Median of `iters` timed runs of fn(i) (after a few untimed ones), in milliseconds: GPU events on
+// the default stream, or the host's clock.
 double median_ms(int iters, const std::function<void(int)>& fn) {
   for (int i = 0; i < 3; ++i) fn(i);
   gpu::device_synchronize();
   std::vector<double> t;
-  event_t a, b;
-  event_create(&a);
-  event_create(&b);
+  bench::event_timer e;
   for (int i = 0; i < iters; ++i) {
-    event_record(a);
+    e.start(gpu::stream_t{});
     fn(i);
-    event_record(b);
-    t.push_back(event_ms(a, b));
+    t.push_back(e.stop_ms(gpu::stream_t{}));
   }
-  event_destroy(a);
-  event_destroy(b);
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }

@@ -44,6 +44,7 @@
 #include <rcclx/dda/select.hpp>
 #include <rcclx/fused/combine.hpp>
 #include <rcclx/fused/combine_ops.hpp>
+#include <rcclx/fused/shard_scan.hpp>
 #include <rcclx/gpu/shared.hpp>
 #include <rcclx/testing/emulated_world.hpp>
 #include <rcclx/testing/launch.hpp>
@@ -59,24 +60,22 @@
 #include <type_traits>
 #include <vector>
 
-#include "../rcclx_bench/args.hpp"
-#include "../rcclx_bench/timing.hpp"
+#include "../common/emulated.hpp"
+#include "../common/inputs.hpp"
+#include "../common/report.hpp"
 
 namespace combine_bench {
 namespace {
 
+using bench::mix;
+using bench::unit;
+using rcclx::algorithm;
 namespace fz = rcclx::fused;
 namespace rt = rcclx::testing;
-using rcclx::algorithm;
 using T = rcclx::bf16;
 using word = std::uint32_t;  // the AllGather moves records as 32-bit words (bitwise copies)
-constexpr int max_r = 8;
-constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
-constexpr int barrier_blocks = 64;  // pad slots for the AllGather's barriers; the combine's come after
 // Launch shapes (the host backend: a block is one thread, at most 4 per rank).
 constexpr int host_blocks = 4;
-constexpr int gather_threads = on_host ? 1 : 256;  // rcclx-bench's emulated DDA shape
-constexpr int gather_max_blocks = on_host ? host_blocks : 48;
 constexpr int attn_threads = on_host ? 1 : 256;  // 16 heads x 16 slices: a tile per pass
 constexpr int vocab_threads = on_host ? 1 : 128;
 constexpr std::size_t tile_heads = 16;  // attention records per tile: half a token's heads
@@ -188,409 +187,10 @@ struct attention_merge {
   }
 };
 
-struct vec4f {
-  float x[4];
-};
-
-// Set bits of x, and the lowest one's position (x != 0).
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int popcount64(std::uint64_t x) {
-#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_GPU
-  return __popcll(x);
-#else
-  return __builtin_popcountll(x);
-#endif
-}
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int lowest_bit64(std::uint64_t x) {
-#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_GPU
-  return __ffsll(static_cast<long long>(x)) - 1;
-#else
-  return __builtin_ctzll(x);
-#endif
-}
-
-// A block's record of one row of its rank's shard, written to *dst (block-collective; the writes
-// are ordered by the caller's next group sync). The order of (value, index) is total (empty
-// entries aside, which are all alike), so the record does not depend on the thread count or on
-// the order of the merges: fused and unfused, any grid, get the same bits.
-// x[0, len) split at 16-byte boundaries: elements [0, head) before the first one, `vecs` 16-byte
-// vectors from x + head, elements [tail, len) after the last one.
-struct vector_split {
-  std::size_t head, vecs, tail;
-};
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE vector_split split_of(const float* x, std::size_t len) {
-  const std::size_t mis = (reinterpret_cast<std::uintptr_t>(x) & 15) / sizeof(float);
-  const std::size_t head = std::min<std::size_t>(len, mis == 0 ? 0 : 4 - mis), vecs = (len - head) / 4;
-  return {head, vecs, head + 4 * vecs};
-}
-
-// fe(j, x[j]) for the elements of x[0, len) outside its vectors, spread over the group.
-template <class G, class FE>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void for_each_edge(const G& g, const float* x, std::size_t len, const vector_split& sp,
-                                                       FE&& fe) {
-  const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
-  for (std::size_t j = tid; j < sp.head; j += gs) fe(j, x[j]);
-  for (std::size_t j = sp.tail + tid; j < len; j += gs) fe(j, x[j]);
-}
-
-// Every element j below len, spread over the group: fe(j, x[j]) for those outside x's vectors
-// (for_each_edge), fv(j, x[j..j+3]) for the rest, a 16-byte vector per load, `Unroll` vectors of a
-// thread in flight together (a scan of a 64 KiB shard by one block is otherwise bound by one
-// load's latency). A thread's fv calls come in increasing j.
-template <int Unroll, class G, class FE, class FV>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void for_each_strided(const G& g, const float* x, std::size_t len, FE&& fe, FV&& fv) {
-  const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
-  const vector_split sp = split_of(x, len);
-  const std::size_t head = sp.head, vecs = sp.vecs;
-  for_each_edge(g, x, len, sp, fe);
-  const float* xv = x + head;
-  std::size_t v = tid;
-  for (; v + (Unroll - 1) * gs < vecs; v += Unroll * gs) {
-    rcclx::gpu::vec16 w[Unroll];
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-    for (int u = 0; u < Unroll; ++u) w[u] = rcclx::gpu::load16(xv + 4 * (v + static_cast<std::size_t>(u) * gs));
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-    for (int u = 0; u < Unroll; ++u)
-      fv(head + 4 * (v + static_cast<std::size_t>(u) * gs), rcclx::gpu::bit_cast<vec4f>(w[u]));
-  }
-  for (; v < vecs; v += gs) fv(head + 4 * v, rcclx::gpu::bit_cast<vec4f>(rcclx::gpu::load16(xv + 4 * v)));
-}
-constexpr int scan_unroll = on_host ? 2 : 8;
-
+// The rank's scan of one row of its shard (a block per row): the library's (fused/shard_scan.hpp).
 template <class Op>
-struct shard_scan;
-
-// argmax: each thread's best of its elements (four running bests, one per lane of its vectors,
-// each fed in increasing index order: a compare and a select per element); the block's best by a
-// pairwise tree.
-template <>
-struct shard_scan<fz::argmax> {
-  using rec = fz::argmax::record;
-  // push for an index above every index `a` holds: ties and later NaNs never replace it.
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static void push_later(rec& a, float v, std::uint32_t index) {
-    if ((!(v <= a.value) && a.value == a.value) || a.index == 0xFFFFFFFFu) a = {v, index};  // NaN: v <= fails
-  }
-
-  template <class G>
-  RCCLX_HOST_DEVICE static void run(const G& g, const float* x, std::size_t len, std::size_t begin, rec* dst) {
-    constexpr int half = vocab_threads / 2 > 0 ? vocab_threads / 2 : 1;
-    rec(&part)[half] = rcclx::gpu::block_shared<rec[half], struct argmax_scan_tag>();
-    const int tid = g.thread_rank();
-    rec mine = fz::argmax::empty(), lane[4] = {mine, mine, mine, mine};
-    for_each_strided<scan_unroll>(
-        g, x, len, [&](std::size_t j, float v) { fz::argmax::push(mine, v, static_cast<std::uint32_t>(begin + j)); },
-        [&](std::size_t j, const vec4f& e) {
-          for (int k = 0; k < 4; ++k) push_later(lane[k], e.x[k], static_cast<std::uint32_t>(begin + j + k));
-        });
-    for (int k = 0; k < 4; ++k) fz::argmax{}.fold(mine, lane[k]);
-    merge_tree<fz::argmax>(g, part, mine);
-    if (tid == 0) *dst = mine;
-  }
-
-  // Thread 0 ends with the merge of every thread's `mine` (part: G / 2 records of shared memory).
-  template <class Op, class G, class Rec, int Half>
-  RCCLX_HOST_DEVICE static void merge_tree(const G& g, Rec (&part)[Half], Rec& mine) {
-    const Op op{};
-    const int tid = g.thread_rank();
-    for (int s = g.size() / 2; s >= 1; s /= 2) {
-      g.sync();  // the previous level's (or the previous row's) reads of part are done
-      if (tid >= s && tid < 2 * s) part[tid - s] = mine;
-      g.sync();
-      if (tid < s) op.fold(mine, part[tid]);
-    }
-  }
-};
-
-// top-K in one pass over the shard: a block keeps, in shared memory, every element seen so far
-// whose value is at or above a threshold value tv (NaN counts as above everything), where at
-// least K elements are, so the row's K best are all kept. A chunk (`unroll` 16-byte vectors per
-// thread, in flight together) is loaded and each element that passes one compare against tv is
-// appended. tv comes from the first chunk: every thread's largest value, sorted across its warp
-// (shuffles); the warp's q-th (q = ceil(K / warps) - 1) is at or below q + 1 of them, so the
-// smallest of the warps' q-th values has at least K elements at or above it (on the host, a
-// single thread: the K-th of its K best). When the kept ones pass half the slots they are
-// compacted the same way, from every thread's largest kept value. At the end each kept element's
-// rank among them (the exact order, by key) is its place. Random logits, K = 50, G = 128: some
-// 80 kept per 4096-element chunk, one compaction at the end. A row whose chunk overflows the
-// slots (e.g. logits ascending along the row, or all equal) restarts in a safe mode: one element
-// per thread between checks, thresholds exact entries (ties broken by index), so a step can
-// never overflow. Slower, the same record.
-template <int K>
-struct shard_scan<fz::topk<K>> {
-  using op = fz::topk<K>;
-  using rec = typename op::record;
-  using entry = fz::argmax::record;  // (value, index), in the combine's order (argmax::before)
-  static constexpr int threads = vocab_threads;
-  static constexpr int per_thread = (K + threads - 1) / threads;  // B, for the exact thresholds
-  using few = fz::topk<per_thread>;
-  static constexpr int warp = RCCLX_WARP_SIZE, warps = threads / warp;
-  static constexpr bool by_warps = !on_host;  // the value thresholds by warp sorts (else exact)
-  static constexpr int unroll = on_host ? 16 : 8;   // vectors per thread per chunk (a 64-bit mask)
-  static constexpr int cap = on_host ? 112 : 2048;  // slots (host: a chunk can overflow them, as GPUs' can)
-  // Chunks between checks of the slots: random logits keep some 80 per GPU chunk, so 4 chunks
-  // after a check at half the slots still fit; a row that overflows them takes the safe mode.
-  static constexpr int check_every = on_host ? 1 : 4;
-  static constexpr int slice = cap / threads;                     // a thread's slots in a compaction
-  static_assert(threads * per_thread >= K && threads * per_thread <= cap && cap % threads == 0 && unroll <= 16, "slots");
-  static_assert(!by_warps || (threads % warp == 0 && (K + warps - 1) / warps <= warp), "warp thresholds");
-  struct scratch {
-    entry slot[cap];
-    std::uint64_t key[cap];  // op::key: one compare per ranking step
-    float warp_value[warps > 0 ? warps : 1];
-    std::uint32_t count;     // slots taken (may pass cap: then overflow)
-    int overflow;
-    entry t;
-  };
-
-  RCCLX_HOST_DEVICE static bool before(const entry& a, const entry& b) { return fz::argmax::before(a, b); }
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static float above_all_nan(float v) { return v != v ? __builtin_huge_valf() : v; }
-
-  // Appends e to the slots. True if its slot is past half.
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static bool append(scratch& sh, const entry& e) {
-    const std::uint32_t s = rcclx::gpu::fetch_add_local(&sh.count, 1u);
-    if (s < cap) sh.slot[s] = e;
-    else sh.overflow = 1;
-    return s >= cap / 2;
-  }
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static bool keep(scratch& sh, float tv, const entry& e) {
-    return !(e.value < tv) && append(sh, e);  // NaN passes
-  }
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static bool keep_exact(scratch& sh, const entry& t, const entry& e) {
-    return !(e.value < t.value) && !before(t, e) && append(sh, e);
-  }
-
-  // Group-collective: a value with at least K of the values the threads saw at or above it (NaN
-  // above all), or -inf. `m`: this thread's largest (NaN as +inf; -inf if none); `best`: its B
-  // best entries (used on the host only).
-  template <class G>
-  RCCLX_HOST_DEVICE static float value_threshold(const G& g, scratch& sh, float m, const typename few::record& best,
-                                                 bool reset) {
-    if constexpr (by_warps) {
-#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_GPU
-      const int lane = g.thread_rank() % warp, w = g.thread_rank() / warp;
-      for (int k = 2; k <= warp; k *= 2)  // bitonic sort across the warp, largest first
-        for (int j = k / 2; j > 0; j /= 2) {
-#  if RCCLX_BACKEND_CUDA
-          const float o = __shfl_xor_sync(0xFFFFFFFFu, m, j);
-#  else
-          const float o = __shfl_xor(m, j);
-#  endif
-          m = ((lane & j) == 0) == ((lane & k) == 0) ? fmaxf(m, o) : fminf(m, o);
-        }
-      g.sync();  // earlier readers of warp_value are done
-      if (lane == (K + warps - 1) / warps - 1) sh.warp_value[w] = m;
-      if (reset && g.thread_rank() == 0) sh.count = 0;
-      g.sync();
-      float tv = sh.warp_value[0];
-      for (int u = 1; u < warps; ++u) tv = fminf(tv, sh.warp_value[u]);
-      return tv;
-#else
-      (void)g, (void)sh, (void)m, (void)best, (void)reset;
-      return 0;
-#endif
-    } else {
-      (void)m;
-      return threshold(g, sh, best, reset).value;
-    }
-  }
-
-  // Group-collective: the entry ranked K - 1 among every thread's best B (`best`) (an empty entry
-  // if there are fewer than K). If `reset`, the slots are emptied too (every thread has read the
-  // count before the call).
-  template <class G>
-  RCCLX_HOST_DEVICE static entry threshold(const G& g, scratch& sh, const typename few::record& best, bool reset) {
-    const int tid = g.thread_rank();
-    g.sync();  // earlier readers of sh.key and sh.t are done
-    for (int b = 0; b < per_thread; ++b) sh.key[tid * per_thread + b] = op::key({best.value[b], best.index[b]});
-    if (reset && tid == 0) sh.count = 0;
-    g.sync();
-    const int all = g.size() * per_thread;
-    for (int b = 0; b < per_thread; ++b) {
-      const int me = tid * per_thread + b;
-      const std::uint64_t e = sh.key[me];
-      int rank = 0;
-      for (int u = 0; u < all; ++u) rank += sh.key[u] > e || (sh.key[u] == e && u < me);
-      if (rank == K - 1) sh.t = {best.value[b], best.index[b]};
-    }
-    g.sync();
-    return sh.t;
-  }
-
-  // Group-collective, after a sync that follows the last append: keeps only the slots at or above
-  // a new threshold from them (exact: at or before an entry, as the safe mode needs; else a value).
-  // Returns the entry (exact) or {value, 0}.
-  template <bool Exact, class G>
-  RCCLX_HOST_DEVICE static entry compact(const G& g, scratch& sh) {
-    const int tid = g.thread_rank(), gs = g.size();
-    const int n = static_cast<int>(sh.count < cap ? sh.count : cap);
-    entry mine[slice];
-    typename few::record best = few::empty();
-    float m = -__builtin_huge_valf();
-    for (int s = 0; s < slice; ++s) {
-      const int i = tid + s * gs;
-      if (i < n) {
-        mine[s] = sh.slot[i];
-        if (Exact || !by_warps) few::push(best, mine[s].value, mine[s].index);
-        else m = fmaxf(m, above_all_nan(mine[s].value));
-      }
-    }
-    if constexpr (Exact) {
-      const entry t = threshold(g, sh, best, true);
-      for (int s = 0; s < slice; ++s)
-        if (tid + s * gs < n) (void)keep_exact(sh, t, mine[s]);
-      return t;
-    } else {
-      const float tv = value_threshold(g, sh, m, best, true);
-      int passing = 0;
-      for (int s = 0; s < slice; ++s) passing += tid + s * gs < n && !(mine[s].value < tv);
-      if (passing > 0) {  // one reservation (no overflow: the slots kept are among those read)
-        std::uint32_t at = rcclx::gpu::fetch_add_local(&sh.count, static_cast<std::uint32_t>(passing));
-        for (int s = 0; s < slice; ++s)
-          if (tid + s * gs < n && !(mine[s].value < tv)) sh.slot[at++] = mine[s];
-      }
-      return {tv, 0};
-    }
-  }
-
-  template <class G>
-  RCCLX_HOST_DEVICE static void run(const G& g, const float* x, std::size_t len, std::size_t begin, rec* dst) {
-    scratch& sh = rcclx::gpu::block_shared<scratch, struct topk_scan_tag>();
-    const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
-    const vector_split sp = split_of(x, len);
-    const std::size_t head = sp.head, vecs = sp.vecs, chunk = unroll * gs;
-    const float* xv = x + head;
-    g.sync();  // the previous row's reads of the slots are done
-    if (tid == 0) {
-      sh.count = 0;
-      sh.overflow = 0;
-    }
-    const auto at = [&](std::size_t c, int u) { return c + static_cast<std::size_t>(u) * gs + tid; };
-    rcclx::gpu::vec16 w[unroll];
-    const auto load = [&](std::size_t c) {
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-      for (int u = 0; u < unroll; ++u)
-        if (at(c, u) < vecs) w[u] = rcclx::gpu::load16(xv + 4 * at(c, u));
-    };
-    // f(value, index, bit) for every element of the loaded chunk; bit = 4u + k for element k of
-    // vector u (a constant once unrolled).
-    const auto each = [&](std::size_t c, auto&& f) {
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-      for (int u = 0; u < unroll; ++u)
-        if (at(c, u) < vecs) {
-          const auto e = rcclx::gpu::bit_cast<vec4f>(w[u]);
-          for (int k = 0; k < 4; ++k)
-            f(e.x[k], static_cast<std::uint32_t>(begin + head + 4 * at(c, u) + k), 4 * u + k);
-        }
-    };
-    // The first chunk sets tv.
-    load(0);
-    typename few::record best = few::empty();
-    float m = -__builtin_huge_valf();
-    each(0, [&](float v, std::uint32_t i, int) {
-      if constexpr (by_warps) m = fmaxf(m, above_all_nan(v));
-      else few::push(best, v, i);
-    });
-    float tv = value_threshold(g, sh, m, best, false);
-    // A chunk's passing elements: marked in a mask (a compare per element), one slot reservation
-    // per thread, then each one read again (from the L1 cache: it was just loaded) and stored.
-    const auto keep_chunk = [&](std::size_t c) {
-      using mask_t = std::conditional_t<unroll * 4 <= 32, std::uint32_t, std::uint64_t>;
-      mask_t mask = 0;
-      each(c, [&](float v, std::uint32_t, int bit) { mask |= !(v < tv) ? mask_t{1} << bit : mask_t{0}; });  // NaN passes
-      if (mask == 0) return false;
-      const auto passing = static_cast<std::uint32_t>(popcount64(mask));
-      std::uint32_t s = rcclx::gpu::fetch_add_local(&sh.count, passing);
-      const bool past_half = s + passing > cap / 2;
-      if (s + passing > cap) sh.overflow = 1;
-      for (; mask != 0; mask &= mask - 1, ++s) {
-        const int b = lowest_bit64(mask);
-        const std::size_t j = head + 4 * at(c, b / 4) + static_cast<std::size_t>(b % 4);
-        if (s < cap) sh.slot[s] = {x[j], static_cast<std::uint32_t>(begin + j)};
-      }
-      return past_half;
-    };
-    bool half = keep_chunk(0);
-    for_each_edge(g, x, len, sp, [&](std::size_t j, float v) { half |= keep(sh, tv, {v, static_cast<std::uint32_t>(begin + j)}); });
-    // The block checks the slots (a group sync) every `check_every` chunks and after the last.
-    for (std::size_t c = chunk, k = 1;; c += chunk, ++k) {
-      if (c >= vecs || k % check_every == 0) {
-        if (g.sync_or(half)) {
-          if (sh.overflow) return safe(g, sh, x, len, begin, dst);
-          tv = compact<false>(g, sh).value;
-        }
-        half = false;
-      }
-      if (c >= vecs) break;
-      load(c);
-      half |= keep_chunk(c);
-    }
-    finish(g, sh, dst);
-  }
-
-  // The safe mode: the row again, one element per thread between checks (a step appends at most
-  // G <= cap / 2), compacting by exact entries while more than half the slots are taken.
-  template <class G>
-  RCCLX_HOST_DEVICE static void safe(const G& g, scratch& sh, const float* x, std::size_t len, std::size_t begin,
-                                     rec* dst) {
-    const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
-    g.sync();  // every thread has seen the overflow
-    if (tid == 0) {
-      sh.count = 0;
-      sh.overflow = 0;
-    }
-    g.sync();
-    entry t = fz::argmax::empty();  // at or after every element
-    for (std::size_t j0 = 0; j0 < len; j0 += gs) {
-      const std::size_t j = j0 + tid;
-      const bool half = j < len && keep_exact(sh, t, {x[j], static_cast<std::uint32_t>(begin + j)});
-      if (g.sync_or(half)) {
-        // One compaction is enough here: it keeps at most K * ceil(n / G) <= cap / 2 entries with
-        // B = 1 (n <= cap / 2 + G), exactly K with G = 1.
-        do {
-          t = compact<true>(g, sh);
-          g.sync();
-        } while (sh.count > cap / 2);
-      }
-    }
-    finish(g, sh, dst);
-  }
-
-  // After the last append: the kept entries' places (compacted first while more than G are kept,
-  // at most twice: ties may keep more), empty entries after them.
-  template <class G>
-  RCCLX_HOST_DEVICE static void finish(const G& g, scratch& sh, rec* dst) {
-    const int tid = g.thread_rank(), gs = g.size();
-    g.sync();
-    for (int round = 0; round < 2 && static_cast<int>(sh.count) > gs; ++round) {
-      (void)compact<false>(g, sh);
-      g.sync();
-    }
-    const int n = static_cast<int>(sh.count);
-    for (int c = tid; c < n; c += gs) sh.key[c] = op::key(sh.slot[c]);
-    g.sync();
-    for (int k = tid; k < K; k += gs)
-      if (k >= n) {  // fewer elements than K: empty entries after them
-        dst->value[k] = -__builtin_huge_valf();
-        dst->index[k] = 0xFFFFFFFFu;
-      }
-    for (int c = tid; c < n; c += gs) {  // kept entries are distinct elements: distinct ranks
-      const std::uint64_t kc = sh.key[c];
-      int rank = 0;
-      for (int u = 0; u < n; ++u) rank += sh.key[u] > kc;
-      if (rank < K) {
-        dst->value[rank] = sh.slot[c].value;
-        dst->index[rank] = sh.slot[c].index;
-      }
-    }
-  }
-};
+using shard_scan = fz::shard_scan<Op, vocab_threads>;
+constexpr int scan_unroll = shard_scan<fz::argmax>::policy::unroll;  // the read floor's loads: the scan's
 
 // The sampling kernels' bounds: 128 threads, 4 blocks per SM, so a batch of 64 rows on 8 ranks
 // (512 blocks) is resident at once on a 132-SM GPU (the fused top-k kernel fits 128 registers and
@@ -666,9 +266,9 @@ struct vocab_read {
     const std::size_t len = shard_begin(ix.rank + 1, ix.num_ranks, vocab) - shard_begin(ix.rank, ix.num_ranks, vocab);
     for (std::size_t t = static_cast<std::size_t>(ix.block); t < rows; t += static_cast<std::size_t>(ix.num_blocks)) {
       float acc[4] = {0, 0, 0, 0};
-      for_each_strided<scan_unroll>(
+      fz::for_each_shard_element<scan_unroll>(
           g, logits[ix.rank] + t * len, len, [&](std::size_t, float v) { acc[0] += v; },
-          [&](std::size_t, const vec4f& e) {
+          [&](std::size_t, const fz::shard_vec4& e) {
             for (int k = 0; k < 4; ++k) acc[k] += e.x[k];
           });
       if (acc[0] + acc[1] + acc[2] + acc[3] == 0x1p100f) sink[ix.rank][g.thread_rank()] = acc[0];
@@ -719,14 +319,6 @@ struct vocab_merge {
 };
 
 // ---- inputs and references ----------------------------------------------------------------------
-
-std::uint64_t mix(std::uint64_t x) {  // splitmix64
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-double unit(std::uint64_t seed) { return static_cast<double>(mix(seed) >> 11) * 0x1p-53; }  // [0, 1)
 
 // The combine's order of (value, index): NaN first, larger values, then lower indices.
 struct ref_entry {
@@ -782,26 +374,18 @@ struct capacity {
   int tiles = 1;
 };
 
-class runner {
+class runner : bench::emulated_rig<max_r> {
  public:
   runner(const settings& s, const capacity& c)
-      : n_(s.num_ranks), timing_{s.warmup, s.iters, s.calls_per_graph},
-        world_(s.num_ranks, c.buffer_bytes, fz::pad_blocks_for(barrier_blocks, c.tiles), 30ull * 1000 * 1000 * 1000),
-        slots_{barrier_blocks, c.tiles} {
+      : emulated_rig(s.num_ranks, c.buffer_bytes, fz::pad_blocks_for(barrier_blocks, c.tiles)), n_(s.num_ranks),
+        timing_{s.warmup, s.iters, s.calls_per_graph}, slots_{barrier_blocks, c.tiles} {
     for (int r = 0; r < n_; ++r) {
       part_.push_back(alloc(c.part_bytes));
       gathered_.push_back(static_cast<word*>(alloc(c.part_bytes * static_cast<std::size_t>(n_))));
       out_.push_back(alloc(c.out_bytes));
       logits_.push_back(static_cast<float*>(alloc(c.logits * sizeof(float))));
     }
-    stream_ = on_host ? rcclx::gpu::stream_t{} : rcclx::gpu::stream_create();
   }
-  ~runner() {
-    for (void* p : owned_) rcclx::gpu::device_free(p);
-    rcclx::gpu::stream_destroy(stream_);
-  }
-  runner(const runner&) = delete;
-  runner& operator=(const runner&) = delete;
 
   row run(const shape& s) {
     row r;
@@ -813,7 +397,7 @@ class runner {
                   : std::to_string(s.batch) + "x" + std::to_string(s.vocab);
     const bench::timing_mode mode = on_host ? bench::timing_mode::wall : bench::timing_mode::graph;
     r.timing = bench::to_string(mode);
-    try {
+    guard(r, [&] {
       if (s.batch == 0 || (s.what != kind::attention && s.vocab < static_cast<std::size_t>(n_)))
         throw rcclx::error(rcclx::errc::invalid_argument, "empty batch, or a vocabulary smaller than the rank count");
       if (s.what == kind::attention) attention(s, mode, r);
@@ -822,19 +406,12 @@ class runner {
       r.speedup = r.fused_auto_us > 0 ? r.unfused_us / r.fused_auto_us : 0;
       const double best = std::min(r.fused_flat_us, r.fused_tree_us);
       r.speedup_best = best > 0 ? r.unfused_us / best : 0;
-    } catch (const std::exception& e) {
-      r.error = e.what();
-      rcclx::gpu::device_synchronize();
-      world_.reset();
-    }
+    });
     return r;
   }
 
  private:
-  void* alloc(std::size_t bytes) {
-    owned_.push_back(rcclx::gpu::device_malloc(bytes + 64));
-    return owned_.back();
-  }
+  void* alloc(std::size_t bytes) { return emulated_rig::alloc(bytes + 64); }
 
   template <class F>
   int blocks_for(int wanted, int threads) const {
@@ -844,27 +421,24 @@ class runner {
 
   // The AllGather of `words` words per rank from part_ into gathered_.
   int gather_blocks(std::size_t words) const {
-    const rcclx::dda::launch_config cfg{gather_threads, gather_max_blocks, gather_max_blocks};
+    const rcclx::dda::launch_config cfg{dda_threads, dda_max_blocks, dda_max_blocks};
     return blocks_for<gather_kernel>(std::min(rcclx::dda::allgather_blocks<word>(words, cfg), barrier_blocks),
-                                     gather_threads);
+                                     dda_threads);
   }
   void gather(std::size_t words, int blocks, rcclx::gpu::stream_t st) const {
     gather_kernel k{};
-    k.tables = world_.device_tables<word>();
+    k.tables = world().device_tables<word>();
     for (int q = 0; q < n_; ++q) {
       k.buf.in[q] = static_cast<const word*>(part_[q]);
       k.buf.out[q] = gathered_[q];
     }
     k.count = words;
-    rt::launch_emulated(n_, blocks, gather_threads, k, st);
+    rt::launch_emulated(n_, blocks, dda_threads, k, st);
   }
 
   template <class F>
   double time(bench::timing_mode mode, F&& f, bool& fell_back) {
-    const double us = bench::time_us(mode, timing_, stream_, f, &fell_back);
-    rcclx::gpu::device_synchronize();
-    world_.throw_if_error();
-    return us;
+    return emulated_rig::time(mode, timing_, f, fell_back);
   }
 
   // The timings every combine row has: fused flat and tree, the automatic one of the two, unfused,
@@ -882,18 +456,7 @@ class runner {
   // Every rank's output bytes (out_[r], `bytes`) after `f`, from poisoned outputs.
   template <class F>
   std::vector<std::vector<unsigned char>> outputs_after(F&& f, std::size_t bytes) {
-    const std::vector<unsigned char> poison(bytes, 0x5A);
-    for (int q = 0; q < n_; ++q) rcclx::gpu::copy(out_[q], poison.data(), bytes);
-    rcclx::gpu::device_synchronize();
-    f(stream_);
-    rcclx::gpu::device_synchronize();
-    world_.throw_if_error();
-    std::vector<std::vector<unsigned char>> all;
-    for (int q = 0; q < n_; ++q) {
-      all.emplace_back(bytes);
-      rcclx::gpu::copy(all.back().data(), out_[q], bytes);
-    }
-    return all;
+    return emulated_rig::outputs_after(f, out_, bytes);
   }
 
   // fused flat, fused tree, unfused: every rank the same bits, the three the same bits.
@@ -914,7 +477,7 @@ class runner {
     r.records = records;
     r.exchange_bytes = records * sizeof(attn_rec);
     fz::combine<attn_rec, merge_op, max_r, algorithm::tree>::check("rcclx-bench-fused attn_merge",
-                                                                   world_.table<attn_rec>(0), slots_, tile_heads, records);
+                                                                   world().table<attn_rec>(0), slots_, tile_heads, records);
     const algorithm automatic = rcclx::dda::select_algorithm(
         static_cast<std::size_t>(x.tiles) * fz::detail::combine_tile_words<attn_rec>(tile_heads) * sizeof(float), n_,
         rcclx::gpu::build_arch);
@@ -949,7 +512,7 @@ class runner {
     attention_fused<algorithm::flat> ff{};
     attention_fused<algorithm::tree> ft{};
     auto set_fused = [&](auto& k) {
-      k.tables = world_.device_tables<attn_rec>();
+      k.tables = world().device_tables<attn_rec>();
       for (int q = 0; q < n_; ++q) k.part[q] = static_cast<const attn_rec*>(part_[q]);
       set_out(k);
       k.slots = slots_;
@@ -1031,7 +594,7 @@ class runner {
     const std::size_t rows = s.batch, V = s.vocab, words = rows * sizeof(rec) / sizeof(word);
     r.records = rows;
     r.exchange_bytes = rows * sizeof(rec);
-    fz::combine<rec, Op, max_r, algorithm::tree>::check("rcclx-bench-fused sampling", world_.table<rec>(0), slots_, 1, rows);
+    fz::combine<rec, Op, max_r, algorithm::tree>::check("rcclx-bench-fused sampling", world().table<rec>(0), slots_, 1, rows);
     const algorithm automatic = rcclx::dda::select_algorithm(
         rows * fz::detail::combine_tile_words<rec>(1) * sizeof(float), n_, rcclx::gpu::build_arch);
     r.fused_auto_algo = rcclx::to_string(automatic);
@@ -1072,7 +635,7 @@ class runner {
     vocab_fused<Op, algorithm::flat> ff{};
     vocab_fused<Op, algorithm::tree> ft{};
     auto set_fused = [&](auto& k) {
-      k.tables = world_.device_tables<rec>();
+      k.tables = world().device_tables<rec>();
       for (int q = 0; q < n_; ++q) {
         k.logits[q] = logits_[q];
         k.out[q] = static_cast<rec*>(out_[q]);
@@ -1153,13 +716,10 @@ class runner {
 
   int n_;
   bench::timing_options timing_;
-  rt::emulated_world<max_r> world_;
   fz::tile_slots slots_;
   std::vector<void*> part_, out_;
   std::vector<word*> gathered_;
   std::vector<float*> logits_;
-  std::vector<void*> owned_;
-  rcclx::gpu::stream_t stream_{};
 };
 
 }  // namespace
@@ -1211,13 +771,13 @@ void print_row(const row& r) {
   std::fflush(stdout);
 }
 
-std::vector<target> evaluate(const std::vector<row>& rows) {
-  target attn{"fused_attention_merge",
-              "fused attention merge (fused::combine + lse_merge) >= 1.25x faster than the AllGather of the partials "
-              "+ a merge kernel, every decode row (batch <= 64)", "", false, false};
-  target sample{"fused_argmax_topk",
-                "fused argmax / top-k (local scan + fused::combine) >= 1.25x faster than the local scan + AllGather "
-                "+ a merge kernel, every decode row (batch <= 64)", "", false, false};
+std::vector<bench::target> evaluate(const std::vector<row>& rows) {
+  bench::target attn{"fused_attention_merge",
+                     "fused attention merge (fused::combine + lse_merge) >= 1.25x faster than the AllGather of the "
+                     "partials + a merge kernel, every decode row (batch <= 64)", ""};
+  bench::target sample{"fused_argmax_topk",
+                       "fused argmax / top-k (local scan + fused::combine) >= 1.25x faster than the local scan + "
+                       "AllGather + a merge kernel, every decode row (batch <= 64)", ""};
   double worst_attn = 1e30, worst_sample = 1e30;
   for (const row& r : rows) {
     if (!r.error.empty() || r.batch > 64) continue;
@@ -1239,6 +799,19 @@ std::vector<target> evaluate(const std::vector<row>& rows) {
   return {attn, sample};
 }
 
+namespace {
+bench::fields fields_of(const row& r) {
+  return {{"kind", r.kind}, {"shape", r.shape}, {"batch", r.batch}, {"vocab", r.vocab}, {"records_per_rank", r.records},
+          {"exchange_bytes_per_rank", r.exchange_bytes}, {"fused_auto_algorithm", r.fused_auto_algo},
+          {"fused_blocks_per_rank", r.fused_blocks}, {"allgather_blocks_per_rank", r.gather_blocks},
+          {"timing", r.timing}, {"fused_flat_us", r.fused_flat_us}, {"fused_tree_us", r.fused_tree_us},
+          {"fused_auto_us", r.fused_auto_us}, {"unfused_us", r.unfused_us}, {"floor_us", r.floor_us},
+          {"local_us", r.local_us}, {"read_us", r.read_us}, {"speedup", r.speedup},
+          {"speedup_best_fused", r.speedup_best}, {"max_abs_error", r.max_err}, {"reference_ok", r.ref_ok},
+          {"fused_equals_unfused", r.identical}, {"error", r.error}};
+}
+}  // namespace
+
 void write_json_members(std::ostream& f, const std::vector<row>& rows) {
   f << "  \"combine_definitions\": {\n"
        "    \"fused\": \"one kernel whose epilogue is fused::combine: attn_merge copies each rank's partial "
@@ -1256,39 +829,17 @@ void write_json_members(std::ostream& f, const std::vector<row>& rows) {
        "    \"speedup\": \"unfused_us / fused_auto_us\",\n"
        "    \"speedup_best_fused\": \"unfused_us / min(fused_flat_us, fused_tree_us)\"\n"
        "  },\n  \"combine_rows\": [\n";
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const row& r = rows[i];
-    f << "    {\"kind\": \"" << r.kind << "\", \"shape\": \"" << r.shape << "\", \"batch\": " << r.batch
-      << ", \"vocab\": " << r.vocab << ", \"records_per_rank\": " << r.records
-      << ", \"exchange_bytes_per_rank\": " << r.exchange_bytes << ", \"fused_auto_algorithm\": \""
-      << r.fused_auto_algo << "\", \"fused_blocks_per_rank\": " << r.fused_blocks
-      << ", \"allgather_blocks_per_rank\": " << r.gather_blocks << ", \"timing\": \"" << r.timing
-      << "\", \"fused_flat_us\": " << bench::json_number(r.fused_flat_us) << ", \"fused_tree_us\": " << bench::json_number(r.fused_tree_us)
-      << ", \"fused_auto_us\": " << bench::json_number(r.fused_auto_us) << ", \"unfused_us\": " << bench::json_number(r.unfused_us)
-      << ", \"floor_us\": " << bench::json_number(r.floor_us) << ", \"local_us\": " << bench::json_number(r.local_us)
-      << ", \"read_us\": " << bench::json_number(r.read_us)
-      << ", \"speedup\": " << bench::json_number(r.speedup) << ", \"speedup_best_fused\": " << bench::json_number(r.speedup_best)
-      << ", \"max_abs_error\": " << bench::json_number(r.max_err) << ", \"reference_ok\": " << (r.ref_ok ? "true" : "false")
-      << ", \"fused_equals_unfused\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << bench::json_escape(r.error)
-      << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
-  }
+  bench::write_json_rows(f, rows, fields_of);
   f << "  ]";
 }
 
 void write_csv(const std::string& path, const std::vector<row>& rows) {
-  std::ofstream f(path);
-  if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + path);
-  f << "kind,shape,batch,vocab,records_per_rank,exchange_bytes_per_rank,fused_auto_algorithm,fused_blocks,"
-       "allgather_blocks,timing,fused_flat_us,fused_tree_us,fused_auto_us,unfused_us,floor_us,local_us,read_us,speedup,"
-       "speedup_best_fused,max_abs_error,ok,error\n";
-  for (const row& r : rows)
-    f << r.kind << ',' << r.shape << ',' << r.batch << ',' << r.vocab << ',' << r.records << ',' << r.exchange_bytes
-      << ',' << r.fused_auto_algo << ',' << r.fused_blocks << ',' << r.gather_blocks << ',' << r.timing << ','
-      << bench::json_number(r.fused_flat_us) << ',' << bench::json_number(r.fused_tree_us) << ',' << bench::json_number(r.fused_auto_us) << ','
-      << bench::json_number(r.unfused_us) << ',' << bench::json_number(r.floor_us) << ',' << bench::json_number(r.local_us) << ',' << bench::json_number(r.read_us) << ','
-      << bench::json_number(r.speedup) << ','
-      << bench::json_number(r.speedup_best) << ',' << bench::json_number(r.max_err) << ',' << (correct(r) ? "ok" : "FAIL") << ",\""
-      << bench::json_escape(r.error) << "\"\n";
+  bench::write_csv(path,
+                   "kind,shape,batch,vocab,records_per_rank,exchange_bytes_per_rank,fused_auto_algorithm,"
+                   "fused_blocks=fused_blocks_per_rank,allgather_blocks=allgather_blocks_per_rank,timing,fused_flat_us,"
+                   "fused_tree_us,fused_auto_us,unfused_us,floor_us,local_us,read_us,speedup,speedup_best_fused,"
+                   "max_abs_error,ok,\"error\"",
+                   rows, [](const row& r) { return fields_of(r) + bench::fields{{"ok", correct(r) ? "ok" : "FAIL"}}; });
 }
 
 }  // namespace combine_bench

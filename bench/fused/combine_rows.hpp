@@ -9,12 +9,25 @@
 // A translation unit of its own: its kernels compile in parallel with main.cpp's.
 #pragma once
 
+#include <rcclx/config.hpp>
+
 #include <cstddef>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "../common/report.hpp"
+
 namespace combine_bench {
+
+// Shared by rcclx-bench-fused's translation units: up to 8 emulated ranks; the pads' first 64 slots
+// for the unfused paths' DDA collectives (the fused kernels' tiles come after); the DDA launch shape
+// of rcclx-bench's emulated rows (8 ranks sharing one GPU; the host backend: a block is a thread).
+inline constexpr int max_r = 8;
+inline constexpr int barrier_blocks = 64;
+inline constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
+inline constexpr int dda_threads = on_host ? 1 : 256;
+inline constexpr int dda_max_blocks = on_host ? 4 : 48;
 
 enum class kind { attention, argmax, topk };
 
@@ -62,11 +75,7 @@ void print_header();
 void print_row(const row& r);
 
 // The targets: fused >= 1.25x faster than unfused at every decode row (reported, not enforced).
-struct target {
-  std::string name, target, result;
-  bool evaluated = false, pass = false;
-};
-std::vector<target> evaluate(const std::vector<row>& rows);
+std::vector<bench::target> evaluate(const std::vector<row>& rows);
 
 // JSON: the `"combine_definitions": {...}, "combine_rows": [...]` members (no surrounding braces).
 void write_json_members(std::ostream& f, const std::vector<row>& rows);

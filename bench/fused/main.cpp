@@ -20,7 +20,7 @@
 //   rcclx-bench-fused --suite decode|gemm|combine  # only the gpu suite's decode, GEMM or combine rows (quick A/B)
 //   rcclx-bench-fused --suite host              # a tiny sweep for CI on the host backend
 //   rcclx-bench-fused [--emulated N] [--iters I] [--warmup W] [--calls-per-graph K] [--json F] [--csv F]
-// Timing (bench/rcclx_bench/timing.hpp): K back-to-back calls captured in one graph, replay / K,
+// Timing (bench/common/timing.hpp): K back-to-back calls captured in one graph, replay / K,
 // median of replays (events around single calls above 32 MiB per rank); the unfused path's two
 // kernels are captured together, so launch gaps count on both sides alike.
 // Exit status: 0 when every row is correct (performance targets are reported, not enforced).
@@ -28,9 +28,8 @@
 #include <rcclx/fused/add_rmsnorm.hpp>
 #include <rcclx/fused/allreduce_rmsnorm.hpp>
 #include <rcclx/gpu/arch.hpp>
-#include <rcclx/testing/detail/emulated_collectives.hpp>
-#include <rcclx/testing/detail/emulated_fused.hpp>
-#include <rcclx/testing/emulated_world.hpp>
+#include <rcclx/testing/emulated_fused_kernels.hpp>
+#include <rcclx/testing/emulated_kernels.hpp>
 #include <rcclx/testing/launch.hpp>
 
 #include <algorithm>
@@ -46,22 +45,23 @@
 #include <vector>
 
 #include "../../examples/04_gemm_allreduce/gemm_allreduce.hpp"
-#include "../rcclx_bench/args.hpp"
-#include "../rcclx_bench/timing.hpp"
+#include "../common/cli.hpp"
+#include "../common/emulated.hpp"
+#include "../common/report.hpp"
 #include "combine_rows.hpp"
 
 namespace {
 
 namespace fz = rcclx::fused;
 namespace rt = rcclx::testing;
+using bench::json_escape;
+using combine_bench::barrier_blocks;
+using combine_bench::dda_max_blocks;
+using combine_bench::dda_threads;
+using combine_bench::max_r;
+using combine_bench::on_host;
 using rcclx::algorithm;
 using T = rcclx::bf16;
-constexpr int max_r = 8;
-constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
-constexpr int barrier_blocks = 64;  // pad slots for the DDA AllReduce of the unfused paths
-// Emulated DDA launch shape: rcclx-bench's best for 8 ranks sharing one GPU.
-constexpr int dda_threads = on_host ? 1 : 256;
-constexpr int dda_max_blocks = on_host ? 4 : 48;
 
 struct shape {
   std::size_t tokens, hidden;
@@ -84,49 +84,37 @@ struct options {
   std::string json, csv, combine_csv, suite, command;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "rcclx-bench-fused: %s\n"
-               "usage: rcclx-bench-fused [--suite gpu|decode|gemm|combine|host] [--out DIR] [--emulated N] [--iters I] [--warmup W]\n"
-               "                         [--calls-per-graph K] [--json FILE] [--csv FILE] [--ll-blocks N] [--ll-block-bytes B]\n"
-               "                         [--gemm MxNxK]...  (only these GEMM rows, no AllReduce + RMSNorm rows)\n"
-               "                         [--combine attn_merge:B | argmax:BxV | topk:BxV]...  (only these combine rows)\n",
-               why.c_str());
-  std::exit(2);
-}
+constexpr const char* usage_text = R"(usage: rcclx-bench-fused [--suite gpu|decode|gemm|combine|host] [--out DIR] [--emulated N] [--iters I] [--warmup W]
+                         [--calls-per-graph K] [--json FILE] [--csv FILE] [--ll-blocks N] [--ll-block-bytes B]
+                         [--gemm MxNxK]...  (only these GEMM rows, no AllReduce + RMSNorm rows)
+                         [--combine attn_merge:B | argmax:BxV | topk:BxV]...  (only these combine rows)
+)";
+[[noreturn]] void usage(const std::string& why) { bench::usage_exit("rcclx-bench-fused", usage_text, why); }
 
 options parse(int argc, char** argv) {
   options o;
-  for (int i = 0; i < argc; ++i) o.command += (i ? " " : "") + std::string(argv[i]);
+  bench::args a(argc, argv, usage, o.command);
   std::string out_dir;
   std::vector<gemm_shape> custom_gemms;
   std::vector<combine_bench::shape> custom_combines;
-  auto value = [&](int& i) -> std::string {
-    if (i + 1 >= argc) usage(std::string("missing value after ") + argv[i]);
-    return argv[++i];
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--suite") o.suite = value(i);
-    else if (a == "--out") out_dir = value(i);
-    else if (a == "--emulated") o.num_ranks = std::atoi(value(i).c_str());
-    else if (a == "--iters") o.timing.iters = std::max(1, std::atoi(value(i).c_str()));
-    else if (a == "--ll-blocks") o.ll.blocks = std::atoi(value(i).c_str());
-    else if (a == "--ll-block-bytes") o.ll.block_bytes = static_cast<std::size_t>(std::atoll(value(i).c_str()));
-    else if (a == "--warmup") o.timing.warmup = std::max(0, std::atoi(value(i).c_str()));
-    else if (a == "--calls-per-graph") o.timing.calls_per_graph = std::max(1, std::atoi(value(i).c_str()));
-    else if (a == "--json") o.json = value(i);
-    else if (a == "--csv") o.csv = value(i);
-    else if (a == "--gemm") {
-      const std::string v = value(i);
+  while (a.next()) {
+    if (a.is("--suite")) o.suite = a.str();
+    else if (a.is("--out")) out_dir = a.str();
+    else if (a.is("--emulated")) o.num_ranks = a.integer();
+    else if (a.is("--ll-blocks")) o.ll.blocks = a.integer();
+    else if (a.is("--ll-block-bytes")) o.ll.block_bytes = static_cast<std::size_t>(std::atoll(a.str().c_str()));
+    else if (a.is("--json")) o.json = a.str();
+    else if (a.is("--csv")) o.csv = a.str();
+    else if (a.is("--gemm")) {
+      const std::string v = a.str();
       unsigned long long m = 0, n = 0, k = 0;
       char tail = 0;
       if (std::sscanf(v.c_str(), "%llux%llux%llu%c", &m, &n, &k, &tail) != 3 || !m || !n || !k)
         usage("--gemm wants MxNxK, e.g. 16x4096x4096, got " + v);
       custom_gemms.push_back({m, n, k});
-    } else if (a == "--combine") {
+    } else if (a.is("--combine")) {
       using combine_bench::kind;
-      const std::string v = value(i);
+      const std::string v = a.str();
       const std::size_t colon = v.find(':');
       const std::string name = v.substr(0, colon);
       unsigned long long b = 0, voc = 0;
@@ -138,8 +126,7 @@ options parse(int argc, char** argv) {
                                  b && voc;
       if (!ok) usage("--combine wants attn_merge:B, argmax:BxV or topk:BxV, e.g. topk:8x131072, got " + v);
       custom_combines.push_back({attn ? kind::attention : name == "argmax" ? kind::argmax : kind::topk, b, voc});
-    } else if (a == "-h" || a == "--help") usage("help");
-    else usage("unknown argument " + a);
+    } else if (!a.timing(o.timing)) a.unknown();
   }
   if (o.suite.empty()) o.suite = on_host ? "host" : "gpu";
   // The decode rows (bf16 output, tokens <= 128): the gpu suite's first rows, and the decode suite.
@@ -228,39 +215,70 @@ struct row {
   std::string timing, error;
 };
 
-double speedup_of(const row& r) { return r.fused_auto_us > 0 ? r.unfused_best_us / r.fused_auto_us : 0; }
-double best_speedup_of(const row& r) {
+// A row's timings once its outputs are checked, each call by time(f) and each on the state the
+// previous left: fused(algorithm, stream) flat and tree (automatic: the one the row reports),
+// unfused(algorithm, stream) flat and tree, and the faster unfused path's first kernel alone
+// (first(algorithm, stream)); then the speedups.
+template <class Time, class Fused, class Unfused, class First>
+void time_paths(row& r, algorithm automatic, Time&& time, Fused&& fused, Unfused&& unfused, First&& first) {
+  using rcclx::gpu::stream_t;
+  r.fused_flat_us = time([&](stream_t st) { fused(algorithm::flat, st); });
+  r.fused_tree_us = time([&](stream_t st) { fused(algorithm::tree, st); });
+  r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
+  r.unfused_flat_us = time([&](stream_t st) { unfused(algorithm::flat, st); });
+  r.unfused_tree_us = time([&](stream_t st) { unfused(algorithm::tree, st); });
+  const bool flat_best = r.unfused_flat_us <= r.unfused_tree_us;
+  r.unfused_best_us = flat_best ? r.unfused_flat_us : r.unfused_tree_us;
+  r.unfused_best_algo = flat_best ? "flat" : "tree";
+  r.first_kernel_us = time([&](stream_t st) { first(flat_best ? algorithm::flat : algorithm::tree, st); });
+  r.speedup = r.fused_auto_us > 0 ? r.unfused_best_us / r.fused_auto_us : 0;
   const double f = r.fused_tree_us > 0 ? std::min(r.fused_flat_us, r.fused_tree_us) : r.fused_flat_us;
-  return f > 0 ? r.unfused_best_us / f : 0;
+  r.speedup_best = f > 0 ? r.unfused_best_us / f : 0;
+}
+
+// The unfused paths' DDA AllReduce of count elements per rank (b: in[q] -> out[q]), on the emulated
+// DDA launch shape.
+void dda_allreduce(const bench::emulated_rig<max_r>& rig, const rt::rank_buffers<T, max_r>& b, std::size_t count,
+                   algorithm a, rcclx::gpu::stream_t st) {
+  const int n = rig.num_ranks();
+  const rcclx::dda::launch_config cfg{dda_threads, dda_max_blocks, dda_max_blocks};
+  auto go = [&](auto k) {
+    int nb = rcclx::dda::num_blocks_for<T>(count, a, n, cfg);
+    nb = std::max(1, std::min({nb, barrier_blocks, rt::max_blocks_per_rank<decltype(k)>(n, dda_threads)}));
+    rt::launch_emulated(n, nb, dda_threads, k, st);
+  };
+  const auto* tables = rig.world().template device_tables<T>();
+  if (a == algorithm::flat) go(rt::emulated_allreduce<rcclx::core::op_sum, algorithm::flat, T, max_r>{tables, b, count});
+  else go(rt::emulated_allreduce<rcclx::core::op_sum, algorithm::tree, T, max_r>{tables, b, count});
 }
 
 // ---- the AllReduce + residual + RMSNorm section --------------------------------------------------
 
+// Device memory of `count` elements (and 64 bytes to spare) for as long as the rig lives.
+template <class U, class Rig>
+U* elems(Rig& rig, std::size_t count) {
+  return rig.template alloc<U>(count * sizeof(U) + 64);
+}
+
 template <class Out>
-class rmsnorm_runner {
+class rmsnorm_runner : public bench::emulated_rig<max_r> {
  public:
   using out_t = fz::output_t<T, Out>;
 
   rmsnorm_runner(const options& o, std::size_t max_count, std::size_t max_tokens, std::size_t max_hidden,
                  std::size_t workspace_bytes)
-      : o_(o), n_(o.num_ranks),
-        world_(o.num_ranks, std::max(workspace_bytes, max_count * sizeof(T)),
-               fz::pad_blocks_for(barrier_blocks, static_cast<int>(max_tokens)), 30ull * 1000 * 1000 * 1000, o.ll),
-        slots_{barrier_blocks, static_cast<int>(max_tokens)} {
+      : emulated_rig(o.num_ranks, std::max(workspace_bytes, max_count * sizeof(T)),
+                     fz::pad_blocks_for(barrier_blocks, static_cast<int>(max_tokens)), o.ll),
+        o_(o), n_(o.num_ranks), slots_{barrier_blocks, static_cast<int>(max_tokens)} {
     for (int r = 0; r < n_; ++r) {
-      x_.push_back(alloc<T>(max_count));
-      res_.push_back(alloc<T>(max_count));
-      pristine_.push_back(alloc<T>(max_count));
-      sum_.push_back(alloc<T>(max_count));
-      out_.push_back(alloc<out_t>(max_count));
+      x_.push_back(elems<T>(*this, max_count));
+      res_.push_back(elems<T>(*this, max_count));
+      pristine_.push_back(elems<T>(*this, max_count));
+      sum_.push_back(elems<T>(*this, max_count));
+      out_.push_back(elems<out_t>(*this, max_count));
     }
-    weight_ = alloc<T>(max_hidden);
-    scale_ = alloc<float>(1);
-    stream_ = on_host ? rcclx::gpu::stream_t{} : rcclx::gpu::stream_create();
-  }
-  ~rmsnorm_runner() {
-    for (void* p : owned_) rcclx::gpu::device_free(p);
-    rcclx::gpu::stream_destroy(stream_);
+    weight_ = elems<T>(*this, max_hidden);
+    scale_ = elems<float>(*this, 1);
   }
 
   row run(const shape& s) {
@@ -274,54 +292,33 @@ class rmsnorm_runner {
     const bool graph = !on_host && r.bytes <= o_.graph_max_bytes;
     bench::timing_mode mode = on_host ? bench::timing_mode::wall : (graph ? bench::timing_mode::graph : bench::timing_mode::events);
     r.timing = bench::to_string(mode);
-    try {
+    guard(r, [&] {
       fill(s);
       const algorithm automatic = fz::resolve_rmsnorm_algorithm<T>(algorithm::automatic, s.tokens, s.hidden, n_);
       r.fused_auto_algo = rcclx::to_string(automatic);
       // Correctness first, on fresh inputs: fused (both algorithms) == unfused, and the reference.
-      rt::detail::fused_launch_info flat_info, tree_info;  // what each algorithm launched
+      rt::fused_launch_info flat_info, tree_info;  // what each algorithm launched
       const auto fused_flat = outputs_after([&](rcclx::gpu::stream_t st) { fused(s, algorithm::flat, st, &flat_info); });
       const auto fused_tree = outputs_after([&](rcclx::gpu::stream_t st) { fused(s, algorithm::tree, st, &tree_info); });
-      const rt::detail::fused_launch_info& launched = automatic == algorithm::flat ? flat_info : tree_info;
+      const rt::fused_launch_info& launched = automatic == algorithm::flat ? flat_info : tree_info;
       r.fused_blocks = launched.blocks_per_rank;
       r.fused_kernel = kernel_label(launched, automatic);
       const auto unfused_flat = outputs_after([&](rcclx::gpu::stream_t st) { unfused(s, algorithm::flat, st); });
       r.identical = fused_flat == fused_tree && fused_flat == unfused_flat;
       check_reference(s, fused_flat, r);
-      // Then the timings, each on the state the previous left (the residual keeps growing: same speed).
+      // Then the timings (the residual keeps growing: same speed).
       bool fell_back = false;
-      auto time = [&](auto&& f) {
-        const double us = bench::time_us(mode, o_.timing, stream_, f, &fell_back);
-        rcclx::gpu::device_synchronize();
-        world_.throw_if_error();
-        return us;
-      };
-      r.fused_flat_us = time([&](rcclx::gpu::stream_t st) { fused(s, algorithm::flat, st); });
-      r.fused_tree_us = time([&](rcclx::gpu::stream_t st) { fused(s, algorithm::tree, st); });
-      r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
-      r.unfused_flat_us = time([&](rcclx::gpu::stream_t st) { unfused(s, algorithm::flat, st); });
-      r.unfused_tree_us = time([&](rcclx::gpu::stream_t st) { unfused(s, algorithm::tree, st); });
-      const bool flat_best = r.unfused_flat_us <= r.unfused_tree_us;
-      r.unfused_best_us = flat_best ? r.unfused_flat_us : r.unfused_tree_us;
-      r.unfused_best_algo = flat_best ? "flat" : "tree";
-      r.first_kernel_us = time([&](rcclx::gpu::stream_t st) { dda(s, flat_best ? algorithm::flat : algorithm::tree, st); });
-      r.speedup = speedup_of(r);
-      r.speedup_best = best_speedup_of(r);
+      time_paths(
+          r, automatic, [&](auto&& f) { return this->time(mode, o_.timing, f, fell_back); },
+          [&](algorithm a, rcclx::gpu::stream_t st) { fused(s, a, st); },
+          [&](algorithm a, rcclx::gpu::stream_t st) { unfused(s, a, st); },
+          [&](algorithm a, rcclx::gpu::stream_t st) { dda(s, a, st); });
       if (fell_back) r.timing = "events*";
-    } catch (const std::exception& e) {
-      r.error = e.what();
-      rcclx::gpu::device_synchronize();
-      world_.reset();
-    }
+    });
     return r;
   }
 
  private:
-  template <class U>
-  U* alloc(std::size_t count) {
-    owned_.push_back(rcclx::gpu::device_malloc(count * sizeof(U) + 64));
-    return static_cast<U*>(owned_.back());
-  }
 
   std::vector<fz::rmsnorm_args<T, Out>> args(const shape& s, bool unfused) const {
     std::vector<fz::rmsnorm_args<T, Out>> a(n_);
@@ -332,39 +329,30 @@ class rmsnorm_runner {
 
   // "cl<blocks>x<threads>[r<rows>]": the cluster kernel (clusters of <blocks> blocks, up to <rows>
   // rows per cluster); "tile" or "tree": the tile-flag kernel of that algorithm.
-  static std::string kernel_label(const rt::detail::fused_launch_info& i, algorithm a) {
+  static std::string kernel_label(const rt::fused_launch_info& i, algorithm a) {
     if (i.cluster_blocks == 0) return a == algorithm::tree ? "tree" : "tile";
     return "cl" + std::to_string(i.cluster_blocks) + "x" + std::to_string(i.cluster_threads) +
            (i.rows_per_cluster > 1 ? "r" + std::to_string(i.rows_per_cluster) : "");
   }
 
-  void fused(const shape& s, algorithm a, rcclx::gpu::stream_t st, rt::detail::fused_launch_info* info = nullptr) {
+  void fused(const shape& s, algorithm a, rcclx::gpu::stream_t st, rt::fused_launch_info* info = nullptr) {
     const auto v = args(s, false);
-    rt::detail::launch_allreduce_rmsnorm<T, Out, max_r>(world_, v.data(), slots_, a, 0, st, info);
+    rt::launch_allreduce_rmsnorm<T, Out, max_r>(world(), v.data(), slots_, a, 0, st, info);
   }
 
   void dda(const shape& s, algorithm a, rcclx::gpu::stream_t st) {
-    const std::size_t count = s.tokens * s.hidden;
     rt::rank_buffers<T, max_r> b{};
     for (int r = 0; r < n_; ++r) {
       b.in[r] = x_[r];
       b.out[r] = sum_[r];
     }
-    const rcclx::dda::launch_config cfg{dda_threads, dda_max_blocks, dda_max_blocks};
-    auto go = [&](auto k) {
-      int nb = rcclx::dda::num_blocks_for<T>(count, a, n_, cfg);
-      nb = std::max(1, std::min({nb, barrier_blocks, rt::max_blocks_per_rank<decltype(k)>(n_, dda_threads)}));
-      rt::launch_emulated(n_, nb, dda_threads, k, st);
-    };
-    const auto* tables = world_.template device_tables<T>();
-    if (a == algorithm::flat) go(rt::detail::emulated_allreduce<rcclx::core::op_sum, algorithm::flat, T, max_r>{tables, b, count});
-    else go(rt::detail::emulated_allreduce<rcclx::core::op_sum, algorithm::tree, T, max_r>{tables, b, count});
+    dda_allreduce(*this, b, s.tokens * s.hidden, a, st);
   }
 
   void unfused(const shape& s, algorithm a, rcclx::gpu::stream_t st) {
     dda(s, a, st);
     const auto v = args(s, true);
-    rt::detail::launch_add_rmsnorm<T, Out, max_r>(n_, v.data(), 0, st);
+    rt::launch_add_rmsnorm<T, Out, max_r>(n_, v.data(), 0, st);
   }
 
   // Inputs: x uniform in [-1, 1) per rank, residual the same on every rank (kept in `pristine`).
@@ -394,9 +382,9 @@ class rmsnorm_runner {
   std::vector<std::vector<unsigned char>> outputs_after(F&& f) {
     for (int r = 0; r < n_; ++r) rcclx::gpu::copy(res_[r], pristine_[r], count_ * sizeof(T));
     rcclx::gpu::device_synchronize();
-    f(stream_);
+    f(stream());
     rcclx::gpu::device_synchronize();
-    world_.throw_if_error();
+    world().throw_if_error();
     std::vector<std::vector<unsigned char>> all;
     for (int r = 0; r < n_; ++r) {
       all.emplace_back(count_ * sizeof(out_t));
@@ -455,7 +443,6 @@ class rmsnorm_runner {
 
   const options& o_;
   int n_;
-  rt::emulated_world<max_r> world_;
   fz::tile_slots slots_;
   std::vector<T*> x_, res_, pristine_, sum_;
   std::vector<out_t*> out_;
@@ -464,31 +451,24 @@ class rmsnorm_runner {
   std::size_t count_ = 0;
   std::vector<std::vector<T>> hx_;
   std::vector<T> hres_, hw_;
-  std::vector<void*> owned_;
-  rcclx::gpu::stream_t stream_{};
 };
 
 // ---- the GEMM + AllReduce section ----------------------------------------------------------------
 
-class gemm_runner {
+class gemm_runner : public bench::emulated_rig<max_r> {
  public:
   gemm_runner(const options& o, std::size_t max_mn, std::size_t max_mk, std::size_t max_kn, int max_tiles)
-      : o_(o), n_(o.num_ranks),
-        world_(o.num_ranks,
-               std::max(fz::tile_allreduce<T, max_r, algorithm::tree>::workspace_bytes(gemm_example::BM * gemm_example::BN, max_tiles),
-                        max_mn * sizeof(T)),
-               fz::pad_blocks_for(barrier_blocks, max_tiles), 30ull * 1000 * 1000 * 1000),
-        slots_{barrier_blocks, max_tiles} {
+      : emulated_rig(o.num_ranks,
+                     std::max(fz::tile_allreduce<T, max_r, algorithm::tree>::workspace_bytes(
+                                  gemm_example::BM * gemm_example::BN, max_tiles),
+                              max_mn * sizeof(T)),
+                     fz::pad_blocks_for(barrier_blocks, max_tiles)),
+        o_(o), n_(o.num_ranks), slots_{barrier_blocks, max_tiles} {
     for (int r = 0; r < n_; ++r) {
-      a_.push_back(alloc<T>(max_mk));
-      b_.push_back(alloc<T>(max_kn));
-      c_.push_back(alloc<T>(max_mn));
+      a_.push_back(elems<T>(*this, max_mk));
+      b_.push_back(elems<T>(*this, max_kn));
+      c_.push_back(elems<T>(*this, max_mn));
     }
-    stream_ = on_host ? rcclx::gpu::stream_t{} : rcclx::gpu::stream_create();
-  }
-  ~gemm_runner() {
-    for (void* p : owned_) rcclx::gpu::device_free(p);
-    rcclx::gpu::stream_destroy(stream_);
   }
 
   row run(const gemm_shape& s) {
@@ -501,7 +481,7 @@ class gemm_runner {
     r.shape = std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K);
     const bench::timing_mode mode = on_host ? bench::timing_mode::wall : bench::timing_mode::graph;
     r.timing = bench::to_string(mode);
-    try {
+    guard(r, [&] {
       if (s.K % n_ != 0 || s.N % 8 != 0) throw rcclx::error(rcclx::errc::invalid_argument, "K % ranks or N % 8");
       const std::size_t K_r = s.K / n_;
       fill(s, K_r);
@@ -513,7 +493,7 @@ class gemm_runner {
       gemm_example::gemm_allreduce_tree fused_tree_k{};
       auto set_fused = [&](auto& k) {  // the flat and tree kernels have the same members
         for (int q = 0; q < n_; ++q) {
-          k.tables[q] = world_.device_tables<T>() + q;
+          k.tables[q] = world().device_tables<T>() + q;
           k.A[q] = a_[q];
           k.B[q] = b_[q];
           k.C[q] = c_[q];
@@ -529,7 +509,7 @@ class gemm_runner {
       for (int q = 0; q < n_; ++q) {
         partial_k.A[q] = a_[q];
         partial_k.B[q] = b_[q];
-        partial_k.out[q] = static_cast<T*>(world_.buffer(q));  // the symmetric buffer: no copy in the AllReduce
+        partial_k.out[q] = static_cast<T*>(world().buffer(q));  // the symmetric buffer: no copy in the AllReduce
       }
       partial_k.M = s.M;
       partial_k.N = s.N;
@@ -550,67 +530,37 @@ class gemm_runner {
       // the flat one unless it splits its last round's tiles: each part is rounded to bf16 like a
       // rank's partial product, so within the same tolerance, not the same bits), and rank 0's
       // output is within tolerance of float64 on sampled rows.
-      const auto f = outputs_after(fused, s);
-      const auto u = outputs_after([&](rcclx::gpu::stream_t st) { unfused(algorithm::flat, st); }, s);
-      const auto ft = outputs_after(fused_tree, s);
+      const std::size_t c_bytes = s.M * s.N * sizeof(T);
+      const auto f = outputs_after(fused, c_, c_bytes);
+      const auto u = outputs_after([&](rcclx::gpu::stream_t st) { unfused(algorithm::flat, st); }, c_, c_bytes);
+      const auto ft = outputs_after(fused_tree, c_, c_bytes);
       const gemm_example::split_plan plan(tiles, fused_blocks, K_r);
       r.split = plan.split;
       bool ranks_agree = true;
       for (const auto& c : f) ranks_agree = ranks_agree && c == f[0];
       r.identical = ranks_agree && ft == f && (r.split > 1 || f == u);  // flat and tree split alike
       check_reference(s, K_r, plan, f[0], r);
-      bool fell_back = false;
-      auto time = [&](auto&& fn) {
-        const double us = bench::time_us(mode, o_.timing, stream_, fn, &fell_back);
-        rcclx::gpu::device_synchronize();
-        world_.throw_if_error();
-        return us;
-      };
-      r.fused_flat_us = time(fused);
-      r.fused_tree_us = time(fused_tree);
       // The example's default is flat: the tree tail measured slower at M = 16-128 on one H200 and
       // slightly faster at M = 512 (docs/performance.md); its column stays for comparison.
-      r.fused_auto_us = r.fused_flat_us;
       r.fused_auto_algo = "flat";
-      r.unfused_flat_us = time([&](rcclx::gpu::stream_t st) { unfused(algorithm::flat, st); });
-      r.unfused_tree_us = time([&](rcclx::gpu::stream_t st) { unfused(algorithm::tree, st); });
-      const bool flat_best = r.unfused_flat_us <= r.unfused_tree_us;
-      r.unfused_best_us = flat_best ? r.unfused_flat_us : r.unfused_tree_us;
-      r.unfused_best_algo = flat_best ? "flat" : "tree";
-      r.first_kernel_us = time(gemm);
-      r.speedup = speedup_of(r);
-      r.speedup_best = best_speedup_of(r);
+      bool fell_back = false;
+      time_paths(
+          r, algorithm::flat, [&](auto&& f) { return this->time(mode, o_.timing, f, fell_back); },
+          [&](algorithm a, rcclx::gpu::stream_t st) { a == algorithm::flat ? fused(st) : fused_tree(st); }, unfused,
+          [&](algorithm, rcclx::gpu::stream_t st) { gemm(st); });
       if (fell_back) r.timing = "events*";
-    } catch (const std::exception& e) {
-      r.error = e.what();
-      rcclx::gpu::device_synchronize();
-      world_.reset();
-    }
+    });
     return r;
   }
 
  private:
-  template <class U>
-  U* alloc(std::size_t count) {
-    owned_.push_back(rcclx::gpu::device_malloc(count * sizeof(U) + 64));
-    return static_cast<U*>(owned_.back());
-  }
-
   void dda(std::size_t count, algorithm a, rcclx::gpu::stream_t st) {
     rt::rank_buffers<T, max_r> b{};
     for (int q = 0; q < n_; ++q) {
-      b.in[q] = static_cast<const T*>(world_.buffer(q));
+      b.in[q] = static_cast<const T*>(world().buffer(q));
       b.out[q] = c_[q];
     }
-    const rcclx::dda::launch_config cfg{dda_threads, dda_max_blocks, dda_max_blocks};
-    auto go = [&](auto k) {
-      int nb = rcclx::dda::num_blocks_for<T>(count, a, n_, cfg);
-      nb = std::max(1, std::min({nb, barrier_blocks, rt::max_blocks_per_rank<decltype(k)>(n_, dda_threads)}));
-      rt::launch_emulated(n_, nb, dda_threads, k, st);
-    };
-    const auto* tables = world_.device_tables<T>();
-    if (a == algorithm::flat) go(rt::detail::emulated_allreduce<rcclx::core::op_sum, algorithm::flat, T, max_r>{tables, b, count});
-    else go(rt::detail::emulated_allreduce<rcclx::core::op_sum, algorithm::tree, T, max_r>{tables, b, count});
+    dda_allreduce(*this, b, count, a, st);
   }
 
   void fill(const gemm_shape& s, std::size_t K_r) {
@@ -624,22 +574,6 @@ class gemm_runner {
       rcclx::gpu::copy(a_[q], ha_[q].data(), ha_[q].size() * sizeof(T));
       rcclx::gpu::copy(b_[q], hb_[q].data(), hb_[q].size() * sizeof(T));
     }
-  }
-
-  template <class F>
-  std::vector<std::vector<unsigned char>> outputs_after(F&& f, const gemm_shape& s) {
-    std::vector<unsigned char> poison(s.M * s.N * sizeof(T), 0x5A);
-    for (int q = 0; q < n_; ++q) rcclx::gpu::copy(c_[q], poison.data(), poison.size());
-    rcclx::gpu::device_synchronize();
-    f(stream_);
-    rcclx::gpu::device_synchronize();
-    world_.throw_if_error();
-    std::vector<std::vector<unsigned char>> all;
-    for (int q = 0; q < n_; ++q) {
-      all.emplace_back(poison.size());
-      rcclx::gpu::copy(all.back().data(), c_[q], poison.size());
-    }
-    return all;
   }
 
   // Rank 0's C on up to 16 sampled rows against float64 (gemm_example::reference_at, bounds as in
@@ -662,12 +596,9 @@ class gemm_runner {
 
   const options& o_;
   int n_;
-  rt::emulated_world<max_r> world_;
   fz::tile_slots slots_;
   std::vector<T*> a_, b_, c_;
   std::vector<std::vector<T>> ha_, hb_;
-  std::vector<void*> owned_;
-  rcclx::gpu::stream_t stream_{};
 };
 
 // ---- reports -------------------------------------------------------------------------------------
@@ -692,11 +623,7 @@ void print_row(const row& r) {
   std::fflush(stdout);
 }
 
-struct acceptance {
-  std::string name, target, result;
-  double worst = 0;
-  bool evaluated = false, pass = false;
-};
+using acceptance = bench::target;
 
 std::vector<acceptance> evaluate(const std::vector<row>& rows, const std::vector<combine_bench::row>& combines) {
   acceptance norm{"fused_rmsnorm_decode", "fused AllReduce+residual+RMSNorm >= 1.3x faster than unfused "
@@ -722,18 +649,40 @@ std::vector<acceptance> evaluate(const std::vector<row>& rows, const std::vector
   std::snprintf(buf, sizeof(buf), "worst speedup %.2fx", gemm.worst);
   gemm.result = gemm.evaluated ? buf : "not measured";
   std::vector<acceptance> all{norm, gemm};
-  for (const auto& t : combine_bench::evaluate(combines)) all.push_back({t.name, t.target, t.result, 0, t.evaluated, t.pass});
+  for (const auto& t : combine_bench::evaluate(combines)) all.push_back(t);
   return all;
 }
 
 
+bench::fields row_fields(const row& r) {
+  return {{"kind", r.kind}, {"shape", r.shape}, {"tokens", r.tokens}, {"hidden", r.hidden}, {"bytes_per_rank", r.bytes},
+          {"output", r.out}, {"fused_auto_algorithm", r.fused_auto_algo}, {"fused_blocks_per_rank", r.fused_blocks},
+          {"fused_kernel", r.fused_kernel}, {"unfused_gemm_blocks_per_rank", r.unfused_blocks}, {"fused_split", r.split},
+          {"timing", r.timing}, {"fused_flat_us", r.fused_flat_us}, {"fused_tree_us", r.fused_tree_us},
+          {"fused_auto_us", r.fused_auto_us}, {"unfused_flat_us", r.unfused_flat_us},
+          {"unfused_tree_us", r.unfused_tree_us}, {"unfused_best_us", r.unfused_best_us},
+          {"unfused_best_algorithm", r.unfused_best_algo}, {"first_kernel_us", r.first_kernel_us},
+          {"speedup", r.speedup}, {"speedup_best_fused", r.speedup_best}, {"max_abs_error", r.max_err},
+          {"within_tolerance", r.tol_ok}, {"fused_equals_unfused", r.identical}, {"error", r.error}};
+}
+
+void write_csv(const std::string& path, const std::vector<row>& rows) {
+  bench::write_csv(path,
+                   "kind,shape,tokens,hidden,bytes_per_rank,output,fused_auto_algorithm,fused_blocks=fused_blocks_per_rank,"
+                   "fused_kernel,timing,fused_flat_us,fused_tree_us,fused_auto_us,unfused_flat_us,unfused_tree_us,"
+                   "unfused_best_us,unfused_best_algorithm,first_kernel_us,speedup,speedup_best_fused,max_abs_error,ok,"
+                   "\"error\"",
+                   rows, [](const row& r) {
+                     return row_fields(r) + bench::fields{{"ok", r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL"}};
+                   });
+}
+
 void write_json(const options& o, const std::vector<row>& rows, const std::vector<combine_bench::row>& combines,
                 const std::vector<acceptance>& acc) {
-  std::ofstream f(o.json);
-  if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + o.json);
-  f << "{\n  \"tool\": \"rcclx-bench-fused\",\n  \"command\": \"" << bench::json_escape(o.command) << "\",\n  \"backend\": \""
-    << (on_host ? "host" : (rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip")) << "\",\n  \"device\": \""
-    << bench::json_escape(bench::device_name()) << "\",\n  \"arch\": \"" << rcclx::gpu::to_string(rcclx::gpu::current_arch())
+  std::ofstream f = bench::open_output(o.json);
+  f << "{\n  \"tool\": \"rcclx-bench-fused\",\n  \"command\": \"" << json_escape(o.command) << "\",\n  \"backend\": \""
+    << bench::backend_label() << "\",\n  \"device\": \""
+    << json_escape(bench::device_name()) << "\",\n  \"arch\": \"" << rcclx::gpu::to_string(rcclx::gpu::current_arch())
     << "\",\n  \"num_ranks\": " << o.num_ranks << ",\n  \"iters\": " << o.timing.iters
     << ",\n  \"calls_per_graph\": " << o.timing.calls_per_graph << ",\n";
   f << "  \"definitions\": {\n"
@@ -747,44 +696,11 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
        "of T threads, up to R rows per cluster; tile or tree = the tile-flag kernel; fused_blocks_per_rank: its blocks per rank\",\n"
        "    \"timing\": \"graph: K back-to-back calls per graph, replay/K, median; events: single calls; wall: host\"\n"
        "  },\n  \"rows\": [\n";
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const row& r = rows[i];
-    f << "    {\"kind\": \"" << r.kind << "\", \"shape\": \"" << r.shape << "\", \"tokens\": " << r.tokens
-      << ", \"hidden\": " << r.hidden << ", \"bytes_per_rank\": " << r.bytes << ", \"output\": \"" << r.out
-      << "\", \"fused_auto_algorithm\": \"" << r.fused_auto_algo << "\", \"fused_blocks_per_rank\": " << r.fused_blocks << ", \"fused_kernel\": \"" << r.fused_kernel << "\", \"unfused_gemm_blocks_per_rank\": " << r.unfused_blocks << ", \"fused_split\": " << r.split
-      << ", \"timing\": \"" << r.timing << "\", \"fused_flat_us\": " << bench::json_number(r.fused_flat_us)
-      << ", \"fused_tree_us\": " << bench::json_number(r.fused_tree_us) << ", \"fused_auto_us\": " << bench::json_number(r.fused_auto_us)
-      << ", \"unfused_flat_us\": " << bench::json_number(r.unfused_flat_us) << ", \"unfused_tree_us\": " << bench::json_number(r.unfused_tree_us)
-      << ", \"unfused_best_us\": " << bench::json_number(r.unfused_best_us) << ", \"unfused_best_algorithm\": \"" << r.unfused_best_algo
-      << "\", \"first_kernel_us\": " << bench::json_number(r.first_kernel_us) << ", \"speedup\": " << bench::json_number(r.speedup)
-      << ", \"speedup_best_fused\": " << bench::json_number(r.speedup_best)
-      << ", \"max_abs_error\": " << bench::json_number(r.max_err) << ", \"within_tolerance\": " << (r.tol_ok ? "true" : "false")
-      << ", \"fused_equals_unfused\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << bench::json_escape(r.error) << "\"}"
-      << (i + 1 < rows.size() ? "," : "") << "\n";
-  }
+  bench::write_json_rows(f, rows, row_fields);
   f << "  ],\n";
   combine_bench::write_json_members(f, combines);
-  f << ",\n  \"acceptance\": [\n";
-  for (std::size_t i = 0; i < acc.size(); ++i)
-    f << "    {\"name\": \"" << acc[i].name << "\", \"target\": \"" << bench::json_escape(acc[i].target) << "\", \"evaluated\": "
-      << (acc[i].evaluated ? "true" : "false") << ", \"pass\": " << (acc[i].evaluated && acc[i].pass ? "true" : "false")
-      << ", \"result\": \"" << bench::json_escape(acc[i].result) << "\"}" << (i + 1 < acc.size() ? "," : "") << "\n";
-  f << "  ]\n}\n";
-}
-
-void write_csv(const std::string& path, const std::vector<row>& rows) {
-  std::ofstream f(path);
-  if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + path);
-  f << "kind,shape,tokens,hidden,bytes_per_rank,output,fused_auto_algorithm,fused_blocks,fused_kernel,timing,fused_flat_us,"
-       "fused_tree_us,fused_auto_us,unfused_flat_us,unfused_tree_us,unfused_best_us,unfused_best_algorithm,"
-       "first_kernel_us,speedup,speedup_best_fused,max_abs_error,ok,error\n";
-  for (const row& r : rows)
-    f << r.kind << ',' << r.shape << ',' << r.tokens << ',' << r.hidden << ',' << r.bytes << ',' << r.out << ','
-      << r.fused_auto_algo << ',' << r.fused_blocks << ',' << r.fused_kernel << ',' << r.timing << ',' << bench::json_number(r.fused_flat_us) << ','
-      << bench::json_number(r.fused_tree_us) << ',' << bench::json_number(r.fused_auto_us) << ',' << bench::json_number(r.unfused_flat_us) << ','
-      << bench::json_number(r.unfused_tree_us) << ',' << bench::json_number(r.unfused_best_us) << ',' << r.unfused_best_algo << ','
-      << bench::json_number(r.first_kernel_us) << ',' << bench::json_number(r.speedup) << ',' << bench::json_number(r.speedup_best) << ',' << bench::json_number(r.max_err) << ','
-      << (r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL") << ",\"" << bench::json_escape(r.error) << "\"\n";
+  f << ",\n";
+  bench::end_json_report(f, acc);
 }
 
 }  // namespace
@@ -797,7 +713,7 @@ int main(int argc, char** argv) {
   }
   std::printf("# rcclx-bench-fused: fused vs unfused on %d emulated ranks, device: %s (%s), backend %s\n# command: %s\n",
               o.num_ranks, bench::device_name().c_str(), rcclx::gpu::to_string(rcclx::gpu::current_arch()),
-              on_host ? "host" : (rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip"), o.command.c_str());
+              bench::backend_label(), o.command.c_str());
   std::printf("# times in us per call; %s\n# unfused = rcclx's own kernels: dda AllReduce (flat | tree) + add_rmsnorm, "
               "or the GEMM + dda AllReduce; speedup = best unfused / fused (automatic); x_best = best unfused / best "
               "fused; first_k = the unfused first kernel alone\n# kernel = what the automatic fused choice launched "

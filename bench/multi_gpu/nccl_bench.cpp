@@ -14,7 +14,7 @@
 // Per row: every rank's input element i is a small integer (input_value), the receive buffer is
 // poisoned (NaN), the call runs once and every rank compares its whole output with the exact sum
 // (integers up to 8 * ranks: exact in bf16 whatever the order of the additions, up to 32 ranks).
-// Timing is rcclx-bench's (bench/rcclx_bench/timing.hpp, the same header): up to --graph-max-bytes
+// Timing is rcclx-bench's (bench/common/timing.hpp, the same header): up to --graph-max-bytes
 // K back-to-back calls captured in one CUDA graph, each replay between GPU events, replay / K,
 // median over replays; above, GPU events around single calls, median; warm-up calls first. Every
 // rank times; a row's time is the slowest rank's median; busbw = algbw * 2(N-1)/N.
@@ -38,14 +38,22 @@
 #include <string>
 #include <vector>
 
-#include "../rcclx_bench/args.hpp"
-#include "../rcclx_bench/timing.hpp"
+#include "../common/cli.hpp"
+#include "../common/report.hpp"
+#include "../common/timing.hpp"
 
 static_assert(NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0), "symmetric windows need NCCL 2.27 or later");
 
 namespace {
 
 // ---- options -------------------------------------------------------------------------------------
+
+constexpr const char* usage_text = R"(usage: scripts/launch -n N -- rcclx-bench-nccl [--type bf16,float] [--min-bytes B] [--max-bytes B]
+           [--iters I] [--warmup W] [--calls-per-graph K] [--graph-max-bytes B] [--no-window]
+           [--json FILE]
+sizes accept K, M and G suffixes (KiB, MiB, GiB)
+)";
+[[noreturn]] void usage(const std::string& why) { bench::usage_exit("rcclx-bench-nccl", usage_text, why); }
 
 struct options {
   std::vector<std::string> types{"bf16", "float"};
@@ -58,40 +66,18 @@ struct options {
   std::string command;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "rcclx-bench-nccl: %s\n"
-               "usage: scripts/launch -n N -- rcclx-bench-nccl [--type bf16,float] [--min-bytes B] [--max-bytes B]\n"
-               "           [--iters I] [--warmup W] [--calls-per-graph K] [--graph-max-bytes B] [--no-window]\n"
-               "           [--json FILE]\n"
-               "sizes accept K, M and G suffixes (KiB, MiB, GiB)\n",
-               why.c_str());
-  std::exit(2);
-}
-
-std::size_t parse_size(const std::string& s) { return bench::parse_size(s, usage); }
-std::vector<std::string> split(const std::string& s) { return bench::split_list(s); }
 
 options parse(int argc, char** argv) {
   options o;
-  for (int i = 0; i < argc; ++i) o.command += (i ? " " : "") + std::string(argv[i]);
-  auto value = [&](int& i) -> std::string {
-    if (i + 1 >= argc) usage(std::string("missing value after ") + argv[i]);
-    return argv[++i];
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--type") o.types = split(value(i));
-    else if (a == "--min-bytes") o.min_bytes = parse_size(value(i));
-    else if (a == "--max-bytes") o.max_bytes = parse_size(value(i));
-    else if (a == "--iters") o.timing.iters = std::max(1, std::atoi(value(i).c_str()));
-    else if (a == "--warmup") o.timing.warmup = std::max(0, std::atoi(value(i).c_str()));
-    else if (a == "--calls-per-graph") o.timing.calls_per_graph = std::max(1, std::atoi(value(i).c_str()));
-    else if (a == "--graph-max-bytes") o.graph_max_bytes = parse_size(value(i));
-    else if (a == "--no-window") o.window = false;
-    else if (a == "--json") o.json = value(i);
-    else if (a == "-h" || a == "--help") usage("help");
-    else usage("unknown argument " + a);
+  bench::args a(argc, argv, usage, o.command);
+  while (a.next()) {
+    if (a.is("--type")) o.types = a.list();
+    else if (a.is("--min-bytes")) o.min_bytes = a.size();
+    else if (a.is("--max-bytes")) o.max_bytes = a.size();
+    else if (a.is("--graph-max-bytes")) o.graph_max_bytes = a.size();
+    else if (a.is("--no-window")) o.window = false;
+    else if (a.is("--json")) o.json = a.str();
+    else if (!a.timing(o.timing)) a.unknown();
   }
   if (o.min_bytes < 1 || o.min_bytes > o.max_bytes) usage("need 1 <= --min-bytes <= --max-bytes");
   if (o.types.empty()) usage("--type needs at least one of bf16, float");
@@ -157,24 +143,18 @@ void print_row(const row& r) {
   std::fflush(stdout);
 }
 
-std::string json_escape(const std::string& s) { return bench::json_escape(s); }
-std::string num(double v) { return bench::json_number(v); }
 
 // An array of rows, read by scripts/multi_gpu_table.py. type, algorithm, timing and time_us mean what
 // they mean in rcclx-bench's rows; the size is "bytes" (rcclx-bench: "size_bytes"), algbw and busbw
 // are GB/s.
 void write_json(const std::string& path, const std::vector<row>& rows) {
-  std::ofstream f(path);
-  if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + path);
+  std::ofstream f = bench::open_output(path);
   f << "[\n";
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const row& r = rows[i];
-    f << "  {\"bytes\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \"" << json_escape(r.type)
-      << "\", \"algorithm\": \"" << json_escape(r.algo) << "\", \"timing\": \"" << json_escape(r.timing)
-      << "\", \"time_us\": " << num(r.time_us) << ", \"algbw\": " << num(r.algbw)
-      << ", \"busbw\": " << num(r.busbw) << ", \"ok\": " << (r.ok ? "true" : "false") << "}"
-      << (i + 1 < rows.size() ? "," : "") << "\n";
-  }
+  bench::write_json_rows(f, rows, [](const row& r) {
+    return bench::fields{{"bytes", r.bytes},     {"count", r.count},     {"type", r.type},
+                         {"algorithm", r.algo},  {"timing", r.timing},   {"time_us", r.time_us},
+                         {"algbw", r.algbw},     {"busbw", r.busbw},     {"ok", r.ok}};
+  }, "  ");
   f << "]\n";
 }
 

@@ -5,6 +5,8 @@
 // cross between them.
 #pragma once
 
+#include <rcclx/config.hpp>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
@@ -19,6 +21,15 @@ struct checks_cost_args {
   std::vector<std::size_t> bytes;  // message sizes
   int warmup, iters, calls_per_graph;
 };
+
+// The sizes of the table: up to 64 KiB on the host backend, 256 KiB on GPUs.
+inline std::vector<std::size_t> checks_cost_bytes() {
+#if RCCLX_BACKEND_GPU
+  return {16, 1024, 8192, 65536, 262144};
+#else
+  return {1024, 8192, 65536};
+#endif
+}
 
 // Median time (us) of one flat AllReduce per size (dda::flat_allreduce on emulated ranks, graph
 // replay on GPUs, wall time on the host backend); a negative entry: the size could not run.
@@ -63,12 +74,14 @@ inline double print_checks_cost(checks_cost_args args, const std::vector<std::st
 // The body, included by checks_on.cpp and checks_off.cpp with RCCLX_BENCH_CHECKS_COST_IMPL set to
 // the function they define.
 #  include <rcclx/core/types.hpp>
-#  include <rcclx/testing/emulated_peers.hpp>
+#  include <rcclx/dda/allreduce.hpp>
+#  include <rcclx/testing/emulated_kernels.hpp>
+#  include <rcclx/testing/emulated_world.hpp>
 #  include <rcclx/testing/launch.hpp>
 
 #  include <algorithm>
 
-#  include "timing.hpp"
+#  include "../common/emulated.hpp"
 
 namespace bench {
 namespace {
@@ -79,44 +92,32 @@ std::vector<double> checks_cost_run(const checks_cost_args& a) {
   constexpr int max_r = 8;
   std::size_t max_bytes = 16;
   for (std::size_t b : a.bytes) max_bytes = std::max(max_bytes, b);
-  rt::emulated_world<max_r> world(a.num_ranks, max_bytes, 32);
+  emulated_rig<max_r> rig(a.num_ranks, max_bytes, 32, rcclx::core::default_ll_layout(), rcclx::core::default_timeout_ns);
   rt::rank_buffers<T, max_r> buf{};
-  std::vector<void*> owned;
   for (int r = 0; r < a.num_ranks; ++r) {
-    owned.push_back(rcclx::gpu::device_malloc(max_bytes));
-    owned.push_back(rcclx::gpu::device_malloc(max_bytes));
-    rcclx::gpu::memset_zero(owned[owned.size() - 2], max_bytes);
-    buf.in[r] = static_cast<const T*>(owned[owned.size() - 2]);
-    buf.out[r] = static_cast<T*>(owned.back());
+    buf.in[r] = rig.template alloc<const T>(max_bytes);
+    rcclx::gpu::memset_zero(const_cast<T*>(buf.in[r]), max_bytes);
+    buf.out[r] = rig.template alloc<T>(max_bytes);
   }
   const rcclx::dda::launch_config cfg = rcclx::dda::default_launch_config();
-  rcclx::gpu::stream_t stream = rcclx::current_backend == rcclx::backend::host ? nullptr : rcclx::gpu::stream_create();
-  timing_options o;
-  o.warmup = a.warmup;
-  o.iters = a.iters;
-  o.calls_per_graph = a.calls_per_graph;
-  const timing_mode mode = rcclx::current_backend == rcclx::backend::host ? timing_mode::wall : timing_mode::graph;
+  const timing_options o{a.warmup, a.iters, a.calls_per_graph};
+  const timing_mode mode = on_host ? timing_mode::wall : timing_mode::graph;
   std::vector<double> us;
-  using kernel = rt::detail::emulated_allreduce<rcclx::core::op_sum, rcclx::algorithm::flat, T, max_r>;
+  using kernel = rt::emulated_allreduce<rcclx::core::op_sum, rcclx::algorithm::flat, T, max_r>;
   for (std::size_t b : a.bytes) {
     const std::size_t count = b / sizeof(T);
-    const kernel k{world.template device_tables<T>(), buf, count};
+    const kernel k{rig.world().template device_tables<T>(), buf, count};
     int nb = rcclx::dda::num_blocks_for<T>(count, rcclx::algorithm::flat, a.num_ranks, cfg);
     nb = std::min(nb, rt::max_blocks_per_rank<kernel>(a.num_ranks, cfg.threads));
     try {
-      us.push_back(time_us(mode, o, stream, [&](rcclx::gpu::stream_t s) {
-        rt::launch_emulated(a.num_ranks, nb, cfg.threads, k, s);
-      }));
-      rcclx::gpu::device_synchronize();
-      world.throw_if_error();
+      bool fell_back = false;
+      us.push_back(rig.time(mode, o, [&](rcclx::gpu::stream_t s) { rt::launch_emulated(a.num_ranks, nb, cfg.threads, k, s); },
+                            fell_back));
     } catch (const std::exception&) {
       us.push_back(-1.0);
-      rcclx::gpu::device_synchronize();
-      world.reset();
+      rig.recover();
     }
   }
-  if (stream) rcclx::gpu::stream_destroy(stream);
-  for (void* p : owned) rcclx::gpu::device_free(p);
   return us;
 }
 

@@ -37,9 +37,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rcclx-bench-checks: --ranks takes 2..8, --rounds at least 1\n");
     return 2;
   }
-  const bool on_host = rcclx::current_backend == rcclx::backend::host;
-  args.bytes = on_host ? std::vector<std::size_t>{1024, 8192, 65536}
-                       : std::vector<std::size_t>{16, 1024, 8192, 65536, 262144};
+  args.bytes = bench::checks_cost_bytes();
   std::string type;
   const double worst = bench::print_checks_cost(args, types, rounds, &type);
   std::printf("# checks_cost_8KiB: target on/off <= 1.05: %s (worst %.3f, %s)\n",

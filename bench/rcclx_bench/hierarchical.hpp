@@ -46,10 +46,10 @@
 #endif
 
 #include <rcclx/host/communicator.hpp>
+#include <rcclx/host/fork_ranks.hpp>
 #include <rcclx/host/socket_bootstrap.hpp>
 #include <rcclx/multinode/hierarchical.hpp>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -439,11 +439,7 @@ inline bool run_job(const options& o, job& j, const char* engine) {
     print_header();
   }
   std::deque<hrow> rows;
-  for (const auto& t : o.types) {
-    if (t == "float") runner<float>(o, t, j, rows).run();
-    else if (t == "bf16") runner<rcclx::bf16>(o, t, j, rows).run();
-    else runner<rcclx::fp16>(o, t, j, rows).run();
-  }
+  for (const auto& t : o.types) with_type(t, [&](auto tag) { runner<decltype(tag)>(o, t, j, rows).run(); });
   if (j.rank == 0) {  // what the engines registered (rank 0): made, reused, deregistered
     const auto say = [](const char* who, const mn::engine& e) {
       const auto s = e.registrations();
@@ -616,26 +612,11 @@ inline int run_nccl(const options& o) {
     return 2;
   }
   const int l = n / g;
-  const std::string id = "rcclx-bench-hier-" + std::to_string(::getpid());
-  std::fflush(nullptr);
-  std::vector<pid_t> kids;
-  for (int p = 0; p < n; ++p) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      const int code = run_nccl_rank(o, mn::node_topology{p / l, g, p % l, l}, id);
-      std::fflush(nullptr);
-      ::_exit(code);
-    }
-    kids.push_back(pid);
-  }
-  int failed = 0;
-  for (pid_t pid : kids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
-  }
-  if (failed) std::printf("# %d rank process(es) failed\n", failed);
-  return failed ? 1 : 0;
+  const int rc = rcclx::host::run_ranks(n, [&](const rcclx::host::launch_config& cfg) {
+    return run_nccl_rank(o, mn::node_topology{cfg.rank / l, g, cfg.rank % l, l}, cfg.unique_id);
+  });
+  if (rc != 0) std::printf("# a rank process failed\n");
+  return rc;
 }
 #endif
 

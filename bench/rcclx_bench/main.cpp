@@ -21,8 +21,7 @@
 #include <rcclx/dda/allreduce.hpp>
 #include <rcclx/gpu/arch.hpp>
 #include <rcclx/lpc/workspace.hpp>
-#include <rcclx/testing/detail/emulated_collectives.hpp>
-#include <rcclx/testing/emulated_world.hpp>
+#include <rcclx/testing/emulated_kernels.hpp>
 #include <rcclx/testing/launch.hpp>
 
 #include <algorithm>
@@ -37,19 +36,24 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
-#include "args.hpp"
+#include "../common/cli.hpp"
+#include "../common/emulated.hpp"
+#include "../common/inputs.hpp"
+#include "../common/report.hpp"
 #include "checks_cost.hpp"
-#include "timing.hpp"
 
 namespace {
 
+using bench::input_value;
+using bench::json_escape;
+using bench::on_host;
 using rcclx::algorithm;
 using rcclx::reduce_op;
 namespace rt = rcclx::testing;
-
-constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
+std::string num(double v) { return bench::json_number(v); }
 
 // ---- options -------------------------------------------------------------------------------------
 
@@ -88,55 +92,43 @@ struct options {
   std::string command;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "rcclx-bench: %s\n"
-               "usage: rcclx-bench [--emulated N] [--min-bytes B] [--max-bytes B] [--type float|bf16|fp16[,..]]\n"
-               "                   [--op sum|min|max] [--algo flat|tree|automatic|all[,lpc]] [--iters I] [--warmup W]\n"
-               "                   [--graph] [--graph-max-bytes B] [--calls-per-graph K] [--input-in-symmetric]\n"
-               "                   [--threads T] [--max-blocks B] [--ll-blocks N] [--ll-block-bytes B]\n"
-               "                   [--procs N [--no-compare] | --procs-child] [--procs-blocks B]   one process per rank (procs.hpp)\n"
-               "                   [--collectives] [--collectives-only] [--coll-min-bytes B] [--coll-max-bytes B]\n"
-               "                   [--checks-cost]   flat AllReduce with and without RCCLX_CHECKS (docs/checks.md)\n"
-               "                   [--checks-cost-only]   that table alone\n"
-               "                   [--json FILE] [--csv FILE] [--png FILE] [--suite gpu|host --out DIR]\n"
-               "       rcclx-bench --hierarchical [--nodes G] [--local L] [--procs N] [--id-dir DIR] [--hier-buffer B]\n"
-               "                   [--min-bytes B] [--max-bytes B] [--type ..] [--iters I] [--warmup W]   (hierarchical.hpp;\n"
-               "                   sizes 1M..256M unless given; MPI: under mpirun; CUDA + NCCL: --procs N forks N ranks)\n"
-               "sizes accept K, M and G suffixes (KiB, MiB, GiB)\n",
-               why.c_str());
-  std::exit(2);
-}
-
-std::size_t parse_size(const std::string& s) { return bench::parse_size(s, usage); }
-std::vector<std::string> split(const std::string& s) { return bench::split_list(s); }
+constexpr const char* usage_text = R"(usage: rcclx-bench [--emulated N] [--min-bytes B] [--max-bytes B] [--type float|bf16|fp16[,..]]
+                   [--op sum|min|max] [--algo flat|tree|automatic|all[,lpc]] [--iters I] [--warmup W]
+                   [--graph] [--graph-max-bytes B] [--calls-per-graph K] [--input-in-symmetric]
+                   [--threads T] [--max-blocks B] [--ll-blocks N] [--ll-block-bytes B]
+                   [--procs N [--no-compare] | --procs-child] [--procs-blocks B]   one process per rank (procs.hpp)
+                   [--collectives] [--collectives-only] [--coll-min-bytes B] [--coll-max-bytes B]
+                   [--checks-cost]   flat AllReduce with and without RCCLX_CHECKS (docs/checks.md)
+                   [--checks-cost-only]   that table alone
+                   [--json FILE] [--csv FILE] [--png FILE] [--suite gpu|host --out DIR]
+       rcclx-bench --hierarchical [--nodes G] [--local L] [--procs N] [--id-dir DIR] [--hier-buffer B]
+                   [--min-bytes B] [--max-bytes B] [--type ..] [--iters I] [--warmup W]   (hierarchical.hpp;
+                   sizes 1M..256M unless given; MPI: under mpirun; CUDA + NCCL: --procs N forks N ranks)
+sizes accept K, M and G suffixes (KiB, MiB, GiB)
+)";
+[[noreturn]] void usage(const std::string& why) { bench::usage_exit("rcclx-bench", usage_text, why); }
 
 options parse(int argc, char** argv) {
   options o;
-  for (int i = 0; i < argc; ++i) o.command += (i ? " " : "") + std::string(argv[i]);
+  bench::args a(argc, argv, usage, o.command);
   std::string out_dir;
   bool min_given = false, max_given = false;
-  auto value = [&](int& i) -> std::string {
-    if (i + 1 >= argc) usage(std::string("missing value after ") + argv[i]);
-    return argv[++i];
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--emulated") o.num_ranks = std::atoi(value(i).c_str());
-    else if (a == "--min-bytes") o.min_bytes = parse_size(value(i)), min_given = true;
-    else if (a == "--max-bytes") o.max_bytes = parse_size(value(i)), max_given = true;
-    else if (a == "--hierarchical") o.hierarchical = true;
-    else if (a == "--nodes") o.hier_nodes = std::atoi(value(i).c_str());
-    else if (a == "--local") o.hier_local = std::atoi(value(i).c_str());
-    else if (a == "--hier-buffer") o.hier_buffer = parse_size(value(i));
-    else if (a == "--id-dir") o.id_dir = value(i);
-    else if (a == "--type") o.types = split(value(i));
-    else if (a == "--op") {
-      const std::string v = value(i);
+  while (a.next()) {
+    if (a.is("--emulated")) o.num_ranks = a.integer();
+    else if (a.is("--min-bytes")) o.min_bytes = a.size(), min_given = true;
+    else if (a.is("--max-bytes")) o.max_bytes = a.size(), max_given = true;
+    else if (a.is("--hierarchical")) o.hierarchical = true;
+    else if (a.is("--nodes")) o.hier_nodes = a.integer();
+    else if (a.is("--local")) o.hier_local = a.integer();
+    else if (a.is("--hier-buffer")) o.hier_buffer = a.size();
+    else if (a.is("--id-dir")) o.id_dir = a.str();
+    else if (a.is("--type")) o.types = a.list();
+    else if (a.is("--op")) {
+      const std::string v = a.str();
       o.op = v == "sum" ? reduce_op::sum : v == "min" ? reduce_op::min : v == "max" ? reduce_op::max : (usage("bad --op " + v), reduce_op::sum);
-    } else if (a == "--algo") {
+    } else if (a.is("--algo")) {
       o.algos.clear();
-      for (const auto& v : split(value(i))) {
+      for (const auto& v : a.list()) {
         if (v == "all") o.algos = {algorithm::flat, algorithm::tree, algorithm::automatic};
         else if (v == "flat") o.algos.push_back(algorithm::flat);
         else if (v == "tree") o.algos.push_back(algorithm::tree);
@@ -144,33 +136,29 @@ options parse(int argc, char** argv) {
         else if (v == "lpc" || v == "low_precision") o.algos.push_back(algorithm::low_precision);  // --procs only
         else usage("bad --algo " + v);
       }
-    } else if (a == "--iters") o.timing.iters = std::max(1, std::atoi(value(i).c_str()));
-    else if (a == "--warmup") o.timing.warmup = std::max(0, std::atoi(value(i).c_str()));
-    else if (a == "--calls-per-graph") o.timing.calls_per_graph = std::max(1, std::atoi(value(i).c_str()));
-    else if (a == "--graph") o.graph_all = true;
-    else if (a == "--graph-max-bytes") o.graph_max_bytes = parse_size(value(i));
-    else if (a == "--input-in-symmetric") o.registered = true;
-    else if (a == "--threads") o.threads = std::atoi(value(i).c_str());
-    else if (a == "--max-blocks") o.max_blocks = std::atoi(value(i).c_str());
-    else if (a == "--ll-blocks") o.ll.blocks = std::atoi(value(i).c_str());
-    else if (a == "--ll-block-bytes") o.ll.block_bytes = parse_size(value(i));
-    else if (a == "--procs") o.procs = std::atoi(value(i).c_str());
-    else if (a == "--procs-child") o.procs_child = true;
-    else if (a == "--no-compare") o.procs_compare = false;
-    else if (a == "--procs-blocks") o.procs_blocks = std::atoi(value(i).c_str());
-    else if (a == "--collectives") o.collectives = true;
-    else if (a == "--collectives-only") o.collectives = true, o.dda = false;
-    else if (a == "--checks-cost") o.checks_cost = true;
-    else if (a == "--checks-cost-only") o.checks_cost = true, o.dda = false;
-    else if (a == "--coll-min-bytes") o.coll_min_bytes = parse_size(value(i));
-    else if (a == "--coll-max-bytes") o.coll_max_bytes = parse_size(value(i));
-    else if (a == "--json") o.json = value(i);
-    else if (a == "--csv") o.csv = value(i);
-    else if (a == "--png") o.png = value(i);
-    else if (a == "--suite") o.suite = value(i);
-    else if (a == "--out") out_dir = value(i);
-    else if (a == "-h" || a == "--help") usage("help");
-    else usage("unknown argument " + a);
+    } else if (a.is("--graph")) o.graph_all = true;
+    else if (a.is("--graph-max-bytes")) o.graph_max_bytes = a.size();
+    else if (a.is("--input-in-symmetric")) o.registered = true;
+    else if (a.is("--threads")) o.threads = a.integer();
+    else if (a.is("--max-blocks")) o.max_blocks = a.integer();
+    else if (a.is("--ll-blocks")) o.ll.blocks = a.integer();
+    else if (a.is("--ll-block-bytes")) o.ll.block_bytes = a.size();
+    else if (a.is("--procs")) o.procs = a.integer();
+    else if (a.is("--procs-child")) o.procs_child = true;
+    else if (a.is("--no-compare")) o.procs_compare = false;
+    else if (a.is("--procs-blocks")) o.procs_blocks = a.integer();
+    else if (a.is("--collectives")) o.collectives = true;
+    else if (a.is("--collectives-only")) o.collectives = true, o.dda = false;
+    else if (a.is("--checks-cost")) o.checks_cost = true;
+    else if (a.is("--checks-cost-only")) o.checks_cost = true, o.dda = false;
+    else if (a.is("--coll-min-bytes")) o.coll_min_bytes = a.size();
+    else if (a.is("--coll-max-bytes")) o.coll_max_bytes = a.size();
+    else if (a.is("--json")) o.json = a.str();
+    else if (a.is("--csv")) o.csv = a.str();
+    else if (a.is("--png")) o.png = a.str();
+    else if (a.is("--suite")) o.suite = a.str();
+    else if (a.is("--out")) out_dir = a.str();
+    else if (!a.timing(o.timing)) a.unknown();
   }
   if (o.suite == "gpu") {
     // The GPU suite: 8 emulated ranks, 8 B .. 256 MiB, bf16 and float, every algorithm,
@@ -240,18 +228,6 @@ options parse(int argc, char** argv) {
 }
 
 // ---- inputs, poison, comparison: emulated functors ---------------------------------------------
-
-RCCLX_HOST_DEVICE inline std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-// Input element i of rank r: uniform in [-1, 1), the same on host (reference) and device (fill).
-RCCLX_HOST_DEVICE inline float input_value(int rank, std::size_t i) {
-  const std::uint64_t h = mix(static_cast<std::uint64_t>(i) * 64 + static_cast<std::uint64_t>(rank));
-  return static_cast<float>(h >> 40) * (1.0f / 8388608.0f) - 1.0f;
-}
 
 template <class T>
 RCCLX_HOST_DEVICE inline T make(float x) {
@@ -491,46 +467,124 @@ struct exchange_floor {
   }
 };
 
+// What both tables stand on: every rank's input and output, the copy baseline's buffers, the fill
+// and compare kernels, and the blocks a functor can have (pads and residency).
 template <class T, int MaxR>
-class runner {
+class rank_rig : public bench::emulated_rig<MaxR> {
+ public:
+  rank_rig(const options& o, const std::string& type, std::size_t buffer_bytes, std::size_t in_bytes,
+           std::size_t out_bytes, rcclx::core::ll_layout ll = rcclx::core::default_ll_layout())
+      : bench::emulated_rig<MaxR>(o.num_ranks, buffer_bytes, o.max_blocks, ll), o_(o), type_(type), n_(o.num_ranks) {
+    for (int r = 0; r < n_; ++r) {
+      in_.push_back(this->template alloc<T>(in_bytes));
+      out_.push_back(this->template alloc<T>(out_bytes));
+    }
+    big_src_ = this->alloc(in_bytes * n_);
+    big_dst_ = this->alloc(in_bytes * n_);
+    counter_ = this->template alloc<std::uint32_t>(sizeof(std::uint32_t));
+  }
+
+ protected:
+  rt::rank_buffers<T, MaxR> buffers(bool registered = false) {
+    rt::rank_buffers<T, MaxR> b{};
+    for (int r = 0; r < n_; ++r) {
+      b.in[r] = registered ? static_cast<const T*>(this->world().buffer(r)) : in_[r];
+      b.out[r] = out_[r];
+    }
+    return b;
+  }
+
+  bench::timing_mode mode_for(std::size_t bytes) const {
+    if (on_host) return bench::timing_mode::wall;
+    return (o_.graph_all || bytes <= o_.graph_max_bytes) ? bench::timing_mode::graph : bench::timing_mode::events;
+  }
+
+  // `wanted` blocks per rank, capped by the pads' slots and by residency.
+  template <class F>
+  int fit(int wanted) const {
+    int nb = std::min(wanted, this->world().max_blocks());
+    nb = std::min(nb, rt::max_blocks_per_rank<F>(n_, o_.threads));
+    if (nb < 1) throw rcclx::error(rcclx::errc::unsupported, "the emulated grid does not fit on this device");
+    return nb;
+  }
+
+  template <class F>
+  void launch(int blocks, const F& f, rcclx::gpu::stream_t s) {
+    rt::launch_emulated(n_, blocks, o_.threads, f, s);
+  }
+
+  // count elements of every rank's inputs (dst[r]), or of the poison pattern.
+  void fill(const std::vector<T*>& dst, std::size_t count, bool poison, int blocks) {
+    fill_kernel<T, MaxR> f{};
+    for (int r = 0; r < n_; ++r) f.dst[r] = dst[r];
+    f.count = count;
+    f.poison = poison;
+    launch(blocks, f, this->stream());
+  }
+
+  // Is every rank's output (count elements) the same bits as rank 0's? Checked on the device.
+  bool ranks_identical(std::size_t count, int blocks) {
+    rcclx::gpu::memset_zero(counter_, sizeof(std::uint32_t));
+    compare_kernel<T, MaxR> c{};
+    for (int p = 0; p < n_; ++p) c.out[p] = out_[p];
+    c.count = count;
+    c.mismatches = counter_;
+    launch(blocks, c, this->stream());
+    rcclx::gpu::stream_synchronize(this->stream());
+    std::uint32_t mismatches = 0;
+    rcclx::gpu::copy(&mismatches, counter_, sizeof(mismatches));
+    return mismatches == 0;
+  }
+
+  // The copy baseline moving every rank's count elements: a runtime copy, and the 16-byte copy
+  // kernel on `blocks` blocks per rank.
+  std::pair<double, double> copy_us(bench::timing_mode mode, std::size_t count, int blocks) {
+    const std::size_t total = count * sizeof(T) * static_cast<std::size_t>(n_);
+    const double memcpy_us = bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) {
+      rcclx::gpu::copy_async(big_dst_, big_src_, total, s);
+    });
+    const rt::emulated_copy<T, MaxR> ck{buffers(), count};
+    return {memcpy_us,
+            bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { launch(blocks, ck, s); })};
+  }
+
+  const options& o_;
+  std::string type_;
+  int n_;
+  std::vector<T*> in_, out_;
+  void* big_src_ = nullptr;
+  void* big_dst_ = nullptr;
+  std::uint32_t* counter_ = nullptr;
+};
+
+template <class T, int MaxR>
+class runner : public rank_rig<T, MaxR> {
+  using base = rank_rig<T, MaxR>;
+  using base::n_;
+  using base::o_;
+
  public:
   runner(const options& o, const std::string& type)
-      : o_(o), type_(type), n_(o.num_ranks),
-        world_(o.num_ranks, o.max_bytes < 16 ? 16 : o.max_bytes, o.max_blocks, 30ull * 1000 * 1000 * 1000, o.ll),
-        cfg_{o.threads, o.max_blocks, o.max_blocks} {
-    const std::size_t bytes = o.max_bytes < 16 ? 16 : o.max_bytes;
-    for (int r = 0; r < n_; ++r) {
-      in_.push_back(static_cast<T*>(rcclx::gpu::device_malloc(bytes)));
-      out_.push_back(static_cast<T*>(rcclx::gpu::device_malloc(bytes)));
-    }
-    big_src_ = rcclx::gpu::device_malloc(bytes * n_);
-    big_dst_ = rcclx::gpu::device_malloc(bytes * n_);
-    counter_ = static_cast<std::uint32_t*>(rcclx::gpu::device_malloc(sizeof(std::uint32_t)));
-    stream_ = on_host ? rcclx::gpu::stream_t{} : rcclx::gpu::stream_create();
-  }
-  ~runner() {
-    for (auto p : in_) rcclx::gpu::device_free(p);
-    for (auto p : out_) rcclx::gpu::device_free(p);
-    rcclx::gpu::device_free(big_src_);
-    rcclx::gpu::device_free(big_dst_);
-    rcclx::gpu::device_free(counter_);
-    rcclx::gpu::stream_destroy(stream_);
-  }
+      : base(o, type, o.max_bytes < 16 ? 16 : o.max_bytes, std::max<std::size_t>(o.max_bytes, 16),
+             std::max<std::size_t>(o.max_bytes, 16), o.ll),
+        cfg_{o.threads, o.max_blocks, o.max_blocks} {}
 
   // One line: the exchange floor (exchange_probe, one block per rank) against an empty kernel of
   // the same grid, timed like the smallest rows.
   void print_exchange_floor() {
-    if (world_.ll().blocks < 1) return;
-    const exchange_probe<MaxR> k{world_.template device_tables<unsigned char>()};
-    launch(1, k, stream_);
+    if (this->world().ll().blocks < 1) return;
+    const exchange_probe<MaxR> k{this->world().template device_tables<unsigned char>()};
+    this->launch(1, k, this->stream());
     rcclx::gpu::device_synchronize();
-    world_.throw_if_error();
-    const bench::timing_mode mode = mode_for(8);
-    const double probe_us = bench::time_us(mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) { launch(1, k, s); });
-    const rt::detail::emulated_empty empty{};
-    const double empty_us = bench::time_us(mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) { launch(1, empty, s); });
+    this->world().throw_if_error();
+    const bench::timing_mode mode = this->mode_for(8);
+    const double probe_us =
+        bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(1, k, s); });
+    const rt::emulated_empty empty{};
+    const double empty_us =
+        bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(1, empty, s); });
     rcclx::gpu::device_synchronize();
-    world_.throw_if_error();
+    this->world().throw_if_error();
     std::printf("# exchange floor: each of %d ranks publishes one LL packet and waits for every peer's (1 block per rank, "
                 "no data): %.2f us = %.2fx the empty kernel (%.2f us), %s\n",
                 n_, probe_us, probe_us / empty_us, empty_us, bench::to_string(mode));
@@ -547,98 +601,45 @@ class runner {
   }
 
  private:
-  rt::rank_buffers<T, MaxR> buffers(bool registered) const {
-    rt::rank_buffers<T, MaxR> b{};
-    for (int r = 0; r < n_; ++r) {
-      b.in[r] = registered ? static_cast<const T*>(world_.buffer(r)) : in_[r];
-      b.out[r] = out_[r];
-    }
-    return b;
-  }
-
   template <class F>
   int blocks_for(algorithm a, std::size_t count) const {
-    int nb = rcclx::dda::num_blocks_for<T>(count, a, n_, cfg_);
-    nb = std::min(nb, world_.max_blocks());
-    nb = std::min(nb, rt::max_blocks_per_rank<F>(n_, cfg_.threads));
-    if (nb < 1) throw rcclx::error(rcclx::errc::unsupported, "the emulated grid does not fit on this device");
-    return nb;
-  }
-
-  template <class F>
-  void launch(int blocks, const F& f, rcclx::gpu::stream_t s) {
-    rt::launch_emulated(n_, blocks, cfg_.threads, f, s);
-  }
-
-  void fill(bool registered, std::size_t count, bool poison) {
-    fill_kernel<T, MaxR> f{};
-    for (int r = 0; r < n_; ++r)
-      f.dst[r] = poison ? out_[r] : (registered ? static_cast<T*>(world_.buffer(r)) : in_[r]);
-    f.count = count;
-    f.poison = poison;
-    launch(blocks_for<fill_kernel<T, MaxR>>(algorithm::flat, count), f, stream_);
-    rcclx::gpu::stream_synchronize(stream_);
-  }
-
-  // Max |error| of rank 0's output against the float64 reference, all elements within the
-  // type's tolerance, and all ranks bit-identical.
-  void check(row& r, std::size_t count) {
-    rcclx::gpu::device_synchronize();
-    world_.throw_if_error();
-    std::vector<T> out(count);
-    rcclx::gpu::copy(out.data(), out_[0], count * sizeof(T));
-    check_against_reference(out.data(), count, n_, o_.op, type_, r);
-    rcclx::gpu::memset_zero(counter_, sizeof(std::uint32_t));
-    compare_kernel<T, MaxR> c{};
-    for (int p = 0; p < n_; ++p) c.out[p] = out_[p];
-    c.count = count;
-    c.mismatches = counter_;
-    launch(blocks_for<compare_kernel<T, MaxR>>(algorithm::flat, count), c, stream_);
-    rcclx::gpu::stream_synchronize(stream_);
-    std::uint32_t mismatches = 0;
-    rcclx::gpu::copy(&mismatches, counter_, sizeof(mismatches));
-    r.identical = mismatches == 0;
-  }
-
-  bench::timing_mode mode_for(std::size_t bytes) const {
-    if (on_host) return bench::timing_mode::wall;
-    return (o_.graph_all || bytes <= o_.graph_max_bytes) ? bench::timing_mode::graph : bench::timing_mode::events;
+    return this->template fit<F>(rcclx::dda::num_blocks_for<T>(count, a, n_, cfg_));
   }
 
   template <algorithm Algo, class Op>
   void run_algo(row& r, std::size_t count, bool registered) {
-    using kernel = rt::detail::emulated_allreduce<Op, Algo, T, MaxR>;
+    using kernel = rt::emulated_allreduce<Op, Algo, T, MaxR>;
     const int nb = blocks_for<kernel>(Algo, count);
     r.blocks = nb;
-    const kernel k{world_.template device_tables<T>(), buffers(registered), count};
-    bench::timing_mode mode = mode_for(r.bytes);
+    const kernel k{this->world().template device_tables<T>(), this->buffers(registered), count};
+    bench::timing_mode mode = this->mode_for(r.bytes);
     r.timing = bench::to_string(mode);
     // Correctness first, on freshly filled inputs and poisoned outputs (tree with the input in the
     // symmetric buffer overwrites it, so timing iterations run on reduced data: same speed).
-    fill(registered, count, false);
-    fill(registered, count, true);
-    launch(nb, k, stream_);
+    std::vector<T*> in = this->in_;
+    if (registered)
+      for (int q = 0; q < n_; ++q) in[q] = static_cast<T*>(this->world().buffer(q));
+    const int fill_blocks = blocks_for<fill_kernel<T, MaxR>>(algorithm::flat, count);
+    this->fill(in, count, false, fill_blocks);
+    rcclx::gpu::stream_synchronize(this->stream());
+    this->fill(this->out_, count, true, fill_blocks);
+    rcclx::gpu::stream_synchronize(this->stream());
+    this->launch(nb, k, this->stream());
     check(r, count);
     bool fell_back = false;
-    r.time_us = bench::time_us(mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) { launch(nb, k, s); }, &fell_back);
+    r.time_us = bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(nb, k, s); },
+                               &fell_back);
     if (fell_back) {  // capture refused: every baseline of this row is timed with events too
       mode = bench::timing_mode::events;
       r.timing = "events*";
     }
     rcclx::gpu::device_synchronize();
-    world_.throw_if_error();
+    this->world().throw_if_error();
     // Baselines with the same grid and the same timing mode.
-    const rt::detail::emulated_empty empty{};
-    r.empty_us = bench::time_us(mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) { launch(nb, empty, s); });
-    const std::size_t total = count * sizeof(T) * static_cast<std::size_t>(n_);
-    r.copy_memcpy_us = bench::time_us(mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) {
-      rcclx::gpu::copy_async(big_dst_, big_src_, total, s);
-    });
-    using copy_k = rt::detail::emulated_copy<T, MaxR>;
-    auto cb = buffers(false);
-    const copy_k ck{cb, count};
-    const int copy_blocks = blocks_for<copy_k>(algorithm::flat, count);
-    r.copy_kernel_us = bench::time_us(mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) { launch(copy_blocks, ck, s); });
+    const rt::emulated_empty empty{};
+    r.empty_us = bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(nb, empty, s); });
+    std::tie(r.copy_memcpy_us, r.copy_kernel_us) =
+        this->copy_us(mode, count, blocks_for<rt::emulated_copy<T, MaxR>>(algorithm::flat, count));
     r.copy_us = std::min(r.copy_memcpy_us, r.copy_kernel_us);
     const double s_bytes = static_cast<double>(count * sizeof(T));
     r.algbw = s_bytes / (r.time_us * 1e3);
@@ -648,12 +649,13 @@ class runner {
     if constexpr (Algo == algorithm::flat) {
       // The same grid's exchange floor, where the row runs the LL one-shot with one vector per thread.
       const rcclx::dda::detail::layout<T> l(count, cfg_.threads, 0, nb);
-      if (rcclx::dda::flat_uses_ll<T>(world_.template table<T>(0).signals, count, cfg_.threads, nb) &&
+      if (rcclx::dda::flat_uses_ll<T>(this->world().template table<T>(0).signals, count, cfg_.threads, nb) &&
           l.tiles <= static_cast<std::size_t>(nb)) {
-        const exchange_floor<T, MaxR> xf{world_.template device_tables<T>(), count};
-        r.exchange_us = bench::time_us(mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) { launch(nb, xf, s); });
+        const exchange_floor<T, MaxR> xf{this->world().template device_tables<T>(), count};
+        r.exchange_us =
+            bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(nb, xf, s); });
         rcclx::gpu::device_synchronize();
-        world_.throw_if_error();
+        this->world().throw_if_error();
         r.ratio_exchange = r.time_us / r.exchange_us;
       }
     }
@@ -663,56 +665,59 @@ class runner {
     r.hbm_eff = r.hbm_gbps / copy_gbps;
   }
 
+  // Max |error| of rank 0's output against the float64 reference, all elements within the
+  // type's tolerance, and all ranks bit-identical.
+  void check(row& r, std::size_t count) {
+    rcclx::gpu::device_synchronize();
+    this->world().throw_if_error();
+    std::vector<T> out(count);
+    rcclx::gpu::copy(out.data(), this->out_[0], count * sizeof(T));
+    check_against_reference(out.data(), count, n_, o_.op, this->type_, r);
+    r.identical = this->ranks_identical(count, blocks_for<compare_kernel<T, MaxR>>(algorithm::flat, count));
+  }
+
   void run_size(std::size_t count, bool registered, const std::vector<algorithm>& algos, std::vector<row>& rows) {
     for (const algorithm a : algos) {
       row r;
       r.bytes = count * sizeof(T);
       r.count = count;
-      r.type = type_;
+      r.type = this->type_;
       r.op = rcclx::to_string(o_.op);
       r.algo = rcclx::to_string(a);
       r.input = registered ? "sym" : "copy";
-      try {
+      this->guard(r, [&] {
         const algorithm resolved = rcclx::dda::resolve_algorithm<T>(a, count, n_);
         r.resolved = rcclx::to_string(resolved);
         rcclx::core::with_op(o_.op, [&](auto op) {
           if (resolved == algorithm::flat) run_algo<algorithm::flat, decltype(op)>(r, count, registered);
           else run_algo<algorithm::tree, decltype(op)>(r, count, registered);
         });
-      } catch (const std::exception& e) {
-        r.error = e.what();
-        rcclx::gpu::device_synchronize();
-        world_.reset();
-      }
+      });
       print_row(r);
       rows.push_back(r);
     }
   }
 
-  const options& o_;
-  std::string type_;
-  int n_;
-  rt::emulated_world<MaxR> world_;
   rcclx::dda::launch_config cfg_;
-  std::vector<T*> in_, out_;
-  void* big_src_ = nullptr;
-  void* big_dst_ = nullptr;
-  std::uint32_t* counter_ = nullptr;
-  rcclx::gpu::stream_t stream_{};
 };
 
 template <class T>
 void run_type(const options& o, const std::string& type, std::vector<row>& rows) {
   const bool first = &type == &o.types.front();  // the floor does not depend on the type: once
-  if (o.num_ranks <= 8) {
-    runner<T, 8> r(o, type);
+  auto go = [&](auto&& r) {
     if (first) r.print_exchange_floor();
     r.run(rows);
-  } else {
-    runner<T, 16> r(o, type);
-    if (first) r.print_exchange_floor();
-    r.run(rows);
-  }
+  };
+  if (o.num_ranks <= 8) go(runner<T, 8>(o, type));
+  else go(runner<T, 16>(o, type));
+}
+
+// Runs f.template operator()<T>() for the element type named `type` (float, bf16 or fp16).
+template <class F>
+void with_type(const std::string& type, F&& f) {
+  if (type == "float") f(float{});
+  else if (type == "bf16") f(rcclx::bf16{});
+  else f(rcclx::fp16{});
 }
 
 // ---- LPC vs plain: AllReduce, AllGather, ReduceScatter, AlltoAll ------------------------------------
@@ -808,36 +813,33 @@ void print_coll_row(const coll_row& r) {
   std::fflush(stdout);
 }
 
+// Calls f(std::integral_constant<lpc::collective, C>{}) for the collective c.
+template <class F>
+void with_collective(lpc::collective c, F&& f) {
+  using lc = lpc::collective;
+  switch (c) {
+    case lc::allreduce: return f(std::integral_constant<lc, lc::allreduce>{});
+    case lc::allgather: return f(std::integral_constant<lc, lc::allgather>{});
+    case lc::reduce_scatter: return f(std::integral_constant<lc, lc::reduce_scatter>{});
+    case lc::alltoall: return f(std::integral_constant<lc, lc::alltoall>{});
+  }
+}
+
 template <class T, int MaxR>
-class coll_runner {
+class coll_runner : public rank_rig<T, MaxR> {
  public:
   using cfg = lpc::default_config;
-  coll_runner(const options& o, const std::string& type)
-      : o_(o), type_(type), n_(o.num_ranks), max_count_(std::max<std::size_t>(16, o.coll_max_bytes / sizeof(T))),
-        world_(o.num_ranks, buffer_bytes(o.num_ranks, max_count_), o.max_blocks, 30ull * 1000 * 1000 * 1000) {
-    for (int r = 0; r < n_; ++r) {
-      in_.push_back(static_cast<T*>(rcclx::gpu::device_malloc(max_count_ * sizeof(T))));
-      out_.push_back(static_cast<T*>(rcclx::gpu::device_malloc(max_count_ * sizeof(T) * n_)));  // AllGather
-    }
-    big_src_ = rcclx::gpu::device_malloc(max_count_ * sizeof(T) * n_);
-    big_dst_ = rcclx::gpu::device_malloc(max_count_ * sizeof(T) * n_);
-    counter_ = static_cast<std::uint32_t*>(rcclx::gpu::device_malloc(sizeof(std::uint32_t)));
-    stream_ = on_host ? rcclx::gpu::stream_t{} : rcclx::gpu::stream_create();
-  }
-  ~coll_runner() {
-    for (auto p : in_) rcclx::gpu::device_free(p);
-    for (auto p : out_) rcclx::gpu::device_free(p);
-    rcclx::gpu::device_free(big_src_);
-    rcclx::gpu::device_free(big_dst_);
-    rcclx::gpu::device_free(counter_);
-    rcclx::gpu::stream_destroy(stream_);
-  }
+  coll_runner(const options& o, const std::string& type, std::size_t max_count)
+      : rank_rig<T, MaxR>(o, type, buffer_bytes(o.num_ranks, max_count), max_count * sizeof(T),
+                          max_count * sizeof(T) * o.num_ranks) {}  // outputs: AllGather's N * count
 
   void run(std::vector<coll_row>& rows) {
     for (std::size_t bytes = o_.coll_min_bytes; bytes <= o_.coll_max_bytes; bytes *= 2) {
       std::size_t count = std::max<std::size_t>(1, bytes / sizeof(T));
       count = std::max<std::size_t>(static_cast<std::size_t>(n_), count / n_ * n_);  // RS and A2A split it in N
-      const double copy_us = copy_baseline(count, mode_for(count * sizeof(T)));
+      const bench::timing_mode mode = this->mode_for(count * sizeof(T));
+      const auto copy = this->copy_us(mode, count, fit_elems<rt::emulated_copy<T, MaxR>>(count));
+      const double copy_us = std::min(copy.first, copy.second);
       for (const lpc::collective c : collectives) {
         coll_row plain = make_row(c, count, false), low = make_row(c, count, true);
         run_one(plain, c, false, count, copy_us);
@@ -854,6 +856,9 @@ class coll_runner {
   }
 
  private:
+  using rank_rig<T, MaxR>::n_;
+  using rank_rig<T, MaxR>::o_;
+
   static std::size_t buffer_bytes(int n, std::size_t count) {
     std::size_t b = count * sizeof(T);
     for (const lpc::collective c : collectives) b = std::max(b, lpc::workspace_bytes<cfg>(c, count, n));
@@ -864,7 +869,7 @@ class coll_runner {
     coll_row r;
     r.bytes = count * sizeof(T);
     r.count = count;
-    r.type = type_;
+    r.type = this->type_;
     r.coll = lpc::to_string(c);
     r.algo = low ? "lpc" : (c == lpc::collective::allreduce ? "tree" : "direct");
     r.format = low ? rcclx::fp8::format_traits<cfg::format>::name : "";
@@ -875,43 +880,10 @@ class coll_runner {
     return r;
   }
 
-  bench::timing_mode mode_for(std::size_t bytes) const {
-    if (on_host) return bench::timing_mode::wall;
-    return (o_.graph_all || bytes <= o_.graph_max_bytes) ? bench::timing_mode::graph : bench::timing_mode::events;
-  }
-
-  rt::rank_buffers<T, MaxR> buffers() const {
-    rt::rank_buffers<T, MaxR> b{};
-    for (int r = 0; r < n_; ++r) {
-      b.in[r] = in_[r];
-      b.out[r] = out_[r];
-    }
-    return b;
-  }
-
+  // Blocks for an element loop over `elems` elements per rank.
   template <class F>
-  int fit(int wanted) const {
-    int nb = std::min(wanted, world_.max_blocks());
-    nb = std::min(nb, rt::max_blocks_per_rank<F>(n_, o_.threads));
-    if (nb < 1) throw rcclx::error(rcclx::errc::unsupported, "the emulated grid does not fit on this device");
-    return nb;
-  }
-
-  template <class F>
-  void launch(int blocks, const F& f, rcclx::gpu::stream_t s) {
-    rt::launch_emulated(n_, blocks, o_.threads, f, s);
-  }
-
-  double copy_baseline(std::size_t count, bench::timing_mode mode) {
-    const std::size_t total = count * sizeof(T) * static_cast<std::size_t>(n_);
-    const double memcpy_us = bench::time_us(mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) {
-      rcclx::gpu::copy_async(big_dst_, big_src_, total, s);
-    });
-    using copy_k = rt::detail::emulated_copy<T, MaxR>;
-    const copy_k ck{buffers(), count};
-    const int nb = fit<copy_k>(rcclx::dda::detail::blocks_for_elems<T>(count, o_.threads, o_.max_blocks));
-    const double kernel_us = bench::time_us(mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) { launch(nb, ck, s); });
-    return std::min(memcpy_us, kernel_us);
+  int fit_elems(std::size_t elems) const {
+    return this->template fit<F>(rcclx::dda::detail::blocks_for_elems<T>(elems, o_.threads, o_.max_blocks));
   }
 
   static std::size_t out_count(lpc::collective c, std::size_t count, int n) {
@@ -920,47 +892,32 @@ class coll_runner {
   }
 
   void run_one(coll_row& r, lpc::collective c, bool low, std::size_t count, double copy_us) {
-    try {
-      switch (c) {
-        case lpc::collective::allreduce:
-          low ? run_kernel<lpc::collective::allreduce, true>(r, count) : run_kernel<lpc::collective::allreduce, false>(r, count);
-          break;
-        case lpc::collective::allgather:
-          low ? run_kernel<lpc::collective::allgather, true>(r, count) : run_kernel<lpc::collective::allgather, false>(r, count);
-          break;
-        case lpc::collective::reduce_scatter:
-          low ? run_kernel<lpc::collective::reduce_scatter, true>(r, count)
-              : run_kernel<lpc::collective::reduce_scatter, false>(r, count);
-          break;
-        case lpc::collective::alltoall:
-          low ? run_kernel<lpc::collective::alltoall, true>(r, count) : run_kernel<lpc::collective::alltoall, false>(r, count);
-          break;
-      }
+    this->guard(r, [&] {
+      with_collective(c, [&](auto cc) {
+        if (low) run_kernel<decltype(cc)::value, true>(r, count);
+        else run_kernel<decltype(cc)::value, false>(r, count);
+      });
       r.copy_us = copy_us;
       r.hbm_gbps = r.required_bytes / (r.time_us * 1e3);
       r.hbm_eff = r.hbm_gbps / (2.0 * n_ * static_cast<double>(r.bytes) / (copy_us * 1e3));
-    } catch (const std::exception& e) {
-      r.error = e.what();
-      rcclx::gpu::device_synchronize();
-      world_.reset();
-    }
+    });
   }
 
   template <lpc::collective C, bool Low>
   void run_kernel(coll_row& r, std::size_t count) {
     using op = rcclx::core::op_sum;
-    const rt::rank_buffers<T, MaxR> b = buffers();
-    const auto* tables = world_.template device_tables<T>();
+    const rt::rank_buffers<T, MaxR> b = this->buffers();
+    const auto* tables = this->world().template device_tables<T>();
     if constexpr (C == lpc::collective::allreduce && !Low) {
-      using kernel = rt::detail::emulated_allreduce<op, algorithm::tree, T, MaxR>;
+      using kernel = rt::emulated_allreduce<op, algorithm::tree, T, MaxR>;
       const rcclx::dda::launch_config dcfg{o_.threads, o_.max_blocks, o_.max_blocks};
-      measure(r, C, count, fit<kernel>(rcclx::dda::num_blocks_for<T>(count, algorithm::tree, n_, dcfg)),
+      measure(r, C, count, this->template fit<kernel>(rcclx::dda::num_blocks_for<T>(count, algorithm::tree, n_, dcfg)),
               kernel{tables, b, count});
     } else {
-      using kernel = rt::detail::emulated_collective<C, Low ? algorithm::low_precision : algorithm::flat, cfg, op, T, MaxR>;
+      using kernel = rt::emulated_collective<C, Low ? algorithm::low_precision : algorithm::flat, cfg, op, T, MaxR>;
       // Balanced over the blocks that can actually run (the pads' and residency's cap), so no block
       // gets one tile more than the others.
-      const int cap = fit<kernel>(o_.max_blocks);
+      const int cap = this->template fit<kernel>(o_.max_blocks);
       int wanted;
       if constexpr (Low) {
         wanted = lpc::num_blocks_for<cfg>(C, count, n_, lpc::launch_config{o_.threads, cap});
@@ -968,122 +925,64 @@ class coll_runner {
         const std::size_t elems = C == lpc::collective::allgather ? count : count / static_cast<std::size_t>(n_);
         wanted = rcclx::dda::detail::blocks_for_elems<T>(elems, o_.threads, cap);
       }
-      measure(r, C, count, fit<kernel>(wanted), kernel{tables, b, count});
+      measure(r, C, count, this->template fit<kernel>(wanted), kernel{tables, b, count});
     }
   }
 
   template <class F>
   void measure(coll_row& r, lpc::collective c, std::size_t count, int nb, const F& k) {
     r.blocks = nb;
-    bench::timing_mode mode = mode_for(r.bytes);
+    const bench::timing_mode mode = this->mode_for(r.bytes);
     r.timing = bench::to_string(mode);
-    fill(count, out_count(c, count, n_));
-    launch(nb, k, stream_);
+    const std::size_t out_elems = out_count(c, count, n_);
+    this->fill(this->in_, count, false, fit_elems<fill_kernel<T, MaxR>>(count));
+    this->fill(this->out_, out_elems, true, fit_elems<fill_kernel<T, MaxR>>(out_elems));
+    rcclx::gpu::stream_synchronize(this->stream());
+    this->launch(nb, k, this->stream());
     check(r, c, count);
     bool fell_back = false;
-    r.time_us = bench::time_us(mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) { launch(nb, k, s); }, &fell_back);
+    r.time_us = this->time(mode, o_.timing, [&](rcclx::gpu::stream_t s) { this->launch(nb, k, s); }, fell_back);
     if (fell_back) r.timing = "events*";
-    rcclx::gpu::device_synchronize();
-    world_.throw_if_error();
   }
-
-  void fill(std::size_t count, std::size_t out_elems) {
-    fill_kernel<T, MaxR> f{};
-    for (int r = 0; r < n_; ++r) f.dst[r] = in_[r];
-    f.count = count;
-    f.poison = false;
-    const int nb = fit<fill_kernel<T, MaxR>>(rcclx::dda::detail::blocks_for_elems<T>(count, o_.threads, o_.max_blocks));
-    launch(nb, f, stream_);
-    for (int r = 0; r < n_; ++r) f.dst[r] = out_[r];
-    f.count = out_elems;
-    f.poison = true;
-    launch(fit<fill_kernel<T, MaxR>>(rcclx::dda::detail::blocks_for_elems<T>(out_elems, o_.threads, o_.max_blocks)), f,
-           stream_);
-    rcclx::gpu::stream_synchronize(stream_);
-  }
-
-  double bound_of(lpc::collective c, bool low) const { return lpc_bound<T>(c, low, n_); }
 
   // Max |error| of rank 0's output against the float64 reference, within the bound, and (AllReduce,
   // AllGather) every rank bit-identical to rank 0 (checked on the device).
   void check(coll_row& r, lpc::collective c, std::size_t count) {
     rcclx::gpu::device_synchronize();
-    world_.throw_if_error();
+    this->world().throw_if_error();
     const std::size_t total = out_count(c, count, n_);
     std::vector<T> out(total);
-    rcclx::gpu::copy(out.data(), out_[0], total * sizeof(T));
-    const bool low = r.algo == "lpc";
-    r.bound = bound_of(c, low);
+    rcclx::gpu::copy(out.data(), this->out_[0], total * sizeof(T));
+    r.bound = lpc_bound<T>(c, r.algo == "lpc", n_);
     const std::size_t blk = count / static_cast<std::size_t>(n_);
     auto x = [](int p, std::size_t i) { return static_cast<double>(static_cast<float>(make<T>(input_value(p, i)))); };
-    const unsigned workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
-    std::vector<double> err(workers, 0.0);
-    std::vector<std::thread> th;
-    for (unsigned w = 0; w < workers; ++w) {
-      th.emplace_back([&, w] {
-        for (std::size_t k = w; k < total; k += workers) {
-          double want = 0;
-          switch (c) {
-            case lpc::collective::allreduce:
-              for (int p = 0; p < n_; ++p) want += x(p, k);
-              break;
-            case lpc::collective::allgather: want = x(static_cast<int>(k / count), k % count); break;
-            case lpc::collective::reduce_scatter:  // rank 0: block 0 of every rank
-              for (int p = 0; p < n_; ++p) want += x(p, k);
-              break;
-            case lpc::collective::alltoall: want = x(static_cast<int>(k / blk), k % blk); break;
-          }
-          const double e = std::fabs(static_cast<double>(static_cast<float>(out[k])) - want);
-          if (!(e <= err[w])) err[w] = e;  // NaN propagates into the maximum
-        }
-      });
-    }
-    for (auto& t : th) t.join();
+    std::vector<double> err(max_host_workers, 0.0);
+    const unsigned workers = parallel_indices(total, [&](unsigned w, std::size_t k) {
+      double want = 0;
+      if (c == lpc::collective::allreduce || c == lpc::collective::reduce_scatter)  // RS: rank 0's block of every rank
+        for (int p = 0; p < n_; ++p) want += x(p, k);
+      else if (c == lpc::collective::allgather) want = x(static_cast<int>(k / count), k % count);
+      else want = x(static_cast<int>(k / blk), k % blk);
+      const double e = std::fabs(static_cast<double>(static_cast<float>(out[k])) - want);
+      if (!(e <= err[w])) err[w] = e;  // NaN propagates into the maximum
+    });
     for (unsigned w = 0; w < workers; ++w) r.max_err = std::isnan(err[w]) ? err[w] : std::max(r.max_err, err[w]);
     r.tol_ok = r.max_err <= r.bound;
-    if (c == lpc::collective::allreduce || c == lpc::collective::allgather) {
-      rcclx::gpu::memset_zero(counter_, sizeof(std::uint32_t));
-      compare_kernel<T, MaxR> cmp{};
-      for (int p = 0; p < n_; ++p) cmp.out[p] = out_[p];
-      cmp.count = total;
-      cmp.mismatches = counter_;
-      launch(fit<compare_kernel<T, MaxR>>(rcclx::dda::detail::blocks_for_elems<T>(total, o_.threads, o_.max_blocks)), cmp,
-             stream_);
-      rcclx::gpu::stream_synchronize(stream_);
-      std::uint32_t mismatches = 0;
-      rcclx::gpu::copy(&mismatches, counter_, sizeof(mismatches));
-      r.identical = mismatches == 0;
-    }
+    if (c == lpc::collective::allreduce || c == lpc::collective::allgather)
+      r.identical = this->ranks_identical(total, fit_elems<compare_kernel<T, MaxR>>(total));
   }
-
-  const options& o_;
-  std::string type_;
-  int n_;
-  std::size_t max_count_;
-  rt::emulated_world<MaxR> world_;
-  std::vector<T*> in_, out_;
-  void* big_src_ = nullptr;
-  void* big_dst_ = nullptr;
-  std::uint32_t* counter_ = nullptr;
-  rcclx::gpu::stream_t stream_{};
 };
 
 template <class T>
 void run_coll_type(const options& o, const std::string& type, std::vector<coll_row>& rows) {
-  if (o.num_ranks <= 8) coll_runner<T, 8>(o, type).run(rows);
-  else coll_runner<T, 16>(o, type).run(rows);
+  const std::size_t max_count = std::max<std::size_t>(16, o.coll_max_bytes / sizeof(T));
+  if (o.num_ranks <= 8) coll_runner<T, 8>(o, type, max_count).run(rows);
+  else coll_runner<T, 16>(o, type, max_count).run(rows);
 }
 
 // ---- reports -------------------------------------------------------------------------------------
 
-std::string json_escape(const std::string& s) { return bench::json_escape(s); }
-std::string num(double v) { return bench::json_number(v); }
-
-struct acceptance {
-  std::string name, target, result;
-  double worst = 0;
-  bool evaluated = false, pass = false;
-};
+using acceptance = bench::target;
 
 // The checked mode's cost: flat AllReduce (the latency path) with RCCLX_CHECKS=1 against the same
 // call without, timed alternately in this process (checks_cost.hpp). Target: <= 5% at 8 KiB.
@@ -1092,8 +991,7 @@ acceptance run_checks_cost(const options& o) {
                "", 0};
   bench::checks_cost_args args;
   args.num_ranks = std::min(o.num_ranks, 8);
-  args.bytes = on_host ? std::vector<std::size_t>{1024, 8192, 65536}
-                       : std::vector<std::size_t>{16, 1024, 8192, 65536, 262144};
+  args.bytes = bench::checks_cost_bytes();
   args.warmup = o.timing.warmup;
   args.iters = o.timing.iters;
   args.calls_per_graph = o.timing.calls_per_graph;
@@ -1195,13 +1093,36 @@ std::vector<acceptance> evaluate_coll(const std::vector<coll_row>& rows) {
   return {f, e};
 }
 
+template <class Row>
+const char* ok_text(const Row& r) {
+  return r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL";
+}
+
+bench::fields row_fields(const row& r) {
+  return {{"size_bytes", r.bytes}, {"count", r.count}, {"type", r.type}, {"op", r.op}, {"algorithm", r.algo},
+          {"resolved", r.resolved}, {"input", r.input}, {"blocks_per_rank", r.blocks}, {"timing", r.timing},
+          {"time_us", r.time_us}, {"empty_us", r.empty_us}, {"copy_us", r.copy_us},
+          {"copy_memcpy_us", r.copy_memcpy_us}, {"copy_kernel_us", r.copy_kernel_us}, {"algbw_GBps", r.algbw},
+          {"busbw_GBps", r.busbw}, {"ratio_empty", r.ratio_empty}, {"ratio_copy", r.ratio_copy},
+          {"required_bytes", r.required_bytes}, {"hbm_GBps", r.hbm_gbps}, {"hbm_efficiency", r.hbm_eff},
+          {"exchange_floor_us", r.exchange_us}, {"ratio_exchange", r.ratio_exchange}, {"max_abs_error", r.max_err},
+          {"within_tolerance", r.tol_ok}, {"ranks_identical", r.identical}, {"error", r.error}};
+}
+
+bench::fields coll_fields(const coll_row& r) {
+  return {{"size_bytes", r.bytes}, {"count", r.count}, {"type", r.type}, {"collective", r.coll},
+          {"algorithm", r.algo}, {"format", r.format}, {"blocks_per_rank", r.blocks}, {"timing", r.timing},
+          {"time_us", r.time_us}, {"copy_us", r.copy_us}, {"x_plain", r.x_plain}, {"wire_bytes", r.wire_bytes},
+          {"required_bytes", r.required_bytes}, {"hbm_GBps", r.hbm_gbps}, {"hbm_efficiency", r.hbm_eff},
+          {"max_abs_error", r.max_err}, {"error_bound", r.bound}, {"within_bound", r.tol_ok},
+          {"ranks_identical", r.identical}, {"error", r.error}};
+}
+
 void write_json(const options& o, const std::vector<row>& rows, const std::vector<coll_row>& crows,
                 const std::vector<acceptance>& acc) {
-  std::ofstream f(o.json);
-  if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + o.json);
+  std::ofstream f = bench::open_output(o.json);
   f << "{\n  \"tool\": \"rcclx-bench\",\n  \"command\": \"" << json_escape(o.command) << "\",\n";
-  f << "  \"backend\": \"" << (on_host ? "host" : (rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip"))
-    << "\",\n  \"device\": \"" << json_escape(bench::device_name()) << "\",\n  \"arch\": \""
+  f << "  \"backend\": \"" << bench::backend_label() << "\",\n  \"device\": \"" << json_escape(bench::device_name()) << "\",\n  \"arch\": \""
     << rcclx::gpu::to_string(rcclx::gpu::current_arch()) << "\",\n";
   f << "  \"threads_per_block\": " << o.threads << ",\n  \"max_blocks_per_rank\": " << o.max_blocks << ",\n";
   f << "  \"ll_blocks\": " << o.ll.blocks << ",\n  \"ll_block_bytes\": " << o.ll.block_bytes << ",\n";
@@ -1215,22 +1136,7 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
        "    \"busbw\": \"algbw*2(N-1)/N, algbw = S/time\",\n"
        "    \"timing\": \"graph: K back-to-back calls per graph, replay/K, median; events: one call between GPU events, median; wall: host\"\n"
        "  },\n  \"rows\": [\n";
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const row& r = rows[i];
-    f << "    {\"size_bytes\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \"" << r.type
-      << "\", \"op\": \"" << r.op << "\", \"algorithm\": \"" << r.algo << "\", \"resolved\": \"" << r.resolved
-      << "\", \"input\": \"" << r.input << "\", \"blocks_per_rank\": " << r.blocks << ", \"timing\": \"" << r.timing
-      << "\", \"time_us\": " << num(r.time_us) << ", \"empty_us\": " << num(r.empty_us)
-      << ", \"copy_us\": " << num(r.copy_us) << ", \"copy_memcpy_us\": " << num(r.copy_memcpy_us)
-      << ", \"copy_kernel_us\": " << num(r.copy_kernel_us) << ", \"algbw_GBps\": " << num(r.algbw)
-      << ", \"busbw_GBps\": " << num(r.busbw) << ", \"ratio_empty\": " << num(r.ratio_empty)
-      << ", \"ratio_copy\": " << num(r.ratio_copy) << ", \"required_bytes\": " << num(r.required_bytes)
-      << ", \"hbm_GBps\": " << num(r.hbm_gbps) << ", \"hbm_efficiency\": " << num(r.hbm_eff)
-      << ", \"exchange_floor_us\": " << num(r.exchange_us) << ", \"ratio_exchange\": " << num(r.ratio_exchange)
-      << ", \"max_abs_error\": " << num(r.max_err) << ", \"within_tolerance\": " << (r.tol_ok ? "true" : "false")
-      << ", \"ranks_identical\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << json_escape(r.error)
-      << "\"}" << (i + 1 < rows.size() ? "," : "") << "\n";
-  }
+  bench::write_json_rows(f, rows, row_fields);
   f << "  ],\n  \"collectives_definitions\": {\n"
        "    \"size_bytes\": \"input bytes per rank S (allgather output N*S, reduce_scatter output S/N)\",\n"
        "    \"wire_bytes\": \"bytes each rank reads from peers: allreduce 2(N-1)X/N, allgather (N-1)X, reduce_scatter and alltoall (N-1)X/N; X = S plain, Q = count*(1+scale bytes/block) lpc\",\n"
@@ -1238,53 +1144,24 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
        "    \"x_plain\": \"time of the plain row of the same size / time of this row\",\n"
        "    \"bound\": \"documented error bound for inputs in [-1, 1) (docs/numerics.md section 8)\"\n"
        "  },\n  \"collectives\": [\n";
-  for (std::size_t i = 0; i < crows.size(); ++i) {
-    const coll_row& r = crows[i];
-    f << "    {\"size_bytes\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \"" << r.type
-      << "\", \"collective\": \"" << r.coll << "\", \"algorithm\": \"" << r.algo << "\", \"format\": \"" << r.format
-      << "\", \"blocks_per_rank\": " << r.blocks << ", \"timing\": \"" << r.timing << "\", \"time_us\": " << num(r.time_us)
-      << ", \"copy_us\": " << num(r.copy_us) << ", \"x_plain\": " << num(r.x_plain) << ", \"wire_bytes\": " << num(r.wire_bytes)
-      << ", \"required_bytes\": " << num(r.required_bytes) << ", \"hbm_GBps\": " << num(r.hbm_gbps)
-      << ", \"hbm_efficiency\": " << num(r.hbm_eff) << ", \"max_abs_error\": " << num(r.max_err)
-      << ", \"error_bound\": " << num(r.bound) << ", \"within_bound\": " << (r.tol_ok ? "true" : "false")
-      << ", \"ranks_identical\": " << (r.identical ? "true" : "false") << ", \"error\": \"" << json_escape(r.error)
-      << "\"}" << (i + 1 < crows.size() ? "," : "") << "\n";
-  }
-  f << "  ],\n  \"acceptance\": [\n";
-  for (std::size_t i = 0; i < acc.size(); ++i) {
-    f << "    {\"name\": \"" << acc[i].name << "\", \"target\": \"" << json_escape(acc[i].target)
-      << "\", \"evaluated\": " << (acc[i].evaluated ? "true" : "false") << ", \"pass\": "
-      << (acc[i].evaluated && acc[i].pass ? "true" : "false") << ", \"result\": \"" << json_escape(acc[i].result)
-      << "\"}" << (i + 1 < acc.size() ? "," : "") << "\n";
-  }
-  f << "  ]\n}\n";
+  bench::write_json_rows(f, crows, coll_fields);
+  f << "  ],\n";
+  bench::end_json_report(f, acc);
 }
 
 void write_csv(const std::string& path, const std::vector<row>& rows) {
-  std::ofstream f(path);
-  if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + path);
-  f << "size_bytes,count,type,op,algorithm,resolved,input,blocks,timing,time_us,empty_us,copy_us,algbw_GBps,"
-       "busbw_GBps,ratio_empty,ratio_exchange,ratio_copy,hbm_GBps,hbm_efficiency,max_abs_error,ok,error\n";
-  for (const row& r : rows)
-    f << r.bytes << ',' << r.count << ',' << r.type << ',' << r.op << ',' << r.algo << ',' << r.resolved << ','
-      << r.input << ',' << r.blocks << ',' << r.timing << ',' << num(r.time_us) << ',' << num(r.empty_us) << ','
-      << num(r.copy_us) << ',' << num(r.algbw) << ',' << num(r.busbw) << ',' << num(r.ratio_empty) << ','
-      << num(r.ratio_exchange) << ','
-      << num(r.ratio_copy) << ',' << num(r.hbm_gbps) << ',' << num(r.hbm_eff) << ',' << num(r.max_err) << ','
-      << (r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL") << ",\"" << json_escape(r.error) << "\"\n";
+  bench::write_csv(path,
+                   "size_bytes,count,type,op,algorithm,resolved,input,blocks=blocks_per_rank,timing,time_us,empty_us,"
+                   "copy_us,algbw_GBps,busbw_GBps,ratio_empty,ratio_exchange,ratio_copy,hbm_GBps,hbm_efficiency,"
+                   "max_abs_error,ok,\"error\"",
+                   rows, [](const row& r) { return row_fields(r) + bench::fields{{"ok", ok_text(r)}}; });
 }
 
 void write_coll_csv(const std::string& path, const std::vector<coll_row>& rows) {
-  std::ofstream f(path);
-  if (!f) throw rcclx::error(rcclx::errc::runtime, "cannot write " + path);
-  f << "size_bytes,count,type,collective,algorithm,format,blocks,timing,time_us,x_plain,wire_bytes,required_bytes,"
-       "hbm_GBps,hbm_efficiency,max_abs_error,error_bound,ok,error\n";
-  for (const coll_row& r : rows)
-    f << r.bytes << ',' << r.count << ',' << r.type << ',' << r.coll << ',' << r.algo << ',' << r.format << ','
-      << r.blocks << ',' << r.timing << ',' << num(r.time_us) << ',' << num(r.x_plain) << ',' << num(r.wire_bytes) << ','
-      << num(r.required_bytes) << ',' << num(r.hbm_gbps) << ',' << num(r.hbm_eff) << ',' << num(r.max_err) << ','
-      << num(r.bound) << ',' << (r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL") << ",\""
-      << json_escape(r.error) << "\"\n";
+  bench::write_csv(path,
+                   "size_bytes,count,type,collective,algorithm,format,blocks=blocks_per_rank,timing,time_us,x_plain,"
+                   "wire_bytes,required_bytes,hbm_GBps,hbm_efficiency,max_abs_error,error_bound,ok,\"error\"",
+                   rows, [](const coll_row& r) { return coll_fields(r) + bench::fields{{"ok", ok_text(r)}}; });
 }
 
 // The PNG comes from plot.py (matplotlib), copied next to this executable by the build.
@@ -1316,7 +1193,7 @@ int main(int argc, char** argv) {
   std::printf("# rcclx-bench: DDA AllReduce%s on %d emulated ranks, device: %s (%s), backend %s\n# command: %s\n",
               o.collectives ? " and LPC vs plain collectives" : "", o.num_ranks, bench::device_name().c_str(),
               rcclx::gpu::to_string(rcclx::gpu::current_arch()),
-              on_host ? "host" : (rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip"), o.command.c_str());
+              bench::backend_label(), o.command.c_str());
   std::printf("# emulated launch: %d threads per block, at most %d blocks per rank (fewer when the grid of all ranks "
               "would not be resident), blocks per rank in column blk\n",
               o.threads, o.max_blocks);
@@ -1326,11 +1203,7 @@ int main(int argc, char** argv) {
     if (o.dda) {
       print_definitions(o);
       print_header();
-      for (const auto& t : o.types) {
-        if (t == "float") run_type<float>(o, t, rows);
-        else if (t == "bf16") run_type<rcclx::bf16>(o, t, rows);
-        else run_type<rcclx::fp16>(o, t, rows);
-      }
+      for (const auto& t : o.types) with_type(t, [&](auto tag) { run_type<decltype(tag)>(o, t, rows); });
     }
     if (o.collectives) {
       print_coll_definitions(o);

@@ -18,10 +18,10 @@
 // complete only as the contexts take turns, so --procs on one GPU measures that, not links.
 #pragma once
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <rcclx/host/communicator.hpp>
+#include <rcclx/host/fork_ranks.hpp>
 #include <rcclx/host/socket_bootstrap.hpp>
 
 namespace {  // the same translation unit as main.cpp's runner, whose types it uses
@@ -30,7 +30,7 @@ namespace procs {
 using rcclx::algorithm;
 using rcclx::reduce_op;
 
-// What rank 0 reports for one row: one line of text on the pipe to the parent.
+// What rank 0 reports for one row: one line of text in the file its parent reads.
 inline std::string encode(const row& r) {
   std::ostringstream os;
   os << r.bytes << '\t' << r.count << '\t' << r.type << '\t' << r.op << '\t' << r.algo << '\t' << r.resolved << '\t'
@@ -40,31 +40,21 @@ inline std::string encode(const row& r) {
 }
 
 inline bool decode(const std::string& line, row& r) {
+  std::vector<std::string> f;
   std::istringstream is(line);
-  std::string f[14];
-  for (int i = 0; i < 14; ++i)
-    if (!std::getline(is, f[i], i == 13 ? '\n' : '\t')) {
-      if (i == 13) break;  // empty error field
-      return false;
-    }
+  for (std::string x; std::getline(is, x, '\t');) f.push_back(x);
+  if (f.size() < 13) return false;
+  f.resize(14);  // an empty error field
   r.bytes = std::stoull(f[0]);
   r.count = std::stoull(f[1]);
-  r.type = f[2];
-  r.op = f[3];
-  r.algo = f[4];
-  r.resolved = f[5];
-  r.input = f[6];
-  r.timing = f[7];
+  r.type = f[2], r.op = f[3], r.algo = f[4], r.resolved = f[5], r.input = f[6], r.timing = f[7];
   r.time_us = f[8] == "null" ? 0 : std::stod(f[8]);
   r.max_err = f[9] == "null" ? 0 : std::stod(f[9]);
   r.tol_ok = f[10] == "1";
   r.identical = f[11] == "1";
   r.blocks = std::stoi(f[12]);
   r.error = f[13];
-  if (r.time_us > 0) {
-    r.algbw = static_cast<double>(r.bytes) / (r.time_us * 1e3);
-    r.busbw = 0;  // set by the caller, which knows N
-  }
+  if (r.time_us > 0) r.algbw = static_cast<double>(r.bytes) / (r.time_us * 1e3);  // busbw: the caller's (it knows N)
   return true;
 }
 
@@ -229,28 +219,21 @@ class rank_runner {
 
 // One rank's whole sweep; rank 0's rows come back.
 inline std::vector<row> run_rank(const options& o, const rcclx::host::launch_config& cfg) {
-  if (!on_host) {
+  rcclx::host::use_device(cfg);
+  if (!on_host && cfg.rank == 0) {
     const int gpus = rcclx::gpu::device_count();
-    if (gpus == 0) throw rcclx::error(rcclx::errc::unsupported, "built for a GPU backend but no GPU is present");
-    rcclx::gpu::set_device(cfg.device % gpus);
-    if (cfg.rank == 0) {
-      std::printf("# %d GPU(s) visible; rank r runs on GPU (RCCLX_DEVICE or r) mod %d%s\n", gpus, gpus,
-                  gpus < cfg.num_ranks ? ": several ranks share a GPU, time-sliced (see the NOTE above)" : "");
-      std::fflush(stdout);
-    }
+    std::printf("# %d GPU(s) visible; rank r runs on GPU (RCCLX_DEVICE or r) mod %d%s\n", gpus, gpus,
+                gpus < cfg.num_ranks ? ": several ranks share a GPU, time-sliced (see the NOTE above)" : "");
+    std::fflush(stdout);
   }
   rcclx::host::socket_bootstrap bs(cfg);
   std::vector<row> rows;
-  for (const auto& t : o.types) {
-    auto go = [&](auto tag) {
+  for (const auto& t : o.types)
+    with_type(t, [&](auto tag) {
       using T = decltype(tag);
       if (cfg.num_ranks <= 8) rank_runner<T, 8>(o, t, bs).run(rows);
       else rank_runner<T, 16>(o, t, bs).run(rows);
-    };
-    if (t == "float") go(float{});
-    else if (t == "bf16") go(rcclx::bf16{});
-    else go(rcclx::fp16{});
-  }
+    });
   return rows;
 }
 
@@ -260,7 +243,7 @@ inline void print_banner(const options& o, int n, const char* how) {
               "# each process: one rank, socket rendezvous, %s; launch: the communicator's shape (communicator_options::\n"
               "#   collective_blocks and flat_threads, or --procs-blocks / RCCLX_COLLECTIVE_BLOCKS / RCCLX_FLAT_THREADS; blk column)\n"
               "# time: slowest rank's median (%s); call checks off while timing\n",
-              n, how, on_host ? "host" : (rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip"),
+              n, how, bench::backend_label(),
               o.command.c_str(), on_host ? "POSIX shared memory" : "real IPC handles",
               on_host ? "wall clock" : "graph replays of K calls up to --graph-max-bytes, then events");
   if (!on_host)
@@ -298,66 +281,29 @@ inline int run_parent(const options& o, bool compare) {
   const int n = o.procs;
   print_banner(o, n, "forked by rcclx-bench");
   std::fflush(stdout);
-  const std::string id = "rcclx-bench-" + std::to_string(::getpid());
-  std::vector<pid_t> kids;
-  int fds[2];
-  if (::pipe(fds) != 0) {
-    std::printf("rcclx-bench: pipe failed\n");
+  // Rank 0's rows come back in a file (a pipe could fill up while the parent waits for the ranks).
+  char path[] = "/tmp/rcclx-bench-rows-XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd < 0) {
+    std::printf("rcclx-bench: cannot create a file for rank 0's rows\n");
     return 1;
   }
-  for (int r = 0; r < n; ++r) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::close(fds[0]);
-      rcclx::host::launch_config cfg;
-      cfg.rank = cfg.local_rank = r;
-      cfg.device = r;  // rank r on GPU r mod the GPU count (run_rank); RCCLX_DEVICE pins every rank to one
-      if (const char* d = std::getenv("RCCLX_DEVICE")) cfg.device = std::atoi(d);
-      cfg.num_ranks = n;
-      cfg.unique_id = id;
-      int code = 0;
-      std::string text;
-      try {
-        for (const auto& row_ : run_rank(o, cfg)) text += encode(row_);
-      } catch (const std::exception& e) {
-        std::printf("rcclx-bench rank %d: %s\n", r, e.what());
-        code = 1;
-      }
-      if (r == 0) {
-        const char* p = text.data();
-        std::size_t left = text.size();
-        while (left > 0) {
-          const ssize_t w = ::write(fds[1], p, left);
-          if (w <= 0) break;
-          p += w;
-          left -= static_cast<std::size_t>(w);
-        }
-      }
-      ::close(fds[1]);
-      std::fflush(nullptr);
-      ::_exit(code);
-    }
-    kids.push_back(pid);
-  }
-  ::close(fds[1]);
-  std::string text;
-  char buf[65536];
-  for (ssize_t got; (got = ::read(fds[0], buf, sizeof(buf))) > 0;) text.append(buf, static_cast<std::size_t>(got));
-  ::close(fds[0]);
-  int failed = 0;
-  for (pid_t pid : kids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
-  }
+  ::close(fd);
+  const int failed = rcclx::host::run_ranks(n, [&](const rcclx::host::launch_config& cfg) {
+    std::string text;
+    for (const auto& r : run_rank(o, cfg)) text += encode(r);
+    if (cfg.rank == 0) std::ofstream(path) << text;
+    return 0;
+  });
+  std::ifstream text(path);
   std::vector<row> procs_rows;
-  std::istringstream is(text);
-  for (std::string line; std::getline(is, line);) {
+  for (std::string line; std::getline(text, line);) {
     row r;
     if (!decode(line, r)) continue;
     r.busbw = r.algbw * 2.0 * (n - 1) / n;
     procs_rows.push_back(r);
   }
+  std::remove(path);
   std::printf("# %d processes (rank 0's rows; correctness checked on every rank):\n", n);
   print_procs_header();
   bool correct = failed == 0;
@@ -365,7 +311,7 @@ inline int run_parent(const options& o, bool compare) {
     print_procs_row(r);
     correct = correct && r.error.empty() && r.tol_ok && r.identical;
   }
-  if (failed) std::printf("# %d rank process(es) failed\n", failed);
+  if (failed) std::printf("# a rank process failed\n");
 
   std::vector<row> em_rows;
   if (compare) {
@@ -382,11 +328,7 @@ inline int run_parent(const options& o, bool compare) {
                   e.threads, e.max_blocks);
       print_header();
       try {
-        for (const auto& t : e.types) {
-          if (t == "float") run_type<float>(e, t, em_rows);
-          else if (t == "bf16") run_type<rcclx::bf16>(e, t, em_rows);
-          else run_type<rcclx::fp16>(e, t, em_rows);
-        }
+        for (const auto& t : e.types) with_type(t, [&](auto tag) { run_type<decltype(tag)>(e, t, em_rows); });
       } catch (const std::exception& ex) {
         std::printf("rcclx-bench (emulated): %s\n", ex.what());
         correct = false;
@@ -412,21 +354,17 @@ inline int run_parent(const options& o, bool compare) {
     }
   }
   if (!o.json.empty()) {
-    std::ofstream f(o.json);
+    std::ofstream f = bench::open_output(o.json);
     f << "{\n  \"tool\": \"rcclx-bench\",\n  \"mode\": \"procs\",\n  \"command\": \"" << json_escape(o.command)
-      << "\",\n  \"num_ranks\": " << n << ",\n  \"backend\": \""
-      << (on_host ? "host" : (rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip")) << "\",\n  \"rows\": [\n";
-    for (std::size_t i = 0; i < procs_rows.size(); ++i) {
-      const row& r = procs_rows[i];
+      << "\",\n  \"num_ranks\": " << n << ",\n  \"backend\": \"" << bench::backend_label() << "\",\n  \"rows\": [\n";
+    bench::write_json_rows(f, procs_rows, [&](const row& r) {
       const row* e = em_for(r);
-      f << "    {\"size_bytes\": " << r.bytes << ", \"type\": \"" << r.type << "\", \"op\": \"" << r.op
-        << "\", \"algorithm\": \"" << r.algo << "\", \"resolved\": \"" << r.resolved << "\", \"input\": \"" << r.input
-        << "\", \"timing\": \"" << r.timing << "\", \"procs_us\": " << num(r.time_us)
-        << ", \"procs_busbw_GBps\": " << num(r.busbw) << ", \"emulated_us\": " << (e ? num(e->time_us) : "null")
-        << ", \"emulated_busbw_GBps\": " << (e ? num(e->busbw) : "null") << ", \"max_abs_error\": " << num(r.max_err)
-        << ", \"ok\": " << (r.error.empty() && r.tol_ok && r.identical ? "true" : "false") << ", \"error\": \""
-        << json_escape(r.error) << "\"}" << (i + 1 < procs_rows.size() ? "," : "") << "\n";
-    }
+      return bench::fields{{"size_bytes", r.bytes}, {"type", r.type}, {"op", r.op}, {"algorithm", r.algo},
+                           {"resolved", r.resolved}, {"input", r.input}, {"timing", r.timing}, {"procs_us", r.time_us},
+                           {"procs_busbw_GBps", r.busbw}, {"emulated_us", e ? e->time_us : NAN},
+                           {"emulated_busbw_GBps", e ? e->busbw : NAN}, {"max_abs_error", r.max_err},
+                           {"ok", r.error.empty() && r.tol_ok && r.identical}, {"error", r.error}};
+    });
     f << "  ]\n}\n";
     std::printf("# json: %s\n", o.json.c_str());
   }

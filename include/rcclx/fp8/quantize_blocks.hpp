@@ -31,6 +31,7 @@
 #include "../core/error.hpp"
 #include "../gpu/memory.hpp"
 #include "../gpu/runtime.hpp"
+#include "../kernel/launch.hpp"
 #include "block_scale.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -551,69 +552,63 @@ RCCLX_HOST_DEVICE void dequantize_blocks_range(const std::uint8_t* payload, cons
   }
 }
 
-#if RCCLX_BACKEND_GPU
-// The kernels, one per index width I (the launchers pick 32-bit indices whenever they fit, so that
-// kernel never holds the registers of the 64-bit body); the _bounded twins carry
-// __launch_bounds__ for Tuning::min_blocks > 0 (a kernel without the attribute keeps the
-// compiler's own register heuristics, which a bound of (Threads, 1) would change).
-template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
-RCCLX_GLOBAL void quantize_blocks_kernel(const T* in, std::size_t n, std::uint8_t* payload,
-                                         scale_type_t<Scale>* scales) {
-  detail::quantize_body<Format, BlockSize, Scale, Path, T, Tuning, I>(
-      in, static_cast<I>(n), payload, scales, static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x,
-      static_cast<I>(gridDim.x) * blockDim.x);
-}
-
-template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
-RCCLX_GLOBAL void dequantize_blocks_kernel(const std::uint8_t* payload, const scale_type_t<Scale>* scales,
-                                           std::size_t n, T* out) {
-  detail::dequantize_body<Format, BlockSize, Scale, Path, T, Tuning, I>(
-      payload, scales, static_cast<I>(n), out, static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x,
-      static_cast<I>(gridDim.x) * blockDim.x);
-}
-
-#  if RCCLX_BACKEND_CUDA
-#    define RCCLX_DETAIL_FP8_BULK_BOUNDS(Tn) __launch_bounds__(Tn::threads, Tn::min_blocks)
-#  else  // HIP's second argument means something else (waves per EU); the thread bound only
-#    define RCCLX_DETAIL_FP8_BULK_BOUNDS(Tn) __launch_bounds__(Tn::threads)
-#  endif
-template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
-RCCLX_GLOBAL void RCCLX_DETAIL_FP8_BULK_BOUNDS(Tuning)
-    quantize_blocks_kernel_bounded(const T* in, std::size_t n, std::uint8_t* payload, scale_type_t<Scale>* scales) {
-  detail::quantize_body<Format, BlockSize, Scale, Path, T, Tuning, I>(
-      in, static_cast<I>(n), payload, scales, static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x,
-      static_cast<I>(gridDim.x) * blockDim.x);
-}
-
-template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
-RCCLX_GLOBAL void RCCLX_DETAIL_FP8_BULK_BOUNDS(Tuning)
-    dequantize_blocks_kernel_bounded(const std::uint8_t* payload, const scale_type_t<Scale>* scales, std::size_t n,
-                                     T* out) {
-  detail::dequantize_body<Format, BlockSize, Scale, Path, T, Tuning, I>(
-      payload, scales, static_cast<I>(n), out, static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x,
-      static_cast<I>(gridDim.x) * blockDim.x);
-}
-#  undef RCCLX_DETAIL_FP8_BULK_BOUNDS
-
 namespace detail {
-template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
-constexpr auto quantize_kernel_of() {
-  if constexpr (Tuning::min_blocks > 0) {
-    return &quantize_blocks_kernel_bounded<Format, BlockSize, Scale, Path, T, Tuning, I>;
-  } else {
-    return &quantize_blocks_kernel<Format, BlockSize, Scale, Path, T, Tuning, I>;
-  }
-}
-template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning, class I>
-constexpr auto dequantize_kernel_of() {
-  if constexpr (Tuning::min_blocks > 0) {
-    return &dequantize_blocks_kernel_bounded<Format, BlockSize, Scale, Path, T, Tuning, I>;
-  } else {
-    return &dequantize_blocks_kernel<Format, BlockSize, Scale, Path, T, Tuning, I>;
-  }
-}
-}  // namespace detail
+// The launchers' kernels: one per index width I (the launchers pick 32-bit indices whenever they
+// fit, so that kernel never holds the registers of the 64-bit body), run through the one launch
+// path (kernel/launch.hpp). __launch_bounds__(Threads, MinBlocks) only for Tuning::min_blocks > 0:
+// a kernel without the attribute keeps the compiler's own register heuristics, which a bound of
+// (Threads, 1) would change (HIP: the thread bound only; its second argument means something else).
+template <class Tuning, class I, class Args>
+struct bulk_body {
+  static constexpr int max_threads = Tuning::threads;
+  static constexpr int min_blocks = Tuning::min_blocks;
+  static constexpr bool bounded = Tuning::min_blocks > 0;
+  Args args;
+  template <class Group>
+  RCCLX_HOST_DEVICE void operator()(const Group& g, int block, int num_blocks) const {
+#if RCCLX_DEVICE_COMPILE
+    // The 1-D index from the built-ins (the launchers' grids are 1-D): block_group's 3-D thread
+    // rank would add instructions to a kernel that runs at the memory's speed.
+    (void)g, (void)block, (void)num_blocks;
+    args.template run<I>(static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x, static_cast<I>(gridDim.x) * blockDim.x);
+#else
+    args.range(static_cast<std::size_t>(block) * g.size() + g.thread_rank(),
+               static_cast<std::size_t>(num_blocks) * g.size());
 #endif
+  }
+};
+
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning>
+struct quantize_args {
+  const T* in;
+  std::size_t n;
+  std::uint8_t* payload;
+  scale_type_t<Scale>* scales;
+  template <class I>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void run(I thread, I threads) const {
+    quantize_body<Format, BlockSize, Scale, Path, T, Tuning, I>(in, static_cast<I>(n), payload, scales, thread, threads);
+  }
+  RCCLX_HOST_DEVICE void range(std::size_t thread, std::size_t threads) const {
+    quantize_blocks_range<Format, BlockSize, Scale, Path, T, Tuning>(in, n, payload, scales, thread, threads);
+  }
+};
+
+template <class Format, int BlockSize, scale_kind Scale, path Path, class T, class Tuning>
+struct dequantize_args {
+  const std::uint8_t* payload;
+  const scale_type_t<Scale>* scales;
+  std::size_t n;
+  T* out;
+  template <class I>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void run(I thread, I threads) const {
+    dequantize_body<Format, BlockSize, Scale, Path, T, Tuning, I>(payload, scales, static_cast<I>(n), out, thread,
+                                                                  threads);
+  }
+  RCCLX_HOST_DEVICE void range(std::size_t thread, std::size_t threads) const {
+    dequantize_blocks_range<Format, BlockSize, Scale, Path, T, Tuning>(payload, scales, n, out, thread, threads);
+  }
+};
+}  // namespace detail
 
 namespace detail {
 inline void check_bulk_pointer(const void* p, std::size_t alignment, const char* fn, const char* arg) {
@@ -644,6 +639,25 @@ inline unsigned bulk_grid(std::size_t frags) {
   return static_cast<unsigned>(g > 0 ? g : 1);
 }
 #endif
+
+// Launches `args` over n elements in fragments of E: the 32-bit-index kernel whenever its indices
+// fit, else the 64-bit one (both preloaded at the first launch). Host backend: one thread.
+template <class Tuning, int E, class Args>
+inline void launch_bulk(const char* who, std::size_t n, const Args& args, gpu::stream_t stream) {
+  using b32 = bulk_body<Tuning, std::uint32_t, Args>;
+#if RCCLX_BACKEND_GPU
+  using b64 = bulk_body<Tuning, std::size_t, Args>;
+  const unsigned grid = bulk_grid<kernel::grid_kernel_of<b32>(), Tuning>((n + E - 1) / E);
+  const kernel::grid_shape shape{static_cast<int>(grid), Tuning::threads};
+  if (bulk_fits_32<E>(n, std::size_t(Tuning::unroll) * grid * Tuning::threads))
+    kernel::launch(who, shape, b32{args}, stream, kernel::also_preload<b64>{});
+  else
+    kernel::launch(who, shape, b64{args}, stream, kernel::also_preload<b32>{});
+#else
+  (void)n;
+  kernel::launch(who, {1, 1}, b32{args}, stream);
+#endif
+}
 }  // namespace detail
 
 // Quantizes in[0, n) into payload[0, n) (codes) and scales[0, num_blocks(n)) (one per block).
@@ -657,21 +671,9 @@ inline void quantize_blocks(const T* in, std::size_t n, std::uint8_t* payload, s
   detail::check_bulk_pointer(in, 16, "quantize_blocks", "in");
   detail::check_bulk_pointer(payload, 16, "quantize_blocks", "payload");
   detail::check_bulk_pointer(scales, alignof(scale_type_t<Scale>), "quantize_blocks", "scales");
-#if RCCLX_BACKEND_GPU
-  constexpr auto kernel32 = detail::quantize_kernel_of<Format, BlockSize, Scale, Path, T, Tuning, std::uint32_t>();
-  constexpr auto kernel64 = detail::quantize_kernel_of<Format, BlockSize, Scale, Path, T, Tuning, std::size_t>();
-  constexpr int E = detail::quantize_lane_elems<Tuning, BlockSize, T>();
-  const unsigned grid = detail::bulk_grid<kernel32, Tuning>((n + E - 1) / E);
-  if (detail::bulk_fits_32<E>(n, std::size_t(Tuning::unroll) * grid * Tuning::threads)) {
-    kernel32<<<grid, Tuning::threads, 0, stream>>>(in, n, payload, scales);
-  } else {
-    kernel64<<<grid, Tuning::threads, 0, stream>>>(in, n, payload, scales);
-  }
-  gpu::check_launch("rcclx::fp8::quantize_blocks");
-#else
-  (void)stream;
-  quantize_blocks_range<Format, BlockSize, Scale, Path, T, Tuning>(in, n, payload, scales, 0, 1);
-#endif
+  detail::launch_bulk<Tuning, detail::quantize_lane_elems<Tuning, BlockSize, T>()>(
+      "rcclx::fp8::quantize_blocks", n,
+      detail::quantize_args<Format, BlockSize, Scale, Path, T, Tuning>{in, n, payload, scales}, stream);
 }
 
 // out[i] = decode(payload[i]) * scale of block i / BlockSize, for i in [0, n).
@@ -685,21 +687,9 @@ inline void dequantize_blocks(const std::uint8_t* payload, const scale_type_t<Sc
   detail::check_bulk_pointer(payload, 16, "dequantize_blocks", "payload");
   detail::check_bulk_pointer(scales, alignof(scale_type_t<Scale>), "dequantize_blocks", "scales");
   detail::check_bulk_pointer(out, 16, "dequantize_blocks", "out");
-#if RCCLX_BACKEND_GPU
-  constexpr auto kernel32 = detail::dequantize_kernel_of<Format, BlockSize, Scale, Path, T, Tuning, std::uint32_t>();
-  constexpr auto kernel64 = detail::dequantize_kernel_of<Format, BlockSize, Scale, Path, T, Tuning, std::size_t>();
-  constexpr int E = detail::dequantize_lane_elems<Tuning, T>();
-  const unsigned grid = detail::bulk_grid<kernel32, Tuning>((n + E - 1) / E);
-  if (detail::bulk_fits_32<E>(n, std::size_t(Tuning::unroll) * grid * Tuning::threads)) {
-    kernel32<<<grid, Tuning::threads, 0, stream>>>(payload, scales, n, out);
-  } else {
-    kernel64<<<grid, Tuning::threads, 0, stream>>>(payload, scales, n, out);
-  }
-  gpu::check_launch("rcclx::fp8::dequantize_blocks");
-#else
-  (void)stream;
-  dequantize_blocks_range<Format, BlockSize, Scale, Path, T, Tuning>(payload, scales, n, out, 0, 1);
-#endif
+  detail::launch_bulk<Tuning, detail::dequantize_lane_elems<Tuning, T>()>(
+      "rcclx::fp8::dequantize_blocks", n,
+      detail::dequantize_args<Format, BlockSize, Scale, Path, T, Tuning>{payload, scales, n, out}, stream);
 }
 
 }  // namespace fp8

@@ -49,19 +49,16 @@
 #include "../core/ll.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
-#include "../dda/allreduce.hpp"
 #include "../dda/select.hpp"
 #include "../gpu/group.hpp"
 #include "../gpu/host_blocks.hpp"
 #include "../gpu/runtime.hpp"
+#include "../kernel/checks.hpp"
+#include "../kernel/launch.hpp"
+#include "../kernel/ll_reduce.hpp"
 #include "allreduce_rmsnorm_cluster.hpp"
 #include "rmsnorm_args.hpp"
 #include "tile_allreduce.hpp"
-
-#if RCCLX_BACKEND_HOST
-#  include <thread>
-#  include <vector>
-#endif
 
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
@@ -119,8 +116,8 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll_block(const Group& g, const core::pe
       const std::size_t vi = static_cast<std::size_t>(k) * gs + tid;  // the vectors add_rmsnorm holds
       if (vi < vecs && !failed) {
         gpu::vec16 r;
-        failed = !dda::detail::ll_reduce_vec<core::op_sum, T>(s, h, i / nb * vecs + vi, gpu::load16(a.input + i * hidden + vi * e),
-                                                             flag, block, r);
+        failed = !kernel::ll_reduce_vec<core::op_sum, T>(s, h, i / nb * vecs + vi, gpu::load16(a.input + i * hidden + vi * e),
+                                                         flag, block, r);
         if (!failed) traits::unpack(r, v[k]);
       }
     }
@@ -190,8 +187,8 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll2_block(const Group& g, const core::p
     for (std::size_t vi = lo + tid; vi < hi && !failed; vi += gs) {
       const std::size_t off = i * hidden + vi * e;
       gpu::vec16 sum;
-      failed = !dda::detail::ll_reduce_vec<core::op_sum, T>(s, h, k * row_packets + vi, gpu::load16(a.input + off), flag,
-                                                            block, sum);
+      failed = !kernel::ll_reduce_vec<core::op_sum, T>(s, h, k * row_packets + vi, gpu::load16(a.input + off), flag,
+                                                       block, sum);
       if (failed) break;
       float v[e], r[e];
       traits::unpack(sum, v);  // the AllReduce result, rounded once to T
@@ -550,31 +547,25 @@ inline algorithm resolve_rmsnorm_algorithm(algorithm algo, std::size_t tokens, s
 namespace detail {
 
 template <class T, int MaxRanks>
-inline void check_rmsnorm_call(const char* who, algorithm algo, int num_blocks) {
-  const std::string w(who);
-  if (!is_valid(algo))
-    throw error(errc::invalid_argument, w + ": algorithm = " + std::to_string(static_cast<int>(algo)) +
-                                            " is not an rcclx::algorithm");
+inline void check_rmsnorm_call(const std::string& w, algorithm algo, int num_blocks) {
+  kernel::check_algorithm(w, algo);
   if (algo == algorithm::low_precision)
     throw error(errc::unsupported, w + ": algorithm::low_precision is not available for the fused kernels; use flat, "
                                        "tree or automatic");
-  if (num_blocks < 0)
-    throw error(errc::invalid_argument, w + ": num_blocks = " + std::to_string(num_blocks) +
-                                            " is negative (0 picks the default)");
+  kernel::check_num_blocks(w, num_blocks);
 }
 
 template <class T, class Out, int MaxRanks>
-inline void check_rmsnorm_table(const char* who, const core::peer_table<T, MaxRanks>& t, const rmsnorm_args<T, Out>& a,
-                                tile_slots slots, algorithm resolved) {
+inline void check_rmsnorm_table(const std::string& w, const core::peer_table<T, MaxRanks>& t,
+                                const rmsnorm_args<T, Out>& a, tile_slots slots, algorithm resolved) {
   const std::size_t s = round16(a.tokens * a.hidden * sizeof(T));
   const std::size_t s_out = round16(a.tokens * a.hidden * sizeof(output_t<T, Out>));
   const int rows = static_cast<int>(a.tokens);
   if (resolved == algorithm::flat)
-    tile_allreduce<T, MaxRanks, algorithm::flat>::check(who, t, slots, a.hidden, rows);
+    tile_allreduce<T, MaxRanks, algorithm::flat>::check(w.c_str(), t, slots, a.hidden, rows);
   else
-    tile_allreduce<T, MaxRanks, algorithm::tree>::check(who, t, slots, a.hidden, rows,
+    tile_allreduce<T, MaxRanks, algorithm::tree>::check(w.c_str(), t, slots, a.hidden, rows,
                                                         tree_results_bytes<T>(a.tokens, a.hidden));
-  const std::string w(who);
   const void* own = t.data[t.rank()];
   const std::size_t cap = t.capacity_bytes;
   if (overlap(a.input, s, own, cap) || overlap(a.residual, s, own, cap) || overlap(a.output, s_out, own, cap))
@@ -582,40 +573,26 @@ inline void check_rmsnorm_table(const char* who, const core::peer_table<T, MaxRa
                                             "buffer (the kernel uses it as its workspace)");
 }
 
-#if RCCLX_BACKEND_GPU
-template <algorithm Algo, int VPT, int BT, class T, class Out, int MaxRanks>
-RCCLX_GLOBAL void __launch_bounds__(BT)
-    allreduce_rmsnorm_kernel(core::peer_table<T, MaxRanks> t, rmsnorm_args<T, Out> a, tile_slots slots) {
-  (void)allreduce_rmsnorm_block<Algo, VPT, BT>(gpu::block_group{}, t, a, slots, static_cast<int>(blockIdx.x),
-                                               static_cast<int>(gridDim.x));
-}
-
-template <algorithm Algo, int VPT, int BT, class T, class Out, int MaxRanks>
-RCCLX_GLOBAL void __launch_bounds__(BT)
-    allreduce_rmsnorm_kernel_indirect(const core::peer_table<T, MaxRanks>* table, int num_ranks,
-                                      rmsnorm_args<T, Out> a, tile_slots slots) {
-  const core::peer_table<T, MaxRanks>& t = *table;
-  // The host could not read the table: check what it could not (uniform: every block leaves together).
-  std::uint32_t bad = 0;
-  if (t.num_ranks() != num_ranks) bad = 1;
-  else if (allreduce_rmsnorm_workspace_bytes<T, Out>(a.tokens, a.hidden, Algo) / 2 > ((t.capacity_bytes / 2) & ~std::size_t{15})) bad = 2;
-  else if (slots.end() > t.signals.max_blocks) bad = 3;
-  if (bad) {
-    if (threadIdx.x == 0) dda::detail::record_mismatch(t.signals, bad);
-    return;
+// The tile-flag kernels' body (BlockThreads: the ready-made block, one thread on the host backend).
+template <algorithm Algo, int VPT, class T, class Out>
+struct rmsnorm_body {
+  static constexpr int max_threads = RCCLX_BACKEND_GPU ? default_rmsnorm_launch_config().threads : 1;
+  rmsnorm_args<T, Out> a;
+  tile_slots slots;
+  template <class Group, int MaxRanks>
+  RCCLX_HOST_DEVICE bool operator()(const Group& g, const core::peer_table<T, MaxRanks>& t, int block,
+                                    int num_blocks) const {
+    return allreduce_rmsnorm_block<Algo, VPT, max_threads>(g, t, a, slots, block, num_blocks);
   }
-  (void)allreduce_rmsnorm_block<Algo, VPT, BT>(gpu::block_group{}, t, a, slots, static_cast<int>(blockIdx.x),
-                                               static_cast<int>(gridDim.x));
-}
-#endif
+};
 
 // Launches the cluster kernel (allreduce_rmsnorm_cluster.hpp) for this rank if it applies
 // (try_rmsnorm_cluster_choices); false if it does not, and nothing was launched. Every rank must decide
 // alike (same GPU model, same RCCLX_RMSNORM_CLUSTER): the cluster and tile kernels wait for
 // different signals, and a mixed call ends in the bounded timeout error on every rank.
 template <class T, class Out, int MaxRanks>
-inline bool try_launch_rmsnorm_cluster(const core::peer_table<T, MaxRanks>& t, const rmsnorm_args<T, Out>& a,
-                                       gpu::stream_t stream) {
+inline bool try_launch_rmsnorm_cluster(const std::string& who, const core::peer_table<T, MaxRanks>& t,
+                                       const rmsnorm_args<T, Out>& a, gpu::stream_t stream) {
 #if RCCLX_BACKEND_CUDA
   constexpr int bt = default_rmsnorm_launch_config().threads;
   bool launched = false;
@@ -623,15 +600,17 @@ inline bool try_launch_rmsnorm_cluster(const core::peer_table<T, MaxRanks>& t, c
     constexpr int vpt = decltype(vpt_tag)::value;
     launched = try_rmsnorm_cluster_choices<vpt>([&](auto cb_tag, auto split_tag, int rows) {
       constexpr int cb = decltype(cb_tag)::value, split = decltype(split_tag)::value;
-      constexpr auto kernel = allreduce_rmsnorm_cluster_kernel<vpt, cb, split, T, Out, MaxRanks>;
+      using body = rmsnorm_cluster_body<vpt, cb, split, T, Out>;
+      constexpr auto kernel = kernel::kernel_of<body>(static_cast<const core::peer_table<T, MaxRanks>*>(nullptr));
       const int groups = rmsnorm_cluster_plan<kernel, cb, split, T>(t.signals, a.tokens, a.hidden, 1, rows);
       if (groups == 0) return false;
-      gpu::launch_clusters(kernel, groups * cb, bt * split / cb, cb, stream, t, a);
+      kernel::launch_clusters(who, t, {groups * cb, body::max_threads}, cb, body{a}, stream);
       return true;
     });
   });
   return launched;
 #else
+  (void)who;
   (void)t;
   (void)a;
   (void)stream;
@@ -639,31 +618,35 @@ inline bool try_launch_rmsnorm_cluster(const core::peer_table<T, MaxRanks>& t, c
 #endif
 }
 
-template <algorithm Algo, class T, class Out, int MaxRanks, class TableArg>
-inline void launch_rmsnorm(const TableArg& table_arg, int num_ranks, const rmsnorm_args<T, Out>& a, tile_slots slots,
-                           gpu::stream_t stream, int num_blocks, const rmsnorm_launch_config& cfg) {
-  (void)num_ranks;
-  with_vecs_per_thread<T>(vecs_per_thread<T>(a.hidden, cfg.threads), [&](auto vpt_tag) {
+// Both table forms: checks, the cluster kernel where it applies, else the tile-flag kernel.
+template <class T, class Out, int MaxRanks, class Table>
+inline void allreduce_rmsnorm(const Table& table, const rmsnorm_args<T, Out>& args, tile_slots slots, algorithm algo,
+                              gpu::stream_t stream, int num_blocks) {
+  const std::string who = kernel::name_of("rcclx::fused::allreduce_rmsnorm", table);
+  check_rmsnorm_call<T, MaxRanks>(who, algo, num_blocks);
+  check_rmsnorm_args(who.c_str(), args);
+  const int n = kernel::num_ranks_of(table);
+  kernel::check_num_ranks(who, n, MaxRanks);
+  constexpr bool by_value = std::is_same<Table, core::peer_table<T, MaxRanks>>::value;
+  if (!by_value && (args.tokens > static_cast<std::size_t>(slots.max_tiles) || slots.first < 0))
+    throw error(errc::invalid_argument, who + ": tokens = " + std::to_string(args.tokens) +
+                                            " exceeds tile_slots.max_tiles = " + std::to_string(slots.max_tiles));
+  const algorithm a = resolve_rmsnorm_algorithm<T>(algo, args.tokens, args.hidden, n);
+  if (const core::peer_table<T, MaxRanks>* t = kernel::readable(who, table)) check_rmsnorm_table(who, *t, args, slots, a);
+  if (args.tokens == 0) return;
+  if constexpr (by_value)
+    if (a == algorithm::flat && num_blocks == 0 && try_launch_rmsnorm_cluster(who, table, args, stream)) return;
+  const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
+  const kernel::grid_shape shape{num_blocks > 0 ? num_blocks : rmsnorm_blocks_for(args.tokens, cfg), cfg.threads};
+  const kernel::table_need need{n, allreduce_rmsnorm_workspace_bytes<T, Out>(args.tokens, args.hidden, a), slots.end()};
+  with_vecs_per_thread<T>(vecs_per_thread<T>(args.hidden, cfg.threads), [&](auto vpt_tag) {
     constexpr int vpt = decltype(vpt_tag)::value;
-#if RCCLX_BACKEND_GPU
-    constexpr int bt = default_rmsnorm_launch_config().threads;
-    if constexpr (std::is_pointer<TableArg>::value) {
-      allreduce_rmsnorm_kernel_indirect<Algo, vpt, bt, T, Out, MaxRanks>
-          <<<num_blocks, bt, 0, stream>>>(table_arg, num_ranks, a, slots);
-    } else {
-      allreduce_rmsnorm_kernel<Algo, vpt, bt, T, Out, MaxRanks><<<num_blocks, bt, 0, stream>>>(table_arg, a, slots);
-    }
-    gpu::check_launch("rcclx::fused::allreduce_rmsnorm");
-#else
-    (void)stream;
-    const core::peer_table<T, MaxRanks>* tp;
-    if constexpr (std::is_pointer<TableArg>::value) tp = table_arg;
-    else tp = &table_arg;
-    gpu::run_host_blocks(num_blocks, [&](int b) {
-      (void)allreduce_rmsnorm_block<Algo, vpt, 1>(gpu::thread_group{}, *tp, a, slots, b, num_blocks);
-    });
-    core::throw_if_error(*tp->signals.err);
-#endif
+    using flat_body = rmsnorm_body<algorithm::flat, vpt, T, Out>;
+    using tree_body = rmsnorm_body<algorithm::tree, vpt, T, Out>;
+    if (a == algorithm::flat)
+      kernel::launch(who, table, need, shape, flat_body{args, slots}, stream, kernel::also_preload<tree_body>{});
+    else
+      kernel::launch(who, table, need, shape, tree_body{args, slots}, stream, kernel::also_preload<flat_body>{});
   });
 }
 
@@ -683,23 +666,7 @@ inline void launch_rmsnorm(const TableArg& table_arg, int num_ranks, const rmsno
 template <class T, class Out, int MaxRanks>
 void allreduce_rmsnorm(const core::peer_table<T, MaxRanks>& table, const rmsnorm_args<T, Out>& args, tile_slots slots,
                        algorithm algo = algorithm::automatic, gpu::stream_t stream = {}, int num_blocks = 0) {
-  const char* who = "rcclx::fused::allreduce_rmsnorm";
-  detail::check_rmsnorm_call<T, MaxRanks>(who, algo, num_blocks);
-  detail::check_rmsnorm_args(who, args);
-  if (table.num_ranks() < 2 || table.num_ranks() > MaxRanks)
-    throw error(errc::invalid_argument, std::string(who) + ": the table's num_ranks = " +
-                                            std::to_string(table.num_ranks()) + " is outside [2, " +
-                                            std::to_string(MaxRanks) + "]");
-  const algorithm a = resolve_rmsnorm_algorithm<T>(algo, args.tokens, args.hidden, table.num_ranks());
-  detail::check_rmsnorm_table(who, table, args, slots, a);
-  if (args.tokens == 0) return;
-  const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
-  if (a == algorithm::flat && num_blocks == 0 && detail::try_launch_rmsnorm_cluster(table, args, stream)) return;
-  const int nb = num_blocks > 0 ? num_blocks : rmsnorm_blocks_for(args.tokens, cfg);
-  if (a == algorithm::flat)
-    detail::launch_rmsnorm<algorithm::flat, T, Out, MaxRanks>(table, table.num_ranks(), args, slots, stream, nb, cfg);
-  else
-    detail::launch_rmsnorm<algorithm::tree, T, Out, MaxRanks>(table, table.num_ranks(), args, slots, stream, nb, cfg);
+  detail::allreduce_rmsnorm<T, Out, MaxRanks>(table, args, slots, algo, stream, num_blocks);
 }
 
 // The same with the table in device memory (a captured graph whose table is patched later). The
@@ -709,30 +676,8 @@ template <class T, class Out, int MaxRanks>
 void allreduce_rmsnorm(const core::peer_table<T, MaxRanks>* device_table, int num_ranks,
                        const rmsnorm_args<T, Out>& args, tile_slots slots, algorithm algo = algorithm::automatic,
                        gpu::stream_t stream = {}, int num_blocks = 0) {
-  const char* who = "rcclx::fused::allreduce_rmsnorm(device table)";
-  if (!device_table) throw error(errc::invalid_argument, std::string(who) + ": device_table is null");
-  detail::check_rmsnorm_call<T, MaxRanks>(who, algo, num_blocks);
-  detail::check_rmsnorm_args(who, args);
-  if (num_ranks < 2 || num_ranks > MaxRanks)
-    throw error(errc::invalid_argument, std::string(who) + ": num_ranks = " + std::to_string(num_ranks) +
-                                            " is outside [2, " + std::to_string(MaxRanks) + "]");
-  if (args.tokens > static_cast<std::size_t>(slots.max_tiles) || slots.first < 0)
-    throw error(errc::invalid_argument, std::string(who) + ": tokens = " + std::to_string(args.tokens) +
-                                            " exceeds tile_slots.max_tiles = " + std::to_string(slots.max_tiles));
-  const algorithm a = resolve_rmsnorm_algorithm<T>(algo, args.tokens, args.hidden, num_ranks);
-#if RCCLX_BACKEND_HOST
-  if (device_table->num_ranks() != num_ranks)
-    throw error(errc::mismatch, std::string(who) + ": num_ranks = " + std::to_string(num_ranks) +
-                                    " but the table has " + std::to_string(device_table->num_ranks()));
-  detail::check_rmsnorm_table(who, *device_table, args, slots, a);
-#endif
-  if (args.tokens == 0) return;
-  const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
-  const int nb = num_blocks > 0 ? num_blocks : rmsnorm_blocks_for(args.tokens, cfg);
-  if (a == algorithm::flat)
-    detail::launch_rmsnorm<algorithm::flat, T, Out, MaxRanks>(device_table, num_ranks, args, slots, stream, nb, cfg);
-  else
-    detail::launch_rmsnorm<algorithm::tree, T, Out, MaxRanks>(device_table, num_ranks, args, slots, stream, nb, cfg);
+  detail::allreduce_rmsnorm<T, Out, MaxRanks>(kernel::device_table<T, MaxRanks>{device_table, num_ranks}, args, slots,
+                                              algo, stream, num_blocks);
 }
 
 }  // namespace fused

@@ -106,8 +106,7 @@ template <int MaxRanks, int Batch, bool WholeBatches = false, class Source, clas
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fold_ranks(Source&& src, int n, Fold&& fold) {
   static_assert(Batch >= 1 && Batch <= MaxRanks, "rcclx::kernel::fold_ranks: Batch in [1, MaxRanks]");
   if (!detail::fold_step<Batch, WholeBatches, true>(src, 0, n, fold)) return false;
-  RCCLX_DETAIL_KERNEL_UNROLL
-  for (int p0 = Batch; p0 < MaxRanks; p0 += Batch) {
+  for (int p0 = Batch; p0 < MaxRanks; p0 += Batch) {  // (a compile-time trip count: unrolled)
     if (p0 >= n) break;
     if (!detail::fold_step<Batch, WholeBatches, false>(src, p0, n, fold)) return false;
   }

@@ -60,7 +60,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fp8_allgather(const Group& g, const cor
 }
 
 namespace detail {
-template <class Config>
+template <class Op, class Config>
 struct allgather_fn {
   template <class... A>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return fp8_allgather<Config>(a...); }
@@ -72,19 +72,17 @@ struct allgather_fn {
 template <class Config = default_config, class T, int MaxRanks>
 void allgather(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<Config, T, MaxRanks>(
-      "rcclx::lpc::allgather", collective::allgather, table, input, output, count, reduce_op::sum,
-      [&](auto) { return kernel::io_body<detail::allgather_fn<Config>, T>{input, output, count}; }, stream, num_blocks);
+  detail::launch<collective::allgather, detail::allgather_fn, Config, T, MaxRanks>("rcclx::lpc::allgather", table, input,
+      output, count, reduce_op::sum, stream, num_blocks);
 }
 
 // The same with the table in device memory.
 template <class Config = default_config, class T, int MaxRanks>
 void allgather(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                std::size_t count, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<Config, T, MaxRanks>(
-      "rcclx::lpc::allgather", collective::allgather, kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input,
-      output, count, reduce_op::sum,
-      [&](auto) { return kernel::io_body<detail::allgather_fn<Config>, T>{input, output, count}; }, stream, num_blocks);
+  detail::launch<collective::allgather, detail::allgather_fn, Config, T, MaxRanks>(
+      "rcclx::lpc::allgather", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count, reduce_op::sum,
+      stream, num_blocks);
 }
 
 }  // namespace lpc

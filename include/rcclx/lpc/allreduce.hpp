@@ -109,10 +109,10 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fp8_allreduce(const Group& g, const cor
 }
 
 namespace detail {
-template <class ReduceOp, class Config>
+template <class Op, class Config>
 struct allreduce_fn {
   template <class... A>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return fp8_allreduce<ReduceOp, Config>(a...); }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return fp8_allreduce<Op, Config>(a...); }
 };
 }  // namespace detail
 
@@ -125,10 +125,8 @@ struct allreduce_fn {
 template <class Config = default_config, class T, int MaxRanks>
 void allreduce(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<Config, T, MaxRanks>(
-      "rcclx::lpc::allreduce", collective::allreduce, table, input, output, count, op,
-      [&](auto o) { return kernel::io_body<detail::allreduce_fn<decltype(o), Config>, T>{input, output, count}; },
-      stream, num_blocks);
+  detail::launch<collective::allreduce, detail::allreduce_fn, Config, T, MaxRanks>("rcclx::lpc::allreduce", table, input,
+      output, count, op, stream, num_blocks);
 }
 
 // The same with the table in device memory (e.g. a captured graph whose table is patched later): the
@@ -136,10 +134,8 @@ void allreduce(const core::peer_table<T, MaxRanks>& table, const T* input, T* ou
 template <class Config = default_config, class T, int MaxRanks>
 void allreduce(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                std::size_t count, reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<Config, T, MaxRanks>(
-      "rcclx::lpc::allreduce", collective::allreduce, kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input,
-      output, count, op,
-      [&](auto o) { return kernel::io_body<detail::allreduce_fn<decltype(o), Config>, T>{input, output, count}; },
+  detail::launch<collective::allreduce, detail::allreduce_fn, Config, T, MaxRanks>(
+      "rcclx::lpc::allreduce", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count, op,
       stream, num_blocks);
 }
 

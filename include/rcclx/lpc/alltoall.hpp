@@ -75,7 +75,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fp8_alltoall(const Group& g, const core
 }
 
 namespace detail {
-template <class Config>
+template <class Op, class Config>
 struct alltoall_fn {
   template <class... A>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return fp8_alltoall<Config>(a...); }
@@ -87,19 +87,17 @@ struct alltoall_fn {
 template <class Config = default_config, class T, int MaxRanks>
 void alltoall(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
               gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<Config, T, MaxRanks>(
-      "rcclx::lpc::alltoall", collective::alltoall, table, input, output, count, reduce_op::sum,
-      [&](auto) { return kernel::io_body<detail::alltoall_fn<Config>, T>{input, output, count}; }, stream, num_blocks);
+  detail::launch<collective::alltoall, detail::alltoall_fn, Config, T, MaxRanks>("rcclx::lpc::alltoall", table, input,
+      output, count, reduce_op::sum, stream, num_blocks);
 }
 
 // The same with the table in device memory.
 template <class Config = default_config, class T, int MaxRanks>
 void alltoall(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
               std::size_t count, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<Config, T, MaxRanks>(
-      "rcclx::lpc::alltoall", collective::alltoall, kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input,
-      output, count, reduce_op::sum,
-      [&](auto) { return kernel::io_body<detail::alltoall_fn<Config>, T>{input, output, count}; }, stream, num_blocks);
+  detail::launch<collective::alltoall, detail::alltoall_fn, Config, T, MaxRanks>(
+      "rcclx::lpc::alltoall", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count, reduce_op::sum,
+      stream, num_blocks);
 }
 
 }  // namespace lpc

@@ -71,11 +71,11 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fp8_reduce_scatter(const Group& g, cons
 }
 
 namespace detail {
-template <class ReduceOp, class Config>
+template <class Op, class Config>
 struct reduce_scatter_fn {
   template <class... A>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const {
-    return fp8_reduce_scatter<ReduceOp, Config>(a...);
+    return fp8_reduce_scatter<Op, Config>(a...);
   }
 };
 }  // namespace detail
@@ -85,20 +85,16 @@ struct reduce_scatter_fn {
 template <class Config = default_config, class T, int MaxRanks>
 void reduce_scatter(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                     reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<Config, T, MaxRanks>(
-      "rcclx::lpc::reduce_scatter", collective::reduce_scatter, table, input, output, count, op,
-      [&](auto o) { return kernel::io_body<detail::reduce_scatter_fn<decltype(o), Config>, T>{input, output, count}; },
-      stream, num_blocks);
+  detail::launch<collective::reduce_scatter, detail::reduce_scatter_fn, Config, T, MaxRanks>("rcclx::lpc::reduce_scatter", table, input,
+      output, count, op, stream, num_blocks);
 }
 
 // The same with the table in device memory.
 template <class Config = default_config, class T, int MaxRanks>
 void reduce_scatter(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                     std::size_t count, reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<Config, T, MaxRanks>(
-      "rcclx::lpc::reduce_scatter", collective::reduce_scatter,
-      kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count, op,
-      [&](auto o) { return kernel::io_body<detail::reduce_scatter_fn<decltype(o), Config>, T>{input, output, count}; },
+  detail::launch<collective::reduce_scatter, detail::reduce_scatter_fn, Config, T, MaxRanks>(
+      "rcclx::lpc::reduce_scatter", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count, op,
       stream, num_blocks);
 }
 

@@ -82,27 +82,31 @@ inline void check_table(const std::string& who, collective c, const core::peer_t
                                               "data of the call (peers read it)");
 }
 
-// The whole host-side sequence of a launcher: checks, block count, launch. make_body(op_tag) gives
-// the block body for the operator (ignored by the collectives without one).
-template <class Config, class T, int MaxRanks, class Table, class MakeBody>
-inline void launch(const char* fn, collective c, const Table& table, const T* input, T* output, std::size_t count,
-                   reduce_op op, MakeBody&& make_body, gpu::stream_t stream, int num_blocks) {
+// The whole host-side sequence of a launcher: checks, block count, launch of the body
+// kernel::io_body<Fn<Op, Config>, T> (Fn names the collective's device template; Op the operator,
+// core::op_sum for the collectives without one).
+template <collective C, template <class, class> class Fn, class Config, class T, int MaxRanks, class Table>
+inline void launch(const char* fn, const Table& table, const T* input, T* output, std::size_t count, reduce_op op,
+                   gpu::stream_t stream, int num_blocks) {
   static_assert(is_config_v<Config>, "rcclx::lpc: Config must be an rcclx::lpc::config");
   static_assert(is_element_v<T>, "rcclx::lpc: element type must be float or rcclx::bf16");
+  constexpr bool reduces = C == collective::allreduce || C == collective::reduce_scatter;
   const std::string who = kernel::name_of(fn, table);
   const int n = kernel::num_ranks_of(table);
-  if (c == collective::allreduce || c == collective::reduce_scatter) kernel::check_op(who, op);
-  kernel::check_call<T>(who, io_of(c), n, MaxRanks, input, output, count, num_blocks);
+  if (reduces) kernel::check_op(who, op);
+  kernel::check_call<T>(who, io_of(C), n, MaxRanks, input, output, count, num_blocks);
   kernel::check_schedule<typename Config::schedule>(who, n);
   const core::peer_table<T, MaxRanks>* t = kernel::readable(who, table);
-  const launch_config cfg = default_launch_config(c, t ? t->signals.max_blocks : dda::default_max_blocks);
-  const kernel::grid_shape shape{num_blocks > 0 ? num_blocks : num_blocks_for<Config>(c, count, n, cfg), cfg.threads};
-  if (t) check_table<Config>(who, c, *t, input, output, count, shape.blocks);
+  const launch_config cfg = default_launch_config(C, t ? t->signals.max_blocks : dda::default_max_blocks);
+  const kernel::grid_shape shape{num_blocks > 0 ? num_blocks : num_blocks_for<Config>(C, count, n, cfg), cfg.threads};
+  if (t) check_table<Config>(who, C, *t, input, output, count, shape.blocks);
   if (count == 0) return;  // nothing to move (the same on every rank: no barrier needed)
-  core::with_op(op, [&](auto op_tag) {
-    kernel::launch(who, table, kernel::table_need{n, workspace_bytes<Config>(c, count, n)}, shape, make_body(op_tag),
-                   stream);
-  });
+  const kernel::table_need need{n, workspace_bytes<Config>(C, count, n)};
+  const auto run = [&](auto op_tag) {
+    kernel::launch(who, table, need, shape, kernel::io_body<Fn<decltype(op_tag), Config>, T>{input, output, count}, stream);
+  };
+  if constexpr (reduces) core::with_op(op, run);
+  else run(core::op_sum{});
 }
 
 // Former spellings, for code outside lpc/ that still uses them (host/communicator.hpp).

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "../core/ll.hpp"
 #include "../core/ops.hpp"
@@ -28,6 +29,7 @@ namespace kernel {
 // its failure fails the reduction.
 template <class T, int MaxRanks, int Batch, class Extra>
 struct ll_source {
+  static constexpr bool rank0_untested = true;
   using traits = core::value_traits<T>;
   using loaded = core::ll_packet;
   static constexpr int elems = gpu::elems_per_vec16<T>;

@@ -63,19 +63,11 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_allgather(const Group& g, const co
 }
 
 namespace detail {
-template <class Schedule>
+template <class Op, class Schedule>
 struct allgather_fn {
   template <class... A>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return flat_allgather<Schedule>(a...); }
 };
-// Both table forms (kernel::device_table for one in device memory).
-template <class Schedule, class T, int MaxRanks, class Table>
-inline void allgather(const Table& table, const T* input, T* output, std::size_t count, gpu::stream_t stream,
-                      int num_blocks) {
-  launch_one_shot<T, MaxRanks, Schedule>(
-      "rcclx::dda::allgather", kernel::io_kind::gather, table, input, output, count, reduce_op::sum,
-      [&](auto) { return kernel::io_body<allgather_fn<Schedule>, T>{input, output, count}; }, stream, num_blocks);
-}
 }  // namespace detail
 
 // Blocks per rank the launcher uses for `count` elements (identical on every rank).
@@ -92,15 +84,17 @@ RCCLX_HOST_DEVICE constexpr int allgather_blocks(std::size_t count, const launch
 template <class Schedule = mesh::default_schedule, class T, int MaxRanks>
 void allgather(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::allgather<Schedule, T, MaxRanks>(table, input, output, count, stream, num_blocks);
+  detail::launch_one_shot<kernel::io_kind::gather, detail::allgather_fn, Schedule, T, MaxRanks>(
+      "rcclx::dda::allgather", table, input, output, count, reduce_op::sum, stream, num_blocks);
 }
 
 // The same with the table in device memory (the kernel checks rank count, capacity and grid).
 template <class Schedule = mesh::default_schedule, class T, int MaxRanks>
 void allgather(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                std::size_t count, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::allgather<Schedule, T, MaxRanks>(kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output,
-                                           count, stream, num_blocks);
+  detail::launch_one_shot<kernel::io_kind::gather, detail::allgather_fn, Schedule, T, MaxRanks>(
+      "rcclx::dda::allgather", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count,
+      reduce_op::sum, stream, num_blocks);
 }
 
 }  // namespace dda

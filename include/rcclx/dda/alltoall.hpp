@@ -66,19 +66,11 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_alltoall(const Group& g, const cor
 }
 
 namespace detail {
-template <class Schedule>
+template <class Op, class Schedule>
 struct alltoall_fn {
   template <class... A>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return flat_alltoall<Schedule>(a...); }
 };
-// Both table forms (kernel::device_table for one in device memory).
-template <class Schedule, class T, int MaxRanks, class Table>
-inline void alltoall(const Table& table, const T* input, T* output, std::size_t count, gpu::stream_t stream,
-                     int num_blocks) {
-  launch_one_shot<T, MaxRanks, Schedule>(
-      "rcclx::dda::alltoall", kernel::io_kind::exchange, table, input, output, count, reduce_op::sum,
-      [&](auto) { return kernel::io_body<alltoall_fn<Schedule>, T>{input, output, count}; }, stream, num_blocks);
-}
 }  // namespace detail
 
 // Blocks per rank the launcher uses (identical on every rank).
@@ -93,15 +85,17 @@ RCCLX_HOST_DEVICE constexpr int alltoall_blocks(std::size_t count, int num_ranks
 template <class Schedule = mesh::default_schedule, class T, int MaxRanks>
 void alltoall(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
               gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::alltoall<Schedule, T, MaxRanks>(table, input, output, count, stream, num_blocks);
+  detail::launch_one_shot<kernel::io_kind::exchange, detail::alltoall_fn, Schedule, T, MaxRanks>(
+      "rcclx::dda::alltoall", table, input, output, count, reduce_op::sum, stream, num_blocks);
 }
 
 // The same with the table in device memory (the kernel checks rank count, capacity and grid).
 template <class Schedule = mesh::default_schedule, class T, int MaxRanks>
 void alltoall(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
               std::size_t count, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::alltoall<Schedule, T, MaxRanks>(kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output,
-                                          count, stream, num_blocks);
+  detail::launch_one_shot<kernel::io_kind::exchange, detail::alltoall_fn, Schedule, T, MaxRanks>(
+      "rcclx::dda::alltoall", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count,
+      reduce_op::sum, stream, num_blocks);
 }
 
 }  // namespace dda

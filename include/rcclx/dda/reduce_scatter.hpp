@@ -65,21 +65,11 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_reduce_scatter(const Group& g, con
 }
 
 namespace detail {
-template <class ReduceOp>
+template <class Op, class Schedule>
 struct reduce_scatter_fn {
   template <class... A>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return flat_reduce_scatter<ReduceOp>(a...); }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return flat_reduce_scatter<Op>(a...); }
 };
-// Both table forms (kernel::device_table for one in device memory).
-template <class T, int MaxRanks, class Table>
-inline void reduce_scatter(const Table& table, const T* input, T* output, std::size_t count, reduce_op op,
-                           gpu::stream_t stream, int num_blocks) {
-  static_assert(core::is_reducible_v<T>, "rcclx::dda::reduce_scatter: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
-  launch_one_shot<T, MaxRanks, mesh::default_schedule>(
-      "rcclx::dda::reduce_scatter", kernel::io_kind::scatter, table, input, output, count, op,
-      [&](auto o) { return kernel::io_body<reduce_scatter_fn<decltype(o)>, T>{input, output, count}; }, stream,
-      num_blocks);
-}
 }  // namespace detail
 
 // Blocks per rank the launcher uses (identical on every rank).
@@ -94,15 +84,19 @@ RCCLX_HOST_DEVICE constexpr int reduce_scatter_blocks(std::size_t count, int num
 template <class T, int MaxRanks>
 void reduce_scatter(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                     reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::reduce_scatter<T, MaxRanks>(table, input, output, count, op, stream, num_blocks);
+  static_assert(core::is_reducible_v<T>, "rcclx::dda::reduce_scatter: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
+  detail::launch_one_shot<kernel::io_kind::scatter, detail::reduce_scatter_fn, mesh::default_schedule, T, MaxRanks>(
+      "rcclx::dda::reduce_scatter", table, input, output, count, op, stream, num_blocks);
 }
 
 // The same with the table in device memory (the kernel checks rank count, capacity and grid).
 template <class T, int MaxRanks>
 void reduce_scatter(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                     std::size_t count, reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::reduce_scatter<T, MaxRanks>(kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count,
-                                      op, stream, num_blocks);
+  static_assert(core::is_reducible_v<T>, "rcclx::dda::reduce_scatter: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
+  detail::launch_one_shot<kernel::io_kind::scatter, detail::reduce_scatter_fn, mesh::default_schedule, T, MaxRanks>(
+      "rcclx::dda::reduce_scatter", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count,
+      op, stream, num_blocks);
 }
 
 }  // namespace dda

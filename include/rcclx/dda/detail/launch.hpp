@@ -43,25 +43,30 @@ RCCLX_HOST_DEVICE constexpr int one_shot_blocks(kernel::io_kind k, std::size_t c
   return kernel::blocks_for_elems<T>(elems, cfg.threads, cfg.flat_max_blocks);
 }
 
-// The whole host-side sequence of a one-shot launcher: checks, block count, launch.
-// make_body(op_tag) gives the block body for the operator (ignored by the collectives without one).
-template <class T, int MaxRanks, class Schedule, class Table, class MakeBody>
-inline void launch_one_shot(const char* fn, kernel::io_kind k, const Table& table, const T* input, T* output,
-                            std::size_t count, reduce_op op, MakeBody&& make_body, gpu::stream_t stream,
-                            int num_blocks) {
+// The whole host-side sequence of a one-shot launcher: checks, block count, launch of the body
+// kernel::io_body<Fn<Op, Schedule>, T> (Fn names the collective's device template; Op the operator,
+// core::op_sum for the collectives without one).
+template <kernel::io_kind Kind, template <class, class> class Fn, class Schedule, class T, int MaxRanks, class Table>
+inline void launch_one_shot(const char* fn, const Table& table, const T* input, T* output, std::size_t count,
+                            reduce_op op, gpu::stream_t stream, int num_blocks) {
+  constexpr bool reduces = Kind == kernel::io_kind::scatter;
   const std::string who = kernel::name_of(fn, table);
   const int n = kernel::num_ranks_of(table);
-  if (k == kernel::io_kind::scatter) kernel::check_op(who, op);
-  kernel::check_call<T>(who, k, n, MaxRanks, input, output, count, num_blocks);
+  if (reduces) kernel::check_op(who, op);
+  kernel::check_call<T>(who, Kind, n, MaxRanks, input, output, count, num_blocks);
   kernel::check_schedule<Schedule>(who, n);
   const launch_config cfg = one_shot_launch_config();
-  const kernel::grid_shape shape{num_blocks > 0 ? num_blocks : one_shot_blocks<T>(k, count, n, cfg), cfg.threads};
+  const kernel::grid_shape shape{num_blocks > 0 ? num_blocks : one_shot_blocks<T>(Kind, count, n, cfg), cfg.threads};
   if (const core::peer_table<T, MaxRanks>* t = kernel::readable(who, table))
-    check_one_shot_table(who, k, *t, input, output, count, shape.blocks);
+    check_one_shot_table(who, Kind, *t, input, output, count, shape.blocks);
   if (count == 0) return;
-  core::with_op(op, [&](auto op_tag) {
-    kernel::launch(who, table, kernel::table_need{n, count * sizeof(T)}, shape, make_body(op_tag), stream);
-  });
+  const kernel::table_need need{n, count * sizeof(T)};
+  const auto run = [&](auto op_tag) {
+    kernel::launch(who, table, need, shape, kernel::io_body<Fn<decltype(op_tag), Schedule>, T>{input, output, count},
+                   stream);
+  };
+  if constexpr (reduces) core::with_op(op, run);
+  else run(core::op_sum{});
 }
 
 // Former spellings of the call checks, for code outside dda/ that still uses them

@@ -66,7 +66,7 @@ namespace kernel {
 template <int MaxRanks, int Limit = RCCLX_DETAIL_PEER_BATCH>
 inline constexpr int peer_batch = MaxRanks < Limit ? MaxRanks : Limit;
 
-// What a source without a wait derives from. rank0_untested: rank 0 is loaded and folded without a
+// What a source without a wait derives from. rank0_untested: rank 0's batch is folded without a
 // test against n (n >= 1 always; peer vectors and LL packets), else every batch and rank is tested
 // (FP8 slots). The same arithmetic either way: of the two loop shapes, each source takes the one
 // whose generated code is closest to what its loop compiled to before they shared this one
@@ -81,14 +81,13 @@ struct source_base {
 
 namespace detail {
 // Ranks p0 .. p0 + Batch - 1 (those below n unless Full): every load, then the wait, then the folds.
-// First: the batch of rank 0, whose value is loaded and folded unconditionally (n >= 1; it starts
-// the accumulator).
+// First: the batch of rank 0, whose value is folded unconditionally (it starts the accumulator).
 template <int Batch, bool Full, bool First, class Source, class Fold>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fold_batch(Source& src, int p0, int n, Fold& fold) {
   typename Source::loaded x[Batch] = {};  // (initialised only to quiet GCC: every use is guarded)
   RCCLX_DETAIL_KERNEL_UNROLL
   for (int j = 0; j < Batch; ++j)
-    if (Full || (First && j == 0) || p0 + j < n) src.load(p0 + j, x[j]);
+    if (Full || p0 + j < n) src.load(p0 + j, x[j]);
   if (!src.landed(p0, n, x)) return false;
   if constexpr (First) fold(0, src, x[0]);
   RCCLX_DETAIL_KERNEL_UNROLL
@@ -112,6 +111,19 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fold_step(Source& src, int p0, int n, F
 template <int MaxRanks, int Batch, bool WholeBatches = false, class Source, class Fold>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fold_ranks(Source&& src, int n, Fold&& fold) {
   static_assert(Batch >= 1 && Batch <= MaxRanks, "rcclx::kernel::fold_ranks: Batch in [1, MaxRanks]");
+  if constexpr (Batch == 1 && std::decay_t<Source>::rank0_untested) {
+    // One rank at a time (elements): rank 0 starts the accumulator, then each rank below n.
+    typename std::decay_t<Source>::loaded x{};
+    src.load(0, x);
+    fold(0, src, x);
+    for (int p = 1; p < MaxRanks; ++p) {
+      if (p < n) {
+        src.load(p, x);
+        fold(p, src, x);
+      }
+    }
+    return true;
+  }
   constexpr bool peel = std::decay_t<Source>::rank0_untested;
   if constexpr (peel)
     if (!detail::fold_step<Batch, WholeBatches, true>(src, 0, n, fold)) return false;

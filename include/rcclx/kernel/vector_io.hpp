@@ -111,11 +111,24 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_owned_to(const layout<T>& l, int t
 }
 }  // namespace detail
 
-// Copies the owned vectors of tiles r from src to dst.
+// Copies the owned vectors of tiles r from src to dst (4 vectors in flight per thread).
 template <class T>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_owned(const layout<T>& l, int tid, tile_range r, const T* src, T* dst) {
-  T* const to[1] = {dst};
-  detail::copy_owned_to(l, tid, r, src, to);
+  constexpr int unroll = 4;
+  constexpr int e = layout<T>::vec_elems;
+  const bool src_aligned = gpu::is_aligned(src, 16), dst_aligned = gpu::is_aligned(dst, 16);
+  for_each_owned<unroll>(
+      l, tid, r,
+      [&](const std::size_t(&vi)[unroll], const bool(&ok)[unroll]) {
+        gpu::vec16 v[unroll] = {};
+        for (int j = 0; j < unroll; ++j)
+          if (ok[j]) v[j] = load_vec(src + vi[j] * e, src_aligned);
+        for (int j = 0; j < unroll; ++j)
+          if (ok[j]) store_vec(dst + vi[j] * e, v[j], dst_aligned);
+      },
+      [&](std::size_t pv) {
+        for (int i = 0; i < l.partial_elems(); ++i) dst[pv * e + i] = src[pv * e + i];
+      });
 }
 
 // The same into dst and dst2 in one pass (one load, two stores), or into dst alone when dst2 is null.

@@ -30,6 +30,7 @@ namespace kernel {
 template <class T, int MaxRanks, int Batch, class Extra>
 struct ll_source {
   static constexpr bool rank0_untested = true;
+  static constexpr bool one_at_a_time = false;
   using traits = core::value_traits<T>;
   using loaded = core::ll_packet;
   static constexpr int elems = gpu::elems_per_vec16<T>;

@@ -73,6 +73,7 @@ inline constexpr int peer_batch = MaxRanks < Limit ? MaxRanks : Limit;
 // (measured: registers and spills per kernel, sm_90).
 struct source_base {
   static constexpr bool rank0_untested = false;
+  static constexpr bool one_at_a_time = false;
   template <int Batch, class Loaded>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool landed(int, int, Loaded (&)[Batch]) const {
     return true;
@@ -111,8 +112,9 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fold_step(Source& src, int p0, int n, F
 template <int MaxRanks, int Batch, bool WholeBatches = false, class Source, class Fold>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fold_ranks(Source&& src, int n, Fold&& fold) {
   static_assert(Batch >= 1 && Batch <= MaxRanks, "rcclx::kernel::fold_ranks: Batch in [1, MaxRanks]");
-  if constexpr (Batch == 1 && std::decay_t<Source>::rank0_untested) {
-    // One rank at a time (elements): rank 0 starts the accumulator, then each rank below n.
+  if constexpr (std::decay_t<Source>::one_at_a_time) {
+    // One rank at a time (scalar elements: nothing to batch): rank 0 starts the accumulator, then
+    // each rank below n.
     typename std::decay_t<Source>::loaded x{};
     src.load(0, x);
     fold(0, src, x);
@@ -188,6 +190,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE gpu::vec16 reduce_vec(const peer_ptrs<T, Max
 template <class T, int MaxRanks>
 struct element_source : source_base {
   static constexpr bool rank0_untested = true;
+  static constexpr bool one_at_a_time = true;
   using traits = core::value_traits<T>;
   using loaded = T;
   const peer_ptrs<T, MaxRanks>& src;

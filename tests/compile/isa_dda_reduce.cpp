@@ -6,9 +6,9 @@
 
 extern "C" __global__ void __launch_bounds__(512)
     rcclx_isa_dda_reduce(rcclx::core::peer_table<rcclx::bf16, 8> t, rcclx::bf16* out, std::size_t count) {
-  const rcclx::dda::detail::layout<rcclx::bf16> l(count, static_cast<int>(blockDim.x), static_cast<int>(blockIdx.x),
-                                                  static_cast<int>(gridDim.x));
+  const rcclx::kernel::layout<rcclx::bf16> l(count, static_cast<int>(blockDim.x), static_cast<int>(blockIdx.x),
+                                             static_cast<int>(gridDim.x));
   rcclx::dda::detail::reduce_owned<rcclx::core::op_sum>(l, static_cast<int>(threadIdx.x),
-                                                       rcclx::dda::detail::tile_range{0, l.tiles}, t, out,
+                                                       rcclx::kernel::tile_range{0, l.tiles}, t, out,
                                                        static_cast<rcclx::bf16*>(nullptr));
 }

@@ -256,7 +256,7 @@ TEST_CASE("dda allreduce: consecutive calls in one kernel with changing counts",
     buf.out[r] = outs[r];
   }
   const int blocks = rcclx::current_backend == rcclx::backend::host ? 3 : 5;
-  rcclx::testing::launch_emulated(n, blocks, rcclx::dda::default_launch_config().threads,
+  rcclx::testing::launch_emulated(n, blocks, rcclx::testing::emulated_launch_config().threads,
                                   calls_in_one_kernel{peers.device_tables(), buf, max_count, calls});
   rcclx::gpu::device_synchronize();
   peers.world().throw_if_error();
@@ -314,7 +314,7 @@ TEST_CASE("dda allreduce: 10^4 back-to-back calls with changing sizes", "[dda]")
     using flat_k = rcclx::testing::detail::emulated_allreduce<rcclx::core::op_sum, algorithm::flat, rcclx::bf16, max_r>;
     using tree_k = rcclx::testing::detail::emulated_allreduce<rcclx::core::op_sum, algorithm::tree, rcclx::bf16, max_r>;
     const algorithm a = (k % 3 == 0) ? algorithm::tree : algorithm::flat;
-    const int threads = rcclx::dda::default_launch_config().threads;
+    const int threads = rcclx::testing::emulated_launch_config().threads;
     if (c > 0) {
       if (a == algorithm::flat) {
         rcclx::testing::launch_emulated(n, peers.emulated_blocks<flat_k>(a) , threads, flat_k{tables, buf, c});
@@ -362,7 +362,7 @@ TEMPLATE_TEST_CASE("dda allreduce: input and output aligned only to sizeof(T)", 
       buf.in[r] += 1;
       buf.out[r] += 1;
     }
-    const int threads = rcclx::dda::default_launch_config().threads;
+    const int threads = rcclx::testing::emulated_launch_config().threads;
     if (algo == algorithm::flat) {
       using k = rcclx::testing::detail::emulated_allreduce<rcclx::core::op_sum, algorithm::flat, T, max_r>;
       peers.run(peers.template emulated_blocks<k>(algo), threads, k{peers.device_tables(), buf, count});
@@ -422,7 +422,7 @@ TEST_CASE("dda allreduce: a rank that never arrives is a timeout error naming it
   o.timeout_ns = rcclx_test::absent_timeout_ns;
   rcclx::testing::emulated_peers<float, max_r> peers(4, 1000, o);
   try {
-    peers.run(2, rcclx::dda::default_launch_config().threads,
+    peers.run(2, rcclx::testing::emulated_launch_config().threads,
               missing_rank_kernel{peers.device_tables(), peers.device_buffers(), 1000, 2});
     FAIL("no error");
   } catch (const rcclx::error& e) {

@@ -190,3 +190,59 @@ TEST_CASE("dda::allreduce launcher: invalid arguments are clear errors", "[dda][
   expect(attempt([&] { allreduce(t, in, out, 0); }), rcclx::errc::ok, "");
   rcclx::gpu::device_free(in);
 }
+
+TEST_CASE("dda::allreduce launcher: threads above the kernels' bound are refused before launch", "[dda][launcher]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  // The kernels are compiled with __launch_bounds__(512): a larger block could not run, so it is
+  // refused on every backend (the host backend too, which runs a block as one thread), naming the
+  // value and the bound, for both algorithms and both table forms; 512 runs.
+  const int n = 2;
+  const std::size_t count = 5000;
+  rcclx::testing::emulated_world<max_r> world(n, count * sizeof(float), 32);
+  rank_data<float> d(n, count, 77);
+  for (const algorithm algo : {algorithm::flat, algorithm::tree}) {
+    for (const bool device_table : {false, true}) {
+      for (const int threads : {1024, 544}) {
+        CAPTURE(rcclx::to_string(algo), device_table, threads);
+        std::string what;
+        try {
+          if (device_table)
+            rcclx::dda::allreduce(world.device_tables<float>(), n, d.in[0], d.out[0], count, reduce_op::sum, algo, {},
+                                  blocks_per_rank(), threads);
+          else
+            rcclx::dda::allreduce(world.table<float>(0), d.in[0], d.out[0], count, reduce_op::sum, algo, {},
+                                  blocks_per_rank(), threads);
+        } catch (const rcclx::error& e) {
+          REQUIRE(e.code() == rcclx::errc::invalid_argument);
+          what = e.what();
+        }
+        const std::string want = "threads = " + std::to_string(threads) +
+                                 " exceeds 512, the ready-made kernels' bound (__launch_bounds__)";
+        CAPTURE(what);
+        REQUIRE(what.find(want) != std::string::npos);
+      }
+    }
+  }
+  std::string what;
+  try {
+    rcclx::dda::allreduce(world.table<float>(0), d.in[0], d.out[0], count, reduce_op::sum, algorithm::flat, {}, 0, 100);
+  } catch (const rcclx::error& e) {
+    what = e.what();
+  }
+  REQUIRE(what.find("threads = 100 must be 0 (default) or a multiple of 32 in [32, 512]") != std::string::npos);
+  world.throw_if_error();  // nothing was launched
+  if (!concurrent_kernels_possible()) {
+    WARN("kernels are serialised under compute-sanitizer: the 512-thread calls are skipped");
+    return;
+  }
+  for (const algorithm algo : {algorithm::flat, algorithm::tree}) {
+    CAPTURE(rcclx::to_string(algo));
+    rank_runner runner(n);
+    runner.run([&](int r, rcclx::gpu::stream_t s) {
+      rcclx::dda::allreduce(world.table<float>(r), d.in[r], d.out[r], count, reduce_op::sum, algo, s,
+                            blocks_per_rank(), 512);
+    });
+    world.throw_if_error();
+    d.check(count, reduce_op::sum);
+  }
+}

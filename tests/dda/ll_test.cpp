@@ -57,7 +57,7 @@ rcclx::testing::emulated_options no_ll() {
 // Did the last flat call of `peers` (its grid) take the LL one-shot?
 template <class T>
 bool used_ll(const rcclx::testing::emulated_peers<T, max_r>& peers, std::size_t count) {
-  const int threads = rcclx::dda::default_launch_config().threads;
+  const int threads = rcclx::testing::emulated_launch_config().threads;
   return rcclx::dda::flat_uses_ll<T>(peers.table(0).signals, count, threads, peers.last_blocks_per_rank());
 }
 
@@ -103,13 +103,14 @@ TEST_CASE("dda flat LL: in place and output in the symmetric buffer", "[dda][ll]
   check(peers, in, reduce_op::sum);
   // The LL protocol does not read the symmetric buffer: the output may be it.
   auto t = peers.table(0);
-  REQUIRE(rcclx::dda::flat_uses_ll<float>(t.signals, 8, rcclx::dda::default_launch_config().threads, 2));
-  REQUIRE_NOTHROW(rcclx::dda::detail::validate_table("test", t, peers.device_input(0), t.data[0], 8,
-                                                     algorithm::flat, 2));
+  REQUIRE(rcclx::dda::flat_uses_ll<float>(t.signals, 8, rcclx::testing::emulated_launch_config().threads, 2));
+  const rcclx::kernel::grid_shape shape{2, rcclx::testing::emulated_launch_config().threads};
+  REQUIRE_NOTHROW(rcclx::dda::detail::check_allreduce_table("test", t, peers.device_input(0), t.data[0], 8,
+                                                            algorithm::flat, shape));
   rcclx::testing::emulated_peers<float, max_r> big(n, count, no_ll());
   auto tb = big.table(0);
-  REQUIRE_THROWS_AS(rcclx::dda::detail::validate_table("test", tb, big.device_input(0), tb.data[0], 8,
-                                                       algorithm::flat, 2),
+  REQUIRE_THROWS_AS(rcclx::dda::detail::check_allreduce_table("test", tb, big.device_input(0), tb.data[0], 8,
+                                                              algorithm::flat, shape),
                     rcclx::error);
 }
 
@@ -201,7 +202,7 @@ TEST_CASE("dda flat LL: a rank that never arrives is a bounded timeout naming it
   o.timeout_ns = rcclx_test::absent_timeout_ns;
   rcclx::testing::emulated_peers<float, max_r> peers(4, 1000, o);
   try {
-    peers.run(2, rcclx::dda::default_launch_config().threads,
+    peers.run(2, rcclx::testing::emulated_launch_config().threads,
               missing_rank_ll{peers.device_tables(), peers.device_buffers(), 1000, 1});
     FAIL("no error");
   } catch (const rcclx::error& e) {

@@ -2,6 +2,9 @@
 #include <rcclx/core/ops.hpp>
 #include <rcclx/dda/allreduce.hpp>
 #include <rcclx/dda/select.hpp>
+#include <rcclx/kernel/layout.hpp>
+#include <rcclx/lpc/detail/launch.hpp>
+#include <rcclx/testing/emulated_launch_config.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -45,7 +48,7 @@ static_assert(rcclx::dda::select_algorithm(8u << 20, 2, arch::sm_90) == algorith
 static_assert(rcclx::dda::default_thresholds(arch::gfx942, 8).tree_max_bytes == 29u * 1024 * 1024, "RCCLX default");
 static_assert(rcclx::dda::num_blocks_for<float>(0, algorithm::flat, 8) == 1, "at least one block");
 static_assert(rcclx::dda::num_blocks_for<float>(std::size_t{1} << 30, algorithm::tree, 8) ==
-                  rcclx::dda::default_launch_config().tree_max_blocks,
+                  rcclx::dda::default_max_blocks,
               "capped");
 
 TEST_CASE("ops: sum, min and max on accumulators", "[dda][ops]") {
@@ -223,7 +226,7 @@ TEST_CASE("select: tables are monotonic and consistent", "[dda][select]") {
 }
 
 TEST_CASE("num_blocks_for: deterministic, within the caps, every tile covered", "[dda][select]") {
-  const auto cfg = rcclx::dda::default_launch_config();
+  const auto cfg = rcclx::dda::default_launch_config(0, algorithm::tree);
   std::mt19937_64 g(3);
   for (int i = 0; i < 2000; ++i) {
     const std::size_t count = g() % (std::size_t{1} << (g() % 34));
@@ -239,6 +242,36 @@ TEST_CASE("num_blocks_for: deterministic, within the caps, every tile covered", 
   }
 }
 
+TEST_CASE("launch defaults: a process per GPU in the library, the emulated shape in testing", "[dda][select]") {
+  namespace dda = rcclx::dda;
+  constexpr bool gpu = rcclx::current_backend != rcclx::backend::host;
+  // The AllReduce on a GPU of its own (docs/performance.md): flat 128 threads up to 128 KiB, 256
+  // above; tree 512; up to 128 blocks, never more than the pads hold (the same on every rank).
+  REQUIRE(dda::default_launch_config(128 << 10, algorithm::flat).threads == (gpu ? 128 : 1));
+  REQUIRE(dda::default_launch_config((128 << 10) + 1, algorithm::flat).threads == (gpu ? 256 : 1));
+  REQUIRE(dda::default_launch_config(8, algorithm::tree).threads == (gpu ? 512 : 1));
+  REQUIRE(dda::default_launch_config(8, algorithm::flat).flat_max_blocks == (gpu ? 128 : 4));
+  REQUIRE(dda::default_launch_config(8, algorithm::flat, 32).flat_max_blocks == (gpu ? 32 : 4));
+  REQUIRE(dda::default_launch_config(8, algorithm::tree, 2).tree_max_blocks == 2);
+  REQUIRE(rcclx::lpc::default_launch_config(rcclx::lpc::collective::allreduce).max_blocks == (gpu ? 128 : 4));
+  REQUIRE(rcclx::lpc::default_launch_config(rcclx::lpc::collective::allgather).max_blocks == (gpu ? 32 : 4));
+  // The one-shot collectives keep their shape; emulated ranks keep theirs, in testing/.
+  REQUIRE(dda::one_shot_launch_config().threads == (gpu ? 512 : 1));
+  REQUIRE(dda::one_shot_launch_config().flat_max_blocks == (gpu ? 32 : 4));
+  constexpr auto e = rcclx::testing::emulated_launch_config();
+  REQUIRE(e.threads == (gpu ? 512 : 1));
+  REQUIRE(e.flat_max_blocks == (gpu ? 32 : 4));
+  REQUIRE(e.tree_max_blocks == (gpu ? 32 : 4));
+  REQUIRE(rcclx::testing::emulated_lpc_launch_config().max_blocks == (gpu ? 32 : 4));
+  // Threads per block: 0 or a multiple of 32 up to the kernels' bound, checked on every backend.
+  REQUIRE_NOTHROW(dda::check_threads("t", 0));
+  REQUIRE_NOTHROW(dda::check_threads("t", 512));
+  REQUIRE_THROWS_AS(dda::check_threads("t", 544), rcclx::error);
+  REQUIRE_THROWS_AS(dda::check_threads("t", 1024), rcclx::error);
+  REQUIRE_THROWS_AS(dda::check_threads("t", 48), rcclx::error);
+  REQUIRE(dda::launch_config_for("t", 8, algorithm::flat, 128, 256).threads == (gpu ? 256 : 1));
+}
+
 TEST_CASE("tiles: every element is owned by exactly one block, the same for any count", "[dda][ops]") {
   // Independent model of the partition: element i -> vector i/E -> tile (i/E)/G -> block tile % nb.
   for (const int g_size : {1, 4, 64}) {
@@ -248,7 +281,7 @@ TEST_CASE("tiles: every element is owned by exactly one block, the same for any 
         CAPTURE(g_size, nb, count);
         std::vector<int> owner(count, -1);
         for (int b = 0; b < nb; ++b) {
-          const rcclx::dda::detail::layout<float> l(count, g_size, b, nb);
+          const rcclx::kernel::layout<float> l(count, g_size, b, nb);
           for (int tid = 0; tid < g_size; ++tid) {
             auto mark = [&](std::size_t v, int elems) {
               for (int e = 0; e < elems; ++e) {
@@ -258,8 +291,8 @@ TEST_CASE("tiles: every element is owned by exactly one block, the same for any 
                 owner[i] = b;
               }
             };
-            rcclx::dda::detail::for_each_owned<3>(
-                l, tid, rcclx::dda::detail::tile_range{0, l.tiles},
+            rcclx::kernel::for_each_owned<3>(
+                l, tid, rcclx::kernel::tile_range{0, l.tiles},
                 [&](const std::size_t(&vi)[3], const bool(&ok)[3]) {
                   for (int j = 0; j < 3; ++j)
                     if (ok[j]) mark(vi[j], 4);

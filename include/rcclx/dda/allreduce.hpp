@@ -10,81 +10,38 @@
 // error in the rank's signal pad (the owner of the pads reports it, e.g. emulated_world::throw_if_error).
 // Host backend: runs this rank's blocks as std::threads, returns when they are done and throws
 // rcclx::error(errc::timeout) naming the missing rank if a barrier timed out.
-// The number of blocks is a function of (count, algorithm, num_ranks, launch_config) only, so every
-// rank launches the same grid (barriers pair block b of every rank). Pass num_blocks > 0 to force it
-// (then it must be the same on every rank).
+// The launch shape is a function of (count, algorithm, num_ranks, the pads' max_blocks) only
+// (dda/launch_config.hpp: the shape for a process per GPU), so every rank launches the same grid
+// (barriers pair block b of every rank). Pass num_blocks > 0 or threads > 0 to force them (then the
+// same on every rank); threads must be a multiple of 32 in [32, 512], the kernels' bound.
 // Invalid arguments throw rcclx::error before anything is launched: op or algorithm out of range
 // (invalid_argument), algorithm::low_precision (unsupported: that is rcclx::lpc::allreduce),
 // num_ranks outside [2, MaxRanks], count * sizeof(T) above the buffers' capacity, input/output not
 // aligned to sizeof(T) (misaligned), symmetric buffers not 16-byte aligned (misaligned), partial
 // overlaps between input, output and own symmetric buffer, output == own symmetric buffer with
 // flat above the pads' LL size (peers still read it; tree allows it), num_blocks above the pads'
-// max_blocks. A flat call that fits the LL regions (dda::flat_uses_ll) does not use the symmetric
-// buffer at all: no capacity or aliasing rule applies to it.
+// max_blocks, threads above 512 or not a multiple of 32 (invalid_argument). A flat call that fits
+// the LL regions (dda::flat_uses_ll) does not use the symmetric buffer at all: no capacity or
+// aliasing rule applies to it.
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
-#include <cstdio>
 #include <string>
-#include <type_traits>
 
 #include "../core/barrier.hpp"
 #include "../core/error.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
-#include "../gpu/group.hpp"
-#include "../gpu/host_blocks.hpp"
 #include "../gpu/runtime.hpp"
-#include "detail/launch.hpp"
+#include "../kernel/checks.hpp"
+#include "../kernel/launch.hpp"
 #include "flat.hpp"
+#include "launch_config.hpp"
 #include "select.hpp"
 #include "tree.hpp"
 
-#if RCCLX_BACKEND_HOST
-#  include <thread>
-#  include <vector>
-#endif
-
 RCCLX_NAMESPACE_BEGIN
 namespace dda {
-
-// Threads per block and the block-count caps of the ready-made kernels.
-struct launch_config {
-  int threads;          // threads per block (1 on the host backend: a block is a thread)
-  int flat_max_blocks;  // blocks per rank, at most
-  int tree_max_blocks;
-};
-
-RCCLX_HOST_DEVICE constexpr launch_config default_launch_config() {
-#if RCCLX_BACKEND_GPU
-  // 512 threads x 16 bytes = 8 KiB tiles. 32 blocks per rank keep 8 emulated ranks resident on one
-  // GPU (256 blocks) and, on a GPU of its own, put 32 x 512 x 8 peers x 16 B = 2 MiB of loads in
-  // flight, enough to cover the latency of peer links.
-  return {512, 32, 32};
-#else
-  return {1, 4, 4};  // CI machines have two cores; the partition logic is the same at any count
-#endif
-}
-
-// Blocks per rank of a call: a pure function of its arguments, so it is identical on every rank.
-// flat: one tile (threads x 16 bytes) per block up to the cap; tree: one tile of each rank's chunk
-// per block up to the cap (so the reduce-scatter keeps every block busy).
-template <class T>
-RCCLX_HOST_DEVICE constexpr int num_blocks_for(std::size_t count, algorithm algo, int num_ranks,
-                                               const launch_config& cfg = default_launch_config()) {
-  const std::size_t e = static_cast<std::size_t>(gpu::elems_per_vec16<T>);
-  const std::size_t vecs = (count + e - 1) / e;
-  const std::size_t tiles = (vecs + static_cast<std::size_t>(cfg.threads) - 1) / static_cast<std::size_t>(cfg.threads);
-  std::size_t want = tiles;
-  int cap = cfg.flat_max_blocks;
-  if (algo == algorithm::tree) {
-    want = (tiles + static_cast<std::size_t>(num_ranks) - 1) / static_cast<std::size_t>(num_ranks);
-    cap = cfg.tree_max_blocks;
-  }
-  if (want < 1) want = 1;
-  return want > static_cast<std::size_t>(cap) ? cap : static_cast<int>(want);
-}
 
 // The algorithm a call runs: `algo` itself, or the tuned choice for automatic.
 template <class T>
@@ -92,88 +49,43 @@ inline algorithm resolve_algorithm(algorithm algo, std::size_t count, int num_ra
   return algo == algorithm::automatic ? select_algorithm(count * sizeof(T), num_ranks) : algo;
 }
 
+// The checks of an AllReduce call that need no table (a launcher over dda::allreduce runs them
+// before it picks a table): op and algorithm valid and not low_precision, num_ranks in [2,
+// max_ranks], num_blocks >= 0, count a byte size, input and output non-null, aligned to sizeof(T),
+// equal or disjoint.
+template <class T>
+inline void check_allreduce_call(const std::string& who, int num_ranks, int max_ranks, const void* input,
+                                 const void* output, std::size_t count, reduce_op op, algorithm algo, int num_blocks) {
+  kernel::check_op(who, op);
+  kernel::check_algorithm(who, algo);
+  if (algo == algorithm::low_precision)
+    throw error(errc::unsupported, who + ": algorithm::low_precision is not a DDA algorithm: call "
+                                         "rcclx::lpc::allreduce (<rcclx/lpc/allreduce.hpp>), or use flat, tree "
+                                         "or automatic here");
+  kernel::check_call<T>(who, kernel::io_kind::reduce, num_ranks, max_ranks, input, output, count, num_blocks);
+}
+
 namespace detail {
 
-// The default launch shape with `threads` per block (0: the default). GPUs: a multiple of 32 in
-// [32, 1024], the same on every rank (it is the tile size: ranks with different tiles would pair up
-// wrong vectors). The host backend runs a block as one thread and ignores it.
-inline launch_config with_threads(const char* who, int threads) {
-  launch_config cfg = default_launch_config();
-  if (threads == 0) return cfg;
-  if (threads < 32 || threads > 1024 || threads % 32 != 0)
-    throw error(errc::invalid_argument, std::string(who) + ": threads = " + std::to_string(threads) +
-                                            " must be 0 (default) or a multiple of 32 in [32, 1024]");
-#if RCCLX_BACKEND_GPU
-  cfg.threads = threads;
-#endif
-  return cfg;
-}
-
-// Checks that do not need the table's contents (also used for tables in device memory).
-template <class T>
-inline void validate_call(const char* who, int num_ranks, int max_ranks_of_table, const void* input,
-                          const void* output, std::size_t count, reduce_op op, algorithm algo, int num_blocks) {
-  const std::string w(who);
-  if (!is_valid(op))
-    throw error(errc::invalid_argument, w + ": op = " + std::to_string(static_cast<int>(op)) +
-                                            " is not a reduce_op (sum, min, max)");
-  if (!is_valid(algo))
-    throw error(errc::invalid_argument, w + ": algorithm = " + std::to_string(static_cast<int>(algo)) +
-                                            " is not an rcclx::algorithm");
-  if (algo == algorithm::low_precision)
-    throw error(errc::unsupported, w + ": algorithm::low_precision is not a DDA algorithm: call "
-                                       "rcclx::lpc::allreduce (<rcclx/lpc/allreduce.hpp>), or use flat, tree "
-                                       "or automatic here");
-  if (num_ranks < 2 || num_ranks > max_ranks_of_table)
-    throw error(errc::invalid_argument, w + ": num_ranks = " + std::to_string(num_ranks) + " is outside [2, " +
-                                            std::to_string(max_ranks_of_table) + "] (the table's MaxRanks)");
-  if (num_blocks < 0)
-    throw error(errc::invalid_argument, w + ": num_blocks = " + std::to_string(num_blocks) +
-                                            " is negative (0 picks the default)");
-  if (count > no_limit / sizeof(T))
-    throw error(errc::invalid_argument, w + ": count = " + std::to_string(count) + " overflows a byte size");
-  if (count == 0) return;
-  if (!input || !output) throw error(errc::invalid_argument, w + ": input and output must not be null");
-  if (!gpu::is_aligned(input, alignof(T)))
-    throw error(errc::misaligned, w + ": input = " + pointer_text(input) + " is not aligned to sizeof(" +
-                                      core::type_name<T>() + ") = " + std::to_string(sizeof(T)) + " bytes");
-  if (!gpu::is_aligned(output, alignof(T)))
-    throw error(errc::misaligned, w + ": output = " + pointer_text(output) + " is not aligned to sizeof(" +
-                                      core::type_name<T>() + ") = " + std::to_string(sizeof(T)) + " bytes");
-  const std::size_t bytes = count * sizeof(T);
-  if (input != output && overlaps(input, output, bytes))
-    throw error(errc::invalid_argument, w + ": input and output overlap partially (they must be equal or disjoint)");
-}
-
-// Checks of a table the host can read.
+// Checks of a table the host can read, for the resolved algorithm and the launch shape.
 template <class T, int MaxRanks>
-inline void validate_table(const char* who, const core::peer_table<T, MaxRanks>& t, const T* input, const T* output,
-                           std::size_t count, algorithm resolved, int num_blocks) {
-  const std::string w(who);
-  const int n = t.num_ranks();
-  for (int p = 0; p < n; ++p) {
-    if (!t.data[p])
-      throw error(errc::invalid_argument, w + ": table.data[" + std::to_string(p) + "] is null");
-    if (!gpu::is_aligned(t.data[p], 16))
-      throw error(errc::misaligned, w + ": table.data[" + std::to_string(p) + "] = " + pointer_text(t.data[p]) +
-                                        " is not 16-byte aligned (symmetric buffers are accessed with 16-byte vectors)");
-  }
+inline void check_allreduce_table(const std::string& w, const core::peer_table<T, MaxRanks>& t, const T* input,
+                                  const T* output, std::size_t count, algorithm resolved, kernel::grid_shape shape) {
+  kernel::check_table_buffers(w, t);
   const std::size_t bytes = count * sizeof(T);
   const bool ll = resolved == algorithm::flat &&  // the LL one-shot uses no symmetric buffer
-                  flat_uses_ll<T>(t.signals, count, default_launch_config().threads, num_blocks);
+                  flat_uses_ll<T>(t.signals, count, shape.threads, shape.blocks);
   if (!ll && bytes > t.capacity_bytes)
     throw error(errc::invalid_argument, w + ": count = " + std::to_string(count) + " (" + std::to_string(bytes) +
                                             " bytes) exceeds the symmetric buffer capacity of " +
                                             std::to_string(t.capacity_bytes) + " bytes");
-  if (num_blocks > t.signals.max_blocks)
-    throw error(errc::invalid_argument, w + ": num_blocks = " + std::to_string(num_blocks) +
-                                            " exceeds the signal pads' max_blocks = " + std::to_string(t.signals.max_blocks));
+  kernel::check_blocks_fit(w, shape.blocks, t.signals);
   if (count == 0) return;
   const T* own = t.data[t.rank()];
-  if (input != own && overlaps(input, own, bytes))
+  if (input != own && kernel::overlaps(input, own, bytes))
     throw error(errc::invalid_argument, w + ": input overlaps this rank's symmetric buffer without being it "
                                             "(pass the buffer itself, or disjoint memory)");
-  if (output != own && overlaps(output, own, bytes))
+  if (output != own && kernel::overlaps(output, own, bytes))
     throw error(errc::invalid_argument, w + ": output overlaps this rank's symmetric buffer without being it");
   if (resolved == algorithm::flat && !ll && output == own)
     throw error(errc::invalid_argument, w + ": with algorithm::flat above the LL size (the signal pads' LL regions: " +
@@ -194,77 +106,66 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool run_block(const Group& g, const core::p
   else return tree_allreduce<ReduceOp>(g, t, in, out, count, block, num_blocks);
 }
 
-#if RCCLX_BACKEND_GPU
-template <class ReduceOp, algorithm Algo, class T, int MaxRanks>
-RCCLX_GLOBAL void __launch_bounds__(512)
-    allreduce_kernel(core::peer_table<T, MaxRanks> t, const T* in, T* out, std::size_t count) {
-  (void)run_block<ReduceOp, Algo>(gpu::block_group{}, t, in, out, count, static_cast<int>(blockIdx.x),
-                                  static_cast<int>(gridDim.x));
-}
+template <class ReduceOp, algorithm Algo>
+struct allreduce_fn {
+  template <class... A>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return run_block<ReduceOp, Algo>(a...); }
+};
 
-template <class ReduceOp, algorithm Algo, class T, int MaxRanks>
-RCCLX_GLOBAL void __launch_bounds__(512)
-    allreduce_kernel_indirect(const core::peer_table<T, MaxRanks>* table, int num_ranks, const T* in, T* out,
-                              std::size_t count) {
-  const core::peer_table<T, MaxRanks>& t = *table;  // read in place: a local copy indexed by rank would go to scratch
-  // The host could not check the table: the same checks here (uniform: every block leaves together).
-  std::uint32_t bad = 0;
-  if (t.num_ranks() != num_ranks) bad = 1;
-  else if (!(Algo == algorithm::flat && flat_uses_ll<T>(t.signals, count, static_cast<int>(blockDim.x),
-                                                       static_cast<int>(gridDim.x))) &&
-           count * sizeof(T) > t.capacity_bytes)
-    bad = 2;
-  else if (static_cast<int>(gridDim.x) > t.signals.max_blocks) bad = 3;
-  if (bad) {
-    if (threadIdx.x == 0) record_mismatch(t.signals, bad);
-    return;
+// The kernels' body; flat calls that run the LL one-shot need no symmetric buffer (kernel/launch.hpp
+// checks a table in device memory with this).
+template <class ReduceOp, algorithm Algo, class T>
+struct allreduce_body : kernel::io_body<allreduce_fn<ReduceOp, Algo>, T> {
+  template <int MaxRanks>
+  RCCLX_HOST_DEVICE std::size_t buffer_bytes(const core::signal_pads<MaxRanks>& s, int threads, int blocks) const {
+    const bool ll = Algo == algorithm::flat && flat_uses_ll<T>(s, this->count, threads, blocks);
+    return ll ? 0 : this->count * sizeof(T);
   }
-  (void)run_block<ReduceOp, Algo>(gpu::block_group{}, t, in, out, count, static_cast<int>(blockIdx.x),
-                                  static_cast<int>(gridDim.x));
-}
-#endif
+};
 
-// Runs this rank's blocks: kernel launch on GPUs, std::threads on the host.
-template <algorithm Algo, class T, int MaxRanks, class TableArg>
-inline void launch(const TableArg& table_arg, int num_ranks, const T* input, T* output, std::size_t count,
-                   reduce_op op, gpu::stream_t stream, int num_blocks, const launch_config& cfg) {
-  (void)num_ranks;
+// Both table forms: checks, shape, launch.
+template <class T, int MaxRanks, class Table>
+inline void allreduce(const Table& table, const T* input, T* output, std::size_t count, reduce_op op,
+                      algorithm algo, gpu::stream_t stream, int num_blocks, int threads) {
+  static_assert(core::is_reducible_v<T>, "rcclx::dda::allreduce: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
+  const std::string who = kernel::name_of("rcclx::dda::allreduce", table);
+  const int n = kernel::num_ranks_of(table);
+  check_allreduce_call<T>(who, n, MaxRanks, input, output, count, op, algo, num_blocks);
+  const algorithm a = resolve_algorithm<T>(algo, count, n);
+  const core::peer_table<T, MaxRanks>* t = kernel::readable(who, table);
+  const launch_config cfg =
+      launch_config_for(who, count * sizeof(T), a, t ? t->signals.max_blocks : default_max_blocks, threads);
+  const kernel::grid_shape shape{num_blocks > 0 ? num_blocks : num_blocks_for<T>(count, a, n, cfg), cfg.threads};
+  if (t) check_allreduce_table(who, *t, input, output, count, a, shape);
+  if (count == 0) return;
+  const kernel::table_need need{n, count * sizeof(T)};
   core::with_op(op, [&](auto op_tag) {
-    using op_t = decltype(op_tag);
-#if RCCLX_BACKEND_GPU
-    // Load both algorithms' kernels before the first launch (see gpu::preload_kernel): a call
-    // sequence alternating flat and tree must never load a module while a peer kernel spins.
-    static const bool preloaded = [] {
-      if constexpr (std::is_pointer<TableArg>::value) {
-        gpu::preload_kernel(allreduce_kernel_indirect<op_t, algorithm::flat, T, MaxRanks>);
-        gpu::preload_kernel(allreduce_kernel_indirect<op_t, algorithm::tree, T, MaxRanks>);
-      } else {
-        gpu::preload_kernel(allreduce_kernel<op_t, algorithm::flat, T, MaxRanks>);
-        gpu::preload_kernel(allreduce_kernel<op_t, algorithm::tree, T, MaxRanks>);
-      }
-      return true;
-    }();
-    (void)preloaded;
-    if constexpr (std::is_pointer<TableArg>::value) {
-      allreduce_kernel_indirect<op_t, Algo, T, MaxRanks>
-          <<<num_blocks, cfg.threads, 0, stream>>>(table_arg, num_ranks, input, output, count);
-    } else {
-      allreduce_kernel<op_t, Algo, T, MaxRanks><<<num_blocks, cfg.threads, 0, stream>>>(table_arg, input, output, count);
-    }
-    gpu::check_launch("rcclx::dda::allreduce");
-#else
-    (void)stream;
-    (void)cfg;
-    const core::peer_table<T, MaxRanks>* tp;
-    if constexpr (std::is_pointer<TableArg>::value) tp = table_arg;
-    else tp = &table_arg;
-    gpu::run_host_blocks(num_blocks, [&](int b) {
-      (void)run_block<op_t, Algo>(gpu::thread_group{}, *tp, input, output, count, b, num_blocks);
-    });
-    core::throw_if_error(*tp->signals.err);
-#endif
+    using flat_body = allreduce_body<decltype(op_tag), algorithm::flat, T>;
+    using tree_body = allreduce_body<decltype(op_tag), algorithm::tree, T>;
+    // Both algorithms' kernels loaded before the first launch of either (kernel/launch.hpp).
+    if (a == algorithm::flat)
+      kernel::launch(who, table, need, shape, flat_body{{input, output, count}}, stream, kernel::also_preload<tree_body>{});
+    else
+      kernel::launch(who, table, need, shape, tree_body{{input, output, count}}, stream, kernel::also_preload<flat_body>{});
   });
 }
+
+// Former spellings, for code outside dda/ that still uses them (host/communicator.hpp): the
+// emulated shape with `threads` (checked), the call checks, the overlap test.
+inline launch_config with_threads(const char* who, int threads) {
+  check_threads(who, threads);
+  launch_config cfg = default_launch_config();
+#if RCCLX_BACKEND_GPU
+  if (threads > 0) cfg.threads = threads;
+#endif
+  return cfg;
+}
+template <class T>
+inline void validate_call(const char* who, int num_ranks, int max_ranks_of_table, const void* input,
+                          const void* output, std::size_t count, reduce_op op, algorithm algo, int num_blocks) {
+  check_allreduce_call<T>(who, num_ranks, max_ranks_of_table, input, output, count, op, algo, num_blocks);
+}
+using kernel::overlaps;
 
 }  // namespace detail
 
@@ -300,17 +201,7 @@ template <class T, int MaxRanks>
 void allreduce(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                reduce_op op = reduce_op::sum, algorithm algo = algorithm::automatic, gpu::stream_t stream = {},
                int num_blocks = 0, int threads = 0) {
-  static_assert(core::is_reducible_v<T>, "rcclx::dda::allreduce: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
-  const char* who = "rcclx::dda::allreduce";
-  const int n = table.num_ranks();
-  detail::validate_call<T>(who, n, MaxRanks, input, output, count, op, algo, num_blocks);
-  const algorithm a = resolve_algorithm<T>(algo, count, n);
-  const launch_config cfg = detail::with_threads(who, threads);
-  const int nb = num_blocks > 0 ? num_blocks : num_blocks_for<T>(count, a, n, cfg);
-  detail::validate_table(who, table, input, output, count, a, nb);
-  if (count == 0) return;
-  if (a == algorithm::flat) detail::launch<algorithm::flat, T, MaxRanks>(table, n, input, output, count, op, stream, nb, cfg);
-  else detail::launch<algorithm::tree, T, MaxRanks>(table, n, input, output, count, op, stream, nb, cfg);
+  detail::allreduce<T, MaxRanks>(table, input, output, count, op, algo, stream, num_blocks, threads);
 }
 
 // The same with the table in device memory (e.g. a captured graph whose table is patched later).
@@ -322,25 +213,8 @@ template <class T, int MaxRanks>
 void allreduce(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                std::size_t count, reduce_op op = reduce_op::sum, algorithm algo = algorithm::automatic,
                gpu::stream_t stream = {}, int num_blocks = 0, int threads = 0) {
-  static_assert(core::is_reducible_v<T>, "rcclx::dda::allreduce: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
-  const char* who = "rcclx::dda::allreduce(device table)";
-  if (!device_table) throw error(errc::invalid_argument, std::string(who) + ": device_table is null");
-  detail::validate_call<T>(who, num_ranks, MaxRanks, input, output, count, op, algo, num_blocks);
-  const algorithm a = resolve_algorithm<T>(algo, count, num_ranks);
-  const launch_config cfg = detail::with_threads(who, threads);
-  const int nb = num_blocks > 0 ? num_blocks : num_blocks_for<T>(count, a, num_ranks, cfg);
-#if RCCLX_BACKEND_HOST
-  // Host "device memory" is readable: the full checks apply.
-  if (device_table->num_ranks() != num_ranks)
-    throw error(errc::mismatch, std::string(who) + ": num_ranks = " + std::to_string(num_ranks) +
-                                    " but the table has " + std::to_string(device_table->num_ranks()));
-  detail::validate_table(who, *device_table, input, output, count, a, nb);
-#endif
-  if (count == 0) return;
-  if (a == algorithm::flat)
-    detail::launch<algorithm::flat, T, MaxRanks>(device_table, num_ranks, input, output, count, op, stream, nb, cfg);
-  else
-    detail::launch<algorithm::tree, T, MaxRanks>(device_table, num_ranks, input, output, count, op, stream, nb, cfg);
+  detail::allreduce<T, MaxRanks>(kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count, op,
+                                 algo, stream, num_blocks, threads);
 }
 
 }  // namespace dda

@@ -25,9 +25,7 @@
 #include <string>
 
 #include "../core/barrier.hpp"
-#include "../core/peer_table.hpp"
 #include "../mesh/schedule.hpp"
-#include "allreduce.hpp"
 #include "detail/direct.hpp"
 #include "detail/launch.hpp"
 
@@ -43,18 +41,18 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_alltoall(const Group& g, const cor
   const int tid = g.thread_rank(), r = t.rank(), n = t.num_ranks();
   const std::size_t c_elems = count / static_cast<std::size_t>(n);
   if (c_elems == 0) return true;
-  const detail::layout<T> l(c_elems, g.size(), block, num_blocks);
-  const detail::tile_range all{0, l.tiles};
+  const kernel::layout<T> l(c_elems, g.size(), block, num_blocks);
+  const kernel::tile_range all{0, l.tiles};
   T* own = t.data[r];
   for (int c = 0; c < n; ++c) {
     const std::size_t off = static_cast<std::size_t>(c) * c_elems;
-    if (c == r) detail::copy_owned(l, tid, all, input + off, output + off);
-    else if (input != own) detail::copy_owned(l, tid, all, input + off, own + off);
+    if (c == r) kernel::copy_owned(l, tid, all, input + off, output + off);
+    else if (input != own) kernel::copy_owned(l, tid, all, input + off, own + off);
   }
   if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
   detail::gather_list<T, MaxRanks> list{};
   list.n = n;
-  RCCLX_DETAIL_DDA_UNROLL
+  RCCLX_DETAIL_KERNEL_UNROLL
   for (int s = 0; s < MaxRanks; ++s) {  // unrolled: constant indices, the list stays in registers
     if (s < n) {
       const mesh::step st = mesh::all_to_all<Schedule>(r, s, n);
@@ -68,51 +66,18 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_alltoall(const Group& g, const cor
 }
 
 namespace detail {
-
-template <class Schedule, class T>
-struct alltoall_body {
-  const T* input;
-  T* output;
-  std::size_t count;
-  template <class Group, int MaxRanks>
-  RCCLX_HOST_DEVICE bool operator()(const Group& g, const core::peer_table<T, MaxRanks>& t, int block,
-                                    int num_blocks) const {
-    return flat_alltoall<Schedule>(g, t, input, output, count, block, num_blocks);
-  }
+template <class Op, class Schedule>
+struct alltoall_fn {
+  template <class... A>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return flat_alltoall<Schedule>(a...); }
 };
-
-template <class T>
-inline void validate_alltoall(const std::string& who, int n, int max_ranks, const T* input, T* output,
-                              std::size_t count, int num_blocks) {
-  check_num_ranks(who, n, max_ranks);
-  check_num_blocks(who, num_blocks);
-  check_count<T>(who, count);
-  check_divisible(who, count, n);
-  if (count == 0) return;
-  check_in_out<T>(who, input, count, output, count, true);
-}
-
-template <class T, int MaxRanks>
-inline void validate_alltoall_table(const std::string& who, const core::peer_table<T, MaxRanks>& t, const T* input,
-                                    const T* output, std::size_t count, int num_blocks) {
-  check_table_buffers(who, t);
-  check_capacity(who, count, count * sizeof(T), t.capacity_bytes, "the input");
-  check_blocks_fit(who, num_blocks, t.signals);
-  if (count == 0) return;
-  const T* own = t.data[t.rank()];
-  if (input != own && overlaps(input, count * sizeof(T), own, t.capacity_bytes))
-    throw error(errc::invalid_argument, who + ": input overlaps this rank's symmetric buffer without being it");
-  if (overlaps(output, count * sizeof(T), own, t.capacity_bytes))
-    throw error(errc::invalid_argument, who + ": output overlaps this rank's symmetric buffer (peers read it)");
-}
-
 }  // namespace detail
 
 // Blocks per rank the launcher uses (identical on every rank).
 template <class T>
 RCCLX_HOST_DEVICE constexpr int alltoall_blocks(std::size_t count, int num_ranks,
-                                                const launch_config& cfg = default_launch_config()) {
-  return detail::blocks_for_elems<T>(count / static_cast<std::size_t>(num_ranks), cfg.threads, cfg.flat_max_blocks);
+                                                const launch_config& cfg = one_shot_launch_config()) {
+  return detail::one_shot_blocks<T>(kernel::io_kind::exchange, count, num_ranks, cfg);
 }
 
 // AlltoAll for this rank: output[p * C + i] = input of rank p at [r * C + i], C = count / num_ranks.
@@ -120,37 +85,17 @@ RCCLX_HOST_DEVICE constexpr int alltoall_blocks(std::size_t count, int num_ranks
 template <class Schedule = mesh::default_schedule, class T, int MaxRanks>
 void alltoall(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
               gpu::stream_t stream = {}, int num_blocks = 0) {
-  const std::string who = "rcclx::dda::alltoall";
-  const int n = table.num_ranks();
-  detail::validate_alltoall(who, n, MaxRanks, input, output, count, num_blocks);
-  detail::check_schedule<Schedule>(who, n);
-  const launch_config cfg = default_launch_config();
-  const int nb = num_blocks > 0 ? num_blocks : alltoall_blocks<T>(count, n, cfg);
-  detail::validate_alltoall_table(who, table, input, output, count, nb);
-  if (count == 0) return;
-  detail::launch_body<T, MaxRanks>(who.c_str(), table, n, count * sizeof(T),
-                                   detail::alltoall_body<Schedule, T>{input, output, count}, stream, nb, cfg.threads);
+  detail::launch_one_shot<kernel::io_kind::exchange, detail::alltoall_fn, Schedule, T, MaxRanks>(
+      "rcclx::dda::alltoall", table, input, output, count, reduce_op::sum, stream, num_blocks);
 }
 
 // The same with the table in device memory (the kernel checks rank count, capacity and grid).
 template <class Schedule = mesh::default_schedule, class T, int MaxRanks>
 void alltoall(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
               std::size_t count, gpu::stream_t stream = {}, int num_blocks = 0) {
-  const std::string who = "rcclx::dda::alltoall(device table)";
-  if (!device_table) throw error(errc::invalid_argument, who + ": device_table is null");
-  detail::validate_alltoall(who, num_ranks, MaxRanks, input, output, count, num_blocks);
-  detail::check_schedule<Schedule>(who, num_ranks);
-  const launch_config cfg = default_launch_config();
-  const int nb = num_blocks > 0 ? num_blocks : alltoall_blocks<T>(count, num_ranks, cfg);
-#if RCCLX_BACKEND_HOST
-  if (device_table->num_ranks() != num_ranks)
-    throw error(errc::mismatch, who + ": num_ranks = " + std::to_string(num_ranks) + " but the table has " +
-                                    std::to_string(device_table->num_ranks()));
-  detail::validate_alltoall_table(who, *device_table, input, output, count, nb);
-#endif
-  if (count == 0) return;
-  detail::launch_body<T, MaxRanks>(who.c_str(), device_table, num_ranks, count * sizeof(T),
-                                   detail::alltoall_body<Schedule, T>{input, output, count}, stream, nb, cfg.threads);
+  detail::launch_one_shot<kernel::io_kind::exchange, detail::alltoall_fn, Schedule, T, MaxRanks>(
+      "rcclx::dda::alltoall", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count,
+      reduce_op::sum, stream, num_blocks);
 }
 
 }  // namespace dda

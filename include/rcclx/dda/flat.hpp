@@ -31,7 +31,7 @@
 //   symmetric buffer. Output must not be own symmetric buffer (peers read it meanwhile).
 //
 // Both give the same bits on every rank (and the same as tree_allreduce): the same values, added in
-// the same order. Element positions are split between blocks by tiles (dda/detail/tiles.hpp).
+// the same order. Element positions are split between blocks by tiles (kernel/layout.hpp).
 //
 // Preconditions (the host launcher dda::allreduce checks them): the same count, group size and
 // num_blocks on every rank; block < table.signals.max_blocks; table.data[p] 16-byte aligned;
@@ -46,6 +46,10 @@
 #include "../core/ll.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
+#include "../kernel/layout.hpp"
+#include "../kernel/ll_reduce.hpp"
+#include "../kernel/vector_io.hpp"
+#include "detail/call_check.hpp"
 #include "detail/tiles.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -53,90 +57,28 @@ namespace dda {
 
 namespace detail {
 
+// The LL protocol's epoch of a call (and, in the checked mode, its fingerprint and check flag,
+// core/call_check.hpp), loaded where the caller wants the round trip to start.
+struct ll_call {
+  std::uint32_t flag;
 #if RCCLX_CHECKS
-// The checked mode's fingerprint of an AllReduce call (core/call_check.hpp).
-template <class T, class ReduceOp, class Group>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE core::call_fingerprint allreduce_fingerprint(algorithm algo, std::size_t count,
-                                                                                int num_blocks, const Group& g) {
-  return core::fingerprint<T, ReduceOp>(core::checked_collective::allreduce, algo, count, num_blocks,
-                                        static_cast<std::size_t>(g.size()));
-}
+  std::uint32_t cflag;
+  core::call_fingerprint fp;
 #endif
-
-// Reduces LL packet `vi` across ranks in rank order 0..n-1: this rank's vector is `mine`, every
-// peer's comes from its LL half (loads of a batch of peers issued before any wait). `extra` is
-// issued with the first batch's loads and polled in the same waits (core::ll_wait_batch: the checked
-// mode's fingerprint, core::check_poller); its failure fails the call. False if a wait expired (the
-// error is recorded).
-template <class ReduceOp, class T, int MaxRanks, class Extra = core::ll_no_extra>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool ll_reduce_vec(const core::signal_pads<MaxRanks>& s,
-                                                       const core::ll_halves<MaxRanks>& h, std::size_t vi,
-                                                       const gpu::vec16& mine, std::uint32_t flag, int block,
-                                                       gpu::vec16& out, Extra&& extra = Extra{}) {
-  using traits = core::value_traits<T>;
-  using acc_t = typename traits::acc_type;
-  constexpr int e = gpu::elems_per_vec16<T>;
-  constexpr int batch = MaxRanks < RCCLX_DETAIL_DDA_PEER_BATCH ? MaxRanks : RCCLX_DETAIL_DDA_PEER_BATCH;
-  const ReduceOp op{};
-  acc_t acc[e] = {};
-  for (int p0 = 0; p0 < MaxRanks; p0 += batch) {
-    if (p0 >= h.n) break;
-    // Every peer's loads issued before any is checked (core::ll_packet); the packets stay raw until
-    // all have landed (one set of registers).
-    core::ll_packet q[batch] = {};
-    for (int j = 0; j < batch; ++j) {
-      const int p = p0 + j;
-      if (p < h.n && p != h.rank) core::ll_load(h.p[p], vi, q[j], h.split);
-    }
-    if (p0 == 0) extra.issue();
-    std::uint32_t pending = 0;  // peers of the batch whose packet has not landed yet
-    for (int j = 0; j < batch; ++j) {
-      const int p = p0 + j;
-      if (p < h.n && p != h.rank && !core::ll_landed(q[j], flag)) pending |= 1u << j;
-    }
-    const int x = extra.poll();
-    if (x < 0) return false;
-    if (RCCLX_UNLIKELY(pending != 0u || x == 0) && !core::ll_wait_batch<batch>(s, h, p0, vi, flag, block, q, pending, extra))
-      return false;
-    for (int j = 0; j < batch; ++j) {
-      const int p = p0 + j;
-      if (p >= h.n) continue;
-      acc_t x[e];
-      traits::unpack(p == h.rank ? mine : core::ll_payload(q[j]), x);
-      if (p == 0) {
-        for (int i = 0; i < e; ++i) acc[i] = x[i];
-      } else {
-        for (int i = 0; i < e; ++i) acc[i] = op(acc[i], x[i]);
-      }
-    }
-  }
-  out = traits::pack(acc);
-  return true;
-}
-
-// The partial vector at vector index pv: its elements, zero-padded to 16 bytes.
-template <class T>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE gpu::vec16 load_partial(const T* src, std::size_t pv, int elems) {
-  constexpr int e = gpu::elems_per_vec16<T>;
-  gpu::vec16 v{};
-  // A constant trip count with the bound as a condition: constant byte offsets, so v stays in
-  // registers (a loop up to `elems` indexes v dynamically and puts it in scratch).
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
+};
+template <class T, class ReduceOp, class Group, int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE ll_call begin_ll(const Group& g, const core::signal_pads<MaxRanks>& s, int block,
+                                                     std::size_t count, int num_blocks) {
+  ll_call c;
+#if RCCLX_CHECKS
+  c.fp = allreduce_fingerprint<T, ReduceOp>(algorithm::flat, count, num_blocks, g);
+  c.cflag = core::check_ll_begin(g, s, block, c.fp, c.flag);
+#else
+  (void)count;
+  (void)num_blocks;
+  c.flag = core::ll_begin(g, s, block);
 #endif
-  for (int i = 0; i < e; ++i)
-    if (i < elems) __builtin_memcpy(reinterpret_cast<unsigned char*>(&v) + i * sizeof(T), src + pv * e + i, sizeof(T));
-  return v;
-}
-
-template <class T>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_partial(T* dst, std::size_t pv, int elems, const gpu::vec16& v) {
-  constexpr int e = gpu::elems_per_vec16<T>;
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-  for (int i = 0; i < e; ++i)
-    if (i < elems) __builtin_memcpy(dst + pv * e + i, reinterpret_cast<const unsigned char*>(&v) + i * sizeof(T), sizeof(T));
+  return c;
 }
 
 }  // namespace detail
@@ -144,7 +86,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_partial(T* dst, std::size_t pv, i
 // Packets each block publishes for `count` elements: the owned tiles of the busiest block.
 template <class T>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::size_t ll_block_bytes_for(std::size_t count, int group_size, int num_blocks) {
-  const detail::layout<T> l(count, group_size, 0, num_blocks);
+  const kernel::layout<T> l(count, group_size, 0, num_blocks);
   const std::size_t nb = static_cast<std::size_t>(num_blocks);
   return (l.tiles + nb - 1) / nb * static_cast<std::size_t>(group_size) * 16;
 }
@@ -159,7 +101,7 @@ template <class T, int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_uses_ll(const core::signal_pads<MaxRanks>& s, std::size_t count,
                                                       int group_size, int num_blocks) {
   // One tile per block: every block publishes at most one tile, group_size x 16 bytes.
-  const detail::layout<T> l(count, group_size, 0, num_blocks);
+  const kernel::layout<T> l(count, group_size, 0, num_blocks);
   return l.tiles <= static_cast<std::size_t>(num_blocks) &&
          core::ll_fits(s, num_blocks, static_cast<std::size_t>(group_size) * 16);
 }
@@ -173,7 +115,7 @@ RCCLX_HOST_DEVICE bool flat_allreduce_ll(const Group& g, const core::peer_table<
   if (count == 0) return true;  // the same on every rank: no call, no epoch
   constexpr int e = gpu::elems_per_vec16<T>;
   const core::signal_pads<MaxRanks>& s = t.signals;
-  const detail::layout<T> l(count, g.size(), block, num_blocks);
+  const kernel::layout<T> l(count, g.size(), block, num_blocks);
   const int tid = g.thread_rank();
   const bool in_aligned = gpu::is_aligned(input, 16), out_aligned = gpu::is_aligned(output, 16);
   if (l.tiles <= static_cast<std::size_t>(num_blocks)) {
@@ -182,15 +124,10 @@ RCCLX_HOST_DEVICE bool flat_allreduce_ll(const Group& g, const core::peer_table<
     const std::size_t vi = static_cast<std::size_t>(block) * static_cast<std::size_t>(l.tile_vecs) + tid;
     const bool full = vi < l.full_vecs, part = !full && vi == l.full_vecs && l.has_partial();
     gpu::vec16 mine{};
-    if (full) mine = detail::load_vec(input + vi * e, in_aligned);
-    else if (part) mine = detail::load_partial(input, vi, l.partial_elems());
-#if RCCLX_CHECKS
-    const core::call_fingerprint fp = detail::allreduce_fingerprint<T, ReduceOp>(algorithm::flat, count, num_blocks, g);
-    std::uint32_t flag;
-    const std::uint32_t cflag = core::check_ll_begin(g, s, block, fp, flag);
-#else
-    const std::uint32_t flag = core::ll_begin(g, s, block);
-#endif
+    if (full) mine = kernel::load_vec(input + vi * e, in_aligned);
+    else if (part) mine = kernel::load_partial(input, vi, l.partial_elems());
+    const detail::ll_call c = detail::begin_ll<T, ReduceOp>(g, s, block, count, num_blocks);
+    const std::uint32_t flag = c.flag;
     bool failed = false;
     gpu::vec16 r{};
     if (full || part) {
@@ -199,70 +136,65 @@ RCCLX_HOST_DEVICE bool flat_allreduce_ll(const Group& g, const core::peer_table<
 #if RCCLX_CHECKS
       // The peer's fingerprint (peer = thread rank) is loaded with the data packets and waited for in
       // the same loop; a group smaller than the rank count compares every other peer's first.
-      if (g.size() < s.num_ranks) failed = !core::check_verify(g, s, block, cflag, fp, block);
+      if (g.size() < s.num_ranks) failed = !core::check_verify(g, s, block, c.cflag, c.fp, block);
       if (!failed)
-        failed = !detail::ll_reduce_vec<ReduceOp, T>(s, h, static_cast<std::size_t>(tid), mine, flag, block, r,
-                                                     core::check_poller<MaxRanks>(g, s, block, cflag, fp, block));
+        failed = !kernel::ll_reduce_vec<ReduceOp, T>(s, h, static_cast<std::size_t>(tid), mine, flag, block, r,
+                                                     core::check_poller<MaxRanks>(g, s, block, c.cflag, c.fp, block));
 #else
-      failed = !detail::ll_reduce_vec<ReduceOp, T>(s, h, static_cast<std::size_t>(tid), mine, flag, block, r);
+      failed = !kernel::ll_reduce_vec<ReduceOp, T>(s, h, static_cast<std::size_t>(tid), mine, flag, block, r);
 #endif
     }
 #if RCCLX_CHECKS
     else {
-      failed = !core::check_verify(g, s, block, cflag, fp, block);
+      failed = !core::check_verify(g, s, block, c.cflag, c.fp, block);
     }
     // No thread writes output unless every peer matched: the one vote of the call comes before the
     // stores (it also orders the counters' advance before the next call's reads).
     if (g.sync_or(failed)) return false;
-    if (full) detail::store_vec(output + vi * e, r, out_aligned);
-    if (part) detail::store_partial(output, vi, l.partial_elems(), r);
+    if (full) kernel::store_vec(output + vi * e, r, out_aligned);
+    if (part) kernel::store_partial(output, vi, l.partial_elems(), r);
     return true;
 #else
-    if (!failed && full) detail::store_vec(output + vi * e, r, out_aligned);
-    if (!failed && part) detail::store_partial(output, vi, l.partial_elems(), r);
+    if (!failed && full) kernel::store_vec(output + vi * e, r, out_aligned);
+    if (!failed && part) kernel::store_partial(output, vi, l.partial_elems(), r);
     return !g.sync_or(failed);
 #endif
   }
-#if RCCLX_CHECKS
-  const core::call_fingerprint fp = detail::allreduce_fingerprint<T, ReduceOp>(algorithm::flat, count, num_blocks, g);
-  std::uint32_t flag;
-  const std::uint32_t cflag = core::check_ll_begin(g, s, block, fp, flag);
-#else
-  const std::uint32_t flag = core::ll_begin(g, s, block);
-#endif
-  const detail::tile_range all{0, l.tiles};
+  const detail::ll_call c = detail::begin_ll<T, ReduceOp>(g, s, block, count, num_blocks);
+  const std::uint32_t flag = c.flag;
+  const kernel::tile_range all{0, l.tiles};
   unsigned char* own = s.ll_region(s.rank, flag, block);
   // Owned vector vi (tile vi / G, the block's (vi / G) / num_blocks-th) is packet `local(vi)`.
   const std::size_t g_size = static_cast<std::size_t>(l.tile_vecs), nb = static_cast<std::size_t>(num_blocks);
   const auto local = [&](std::size_t vi) { return (vi / g_size) / nb * g_size + vi % g_size; };
   // 1. Publish this rank's owned vectors.
-  detail::for_each_owned<1>(
+  kernel::for_each_owned<1>(
       l, tid, all,
       [&](const auto& vi, const auto& ok) {
-        if (ok[0]) core::ll_write(own, local(vi[0]), detail::load_vec(input + vi[0] * e, in_aligned), flag, s.ll_block_bytes);
+        if (ok[0]) core::ll_write(own, local(vi[0]), kernel::load_vec(input + vi[0] * e, in_aligned), flag, s.ll_block_bytes);
       },
-      [&](std::size_t pv) { core::ll_write(own, local(pv), detail::load_partial(input, pv, l.partial_elems()), flag, s.ll_block_bytes); });
+      [&](std::size_t pv) { core::ll_write(own, local(pv), kernel::load_partial(input, pv, l.partial_elems()), flag, s.ll_block_bytes); });
 #if RCCLX_CHECKS
-  if (g.sync_or(!core::check_verify(g, s, block, cflag, fp, block))) return false;
+  if (g.sync_or(!core::check_verify(g, s, block, c.cflag, c.fp, block))) return false;
 #endif
   // 2. Reduce them from every rank's packets as they arrive.
   const core::ll_halves<MaxRanks> h(s, flag, block);
   bool failed = false;
-  detail::for_each_owned<1>(
+  kernel::for_each_owned<1>(
       l, tid, all,
       [&](const auto& vi, const auto& ok) {
         if (!ok[0] || failed) return;
         gpu::vec16 r;
-        const gpu::vec16 mine = detail::load_vec(input + vi[0] * e, in_aligned);
-        failed = !detail::ll_reduce_vec<ReduceOp, T>(s, h, local(vi[0]), mine, flag, block, r);
-        if (!failed) detail::store_vec(output + vi[0] * e, r, out_aligned);
+        const gpu::vec16 mine = kernel::load_vec(input + vi[0] * e, in_aligned);
+        failed = !kernel::ll_reduce_vec<ReduceOp, T>(s, h, local(vi[0]), mine, flag, block, r);
+        if (!failed) kernel::store_vec(output + vi[0] * e, r, out_aligned);
       },
       [&](std::size_t pv) {
         if (failed) return;
         gpu::vec16 r;
-        const gpu::vec16 mine = detail::load_partial(input, pv, l.partial_elems());
-        failed = !detail::ll_reduce_vec<ReduceOp, T>(s, h, local(pv), mine, flag, block, r);
-        if (!failed) detail::store_partial(output, pv, l.partial_elems(), r);
+        const gpu::vec16 mine = kernel::load_partial(input, pv, l.partial_elems());
+        failed = !kernel::ll_reduce_vec<ReduceOp, T>(s, h, local(pv), mine, flag, block, r);
+        if (!failed) kernel::store_partial(output, pv, l.partial_elems(), r);
       });
   return !g.sync_or(failed);
 }
@@ -273,16 +205,13 @@ RCCLX_HOST_DEVICE bool flat_allreduce_barrier(const Group& g, const core::peer_t
                                               T* output, std::size_t count, int block, int num_blocks) {
   static_assert(core::is_reducible_v<T>, "dda::flat_allreduce_barrier: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
   if (count == 0) return true;  // the same on every rank: no barrier needed
-  const detail::layout<T> l(count, g.size(), block, num_blocks);
+  const kernel::layout<T> l(count, g.size(), block, num_blocks);
   const int tid = g.thread_rank();
-  const detail::tile_range all{0, l.tiles};
+  const kernel::tile_range all{0, l.tiles};
   T* own = t.data[t.rank()];
-#if RCCLX_CHECKS
-  const core::call_fingerprint fp = detail::allreduce_fingerprint<T, ReduceOp>(algorithm::flat, count, num_blocks, g);
-  const std::uint32_t cflag = core::check_begin(g, t.signals, block, fp);
-  if (g.sync_or(!core::check_verify(g, t.signals, block, cflag, fp, block))) return false;
-#endif
-  if (input != own) detail::copy_owned(l, tid, all, input, own);
+  if (!detail::allreduce_call_matches<T, ReduceOp>(g, t.signals, algorithm::flat, count, block, num_blocks))
+    return false;
+  if (input != own) kernel::copy_owned(l, tid, all, input, own);
   if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
   detail::reduce_owned<ReduceOp>(l, tid, all, t, output, static_cast<T*>(nullptr));
   return core::barrier(g, t.signals, block, core::barrier_kind::end);

@@ -9,14 +9,14 @@
 //
 // Why it matters: barriers pair block b of every rank only, so the data block b of a peer reads
 // must have been written by block b of that peer. Elements are owned per 16-byte vector, vectors
-// per tile of g.size() vectors, tile t by block t % num_blocks (dda/detail/tiles.hpp); a thread
+// per tile of g.size() vectors, tile t by block t % num_blocks (kernel/layout.hpp); a thread
 // owns the same elements before and after the collective (its output elements too), so a producer
 // or an epilogue written with for_each_owned needs no extra synchronisation.
 #pragma once
 
 #include <cstddef>
 
-#include "detail/tiles.hpp"
+#include "../kernel/layout.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace dda {
@@ -26,10 +26,10 @@ namespace dda {
 template <class T, class Group, class F>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void for_each_owned(const Group& g, std::size_t count, int block, int num_blocks,
                                                         F&& f) {
-  const detail::layout<T> l(count, g.size(), block, num_blocks);
-  constexpr int e = detail::layout<T>::vec_elems;
-  detail::for_each_owned<1>(
-      l, g.thread_rank(), detail::tile_range{0, l.tiles},
+  const kernel::layout<T> l(count, g.size(), block, num_blocks);
+  constexpr int e = kernel::layout<T>::vec_elems;
+  kernel::for_each_owned<1>(
+      l, g.thread_rank(), kernel::tile_range{0, l.tiles},
       [&](const std::size_t(&vi)[1], const bool(&ok)[1]) {
         if (ok[0]) f(vi[0] * e, e);
       },

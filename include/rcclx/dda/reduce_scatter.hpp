@@ -27,11 +27,9 @@
 #include <string>
 
 #include "../core/barrier.hpp"
-#include "../core/ops.hpp"
-#include "../core/peer_table.hpp"
-#include "allreduce.hpp"
-#include "detail/direct.hpp"
+#include "../mesh/schedule.hpp"
 #include "detail/launch.hpp"
+#include "detail/tiles.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace dda {
@@ -46,75 +44,39 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_reduce_scatter(const Group& g, con
   const int tid = g.thread_rank(), r = t.rank(), n = t.num_ranks();
   const std::size_t c_elems = count / static_cast<std::size_t>(n);
   if (c_elems == 0) return true;
-  const detail::layout<T> l(c_elems, g.size(), block, num_blocks);
-  const detail::tile_range all{0, l.tiles};
+  const kernel::layout<T> l(c_elems, g.size(), block, num_blocks);
+  const kernel::tile_range all{0, l.tiles};
   T* own = t.data[r];
   if (input != own) {
     for (int c = 0; c < n; ++c) {
       if (c == r) continue;
       const std::size_t off = static_cast<std::size_t>(c) * c_elems;
-      detail::copy_owned(l, tid, all, input + off, own + off);
+      kernel::copy_owned(l, tid, all, input + off, own + off);
     }
   }
   if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
-  detail::peer_ptrs<T, MaxRanks> src(t);
+  kernel::peer_ptrs<T, MaxRanks> src(t);
   const std::size_t mine = static_cast<std::size_t>(r) * c_elems;
   for (int p = 0; p < MaxRanks; ++p)
     if (p < n) src.p[p] = (p == r ? input : src.p[p]) + mine;
   const bool src_aligned = (c_elems * sizeof(T)) % 16 == 0 && gpu::is_aligned(input, 16);
-  detail::reduce_owned_from<ReduceOp>(l, tid, all, src, src_aligned, output);
+  detail::reduce_owned<ReduceOp>(l, tid, all, src, src_aligned, output, static_cast<T*>(nullptr));
   return core::barrier(g, t.signals, block, core::barrier_kind::end);
 }
 
 namespace detail {
-
-template <class ReduceOp, class T>
-struct reduce_scatter_body {
-  const T* input;
-  T* output;
-  std::size_t count;
-  template <class Group, int MaxRanks>
-  RCCLX_HOST_DEVICE bool operator()(const Group& g, const core::peer_table<T, MaxRanks>& t, int block,
-                                    int num_blocks) const {
-    return flat_reduce_scatter<ReduceOp>(g, t, input, output, count, block, num_blocks);
-  }
+template <class Op, class Schedule>
+struct reduce_scatter_fn {
+  template <class... A>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return flat_reduce_scatter<Op>(a...); }
 };
-
-template <class T>
-inline void validate_reduce_scatter(const std::string& who, int n, int max_ranks, const T* input, T* output,
-                                    std::size_t count, reduce_op op, int num_blocks) {
-  if (!is_valid(op))
-    throw error(errc::invalid_argument, who + ": op = " + std::to_string(static_cast<int>(op)) +
-                                            " is not a reduce_op (sum, min, max)");
-  check_num_ranks(who, n, max_ranks);
-  check_num_blocks(who, num_blocks);
-  check_count<T>(who, count);
-  check_divisible(who, count, n);
-  if (count == 0) return;
-  check_in_out<T>(who, input, count, output, count / static_cast<std::size_t>(n), false);
-}
-
-template <class T, int MaxRanks>
-inline void validate_reduce_scatter_table(const std::string& who, const core::peer_table<T, MaxRanks>& t,
-                                          const T* input, const T* output, std::size_t count, int num_blocks) {
-  check_table_buffers(who, t);
-  check_capacity(who, count, count * sizeof(T), t.capacity_bytes, "the input");
-  check_blocks_fit(who, num_blocks, t.signals);
-  if (count == 0) return;
-  const T* own = t.data[t.rank()];
-  if (input != own && overlaps(input, count * sizeof(T), own, t.capacity_bytes))
-    throw error(errc::invalid_argument, who + ": input overlaps this rank's symmetric buffer without being it");
-  if (overlaps(output, count / static_cast<std::size_t>(t.num_ranks()) * sizeof(T), own, t.capacity_bytes))
-    throw error(errc::invalid_argument, who + ": output overlaps this rank's symmetric buffer (peers read it)");
-}
-
 }  // namespace detail
 
 // Blocks per rank the launcher uses (identical on every rank).
 template <class T>
 RCCLX_HOST_DEVICE constexpr int reduce_scatter_blocks(std::size_t count, int num_ranks,
-                                                      const launch_config& cfg = default_launch_config()) {
-  return detail::blocks_for_elems<T>(count / static_cast<std::size_t>(num_ranks), cfg.threads, cfg.flat_max_blocks);
+                                                      const launch_config& cfg = one_shot_launch_config()) {
+  return detail::one_shot_blocks<T>(kernel::io_kind::scatter, count, num_ranks, cfg);
 }
 
 // ReduceScatter for this rank: output[i] = op over ranks p of input_p[r * C + i], C = count / num_ranks.
@@ -123,18 +85,8 @@ template <class T, int MaxRanks>
 void reduce_scatter(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                     reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
   static_assert(core::is_reducible_v<T>, "rcclx::dda::reduce_scatter: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
-  const std::string who = "rcclx::dda::reduce_scatter";
-  const int n = table.num_ranks();
-  detail::validate_reduce_scatter(who, n, MaxRanks, input, output, count, op, num_blocks);
-  const launch_config cfg = default_launch_config();
-  const int nb = num_blocks > 0 ? num_blocks : reduce_scatter_blocks<T>(count, n, cfg);
-  detail::validate_reduce_scatter_table(who, table, input, output, count, nb);
-  if (count == 0) return;
-  core::with_op(op, [&](auto op_tag) {
-    detail::launch_body<T, MaxRanks>(who.c_str(), table, n, count * sizeof(T),
-                                     detail::reduce_scatter_body<decltype(op_tag), T>{input, output, count}, stream,
-                                     nb, cfg.threads);
-  });
+  detail::launch_one_shot<kernel::io_kind::scatter, detail::reduce_scatter_fn, mesh::default_schedule, T, MaxRanks>(
+      "rcclx::dda::reduce_scatter", table, input, output, count, op, stream, num_blocks);
 }
 
 // The same with the table in device memory (the kernel checks rank count, capacity and grid).
@@ -142,23 +94,9 @@ template <class T, int MaxRanks>
 void reduce_scatter(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                     std::size_t count, reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
   static_assert(core::is_reducible_v<T>, "rcclx::dda::reduce_scatter: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
-  const std::string who = "rcclx::dda::reduce_scatter(device table)";
-  if (!device_table) throw error(errc::invalid_argument, who + ": device_table is null");
-  detail::validate_reduce_scatter(who, num_ranks, MaxRanks, input, output, count, op, num_blocks);
-  const launch_config cfg = default_launch_config();
-  const int nb = num_blocks > 0 ? num_blocks : reduce_scatter_blocks<T>(count, num_ranks, cfg);
-#if RCCLX_BACKEND_HOST
-  if (device_table->num_ranks() != num_ranks)
-    throw error(errc::mismatch, who + ": num_ranks = " + std::to_string(num_ranks) + " but the table has " +
-                                    std::to_string(device_table->num_ranks()));
-  detail::validate_reduce_scatter_table(who, *device_table, input, output, count, nb);
-#endif
-  if (count == 0) return;
-  core::with_op(op, [&](auto op_tag) {
-    detail::launch_body<T, MaxRanks>(who.c_str(), device_table, num_ranks, count * sizeof(T),
-                                     detail::reduce_scatter_body<decltype(op_tag), T>{input, output, count}, stream,
-                                     nb, cfg.threads);
-  });
+  detail::launch_one_shot<kernel::io_kind::scatter, detail::reduce_scatter_fn, mesh::default_schedule, T, MaxRanks>(
+      "rcclx::dda::reduce_scatter", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count,
+      op, stream, num_blocks);
 }
 
 }  // namespace dda

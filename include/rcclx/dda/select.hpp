@@ -23,6 +23,7 @@
 #include "../core/error.hpp"
 #include "../core/ops.hpp"
 #include "../gpu/arch.hpp"
+#include "../kernel/checks.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace dda {
@@ -89,33 +90,8 @@ inline constexpr algorithm resolve_algorithm_v =
     Algo == algorithm::automatic ? select_algorithm_v<T, NumRanks, Count, Arch> : Algo;
 
 namespace detail {
-// Parses a byte count with an optional K/M/G suffix; throws rcclx::error naming the variable.
-inline std::size_t parse_bytes(const char* var, const char* text) {
-  const std::string s(text);
-  std::size_t i = 0, value = 0;
-  bool digits = false;
-  while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
-    const std::size_t d = static_cast<std::size_t>(s[i] - '0');
-    if (value > (no_limit - d) / 10) throw error(errc::invalid_argument, std::string(var) + " = '" + s + "' overflows");
-    value = value * 10 + d;
-    digits = true;
-    ++i;
-  }
-  std::size_t scale = 1;
-  if (i < s.size()) {
-    const char c = s[i];
-    if (c == 'K' || c == 'k') scale = kib;
-    else if (c == 'M' || c == 'm') scale = mib;
-    else if (c == 'G' || c == 'g') scale = 1024 * mib;
-    else scale = 0;
-    ++i;
-  }
-  if (!digits || scale == 0 || i != s.size())
-    throw error(errc::invalid_argument, std::string(var) + " = '" + s +
-                                            "' is not a byte count (digits with an optional K, M or G suffix)");
-  if (value > no_limit / scale) throw error(errc::invalid_argument, std::string(var) + " = '" + s + "' overflows");
-  return value * scale;
-}
+// (kernel/checks.hpp; also spelled dda::detail::parse_bytes, as code outside the library does.)
+using kernel::parse_bytes;
 
 // The first of the two variables that is set, parsed; or `fallback`.
 inline std::size_t env_bytes(const char* name, const char* alias, std::size_t fallback) {

@@ -6,7 +6,7 @@
 //   if (!ok) return;   // a peer never arrived: the error is recorded in table.signals, leave
 //
 // Algorithm: the tiles of the message are split into N equal chunks, chunk c owned by rank c.
-// Per block b (for the tiles it owns, see dda/detail/tiles.hpp):
+// Per block b (for the tiles it owns, see kernel/layout.hpp):
 //   1. copy own input into own symmetric buffer (skipped when input already is that buffer)
 //   2. start barrier
 //   3. reduce-scatter: read own chunk r from all N buffers, reduce in rank order 0..N-1 (fp32),
@@ -32,6 +32,9 @@
 #include "../core/call_check.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
+#include "../kernel/layout.hpp"
+#include "../kernel/vector_io.hpp"
+#include "detail/call_check.hpp"
 #include "detail/tiles.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -44,26 +47,22 @@ RCCLX_HOST_DEVICE bool tree_allreduce(const Group& g, const core::peer_table<T, 
                                       T* output, std::size_t count, int block, int num_blocks) {
   static_assert(core::is_reducible_v<T>, "dda::tree_allreduce: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
   if (count == 0) return true;  // the same on every rank: no barrier needed
-  const detail::layout<T> l(count, g.size(), block, num_blocks);
+  const kernel::layout<T> l(count, g.size(), block, num_blocks);
   const int tid = g.thread_rank(), r = t.rank(), n = t.num_ranks();
   T* own = t.data[r];
-#if RCCLX_CHECKS
-  const core::call_fingerprint fp = core::fingerprint<T, ReduceOp>(core::checked_collective::allreduce, algorithm::tree,
-                                                                   count, num_blocks, static_cast<std::size_t>(g.size()));
-  const std::uint32_t cflag = core::check_begin(g, t.signals, block, fp);
   // Before the copy: the output may be this rank's symmetric buffer, and it stays untouched.
-  if (g.sync_or(!core::check_verify(g, t.signals, block, cflag, fp, block))) return false;
-#endif
-  if (input != own) detail::copy_owned(l, tid, detail::tile_range{0, l.tiles}, input, own);
+  if (!detail::allreduce_call_matches<T, ReduceOp>(g, t.signals, algorithm::tree, count, block, num_blocks))
+    return false;
+  if (input != own) kernel::copy_owned(l, tid, kernel::tile_range{0, l.tiles}, input, own);
   if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
   // Reduce-scatter: this rank's chunk, into its own buffer (for the peers) and its output.
-  detail::reduce_owned<ReduceOp>(l, tid, detail::chunk_tiles(l.tiles, n, r), t, output,
+  detail::reduce_owned<ReduceOp>(l, tid, kernel::chunk_tiles(l.tiles, n, r), t, output,
                                  output == own ? static_cast<T*>(nullptr) : own);
   if (!core::barrier(g, t.signals, block, core::barrier_kind::mid)) return false;
   // All-gather: every other chunk from its owner.
   for (int s = 1; s < n; ++s) {
     const int q = r + s < n ? r + s : r + s - n;
-    detail::copy_owned(l, tid, detail::chunk_tiles(l.tiles, n, q), static_cast<const T*>(t.data[q]), output);
+    kernel::copy_owned(l, tid, kernel::chunk_tiles(l.tiles, n, q), static_cast<const T*>(t.data[q]), output);
   }
   return core::barrier(g, t.signals, block, core::barrier_kind::end);
 }

@@ -15,15 +15,10 @@
 
 #include "../core/error.hpp"
 #include "../gpu/group.hpp"
-#include "../gpu/host_blocks.hpp"
 #include "../gpu/runtime.hpp"
-#include "allreduce_rmsnorm.hpp"
+#include "../kernel/checks.hpp"
+#include "../kernel/launch.hpp"
 #include "rmsnorm_args.hpp"
-
-#if RCCLX_BACKEND_HOST
-#  include <thread>
-#  include <vector>
-#endif
 
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
@@ -52,12 +47,15 @@ RCCLX_HOST_DEVICE void add_rmsnorm_block(const Group& g, const rmsnorm_args<T, O
 }
 
 namespace detail {
-#if RCCLX_BACKEND_GPU
-template <int VPT, int BT, class T, class Out>
-RCCLX_GLOBAL void __launch_bounds__(BT) add_rmsnorm_kernel(rmsnorm_args<T, Out> a) {
-  add_rmsnorm_block<VPT, BT>(gpu::block_group{}, a, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
-}
-#endif
+template <int VPT, class T, class Out>
+struct add_rmsnorm_body {
+  static constexpr int max_threads = RCCLX_BACKEND_GPU ? default_rmsnorm_launch_config().threads : 1;
+  rmsnorm_args<T, Out> a;
+  template <class Group>
+  RCCLX_HOST_DEVICE void operator()(const Group& g, int block, int num_blocks) const {
+    add_rmsnorm_block<VPT, max_threads>(g, a, block, num_blocks);
+  }
+};
 }  // namespace detail
 
 // residual <- T(input + residual); output <- rmsnorm(residual) * weight (T or FP8 codes). GPU:
@@ -65,27 +63,17 @@ RCCLX_GLOBAL void __launch_bounds__(BT) add_rmsnorm_kernel(rmsnorm_args<T, Out> 
 // The argument checks of allreduce_rmsnorm apply (except those about a peer table).
 template <class T, class Out>
 void add_rmsnorm(const rmsnorm_args<T, Out>& args, gpu::stream_t stream = {}, int num_blocks = 0) {
-  const char* who = "rcclx::fused::add_rmsnorm";
-  detail::check_rmsnorm_args(who, args);
-  if (num_blocks < 0)
-    throw error(errc::invalid_argument, std::string(who) + ": num_blocks = " + std::to_string(num_blocks) +
-                                            " is negative (0 picks the default)");
+  const std::string who = "rcclx::fused::add_rmsnorm";
+  detail::check_rmsnorm_args(who.c_str(), args);
+  kernel::check_num_blocks(who, num_blocks);
   if (args.tokens == 0) return;
   const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
-  // Not limited by residency (no block waits for another): one block per row up to a large cap.
-  const int nb = num_blocks > 0 ? num_blocks
-                                : static_cast<int>(args.tokens < 65535 ? args.tokens : std::size_t{65535});
+  // Not limited by residency (no block waits for another): one block per row up to a large cap
+  // (on the host backend, the config's few threads).
+  int nb = num_blocks > 0 ? num_blocks : static_cast<int>(args.tokens < 65535 ? args.tokens : std::size_t{65535});
+  if (RCCLX_BACKEND_HOST && nb > cfg.max_blocks) nb = cfg.max_blocks;
   detail::with_vecs_per_thread<T>(detail::vecs_per_thread<T>(args.hidden, cfg.threads), [&](auto vpt_tag) {
-    constexpr int vpt = decltype(vpt_tag)::value;
-#if RCCLX_BACKEND_GPU
-    constexpr int bt = default_rmsnorm_launch_config().threads;
-    detail::add_rmsnorm_kernel<vpt, bt, T, Out><<<nb, bt, 0, stream>>>(args);
-    gpu::check_launch("rcclx::fused::add_rmsnorm");
-#else
-    (void)stream;
-    const int blocks = nb < cfg.max_blocks ? nb : cfg.max_blocks;
-    gpu::run_host_blocks(blocks, [&](int b) { add_rmsnorm_block<vpt, 1>(gpu::thread_group{}, args, b, blocks); });
-#endif
+    kernel::launch(who, {nb, cfg.threads}, detail::add_rmsnorm_body<decltype(vpt_tag)::value, T, Out>{args}, stream);
   });
 }
 

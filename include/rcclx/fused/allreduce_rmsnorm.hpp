@@ -21,8 +21,8 @@
 //   (On CUDA sm_90+, a flat call with one thread-block cluster per row runs the cluster kernel of
 //   allreduce_rmsnorm_cluster.hpp instead: the same bits, no fence; RCCLX_RMSNORM_CLUSTER=0 turns
 //   it off. See try_launch_rmsnorm_cluster for when it applies.)
-//   (allreduce_rmsnorm_ll_block below is the flat variant over the LL protocol: a device template you
-//   may call instead of the flat block; measured slower on one H200, so the launchers do not pick it.)
+//   (allreduce_rmsnorm_ll.hpp has the variants over the LL protocol: device templates you may call
+//   instead of the tile-flag blocks; measured slower on one H200, so the launchers do not pick them.)
 //   flat (one-shot, decode): each block copies its rows of x into the symmetric buffer and flags
 //     them for every rank, then, per row, waits for the row of every rank, sums it in rank order in
 //     FP32, adds the residual, block-reduces the sum of squares, normalises and writes. Steps: 1.
@@ -49,19 +49,16 @@
 #include "../core/ll.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
-#include "../dda/allreduce.hpp"
 #include "../dda/select.hpp"
 #include "../gpu/group.hpp"
 #include "../gpu/host_blocks.hpp"
 #include "../gpu/runtime.hpp"
+#include "../kernel/checks.hpp"
+#include "../kernel/launch.hpp"
 #include "allreduce_rmsnorm_cluster.hpp"
+#include "allreduce_rmsnorm_ll.hpp"
 #include "rmsnorm_args.hpp"
 #include "tile_allreduce.hpp"
-
-#if RCCLX_BACKEND_HOST
-#  include <thread>
-#  include <vector>
-#endif
 
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
@@ -81,192 +78,6 @@ RCCLX_HOST_DEVICE constexpr std::size_t allreduce_rmsnorm_workspace_bytes(std::s
                                                                           algorithm algo) {
   const std::size_t s = detail::round16(tokens * hidden * sizeof(T));
   return algo == algorithm::tree ? 2 * (s + detail::tree_results_bytes<T>(tokens, hidden)) : 2 * s;
-}
-
-// The flat variant over the LL one-shot (core/ll.hpp), for a kernel whose rows fit the LL regions
-// (rmsnorm_uses_ll): each block writes its rows of x as LL packets into its own LL region, then per row
-// loads every peer's packets as they land (no flag round trip, no fence), sums in rank order in
-// FP32 (own row from x), and runs the same epilogue. Steps: 1. Traffic per rank: reads S (x) +
-// 2(N-1)S (packets) + S (residual), writes 2S (packets) + S (residual) + S_out. Neither the
-// symmetric buffer nor the tile slots are touched. Same bits as the flat block. Measured on one H200
-// with 8 emulated ranks (docs/fusion.md) it is slower than the tile-flag flat block: one block
-// reads every peer's whole row, and LL packets double those bytes; the launchers do not use it.
-template <int VecsPerThread, int BlockThreads, class T, class Out, int MaxRanks, class Group>
-RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll_block(const Group& g, const core::peer_table<T, MaxRanks>& t,
-                                                  const rmsnorm_args<T, Out>& a, int block, int num_blocks) {
-  using traits = core::value_traits<T>;
-  constexpr int e = gpu::elems_per_vec16<T>;
-  const core::signal_pads<MaxRanks>& s = t.signals;
-  const std::size_t hidden = a.hidden, vecs = hidden / e;
-  const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
-  const std::size_t nb = static_cast<std::size_t>(num_blocks);
-  const row_tiles map{a.tokens, hidden};
-  const std::uint32_t flag = core::ll_begin(g, s, block);
-  unsigned char* own = s.ll_region(s.rank, flag, block);
-  // Row i is the block's (i / num_blocks)-th: its packets start at (i / num_blocks) * vecs.
-  for (std::size_t i = static_cast<std::size_t>(block); i < a.tokens; i += nb)
-    for (std::size_t vi = tid; vi < vecs; vi += gs)
-      core::ll_write(own, i / nb * vecs + vi, gpu::load16(a.input + i * hidden + vi * e), flag, s.ll_block_bytes);
-  const core::ll_halves<MaxRanks> h(s, flag, block);
-  const auto epi = detail::make_rmsnorm_epilogue<T, Out, BlockThreads>(a, a.residual, a.output);
-  bool failed = false;
-  for (std::size_t i = static_cast<std::size_t>(block); i < a.tokens; i += nb) {
-    float v[VecsPerThread][e];
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-    for (int k = 0; k < VecsPerThread; ++k) {
-      const std::size_t vi = static_cast<std::size_t>(k) * gs + tid;  // the vectors add_rmsnorm holds
-      if (vi < vecs && !failed) {
-        gpu::vec16 r;
-        failed = !dda::detail::ll_reduce_vec<core::op_sum, T>(s, h, i / nb * vecs + vi, gpu::load16(a.input + i * hidden + vi * e),
-                                                             flag, block, r);
-        if (!failed) traits::unpack(r, v[k]);
-      }
-    }
-    if (g.sync_or(failed)) return false;  // uniform before the epilogue's block reductions
-    epi(g, v, held_vectors<row_tiles, e>{map, i, tid, gs, vecs});
-  }
-  return !g.sync_or(failed);
-}
-
-// The LL two-shot: tree over the LL protocol (core/ll.hpp). Each row is cut into N slices of whole
-// vectors (slice c = vectors [c V / N, (c + 1) V / N), V = hidden / vector width); rank c owns
-// slice c of every row. Per block and row (rows block, block + num_blocks, ... as in the flat block):
-//   1. the block writes its row of x as LL packets (whole row, packet = vector index);
-//   2. the owner of slice c sums slice c of every rank's packets in rank order in FP32 (own part
-//      from x), rounds once to T, adds the residual in FP32, rounds once to T (the new residual),
-//      and publishes those vectors as LL packets;
-//   3. every rank loads the whole new-residual row from its owners' packets, writes it, and runs the
-//      RMSNorm and output stages over it with exactly the thread layout of fused::add_rmsnorm.
-// So the bits equal the unfused path (dda AllReduce, then add_rmsnorm) and the tile-flag kernels,
-// on every rank. No flag round trip, no fence, no symmetric buffer, no tile slots: two dependent
-// packet latencies. Traffic per rank, S = tokens * hidden * sizeof(T): reads S (x) + 2S (packets of
-// its slices) + 2S (the new-residual packets) + S/N (residual), writes 2S + 2S/N (packets) + S
-// (residual) + S_out. LL region payload per block: rows_per_block * (V + ceil(V / N)) * 16 bytes
-// (rmsnorm_uses_ll2). Group-collective; same launch rules as allreduce_rmsnorm_block; returns false
-// if a peer never arrived (recorded with barrier_kind::ll).
-// Measured on one H200 with 8 emulated ranks (docs/fusion.md) it is slower than the tile-flag
-// kernels at every decode and prefill shape (1 x 4096: 9.3 against 7.5 us; 64 x 4096: 27.9 against
-// 17.0 us): its two packet latencies cost more than one flag round trip, and LL doubles the bytes.
-// The launchers do not pick it; it is a device template you may call where fences are dearer.
-namespace detail {
-// First vector of slice c of a row of `vecs` vectors cut into n slices.
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::size_t ll2_slice_begin(std::size_t vecs, int n, int c) {
-  return vecs * static_cast<std::size_t>(c) / static_cast<std::size_t>(n);
-}
-// The slice (owner) of vector vi: the c with slice_begin(c) <= vi < slice_begin(c + 1).
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int ll2_owner(std::size_t vecs, int n, std::size_t vi) {
-  return static_cast<int>(((vi + 1) * static_cast<std::size_t>(n) + vecs - 1) / vecs) - 1;
-}
-// Packets one row takes in a block's LL region: the row of x, then this rank's slice results.
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::size_t ll2_row_packets(std::size_t vecs, int n) {
-  return vecs + (vecs + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
-}
-}  // namespace detail
-
-template <int VecsPerThread, int BlockThreads, class T, class Out, int MaxRanks, class Group>
-RCCLX_HOST_DEVICE bool allreduce_rmsnorm_ll2_block(const Group& g, const core::peer_table<T, MaxRanks>& t,
-                                                   const rmsnorm_args<T, Out>& a, int block, int num_blocks) {
-  using traits = core::value_traits<T>;
-  constexpr int e = gpu::elems_per_vec16<T>;
-  const core::signal_pads<MaxRanks>& s = t.signals;
-  const int n = s.num_ranks, me = s.rank;
-  const std::size_t hidden = a.hidden, vecs = hidden / e;
-  const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
-  const std::size_t nb = static_cast<std::size_t>(num_blocks);
-  const std::size_t row_packets = detail::ll2_row_packets(vecs, n);
-  const std::size_t lo = detail::ll2_slice_begin(vecs, n, me), hi = detail::ll2_slice_begin(vecs, n, me + 1);
-  const std::uint32_t flag = core::ll_begin(g, s, block);
-  unsigned char* own = s.ll_region(me, flag, block);
-  // 1. This block's rows of x, whole (every owner reads its slice of them).
-  for (std::size_t i = static_cast<std::size_t>(block), k = 0; i < a.tokens; i += nb, ++k)
-    for (std::size_t vi = tid; vi < vecs; vi += gs)
-      core::ll_write(own, k * row_packets + vi, gpu::load16(a.input + i * hidden + vi * e), flag, s.ll_block_bytes);
-  const core::ll_halves<MaxRanks> h(s, flag, block);
-  bool failed = false;
-  // 2. This rank's slice of those rows: summed over the ranks, plus the residual, published.
-  for (std::size_t i = static_cast<std::size_t>(block), k = 0; i < a.tokens && !failed; i += nb, ++k) {
-    for (std::size_t vi = lo + tid; vi < hi && !failed; vi += gs) {
-      const std::size_t off = i * hidden + vi * e;
-      gpu::vec16 sum;
-      failed = !dda::detail::ll_reduce_vec<core::op_sum, T>(s, h, k * row_packets + vi, gpu::load16(a.input + off), flag,
-                                                            block, sum);
-      if (failed) break;
-      float v[e], r[e];
-      traits::unpack(sum, v);  // the AllReduce result, rounded once to T
-      traits::unpack(gpu::load16(a.residual + off), r);
-      for (int j = 0; j < e; ++j) r[j] = v[j] + r[j];
-      core::ll_write(own, k * row_packets + vecs + (vi - lo), traits::pack(r), flag, s.ll_block_bytes);
-    }
-  }
-  if (g.sync_or(failed)) return false;
-  // 3. Every row whole from its owners, then the epilogue of add_rmsnorm minus its residual add: the
-  //    new residual is stored as loaded (already rounded), so the stages see add_rmsnorm's values.
-  const epilogue<store<T>, rms_norm<T, BlockThreads>, typename detail::output_of<T, Out>::stage> epi(
-      store<T>{a.residual, hidden}, detail::make_rmsnorm_stage<T, Out, BlockThreads>(a),
-      detail::make_output_stage(a, a.output));
-  const row_tiles map{a.tokens, hidden};
-  for (std::size_t i = static_cast<std::size_t>(block), k = 0; i < a.tokens; i += nb, ++k) {
-    // Vector vi of row k's new residual: packet `return` of its owner c's region.
-    const auto packet_of = [&](std::size_t vi, int& c) {
-      c = detail::ll2_owner(vecs, n, vi);
-      return k * row_packets + vecs + (vi - detail::ll2_slice_begin(vecs, n, c));
-    };
-    gpu::vec16 got[VecsPerThread];
-    bool landed[VecsPerThread];
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-    for (int q = 0; q < VecsPerThread; ++q) {  // every load issued before any wait
-      const std::size_t vi = static_cast<std::size_t>(q) * gs + tid;
-      landed[q] = true;
-      if (vi >= vecs) continue;
-      int c;
-      const std::size_t idx = packet_of(vi, c);
-      landed[q] = core::ll_try_read(h.pick(c), idx, flag, got[q], h.split);
-    }
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-    for (int q = 0; q < VecsPerThread; ++q) {
-      if (landed[q] || failed) continue;
-      int c;
-      const std::size_t idx = packet_of(static_cast<std::size_t>(q) * gs + tid, c);
-      failed = !core::ll_wait_from(s, h.pick(c), c, idx, flag, block, got[q]);
-    }
-    if (g.sync_or(failed)) return false;  // uniform before the epilogue's block reduction
-    float v[VecsPerThread][e];
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-    for (int q = 0; q < VecsPerThread; ++q)
-      if (static_cast<std::size_t>(q) * gs + tid < vecs) traits::unpack(got[q], v[q]);
-    epi(g, v, held_vectors<row_tiles, e>{map, i, tid, gs, vecs});
-  }
-  return !g.sync_or(false);
-}
-
-// Does the LL two-shot (allreduce_rmsnorm_ll2_block) of this shape and grid fit these pads' LL
-// regions? The same answer on every rank (same pads layout, same arguments).
-template <class T, int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool rmsnorm_uses_ll2(const core::signal_pads<MaxRanks>& s, std::size_t tokens,
-                                                          std::size_t hidden, int num_blocks) {
-  if (num_blocks < 1 || tokens == 0 || s.num_ranks < 1) return false;
-  const std::size_t nb = static_cast<std::size_t>(num_blocks);
-  const std::size_t rows = (tokens + nb - 1) / nb;
-  return core::ll_fits(s, num_blocks,
-                       rows * detail::ll2_row_packets(hidden / gpu::elems_per_vec16<T>, s.num_ranks) * 16);
-}
-
-// Does a flat allreduce_rmsnorm of this shape and grid run the LL one-shot on these pads? Block b
-// publishes rows b, b + num_blocks, ...: the busiest block's rows must fit one LL region.
-template <class T, int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool rmsnorm_uses_ll(const core::signal_pads<MaxRanks>& s, std::size_t tokens,
-                                                         std::size_t hidden, int num_blocks) {
-  if (num_blocks < 1) return false;
-  const std::size_t nb = static_cast<std::size_t>(num_blocks);
-  return core::ll_fits(s, num_blocks, (tokens + nb - 1) / nb * hidden * sizeof(T));
 }
 
 namespace detail {
@@ -550,31 +361,25 @@ inline algorithm resolve_rmsnorm_algorithm(algorithm algo, std::size_t tokens, s
 namespace detail {
 
 template <class T, int MaxRanks>
-inline void check_rmsnorm_call(const char* who, algorithm algo, int num_blocks) {
-  const std::string w(who);
-  if (!is_valid(algo))
-    throw error(errc::invalid_argument, w + ": algorithm = " + std::to_string(static_cast<int>(algo)) +
-                                            " is not an rcclx::algorithm");
+inline void check_rmsnorm_call(const std::string& w, algorithm algo, int num_blocks) {
+  kernel::check_algorithm(w, algo);
   if (algo == algorithm::low_precision)
     throw error(errc::unsupported, w + ": algorithm::low_precision is not available for the fused kernels; use flat, "
                                        "tree or automatic");
-  if (num_blocks < 0)
-    throw error(errc::invalid_argument, w + ": num_blocks = " + std::to_string(num_blocks) +
-                                            " is negative (0 picks the default)");
+  kernel::check_num_blocks(w, num_blocks);
 }
 
 template <class T, class Out, int MaxRanks>
-inline void check_rmsnorm_table(const char* who, const core::peer_table<T, MaxRanks>& t, const rmsnorm_args<T, Out>& a,
-                                tile_slots slots, algorithm resolved) {
+inline void check_rmsnorm_table(const std::string& w, const core::peer_table<T, MaxRanks>& t,
+                                const rmsnorm_args<T, Out>& a, tile_slots slots, algorithm resolved) {
   const std::size_t s = round16(a.tokens * a.hidden * sizeof(T));
   const std::size_t s_out = round16(a.tokens * a.hidden * sizeof(output_t<T, Out>));
   const int rows = static_cast<int>(a.tokens);
   if (resolved == algorithm::flat)
-    tile_allreduce<T, MaxRanks, algorithm::flat>::check(who, t, slots, a.hidden, rows);
+    tile_allreduce<T, MaxRanks, algorithm::flat>::check(w.c_str(), t, slots, a.hidden, rows);
   else
-    tile_allreduce<T, MaxRanks, algorithm::tree>::check(who, t, slots, a.hidden, rows,
+    tile_allreduce<T, MaxRanks, algorithm::tree>::check(w.c_str(), t, slots, a.hidden, rows,
                                                         tree_results_bytes<T>(a.tokens, a.hidden));
-  const std::string w(who);
   const void* own = t.data[t.rank()];
   const std::size_t cap = t.capacity_bytes;
   if (overlap(a.input, s, own, cap) || overlap(a.residual, s, own, cap) || overlap(a.output, s_out, own, cap))
@@ -582,40 +387,26 @@ inline void check_rmsnorm_table(const char* who, const core::peer_table<T, MaxRa
                                             "buffer (the kernel uses it as its workspace)");
 }
 
-#if RCCLX_BACKEND_GPU
-template <algorithm Algo, int VPT, int BT, class T, class Out, int MaxRanks>
-RCCLX_GLOBAL void __launch_bounds__(BT)
-    allreduce_rmsnorm_kernel(core::peer_table<T, MaxRanks> t, rmsnorm_args<T, Out> a, tile_slots slots) {
-  (void)allreduce_rmsnorm_block<Algo, VPT, BT>(gpu::block_group{}, t, a, slots, static_cast<int>(blockIdx.x),
-                                               static_cast<int>(gridDim.x));
-}
-
-template <algorithm Algo, int VPT, int BT, class T, class Out, int MaxRanks>
-RCCLX_GLOBAL void __launch_bounds__(BT)
-    allreduce_rmsnorm_kernel_indirect(const core::peer_table<T, MaxRanks>* table, int num_ranks,
-                                      rmsnorm_args<T, Out> a, tile_slots slots) {
-  const core::peer_table<T, MaxRanks>& t = *table;
-  // The host could not read the table: check what it could not (uniform: every block leaves together).
-  std::uint32_t bad = 0;
-  if (t.num_ranks() != num_ranks) bad = 1;
-  else if (allreduce_rmsnorm_workspace_bytes<T, Out>(a.tokens, a.hidden, Algo) / 2 > ((t.capacity_bytes / 2) & ~std::size_t{15})) bad = 2;
-  else if (slots.end() > t.signals.max_blocks) bad = 3;
-  if (bad) {
-    if (threadIdx.x == 0) dda::detail::record_mismatch(t.signals, bad);
-    return;
+// The tile-flag kernels' body (BlockThreads: the ready-made block, one thread on the host backend).
+template <algorithm Algo, int VPT, class T, class Out>
+struct rmsnorm_body {
+  static constexpr int max_threads = RCCLX_BACKEND_GPU ? default_rmsnorm_launch_config().threads : 1;
+  rmsnorm_args<T, Out> a;
+  tile_slots slots;
+  template <class Group, int MaxRanks>
+  RCCLX_HOST_DEVICE bool operator()(const Group& g, const core::peer_table<T, MaxRanks>& t, int block,
+                                    int num_blocks) const {
+    return allreduce_rmsnorm_block<Algo, VPT, max_threads>(g, t, a, slots, block, num_blocks);
   }
-  (void)allreduce_rmsnorm_block<Algo, VPT, BT>(gpu::block_group{}, t, a, slots, static_cast<int>(blockIdx.x),
-                                               static_cast<int>(gridDim.x));
-}
-#endif
+};
 
 // Launches the cluster kernel (allreduce_rmsnorm_cluster.hpp) for this rank if it applies
 // (try_rmsnorm_cluster_choices); false if it does not, and nothing was launched. Every rank must decide
 // alike (same GPU model, same RCCLX_RMSNORM_CLUSTER): the cluster and tile kernels wait for
 // different signals, and a mixed call ends in the bounded timeout error on every rank.
 template <class T, class Out, int MaxRanks>
-inline bool try_launch_rmsnorm_cluster(const core::peer_table<T, MaxRanks>& t, const rmsnorm_args<T, Out>& a,
-                                       gpu::stream_t stream) {
+inline bool try_launch_rmsnorm_cluster(const std::string& who, const core::peer_table<T, MaxRanks>& t,
+                                       const rmsnorm_args<T, Out>& a, gpu::stream_t stream) {
 #if RCCLX_BACKEND_CUDA
   constexpr int bt = default_rmsnorm_launch_config().threads;
   bool launched = false;
@@ -623,15 +414,17 @@ inline bool try_launch_rmsnorm_cluster(const core::peer_table<T, MaxRanks>& t, c
     constexpr int vpt = decltype(vpt_tag)::value;
     launched = try_rmsnorm_cluster_choices<vpt>([&](auto cb_tag, auto split_tag, int rows) {
       constexpr int cb = decltype(cb_tag)::value, split = decltype(split_tag)::value;
-      constexpr auto kernel = allreduce_rmsnorm_cluster_kernel<vpt, cb, split, T, Out, MaxRanks>;
+      using body = rmsnorm_cluster_body<vpt, cb, split, T, Out>;
+      constexpr auto kernel = kernel::kernel_of<body>(static_cast<const core::peer_table<T, MaxRanks>*>(nullptr));
       const int groups = rmsnorm_cluster_plan<kernel, cb, split, T>(t.signals, a.tokens, a.hidden, 1, rows);
       if (groups == 0) return false;
-      gpu::launch_clusters(kernel, groups * cb, bt * split / cb, cb, stream, t, a);
+      kernel::launch_clusters(who, t, {groups * cb, body::max_threads}, cb, body{a}, stream);
       return true;
     });
   });
   return launched;
 #else
+  (void)who;
   (void)t;
   (void)a;
   (void)stream;
@@ -639,31 +432,35 @@ inline bool try_launch_rmsnorm_cluster(const core::peer_table<T, MaxRanks>& t, c
 #endif
 }
 
-template <algorithm Algo, class T, class Out, int MaxRanks, class TableArg>
-inline void launch_rmsnorm(const TableArg& table_arg, int num_ranks, const rmsnorm_args<T, Out>& a, tile_slots slots,
-                           gpu::stream_t stream, int num_blocks, const rmsnorm_launch_config& cfg) {
-  (void)num_ranks;
-  with_vecs_per_thread<T>(vecs_per_thread<T>(a.hidden, cfg.threads), [&](auto vpt_tag) {
+// Both table forms: checks, the cluster kernel where it applies, else the tile-flag kernel.
+template <class T, class Out, int MaxRanks, class Table>
+inline void allreduce_rmsnorm(const Table& table, const rmsnorm_args<T, Out>& args, tile_slots slots, algorithm algo,
+                              gpu::stream_t stream, int num_blocks) {
+  const std::string who = kernel::name_of("rcclx::fused::allreduce_rmsnorm", table);
+  check_rmsnorm_call<T, MaxRanks>(who, algo, num_blocks);
+  check_rmsnorm_args(who.c_str(), args);
+  const int n = kernel::num_ranks_of(table);
+  kernel::check_num_ranks(who, n, MaxRanks);
+  constexpr bool by_value = std::is_same<Table, core::peer_table<T, MaxRanks>>::value;
+  if (!by_value && (args.tokens > static_cast<std::size_t>(slots.max_tiles) || slots.first < 0))
+    throw error(errc::invalid_argument, who + ": tokens = " + std::to_string(args.tokens) +
+                                            " exceeds tile_slots.max_tiles = " + std::to_string(slots.max_tiles));
+  const algorithm a = resolve_rmsnorm_algorithm<T>(algo, args.tokens, args.hidden, n);
+  if (const core::peer_table<T, MaxRanks>* t = kernel::readable(who, table)) check_rmsnorm_table(who, *t, args, slots, a);
+  if (args.tokens == 0) return;
+  if constexpr (by_value)
+    if (a == algorithm::flat && num_blocks == 0 && try_launch_rmsnorm_cluster(who, table, args, stream)) return;
+  const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
+  const kernel::grid_shape shape{num_blocks > 0 ? num_blocks : rmsnorm_blocks_for(args.tokens, cfg), cfg.threads};
+  const kernel::table_need need{n, allreduce_rmsnorm_workspace_bytes<T, Out>(args.tokens, args.hidden, a), slots.end()};
+  with_vecs_per_thread<T>(vecs_per_thread<T>(args.hidden, cfg.threads), [&](auto vpt_tag) {
     constexpr int vpt = decltype(vpt_tag)::value;
-#if RCCLX_BACKEND_GPU
-    constexpr int bt = default_rmsnorm_launch_config().threads;
-    if constexpr (std::is_pointer<TableArg>::value) {
-      allreduce_rmsnorm_kernel_indirect<Algo, vpt, bt, T, Out, MaxRanks>
-          <<<num_blocks, bt, 0, stream>>>(table_arg, num_ranks, a, slots);
-    } else {
-      allreduce_rmsnorm_kernel<Algo, vpt, bt, T, Out, MaxRanks><<<num_blocks, bt, 0, stream>>>(table_arg, a, slots);
-    }
-    gpu::check_launch("rcclx::fused::allreduce_rmsnorm");
-#else
-    (void)stream;
-    const core::peer_table<T, MaxRanks>* tp;
-    if constexpr (std::is_pointer<TableArg>::value) tp = table_arg;
-    else tp = &table_arg;
-    gpu::run_host_blocks(num_blocks, [&](int b) {
-      (void)allreduce_rmsnorm_block<Algo, vpt, 1>(gpu::thread_group{}, *tp, a, slots, b, num_blocks);
-    });
-    core::throw_if_error(*tp->signals.err);
-#endif
+    using flat_body = rmsnorm_body<algorithm::flat, vpt, T, Out>;
+    using tree_body = rmsnorm_body<algorithm::tree, vpt, T, Out>;
+    if (a == algorithm::flat)
+      kernel::launch(who, table, need, shape, flat_body{args, slots}, stream, kernel::also_preload<tree_body>{});
+    else
+      kernel::launch(who, table, need, shape, tree_body{args, slots}, stream, kernel::also_preload<flat_body>{});
   });
 }
 
@@ -683,23 +480,7 @@ inline void launch_rmsnorm(const TableArg& table_arg, int num_ranks, const rmsno
 template <class T, class Out, int MaxRanks>
 void allreduce_rmsnorm(const core::peer_table<T, MaxRanks>& table, const rmsnorm_args<T, Out>& args, tile_slots slots,
                        algorithm algo = algorithm::automatic, gpu::stream_t stream = {}, int num_blocks = 0) {
-  const char* who = "rcclx::fused::allreduce_rmsnorm";
-  detail::check_rmsnorm_call<T, MaxRanks>(who, algo, num_blocks);
-  detail::check_rmsnorm_args(who, args);
-  if (table.num_ranks() < 2 || table.num_ranks() > MaxRanks)
-    throw error(errc::invalid_argument, std::string(who) + ": the table's num_ranks = " +
-                                            std::to_string(table.num_ranks()) + " is outside [2, " +
-                                            std::to_string(MaxRanks) + "]");
-  const algorithm a = resolve_rmsnorm_algorithm<T>(algo, args.tokens, args.hidden, table.num_ranks());
-  detail::check_rmsnorm_table(who, table, args, slots, a);
-  if (args.tokens == 0) return;
-  const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
-  if (a == algorithm::flat && num_blocks == 0 && detail::try_launch_rmsnorm_cluster(table, args, stream)) return;
-  const int nb = num_blocks > 0 ? num_blocks : rmsnorm_blocks_for(args.tokens, cfg);
-  if (a == algorithm::flat)
-    detail::launch_rmsnorm<algorithm::flat, T, Out, MaxRanks>(table, table.num_ranks(), args, slots, stream, nb, cfg);
-  else
-    detail::launch_rmsnorm<algorithm::tree, T, Out, MaxRanks>(table, table.num_ranks(), args, slots, stream, nb, cfg);
+  detail::allreduce_rmsnorm<T, Out, MaxRanks>(table, args, slots, algo, stream, num_blocks);
 }
 
 // The same with the table in device memory (a captured graph whose table is patched later). The
@@ -709,30 +490,8 @@ template <class T, class Out, int MaxRanks>
 void allreduce_rmsnorm(const core::peer_table<T, MaxRanks>* device_table, int num_ranks,
                        const rmsnorm_args<T, Out>& args, tile_slots slots, algorithm algo = algorithm::automatic,
                        gpu::stream_t stream = {}, int num_blocks = 0) {
-  const char* who = "rcclx::fused::allreduce_rmsnorm(device table)";
-  if (!device_table) throw error(errc::invalid_argument, std::string(who) + ": device_table is null");
-  detail::check_rmsnorm_call<T, MaxRanks>(who, algo, num_blocks);
-  detail::check_rmsnorm_args(who, args);
-  if (num_ranks < 2 || num_ranks > MaxRanks)
-    throw error(errc::invalid_argument, std::string(who) + ": num_ranks = " + std::to_string(num_ranks) +
-                                            " is outside [2, " + std::to_string(MaxRanks) + "]");
-  if (args.tokens > static_cast<std::size_t>(slots.max_tiles) || slots.first < 0)
-    throw error(errc::invalid_argument, std::string(who) + ": tokens = " + std::to_string(args.tokens) +
-                                            " exceeds tile_slots.max_tiles = " + std::to_string(slots.max_tiles));
-  const algorithm a = resolve_rmsnorm_algorithm<T>(algo, args.tokens, args.hidden, num_ranks);
-#if RCCLX_BACKEND_HOST
-  if (device_table->num_ranks() != num_ranks)
-    throw error(errc::mismatch, std::string(who) + ": num_ranks = " + std::to_string(num_ranks) +
-                                    " but the table has " + std::to_string(device_table->num_ranks()));
-  detail::check_rmsnorm_table(who, *device_table, args, slots, a);
-#endif
-  if (args.tokens == 0) return;
-  const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
-  const int nb = num_blocks > 0 ? num_blocks : rmsnorm_blocks_for(args.tokens, cfg);
-  if (a == algorithm::flat)
-    detail::launch_rmsnorm<algorithm::flat, T, Out, MaxRanks>(device_table, num_ranks, args, slots, stream, nb, cfg);
-  else
-    detail::launch_rmsnorm<algorithm::tree, T, Out, MaxRanks>(device_table, num_ranks, args, slots, stream, nb, cfg);
+  detail::allreduce_rmsnorm<T, Out, MaxRanks>(kernel::device_table<T, MaxRanks>{device_table, num_ranks}, args, slots,
+                                              algo, stream, num_blocks);
 }
 
 }  // namespace fused

@@ -28,7 +28,7 @@
 // So the bits equal the unfused path (dda::allreduce, then add_rmsnorm) and the other fused
 // kernels, on every rank. The residual, the weight and x are loaded before the exchange (their
 // latency hides behind the packets'), and every peer's packet loads of a vector are issued before
-// any is checked (dda::detail::ll_reduce_vec). Measured on one H200 with 8 emulated ranks:
+// any is checked (kernel::ll_reduce_vec). Measured on one H200 with 8 emulated ranks:
 // docs/performance.md. Steps: 1. Traffic per rank, S = tokens * hidden * sizeof(T): reads
 // S (x) + 2(N-1)S (packets) + S (residual), writes 2S (packets) + S (residual) + S_out; LL payload
 // per block: rows per group * VecsPerThread * (512 / ClusterBlocks) * 16 bytes (either KSplit). No
@@ -47,10 +47,10 @@
 #include "../core/ll.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
-#include "../dda/flat.hpp"
 #include "../gpu/cluster.hpp"
 #include "../gpu/group.hpp"
 #include "../gpu/shared.hpp"
+#include "../kernel/ll_reduce.hpp"
 #include "rmsnorm_args.hpp"
 #include "stages.hpp"
 
@@ -309,7 +309,7 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
       if (held(k) < vecs && !failed) {
         gpu::vec16 r;
         const position p{i, held(k) * e};
-        failed = !dda::detail::ll_reduce_vec<core::op_sum, T>(s, h, packet(m, k), xv[k], flag, block, r);
+        failed = !kernel::ll_reduce_vec<core::op_sum, T>(s, h, packet(m, k), xv[k], flag, block, r);
         if (!failed) {
           float res[e];
           traits::unpack(r, v[k]);   // the AllReduce result, rounded once to T
@@ -350,12 +350,16 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
 }
 
 namespace detail {
-template <int VPT, int ClusterBlocks, int KSplit, class T, class Out, int MaxRanks>
-RCCLX_GLOBAL void __launch_bounds__(default_rmsnorm_launch_config().threads * KSplit / ClusterBlocks)
-    allreduce_rmsnorm_cluster_kernel(core::peer_table<T, MaxRanks> t, rmsnorm_args<T, Out> a) {
-  (void)allreduce_rmsnorm_cluster_block<VPT, ClusterBlocks, KSplit>(t, a, static_cast<int>(blockIdx.x),
-                                                                    static_cast<int>(gridDim.x));
-}
+// The cluster kernel's body (kernel/launch.hpp: launched by kernel::launch_clusters).
+template <int VPT, int ClusterBlocks, int KSplit, class T, class Out>
+struct rmsnorm_cluster_body {
+  static constexpr int max_threads = default_rmsnorm_launch_config().threads * KSplit / ClusterBlocks;
+  rmsnorm_args<T, Out> a;
+  template <class Group, int MaxRanks>
+  RCCLX_DEVICE bool operator()(const Group&, const core::peer_table<T, MaxRanks>& t, int block, int num_blocks) const {
+    return allreduce_rmsnorm_cluster_block<VPT, ClusterBlocks, KSplit>(t, a, block, num_blocks);
+  }
+};
 }  // namespace detail
 #endif  // RCCLX_BACKEND_CUDA
 

@@ -305,8 +305,8 @@ inline void graph_destroy(graph_exec_t exec) {
 // Loads a kernel's module now. With lazy module loading (the CUDA default since 12.x) the first
 // launch of a kernel loads it, and a load can wait for kernels already running: if those spin on a
 // peer whose launch is stuck behind the load (emulated ranks launched from several threads of one
-// process), nothing moves until the bounded wait expires. Launchers call this for every kernel a
-// call might use before the first launch.
+// process), nothing moves until the bounded wait expires. The ready-made launchers call it through
+// kernel::launch (kernel/launch.hpp), for every kernel a call might use, before the first launch.
 template <class Kernel>
 inline void preload_kernel(Kernel kernel) {
 #  if RCCLX_BACKEND_HIP

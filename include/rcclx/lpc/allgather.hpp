@@ -60,16 +60,10 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fp8_allgather(const Group& g, const cor
 }
 
 namespace detail {
-template <class Config, class T>
-struct allgather_body {
-  const T* input;
-  T* output;
-  std::size_t count;
-  template <class Group, int MaxRanks>
-  RCCLX_HOST_DEVICE bool operator()(const Group& g, const core::peer_table<T, MaxRanks>& t, int block,
-                                    int num_blocks) const {
-    return fp8_allgather<Config>(g, t, input, output, count, block, num_blocks);
-  }
+template <class Op, class Config>
+struct allgather_fn {
+  template <class... A>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return fp8_allgather<Config>(a...); }
 };
 }  // namespace detail
 
@@ -78,18 +72,17 @@ struct allgather_body {
 template <class Config = default_config, class T, int MaxRanks>
 void allgather(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<Config, T, MaxRanks>("rcclx::lpc::allgather", collective::allgather, table, table.num_ranks(), input,
-                                      output, count, detail::allgather_body<Config, T>{input, output, count}, stream,
-                                      num_blocks);
+  detail::launch<collective::allgather, detail::allgather_fn, Config, T, MaxRanks>("rcclx::lpc::allgather", table, input,
+      output, count, reduce_op::sum, stream, num_blocks);
 }
 
 // The same with the table in device memory.
 template <class Config = default_config, class T, int MaxRanks>
 void allgather(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                std::size_t count, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<Config, T, MaxRanks>("rcclx::lpc::allgather(device table)", collective::allgather, device_table,
-                                      num_ranks, input, output, count,
-                                      detail::allgather_body<Config, T>{input, output, count}, stream, num_blocks);
+  detail::launch<collective::allgather, detail::allgather_fn, Config, T, MaxRanks>(
+      "rcclx::lpc::allgather", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count, reduce_op::sum,
+      stream, num_blocks);
 }
 
 }  // namespace lpc

@@ -109,16 +109,10 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fp8_allreduce(const Group& g, const cor
 }
 
 namespace detail {
-template <class Config, class ReduceOp, class T>
-struct allreduce_body {
-  const T* input;
-  T* output;
-  std::size_t count;
-  template <class Group, int MaxRanks>
-  RCCLX_HOST_DEVICE bool operator()(const Group& g, const core::peer_table<T, MaxRanks>& t, int block,
-                                    int num_blocks) const {
-    return fp8_allreduce<ReduceOp, Config>(g, t, input, output, count, block, num_blocks);
-  }
+template <class Op, class Config>
+struct allreduce_fn {
+  template <class... A>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return fp8_allreduce<Op, Config>(a...); }
 };
 }  // namespace detail
 
@@ -131,13 +125,8 @@ struct allreduce_body {
 template <class Config = default_config, class T, int MaxRanks>
 void allreduce(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
-  const std::string who = "rcclx::lpc::allreduce";
-  detail::validate_op(who, op);
-  core::with_op(op, [&](auto op_tag) {
-    detail::launch<Config, T, MaxRanks>(who, collective::allreduce, table, table.num_ranks(), input, output, count,
-                                        detail::allreduce_body<Config, decltype(op_tag), T>{input, output, count},
-                                        stream, num_blocks);
-  });
+  detail::launch<collective::allreduce, detail::allreduce_fn, Config, T, MaxRanks>("rcclx::lpc::allreduce", table, input,
+      output, count, op, stream, num_blocks);
 }
 
 // The same with the table in device memory (e.g. a captured graph whose table is patched later): the
@@ -145,13 +134,9 @@ void allreduce(const core::peer_table<T, MaxRanks>& table, const T* input, T* ou
 template <class Config = default_config, class T, int MaxRanks>
 void allreduce(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                std::size_t count, reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
-  const std::string who = "rcclx::lpc::allreduce(device table)";
-  detail::validate_op(who, op);
-  core::with_op(op, [&](auto op_tag) {
-    detail::launch<Config, T, MaxRanks>(who, collective::allreduce, device_table, num_ranks, input, output, count,
-                                        detail::allreduce_body<Config, decltype(op_tag), T>{input, output, count},
-                                        stream, num_blocks);
-  });
+  detail::launch<collective::allreduce, detail::allreduce_fn, Config, T, MaxRanks>(
+      "rcclx::lpc::allreduce", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count, op,
+      stream, num_blocks);
 }
 
 }  // namespace lpc

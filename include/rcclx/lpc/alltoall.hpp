@@ -26,7 +26,8 @@
 
 #include "../core/barrier.hpp"
 #include "../core/peer_table.hpp"
-#include "../dda/detail/tiles.hpp"
+#include "../kernel/layout.hpp"
+#include "../kernel/vector_io.hpp"
 #include "../mesh/schedule.hpp"
 #include "config.hpp"
 #include "detail/launch.hpp"
@@ -55,8 +56,8 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fp8_alltoall(const Group& g, const core
     const std::size_t off = static_cast<std::size_t>(c) * c_elems;
     if (c == r) {
       // Local: any partition will do (no peer reads it); in place it copies a block onto itself.
-      const dda::detail::layout<T> l(c_elems, g.size(), block, num_blocks);
-      dda::detail::copy_owned(l, tid, dda::detail::tile_range{0, l.tiles}, input + off, output + off);
+      const kernel::layout<T> l(c_elems, g.size(), block, num_blocks);
+      kernel::copy_owned(l, tid, kernel::tile_range{0, l.tiles}, input + off, output + off);
     } else {
       detail::quantize_chunk<Config, detail::quantize_unroll<Config, T>()>(
           tid, ut, input + off, c_elems, in_vec, sl.payload(own, c), sl.scales(own, c), static_cast<T*>(nullptr), false);
@@ -74,16 +75,10 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fp8_alltoall(const Group& g, const core
 }
 
 namespace detail {
-template <class Config, class T>
-struct alltoall_body {
-  const T* input;
-  T* output;
-  std::size_t count;
-  template <class Group, int MaxRanks>
-  RCCLX_HOST_DEVICE bool operator()(const Group& g, const core::peer_table<T, MaxRanks>& t, int block,
-                                    int num_blocks) const {
-    return fp8_alltoall<Config>(g, t, input, output, count, block, num_blocks);
-  }
+template <class Op, class Config>
+struct alltoall_fn {
+  template <class... A>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return fp8_alltoall<Config>(a...); }
 };
 }  // namespace detail
 
@@ -92,18 +87,17 @@ struct alltoall_body {
 template <class Config = default_config, class T, int MaxRanks>
 void alltoall(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
               gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<Config, T, MaxRanks>("rcclx::lpc::alltoall", collective::alltoall, table, table.num_ranks(), input,
-                                      output, count, detail::alltoall_body<Config, T>{input, output, count}, stream,
-                                      num_blocks);
+  detail::launch<collective::alltoall, detail::alltoall_fn, Config, T, MaxRanks>("rcclx::lpc::alltoall", table, input,
+      output, count, reduce_op::sum, stream, num_blocks);
 }
 
 // The same with the table in device memory.
 template <class Config = default_config, class T, int MaxRanks>
 void alltoall(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
               std::size_t count, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<Config, T, MaxRanks>("rcclx::lpc::alltoall(device table)", collective::alltoall, device_table,
-                                      num_ranks, input, output, count,
-                                      detail::alltoall_body<Config, T>{input, output, count}, stream, num_blocks);
+  detail::launch<collective::alltoall, detail::alltoall_fn, Config, T, MaxRanks>(
+      "rcclx::lpc::alltoall", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count, reduce_op::sum,
+      stream, num_blocks);
 }
 
 }  // namespace lpc

@@ -71,15 +71,11 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fp8_reduce_scatter(const Group& g, cons
 }
 
 namespace detail {
-template <class Config, class ReduceOp, class T>
-struct reduce_scatter_body {
-  const T* input;
-  T* output;
-  std::size_t count;
-  template <class Group, int MaxRanks>
-  RCCLX_HOST_DEVICE bool operator()(const Group& g, const core::peer_table<T, MaxRanks>& t, int block,
-                                    int num_blocks) const {
-    return fp8_reduce_scatter<ReduceOp, Config>(g, t, input, output, count, block, num_blocks);
+template <class Op, class Config>
+struct reduce_scatter_fn {
+  template <class... A>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const {
+    return fp8_reduce_scatter<Op, Config>(a...);
   }
 };
 }  // namespace detail
@@ -89,26 +85,17 @@ struct reduce_scatter_body {
 template <class Config = default_config, class T, int MaxRanks>
 void reduce_scatter(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                     reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
-  const std::string who = "rcclx::lpc::reduce_scatter";
-  detail::validate_op(who, op);
-  core::with_op(op, [&](auto op_tag) {
-    detail::launch<Config, T, MaxRanks>(who, collective::reduce_scatter, table, table.num_ranks(), input, output,
-                                        count, detail::reduce_scatter_body<Config, decltype(op_tag), T>{input, output, count},
-                                        stream, num_blocks);
-  });
+  detail::launch<collective::reduce_scatter, detail::reduce_scatter_fn, Config, T, MaxRanks>("rcclx::lpc::reduce_scatter", table, input,
+      output, count, op, stream, num_blocks);
 }
 
 // The same with the table in device memory.
 template <class Config = default_config, class T, int MaxRanks>
 void reduce_scatter(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                     std::size_t count, reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
-  const std::string who = "rcclx::lpc::reduce_scatter(device table)";
-  detail::validate_op(who, op);
-  core::with_op(op, [&](auto op_tag) {
-    detail::launch<Config, T, MaxRanks>(who, collective::reduce_scatter, device_table, num_ranks, input, output,
-                                        count, detail::reduce_scatter_body<Config, decltype(op_tag), T>{input, output, count},
-                                        stream, num_blocks);
-  });
+  detail::launch<collective::reduce_scatter, detail::reduce_scatter_fn, Config, T, MaxRanks>(
+      "rcclx::lpc::reduce_scatter", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count, op,
+      stream, num_blocks);
 }
 
 }  // namespace lpc

@@ -34,6 +34,7 @@
 #include "../core/error.hpp"
 #include "../core/ops.hpp"
 #include "../dda/select.hpp"
+#include "../kernel/checks.hpp"
 #include "config.hpp"
 #include "workspace.hpp"
 
@@ -78,7 +79,7 @@ inline bool enabled(collective c) {
 // Smallest message (input bytes per rank) that runs in low precision when enabled.
 inline std::size_t min_bytes() {
   const char* v = std::getenv("RCCLX_LPC_MIN_BYTES");
-  return v ? dda::detail::parse_bytes("RCCLX_LPC_MIN_BYTES", v) : default_min_bytes;
+  return v ? kernel::parse_bytes("RCCLX_LPC_MIN_BYTES", v) : default_min_bytes;
 }
 
 // Should a collective of `bytes` input bytes per rank run in low precision?

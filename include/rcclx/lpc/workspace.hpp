@@ -20,6 +20,7 @@
 
 #include <cstddef>
 
+#include "../kernel/checks.hpp"
 #include "config.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -35,6 +36,14 @@ inline const char* to_string(collective c) {
     case collective::alltoall: return "alltoall";
   }
   return "invalid";
+}
+
+// The collective's input/output relation, for the shared argument checks (kernel/checks.hpp).
+RCCLX_HOST_DEVICE constexpr kernel::io_kind io_of(collective c) {
+  return c == collective::allreduce    ? kernel::io_kind::reduce
+         : c == collective::allgather  ? kernel::io_kind::gather
+         : c == collective::reduce_scatter ? kernel::io_kind::scatter
+                                       : kernel::io_kind::exchange;
 }
 
 namespace detail {

@@ -34,9 +34,12 @@
 #include "../core/ops.hpp"
 #include "../dda/allreduce.hpp"
 #include "../gpu/runtime.hpp"
+#include "../kernel/checks.hpp"
+#include "../kernel/layout.hpp"
 #include "../lpc/select.hpp"
 #include "../lpc/workspace.hpp"
 #include "detail/emulated_collectives.hpp"
+#include "emulated_launch_config.hpp"
 #include "emulated_world.hpp"
 #include "launch.hpp"
 
@@ -45,7 +48,7 @@ namespace testing {
 
 struct emulated_options {
   int blocks_per_rank = 0;     // 0: what dda::allreduce would launch for the size (capped so every block is resident)
-  int threads = 0;             // threads per block; 0: dda::default_launch_config().threads
+  int threads = 0;             // threads per block; 0: emulated_launch_config().threads
   bool in_place = false;       // output buffer = input buffer
   bool input_in_symmetric_buffer = false;  // inputs live in the symmetric buffers (the kernel copies nothing)
   std::uint64_t timeout_ns = core::default_timeout_ns;  // bound of every barrier wait
@@ -71,7 +74,7 @@ class emulated_peers {
                                      "rcclx::fp16 or int32_t)");
     if (opt_.threads < 0 || opt_.blocks_per_rank < 0)
       throw error(errc::invalid_argument, "emulated_peers: threads and blocks_per_rank must be >= 0");
-    if (opt_.threads == 0) opt_.threads = dda::default_launch_config().threads;
+    if (opt_.threads == 0) opt_.threads = emulated_launch_config().threads;
     const std::size_t bytes = element_bytes(count);
     inputs_.assign(num_ranks, std::vector<T>(count));
     outputs_.assign(num_ranks, std::vector<T>(count));
@@ -216,8 +219,8 @@ class emulated_peers {
   // choice, capped so that num_ranks x blocks are resident at once (GPU) and by the pads.
   template <class F>
   int emulated_blocks(algorithm algo) const {
-    const dda::launch_config cfg{opt_.threads, dda::default_launch_config().flat_max_blocks,
-                                 dda::default_launch_config().tree_max_blocks};
+    const dda::launch_config cfg{opt_.threads, emulated_launch_config().flat_max_blocks,
+                                 emulated_launch_config().tree_max_blocks};
     return fit_blocks<F>(dda::num_blocks_for<T>(count_, algo, num_ranks_, cfg));
   }
 
@@ -259,7 +262,7 @@ class emulated_peers {
     return o.pad_slots > 0 ? o.pad_slots : max_world_blocks();
   }
   static int max_world_blocks() {
-    const auto cfg = dda::default_launch_config();
+    const auto cfg = emulated_launch_config();
     return cfg.flat_max_blocks > cfg.tree_max_blocks ? cfg.flat_max_blocks : cfg.tree_max_blocks;
   }
   int checked_rank(int rank) const {
@@ -352,7 +355,7 @@ class emulated_peers {
           throw error(errc::invalid_argument, std::string(who) + ": algorithm::low_precision keeps its FP8 data in "
                                                                  "the symmetric buffer: the input cannot live there "
                                                                  "(input_in_symmetric_buffer)");
-        dda::detail::check_schedule<typename Config::schedule>(who, num_ranks_);
+        rcclx::kernel::check_schedule<typename Config::schedule>(who, num_ranks_);
         using kernel = detail::emulated_collective_t<Coll, Algo, Config, Op, T, MaxRanks>;
         launch_collective<Coll, Algo, Config, Op>(
             out_count, lpc::num_blocks_for<Config>(Coll, count_, num_ranks_,
@@ -364,7 +367,7 @@ class emulated_peers {
       const std::size_t elems = Coll == lpc::collective::allgather ? count_ : count_ / static_cast<std::size_t>(num_ranks_);
       using kernel = detail::emulated_collective_t<Coll, Algo, Config, Op, T, MaxRanks>;
       launch_collective<Coll, Algo, Config, Op>(
-          out_count, dda::detail::blocks_for_elems<T>(elems, opt_.threads, resident_cap<kernel>()));
+          out_count, rcclx::kernel::blocks_for_elems<T>(elems, opt_.threads, resident_cap<kernel>()));
     }
   }
 
@@ -441,7 +444,7 @@ void emulated_peers<T, MaxRanks>::allreduce_impl(algorithm algo, reduce_op op) {
       return;
     }
     if constexpr (any || Only == algorithm::flat || Only == algorithm::tree) {
-      dda::detail::validate_call<T>(who, num_ranks_, MaxRanks, dev_in_[0], dev_out_[0], count_, op, a, 0);
+      dda::check_allreduce_call<T>(who, num_ranks_, MaxRanks, dev_in_[0], dev_out_[0], count_, op, a, 0);
       if (a == algorithm::flat && opt_.in_place && opt_.input_in_symmetric_buffer)
         throw error(errc::invalid_argument, "emulated_peers::allreduce: algorithm::flat cannot write its output "
                                             "into the symmetric buffer (in_place with input_in_symmetric_buffer); "

@@ -6,7 +6,7 @@
 rcclx_isa_test(isa_gfx942_dda_flat_vectors_no_scratch isa_dda.cpp gfx942
   REQUIRE "global_load_dwordx4" "global_store_dwordx4" "private_segment_fixed_size: 0\n"
   FORBID "scratch_load" "scratch_store"
-  NEGATIVE "RCCLX_DETAIL_DDA_PEER_BATCH=1")
+  NEGATIVE "RCCLX_DETAIL_PEER_BATCH=1")
 
 # 2. The reduction step alone (its loads are the only 16-byte loads there): the 8 peers' loads are
 #    issued back to back with no s_waitcnt between them, 8 x 16 bytes in flight per thread.
@@ -17,7 +17,7 @@ string(REPEAT "${_load}${_line_not_wait}" 7 _first_seven)
 rcclx_isa_test(isa_gfx942_dda_eight_peer_loads_in_flight isa_dda_reduce.cpp gfx942
   REQUIRE "${_first_seven}${_load}" "global_store_dwordx4"
   FORBID "scratch_load" "scratch_store"
-  NEGATIVE "RCCLX_DETAIL_DDA_PEER_BATCH=4")
+  NEGATIVE "RCCLX_DETAIL_PEER_BATCH=4")
 
 # 3. The LL one-shot: packets stored and loaded as 64-bit words at system scope (sc0 sc1), no
 #    acquire (no buffer_inv: the flag travels with the data), no scratch. Negative control: flags at

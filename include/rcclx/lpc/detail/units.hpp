@@ -3,7 +3,8 @@
 //   quantize_chunk  input (float/bf16, streamed) -> FP8 codes + scales in a slot, optionally also
 //                   the dequantized copy into an output (AllGather's own block)
 //   reduce_chunk    one chunk's codes from all N ranks, dequantized and combined in rank order
-//                   0..N-1 in fp32, handed to a sink (AllReduce: re-quantize; ReduceScatter: store)
+//                   0..N-1 in fp32 (kernel/reduce.hpp's reduction over the FP8 slots), handed to a
+//                   sink (AllReduce: re-quantize; ReduceScatter: store)
 //   gather_chunks   up to N-1 peers' codes, dequantized straight into the output
 //
 // Partition. A chunk's elements are grouped in units of E elements (E = 16 on GPUs: 16 codes are
@@ -33,6 +34,7 @@
 #include "../../core/peer_table.hpp"
 #include "../../fp8/block_scale.hpp"
 #include "../../gpu/memory.hpp"
+#include "../../kernel/reduce.hpp"
 #include "../config.hpp"
 #include "../workspace.hpp"
 
@@ -270,37 +272,25 @@ struct rank_slots {
   int n;                                                                 // (padded to whole batches)
 };
 
-// Peers p0 .. p0 + batch - 1 (those below n when not Full) of one unit: load all, then dequantize and
-// combine into acc in rank order (rank 0's value initialises it).
-template <class Codec, int Batch, bool Full, int MaxRanks, class ReduceOp, int E>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_batch(const rank_slots<MaxRanks>& src, int p0, int n,
-                                                      std::size_t code_off, std::size_t scale_off, const ReduceOp& op,
-                                                      float (&acc)[E]) {
+// Rank p's codes and scale of one unit: the rank-order reduction's source (kernel/reduce.hpp) over
+// the same slot of every rank, dequantized to fp32.
+template <class Codec, int MaxRanks>
+struct slot_source : kernel::source_base {
   using scale_type = typename Codec::scale_type;
-  typename Codec::codes q[Batch] = {};  // (initialised only to quiet GCC: every use is guarded)
-  scale_type s[Batch] = {};
-  RCCLX_DETAIL_FP8_UNROLL
-  for (int j = 0; j < Batch; ++j) {
-    if (Full || p0 + j < n) {
-      q[j] = Codec::load_codes(src.base[p0 + j] + code_off);
-      s[j] = *reinterpret_cast<const scale_type*>(src.base[p0 + j] + scale_off);  // aligned: one load
-    }
+  struct loaded {
+    typename Codec::codes q;
+    scale_type s;
+  };
+  const rank_slots<MaxRanks>& src;
+  std::size_t code_off, scale_off;
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load(int p, loaded& x) const {
+    x.q = Codec::load_codes(src.base[p] + code_off);
+    x.s = *reinterpret_cast<const scale_type*>(src.base[p] + scale_off);  // aligned: one load
   }
-  RCCLX_DETAIL_FP8_UNROLL
-  for (int j = 0; j < Batch; ++j) {
-    if (Full || p0 + j < n) {
-      float x[E];
-      Codec::dequantize(q[j], s[j], x);
-      if (p0 + j == 0) {
-        RCCLX_DETAIL_FP8_UNROLL
-        for (int i = 0; i < E; ++i) acc[i] = x[i];
-      } else {
-        RCCLX_DETAIL_FP8_UNROLL
-        for (int i = 0; i < E; ++i) acc[i] = op(acc[i], x[i]);
-      }
-    }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void values(int, const loaded& x, float (&y)[Codec::elems]) const {
+    Codec::dequantize(x.q, x.s, y);
   }
-}
+};
 
 // For every owned unit of a chunk of `elems` elements: loads the unit's codes and scale from every
 // rank (batches of RCCLX_DETAIL_LPC_REDUCE_BATCH, all in flight), dequantizes and combines them in rank
@@ -312,8 +302,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_chunk(int tid, const unit_tiles&
   using cd = unit_codec<Config, T>;
   using scale_type = typename cd::scale_type;
   constexpr int E = cd::elems;
-  constexpr int batch = MaxRanks < RCCLX_DETAIL_LPC_REDUCE_BATCH ? MaxRanks : RCCLX_DETAIL_LPC_REDUCE_BATCH;
-  const ReduceOp op{};
+  constexpr int batch = kernel::peer_batch<MaxRanks, RCCLX_DETAIL_LPC_REDUCE_BATCH>;
   const int n = src.n;
   const std::size_t tiles = ut.tiles<E>(elems);
   RCCLX_DETAIL_LPC_NO_UNROLL
@@ -324,15 +313,11 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_chunk(int tid, const unit_tiles&
     RCCLX_DETAIL_FP8_UNROLL
     for (int i = 0; i < E; ++i) acc[i] = 0.0f;
     if (cnt > 0) {
+      // Whole batches (every batch when N is a multiple of 8, e.g. 8 ranks) issue their loads as
+      // straight-line code, all in flight; only a partial last batch tests each peer.
       const std::size_t code_off = u * E, scale_off = scales_offset + (u / cd::lanes) * sizeof(scale_type);
-      RCCLX_DETAIL_FP8_UNROLL
-      for (int p0 = 0; p0 < MaxRanks; p0 += batch) {  // unrolled: constant indices, rank_slots in registers
-        if (p0 >= n) continue;
-        // A whole batch (every batch when N is a multiple of 8, e.g. 8 ranks) issues its loads as
-        // straight-line code, all in flight; only a partial last batch tests each peer.
-        if (p0 + batch <= n) reduce_batch<cd, batch, true>(src, p0, n, code_off, scale_off, op, acc);
-        else reduce_batch<cd, batch, false>(src, p0, n, code_off, scale_off, op, acc);
-      }
+      (void)kernel::fold_ranks<MaxRanks, batch, true>(slot_source<cd, MaxRanks>{{}, src, code_off, scale_off}, n,
+                                                      kernel::rank_order<ReduceOp, float, E>{acc});
     }
     sink(u, cnt, acc);
   }

@@ -13,10 +13,13 @@
 #include "../../dda/allreduce.hpp"
 #include "../../dda/alltoall.hpp"
 #include "../../dda/reduce_scatter.hpp"
+#include "../../kernel/layout.hpp"
+#include "../../kernel/vector_io.hpp"
 #include "../../lpc/allgather.hpp"
 #include "../../lpc/allreduce.hpp"
 #include "../../lpc/alltoall.hpp"
 #include "../../lpc/reduce_scatter.hpp"
+#include "../emulated_launch_config.hpp"
 #include "../launch.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -30,7 +33,7 @@ template <class ReduceOp, algorithm Algo, class T, int MaxRanks>
 struct emulated_allreduce {
   // The ready-made kernels' register budget (__launch_bounds__(512)): without it the compiler may
   // give the flat/tree body more registers than a 512-thread block can have, and it cannot launch.
-  static constexpr int max_threads_per_block = 512;
+  static constexpr int max_threads_per_block = kernel::default_max_threads;
   const core::peer_table<T, MaxRanks>* tables;  // device memory, indexed by rank
   rank_buffers<T, MaxRanks> buf;
   std::size_t count;
@@ -38,8 +41,8 @@ struct emulated_allreduce {
   template <class Group>
   RCCLX_HOST_DEVICE void operator()(const Group& g, launch_index ix) const {
     const core::peer_table<T, MaxRanks>& t = tables[ix.rank];
-    (void)dda::detail::run_block<ReduceOp, Algo>(g, t, buf.in[ix.rank], buf.out[ix.rank], count, ix.block,
-                                                 ix.num_blocks);
+    (void)dda::dispatch_allreduce<ReduceOp, Algo>(g, t, buf.in[ix.rank], buf.out[ix.rank], count, ix.block,
+                                                  ix.num_blocks);
   }
 };
 
@@ -50,7 +53,7 @@ struct emulated_collective {
   static_assert(Algo == algorithm::flat || Algo == algorithm::low_precision, "flat or low_precision");
   // At most 128 registers per thread, as in the ready-made kernels: blocks of up to 512 threads
   // always launch (an unbounded LPC kernel can ask for more registers than that).
-  static constexpr int max_threads_per_block = 512;
+  static constexpr int max_threads_per_block = kernel::default_max_threads;
   const core::peer_table<T, MaxRanks>* tables;  // device memory, indexed by rank
   rank_buffers<T, MaxRanks> buf;
   std::size_t count;  // input elements per rank
@@ -115,9 +118,8 @@ struct emulated_copy {
 
   template <class Group>
   RCCLX_HOST_DEVICE void operator()(const Group& g, launch_index ix) const {
-    const dda::detail::layout<T> l(count, g.size(), ix.block, ix.num_blocks);
-    dda::detail::copy_owned(l, g.thread_rank(), dda::detail::tile_range{0, l.tiles}, buf.in[ix.rank],
-                            buf.out[ix.rank]);
+    const kernel::layout<T> l(count, g.size(), ix.block, ix.num_blocks);
+    kernel::copy_owned(l, g.thread_rank(), kernel::tile_range{0, l.tiles}, buf.in[ix.rank], buf.out[ix.rank]);
   }
 };
 

@@ -30,17 +30,14 @@ struct communicator_options {
   // Blocks per collective launch the signal pads have room for (a launch may use fewer).
   int max_blocks = 128;
   // Blocks per rank, at most, of the AllReduce kernels this communicator launches (DDA flat/tree
-  // and LPC). 0 keeps the library defaults (dda/lpc default_launch_config: 32, sized so that 8
-  // emulated ranks fit one GPU). A communicator has a GPU per process, where more blocks keep more
-  // peer loads in flight: on two H200s (docs/performance.md) 128 blocks cut the tree's time at
-  // 256 MiB from 1179 to 820 us and LPC's from 1582 to 649 us (bf16). Capped at max_blocks;
+  // and LPC). 0: the library's shape for a process per GPU (dda/launch_config.hpp: up to 128 blocks,
+  // capped at max_blocks; on two H200s, docs/performance.md, 128 blocks cut the tree's time at
+  // 256 MiB from 1179 to 820 us and LPC's from 1582 to 649 us against 32). Capped at max_blocks;
   // RCCLX_COLLECTIVE_BLOCKS overrides it.
-  int collective_blocks = RCCLX_BACKEND_GPU ? 128 : 0;
-  // Threads per block of the DDA flat (one-shot) AllReduce. 0: by size on GPUs, 128 up to 128 KiB
-  // (tiles of 2 KiB: a small message spread over up to 64 blocks, each within an LL region), 256
-  // above (the library's 512 made 8-16 KiB calls 1.3x and 512 KiB calls 1.3x slower on two H200s;
-  // docs/performance.md). Otherwise, for every call, a multiple of 32 the DDA launchers accept (at
-  // most their kernels' thread bound; 512 = the library default). RCCLX_FLAT_THREADS overrides it.
+  int collective_blocks = 0;
+  // Threads per block of the DDA flat (one-shot) AllReduce. 0: the library's, by size on GPUs (128 up
+  // to 128 KiB, 256 above; dda::default_threads). Otherwise, for every call, a multiple of 32 in
+  // [32, 512] (512: the ready-made kernels' bound). RCCLX_FLAT_THREADS overrides it.
   int flat_threads = 0;
   // Bound of every device-side wait; a peer that does not arrive within it becomes an error.
   std::uint64_t timeout_ns = core::default_timeout_ns;
@@ -79,7 +76,7 @@ struct communicator_options {
         throw error(errc::invalid_argument, std::string("RCCLX_FLAT_THREADS = '") + s +
                                                 "' is not a number of threads per block (an integer; "
                                                 "communicator_options::flat_threads)");
-      (void)detail::flat_threads_config(std::string("RCCLX_FLAT_THREADS = '") + s + "'", static_cast<int>(v));
+      detail::check_flat_threads(std::string("RCCLX_FLAT_THREADS = '") + s + "'", static_cast<int>(v));
       base.flat_threads = static_cast<int>(v);
     }
     return base;
@@ -94,7 +91,7 @@ namespace detail {
 // bootstrap are the same on every rank, so these errors may be thrown before any exchange.
 inline communicator_options checked_options(communicator_options o, int num_ranks, int max_ranks) {
   o = communicator_options::from_environment(o);
-  (void)flat_threads_config("communicator: flat_threads", o.flat_threads);
+  check_flat_threads("communicator: flat_threads", o.flat_threads);
   if (num_ranks < 2 || num_ranks > max_ranks)
     throw error(errc::invalid_argument, "communicator: the bootstrap has " + std::to_string(num_ranks) +
                                             " ranks; communicator<" + std::to_string(max_ranks) + "> supports 2.." +

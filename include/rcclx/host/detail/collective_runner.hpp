@@ -211,7 +211,7 @@ class collective_runner {
   // The launch shape of an AllReduce of `count` elements (communicator::launch_shape).
   template <class T>
   launch_shape shape_of(std::size_t count, algorithm a) const {
-    return allreduce_shape<T>(count, a, n_, opts_.collective_blocks, opts_.flat_threads);
+    return allreduce_shape<T>(count, a, n_, opts_.collective_blocks, opts_.flat_threads, opts_.max_blocks);
   }
 
   // ---- errors and host-backend capture ---------------------------------------------------------

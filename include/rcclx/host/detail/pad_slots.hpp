@@ -12,8 +12,7 @@
 
 #include "../../core/signal_pad.hpp"
 #include "../../core/slot_ranges.hpp"
-#include "../../dda/allreduce.hpp"
-#include "../../lpc/allreduce.hpp"
+#include "../../dda/launch_config.hpp"
 #include "../../gpu/runtime.hpp"
 #include "../options.hpp"
 #include "barrier_kernel.hpp"
@@ -37,10 +36,8 @@ struct pad_slots {
   // to collective_blocks or the library's caps) and its barrier are recorded first; tile-flag
   // kernels then get ranges from the top (communicator::reserve_tile_slots).
   static core::slot_ranges ranges(const communicator_options& o) {
-    const int own = o.collective_blocks > 0 ? o.collective_blocks
-                                            : std::max({dda::default_launch_config().flat_max_blocks,
-                                                        dda::default_launch_config().tree_max_blocks,
-                                                        lpc::default_launch_config().max_blocks});
+    // The one-shots (AllGather, ReduceScatter, AlltoAll) launch at most as many blocks as the AllReduce.
+    const int own = o.collective_blocks > 0 ? o.collective_blocks : dda::default_max_blocks;
     core::slot_ranges r(o.max_blocks);
     r.record(barrier_slot, std::min(own, o.max_blocks), "the communicator's collectives and barrier");
     return r;

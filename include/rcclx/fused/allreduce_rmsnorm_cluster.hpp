@@ -50,6 +50,7 @@
 #include "../gpu/cluster.hpp"
 #include "../gpu/group.hpp"
 #include "../gpu/shared.hpp"
+#include "../gpu/warp.hpp"
 #include "../kernel/ll_reduce.hpp"
 #include "rmsnorm_args.hpp"
 #include "stages.hpp"
@@ -153,7 +154,7 @@ struct cluster_row_sum {
 template <int ClusterBlocks, int KSplit, int BlockThreads>
 RCCLX_DEVICE RCCLX_FORCEINLINE void cluster_row_init() {
   auto& tmp = gpu::block_shared<cluster_row_sum<ClusterBlocks, KSplit, BlockThreads>, cluster_rmsnorm_tag>();
-  if (threadIdx.x == 0) {
+  if (gpu::thread_x() == 0) {
     for (int i = 0; i < 2; ++i) {
       gpu::mbarrier_init(&tmp.sums_bar[i], 1);   // one arrival: this block's own expect
       gpu::mbarrier_init(&tmp.carry_bar[i], 1);
@@ -186,8 +187,9 @@ RCCLX_DEVICE RCCLX_FORCEINLINE float cluster_row_total(float partial, bool faile
   auto& tmp = gpu::block_shared<sums, cluster_rmsnorm_tag>();
   const int par = static_cast<int>(m & 1u);
   const unsigned phase = static_cast<unsigned>((m >> 1) & 1u);
-  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-  if (threadIdx.x == 0) {  // this row's bytes, posted on the slots (a mate's bytes may land first)
+  const unsigned tid = gpu::thread_x();
+  const int lane = static_cast<int>(tid % 32), warp = static_cast<int>(tid / 32);
+  if (tid == 0) {  // this row's bytes, posted on the slots (a mate's bytes may land first)
     gpu::mbarrier_expect_bytes(&tmp.sums_bar[par], static_cast<unsigned>(sizeof(cluster_row_msg)) * sums::parts * sums::warps);
     if (KSplit == 2 && slice == 1)
       gpu::mbarrier_expect_bytes(&tmp.carry_bar[par], static_cast<unsigned>(sizeof(cluster_row_msg)) * BlockThreads);
@@ -196,22 +198,23 @@ RCCLX_DEVICE RCCLX_FORCEINLINE float cluster_row_total(float partial, bool faile
   if constexpr (KSplit == 2) {
     if (slice == 0) {
       const unsigned mate = static_cast<unsigned>(sums::parts + part);
-      gpu::st_async(gpu::cluster_shared_address(&tmp.carry[par][threadIdx.x], mate),
-                    gpu::cluster_shared_address(&tmp.carry_bar[par], mate), __float_as_uint(partial), failed ? 1u : 0u);
+      gpu::st_async(gpu::cluster_shared_address(&tmp.carry[par][tid], mate),
+                    gpu::cluster_shared_address(&tmp.carry_bar[par], mate), gpu::bit_cast<std::uint32_t>(partial),
+                    failed ? 1u : 0u);
     } else {
       gpu::mbarrier_wait_parity(&tmp.carry_bar[par], phase);
-      const cluster_row_msg c = tmp.carry[par][threadIdx.x];
+      const cluster_row_msg c = tmp.carry[par][tid];
       partial = c.value + partial;
       failed = failed || c.failed != 0u;
     }
   }
   if (slice == KSplit - 1) {
-    const float w = __shfl_sync(0xffffffffu, gpu::warp_sum_as_block_reduce(partial), 0);  // lane 0's, in every lane
-    const unsigned bad = __any_sync(0xffffffffu, failed) ? 1u : 0u;
+    const float w = gpu::shuffle(gpu::warp_sum_as_block_reduce(partial), 0);  // lane 0's, in every lane
+    const unsigned bad = gpu::warp_any(failed) ? 1u : 0u;
     if (lane < ClusterBlocks) {  // lane b writes into block b: one remote store per lane
       const unsigned b = static_cast<unsigned>(lane);
       gpu::st_async(gpu::cluster_shared_address(&tmp.sums[par][part * sums::warps + warp], b),
-                    gpu::cluster_shared_address(&tmp.sums_bar[par], b), __float_as_uint(w), bad);
+                    gpu::cluster_shared_address(&tmp.sums_bar[par], b), gpu::bit_cast<std::uint32_t>(w), bad);
     }
   }
   gpu::mbarrier_wait_parity(&tmp.sums_bar[par], phase);  // every sending warp's message has landed here
@@ -256,7 +259,8 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
   const std::size_t hidden = a.hidden, vecs = hidden / e;
   const int in_cluster = block % ClusterBlocks, group = block / ClusterBlocks, groups = num_blocks / ClusterBlocks;
   const int slice = in_cluster / parts, part = in_cluster % parts;
-  const std::size_t lt = static_cast<std::size_t>(part * block_threads) + threadIdx.x;  // logical thread
+  const unsigned tid = gpu::thread_x();
+  const std::size_t lt = static_cast<std::size_t>(part * block_threads) + tid;  // logical thread
   const std::size_t ng = static_cast<std::size_t>(groups);
   const auto held = [&](int k) {  // the vector index of this thread's k-th vector
     return static_cast<std::size_t>(slice * held_vecs + k) * logical + lt;
@@ -277,20 +281,20 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
   float inv_scale = 1.0f;
   if constexpr (rmsnorm_args<T, Out>::fp8_output) inv_scale = 1.0f / *a.scale;
   if (static_cast<std::size_t>(group) < a.tokens) load_row(static_cast<std::size_t>(group));
-  const std::uint32_t flag = core::ll_begin(g, s, block);
-  unsigned char* own = s.ll_region(s.rank, flag, block);
+  const core::ll_session<MaxRanks> ll(g, s, block);
+  unsigned char* own = ll.own();  // once: ll.write would recompute it per packet (more registers, sm_90)
   // 1. This block's vectors of its group's rows: vector k of thread tid in the group's m-th row is
   //    packet (m * held_vecs + k) * block_threads + tid.
   const auto packet = [&](std::size_t m, int k) {
-    return (m * held_vecs + static_cast<std::size_t>(k)) * block_threads + threadIdx.x;
+    return (m * held_vecs + static_cast<std::size_t>(k)) * block_threads + tid;
   };
   for (std::size_t i = static_cast<std::size_t>(group), m = 0; i < a.tokens; i += ng, ++m)
 #  pragma unroll
     for (int k = 0; k < held_vecs; ++k)
       if (held(k) < vecs)
-        core::ll_write(own, packet(m, k), m == 0 ? xv[k] : gpu::load16(a.input + i * hidden + held(k) * e), flag,
-                       s.ll_block_bytes);
-  const core::ll_halves<MaxRanks> h(s, flag, block);
+        core::ll_write(own, packet(m, k), m == 0 ? xv[k] : gpu::load16(a.input + i * hidden + held(k) * e),
+                       ll.flag(), s.ll_block_bytes);
+  const core::ll_halves<MaxRanks> h = ll.halves();
   const rms_norm<T, logical> norm{a.weight, a.eps, hidden, nullptr};
   const residual_add<T> add{a.residual, nullptr, hidden};  // rounds; the store comes after the row sum
   const store<T> keep{a.residual, hidden};
@@ -309,7 +313,7 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
       if (held(k) < vecs && !failed) {
         gpu::vec16 r;
         const position p{i, held(k) * e};
-        failed = !kernel::ll_reduce_vec<core::op_sum, T>(s, h, packet(m, k), xv[k], flag, block, r);
+        failed = !kernel::ll_reduce_vec<core::op_sum, T>(s, h, packet(m, k), xv[k], ll.flag(), block, r);
         if (!failed) {
           float res[e];
           traits::unpack(r, v[k]);   // the AllReduce result, rounded once to T

@@ -21,8 +21,6 @@
 //   (On CUDA sm_90+, a flat call with one thread-block cluster per row runs the cluster kernel of
 //   allreduce_rmsnorm_cluster.hpp instead: the same bits, no fence; RCCLX_RMSNORM_CLUSTER=0 turns
 //   it off. See try_launch_rmsnorm_cluster for when it applies.)
-//   (allreduce_rmsnorm_ll.hpp has the variants over the LL protocol: device templates you may call
-//   instead of the tile-flag blocks; measured slower on one H200, so the launchers do not pick them.)
 //   flat (one-shot, decode): each block copies its rows of x into the symmetric buffer and flags
 //     them for every rank, then, per row, waits for the row of every rank, sums it in rank order in
 //     FP32, adds the residual, block-reduces the sum of squares, normalises and writes. Steps: 1.
@@ -56,7 +54,6 @@
 #include "../kernel/checks.hpp"
 #include "../kernel/launch.hpp"
 #include "allreduce_rmsnorm_cluster.hpp"
-#include "allreduce_rmsnorm_ll.hpp"
 #include "rmsnorm_args.hpp"
 #include "tile_allreduce.hpp"
 

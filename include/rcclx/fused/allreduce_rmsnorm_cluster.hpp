@@ -53,6 +53,7 @@
 #include "../gpu/warp.hpp"
 #include "../kernel/ll_reduce.hpp"
 #include "rmsnorm_args.hpp"
+#include "rmsnorm_epilogue.hpp"
 #include "stages.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -265,21 +266,20 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
   const auto held = [&](int k) {  // the vector index of this thread's k-th vector
     return static_cast<std::size_t>(slice * held_vecs + k) * logical + lt;
   };
-  // 0. The weight, the scale and the first row's x and residual, before the exchange.
-  gpu::vec16 xv[held_vecs], rv[held_vecs], wv[held_vecs];
+  // 0. The weight, the scale and the first row's x and residual, before the exchange: the
+  //    epilogue's operands preloaded. Its new residual is stored only after the row's sum, once no
+  //    block of the cluster failed (`keep`).
+  auto epi = detail::make_rmsnorm_epilogue<logical, operand_loads::preloaded, held_vecs>(a, static_cast<T*>(nullptr),
+                                                                                          a.output);
+  const store<T> keep{a.residual, hidden};
+  gpu::vec16 xv[held_vecs];
   const auto load_row = [&](std::size_t i) {
 #  pragma unroll
     for (int k = 0; k < held_vecs; ++k)
-      if (held(k) < vecs) {
-        xv[k] = gpu::load16(a.input + i * hidden + held(k) * e);
-        rv[k] = gpu::load16(a.residual + i * hidden + held(k) * e);
-      }
+      if (held(k) < vecs) xv[k] = gpu::load16(a.input + i * hidden + held(k) * e);
+    epi.preload_row(i, held, vecs);
   };
-#  pragma unroll
-  for (int k = 0; k < held_vecs; ++k)
-    if (held(k) < vecs && a.weight) wv[k] = gpu::load16(a.weight + held(k) * e);
-  float inv_scale = 1.0f;
-  if constexpr (rmsnorm_args<T, Out>::fp8_output) inv_scale = 1.0f / *a.scale;
+  epi.preload_shared(held, vecs);
   if (static_cast<std::size_t>(group) < a.tokens) load_row(static_cast<std::size_t>(group));
   const core::ll_session<MaxRanks> ll(g, s, block);
   unsigned char* own = ll.own();  // once: ll.write would recompute it per packet (more registers, sm_90)
@@ -295,10 +295,6 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
         core::ll_write(own, packet(m, k), m == 0 ? xv[k] : gpu::load16(a.input + i * hidden + held(k) * e),
                        ll.flag(), s.ll_block_bytes);
   const core::ll_halves<MaxRanks> h = ll.halves();
-  const rms_norm<T, logical> norm{a.weight, a.eps, hidden, nullptr};
-  const residual_add<T> add{a.residual, nullptr, hidden};  // rounds; the store comes after the row sum
-  const store<T> keep{a.residual, hidden};
-  const auto out = detail::make_output_stage(a, a.output);
   bool failed = false;
   for (std::size_t i = static_cast<std::size_t>(group), m = 0; i < a.tokens; i += ng, ++m) {
     if (m > 0) load_row(i);
@@ -315,11 +311,9 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
         const position p{i, held(k) * e};
         failed = !kernel::ll_reduce_vec<core::op_sum, T>(s, h, packet(m, k), xv[k], ll.flag(), block, r);
         if (!failed) {
-          float res[e];
-          traits::unpack(r, v[k]);   // the AllReduce result, rounded once to T
-          traits::unpack(rv[k], res);
-          add.add_loaded(p, res, v[k]);  // the new residual, rounded once to T
-          partial += norm.row_partial(p, v[k]);
+          traits::unpack(r, v[k]);     // the AllReduce result, rounded once to T
+          epi.add_residual(k, p, v[k]);  // the new residual, rounded once to T
+          partial += epi.row_partial(p, v[k]);
         }
       }
     }
@@ -327,8 +321,7 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
     float total;
     if constexpr (ClusterBlocks == 1) {  // the row in one block: add_rmsnorm's block reduction
       any_failed = g.sync_or(failed);
-      total = gpu::block_reduce<float, logical>().sum(
-          partial, gpu::block_shared<typename gpu::block_reduce<float, logical>::storage_type, detail::cluster_rmsnorm_tag>());
+      total = epi.row_total(g, partial);
     } else {
       total = detail::cluster_row_total<ClusterBlocks, KSplit, block_threads>(partial, failed, part, slice, m, any_failed);
     }
@@ -338,14 +331,8 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
     for (int k = 0; k < held_vecs; ++k) {
       if (held(k) >= vecs) continue;
       const position p{i, held(k) * e};
-      float w[e];
-      if (a.weight) traits::unpack(wv[k], w);
-      else
-        for (float& x : w) x = 1.0f;
       keep(p, v[k]);
-      norm.apply_loaded(v[k], total, w);
-      if constexpr (rmsnorm_args<T, Out>::fp8_output) out.store_scaled(p, v[k], inv_scale);
-      else out(p, v[k]);
+      epi.finish(k, p, v[k], total);
     }
   }
   if constexpr (ClusterBlocks > 1)

@@ -27,10 +27,10 @@
 #include "../../core/peer_table.hpp"
 #include "../../core/slot_ranges.hpp"
 #include "../../core/tile_flags.hpp"
-#include "../../dda/detail/tiles.hpp"
 #include "../../dda/select.hpp"
 #include "../../gpu/group.hpp"
 #include "../../gpu/memory.hpp"
+#include "../../kernel/reduce.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
@@ -49,7 +49,7 @@ enum class tile_reducer { same_block, any_block };
 namespace detail {
 RCCLX_HOST_DEVICE constexpr std::size_t round16(std::size_t b) { return (b + 15) / 16 * 16; }
 inline constexpr std::size_t default_results = ~std::size_t{0};
-inline constexpr int all_peers = RCCLX_DETAIL_DDA_PEER_BATCH;  // reduce's default PeersInFlight
+inline constexpr int all_peers = RCCLX_DETAIL_PEER_BATCH;  // reduce's default PeersInFlight
 
 // T: the element type of the inputs (16-byte vectors of it); ReduceOp names the call in the
 // checked mode's fingerprint.

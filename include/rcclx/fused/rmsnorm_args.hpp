@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "../core/error.hpp"
+#include "../core/float_types.hpp"
 #include "../core/ops.hpp"
 #include "../fp8/format.hpp"
 #include "../gpu/memory.hpp"
@@ -53,7 +54,7 @@ using output_t = typename detail::output_of<T, Out>::type;
 
 template <class T, class Out = T>
 struct rmsnorm_args {
-  static_assert(detail::is_float_type_v<T>, "rcclx::fused::rmsnorm_args: T must be float, rcclx::bf16 or rcclx::fp16");
+  static_assert(core::is_float_type_v<T>, "rcclx::fused::rmsnorm_args: T must be float, rcclx::bf16 or rcclx::fp16");
   using value_type = T;
   using output_type = output_t<T, Out>;
   static constexpr bool fp8_output = !std::is_same<T, Out>::value;
@@ -75,14 +76,11 @@ struct rmsnorm_launch_config {
   int max_blocks;
 };
 
+// GPUs: 512 threads (a 16 KiB bf16 row is 2 vectors per thread, so one block reads a whole row
+// from all peers in one round of loads) and 64 blocks (64 of 512 fit at once on every supported
+// GPU). Host backend: one thread per block, 4 blocks.
 RCCLX_HOST_DEVICE constexpr rmsnorm_launch_config default_rmsnorm_launch_config() {
-#if RCCLX_BACKEND_GPU
-  // 512 threads: a 16 KiB bf16 row is 2 vectors per thread, so one block reads a whole row from all
-  // peers in one round of loads. 64 blocks of 512 fit at once on every supported GPU.
-  return {512, 64};
-#else
-  return {1, 4};
-#endif
+  return RCCLX_BACKEND_GPU ? rmsnorm_launch_config{512, 64} : rmsnorm_launch_config{1, 4};
 }
 
 namespace detail {

@@ -50,6 +50,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../core/float_types.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
 #include "../gpu/memory.hpp"
@@ -64,8 +65,7 @@ namespace fused {
 
 template <class T, int MaxRanks = max_ranks, algorithm Algo = algorithm::flat, class ReduceOp = core::op_sum>
 class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp> {
-  static_assert(std::is_same<T, float>::value || std::is_same<T, bf16>::value || std::is_same<T, fp16>::value,
-                "rcclx::fused::tile_allreduce: T must be float, rcclx::bf16 or rcclx::fp16");
+  static_assert(core::is_float_type_v<T>, "rcclx::fused::tile_allreduce: T must be float, rcclx::bf16 or rcclx::fp16");
   using base = detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>;
 
  public:

@@ -16,53 +16,47 @@
 RCCLX_NAMESPACE_BEGIN
 namespace gpu {
 
-// The calling thread's index in its block along x (threadIdx.x): its rank in a one-dimensional
-// block, without block_group::thread_rank's y and z terms. Unsigned, as threadIdx.x: index
-// arithmetic on it compiles as on threadIdx.x itself.
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned thread_x() {
-#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_GPU
-  return threadIdx.x;
-#else
-  return 0;
-#endif
-}
-
-// x of lane `src` of the calling warp.
+// thread_x(): the calling thread's index in its block along x (threadIdx.x): its rank in a
+// one-dimensional block, without block_group::thread_rank's y and z terms. Unsigned, as
+// threadIdx.x: index arithmetic on it compiles as on threadIdx.x itself.
+// shuffle(x, src): x of lane `src` of the calling warp. shuffle_xor(x, mask): x of lane
+// (lane ^ mask), the same mask in every lane. warp_any(v): did any lane pass true (the same answer
+// in every lane)?
+#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_CUDA
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned thread_x() { return threadIdx.x; }
 template <class T>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T shuffle(T x, int src) {
-#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_CUDA
   return __shfl_sync(0xFFFFFFFFu, x, src);
-#elif RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_HIP
-  return __shfl(x, src);
-#else
-  (void)src;  // a host pass: never more than one lane
-  return x;
-#endif
 }
-
-// x of lane (lane ^ mask) of the calling warp (the same mask in every lane).
 template <class T>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T shuffle_xor(T x, int mask) {
-#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_CUDA
   return __shfl_xor_sync(0xFFFFFFFFu, x, mask);
+}
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool warp_any(bool v) { return __any_sync(0xFFFFFFFFu, v) != 0; }
 #elif RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_HIP
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned thread_x() { return threadIdx.x; }
+template <class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T shuffle(T x, int src) {
+  return __shfl(x, src);
+}
+template <class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T shuffle_xor(T x, int mask) {
   return __shfl_xor(x, mask);
+}
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool warp_any(bool v) { return __any(v ? 1 : 0) != 0; }
 #else
-  (void)mask;
+// A host pass: one lane per warp, one thread per block.
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned thread_x() { return 0; }
+template <class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T shuffle(T x, int) {
   return x;
-#endif
 }
-
-// Did any lane of the calling warp pass true? (The same answer in every lane.)
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool warp_any(bool v) {
-#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_CUDA
-  return __any_sync(0xFFFFFFFFu, v) != 0;
-#elif RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_HIP
-  return __any(v ? 1 : 0) != 0;
-#else
-  return v;
-#endif
+template <class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T shuffle_xor(T x, int) {
+  return x;
 }
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool warp_any(bool v) { return v; }
+#endif
 
 }  // namespace gpu
 RCCLX_NAMESPACE_END

@@ -39,6 +39,7 @@
 #include "../gpu/atomic.hpp"
 #include "../gpu/group.hpp"
 #include "barrier.hpp"
+#include "call_check.hpp"
 #include "error.hpp"
 #include "signal_pad.hpp"
 #include "slot_ranges.hpp"
@@ -82,6 +83,20 @@ class tile_flags {
   RCCLX_HOST_DEVICE bool wait(int tile, int p, int tile_named) const {
     return detail::wait_flag(*s_, s_->inbox_slot(s_->rank, slot_of(tile), p), epoch_, tile_named, p,
                              barrier_kind::tile);
+  }
+
+  // Checked mode (core/call_check.hpp): a fingerprint of the call (`packet` 0) or of what it
+  // applies to (1: fused::tile_allreduce's tile map) in the check packets of the slot range's first
+  // slots, under this call's epoch: the tile call's checks have no epoch of their own. publish_check
+  // is one thread's; verify_check is check_verify (not group-collective) with `tile` named in the
+  // records and, with `below`, only ranks below it checked.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void publish_check(int packet, const call_fingerprint& fp) const {
+    check_publish(*s_, slots_.first + packet, epoch_, fp);
+  }
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool verify_check(const Group& g, int packet, const call_fingerprint& fp, int tile,
+                                                        int below = max_ranks) const {
+    return check_verify(g, *s_, slots_.first + packet, epoch_, fp, tile, packet != 0, -1, below);
   }
 
   // Group-collective, every block, once per call: counts the block; the last block of this rank to

@@ -204,7 +204,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
       if (g.thread_rank() == 0) core::detail::record_misuse(t_->signals, m, tile, a, b);
       return false;
     }
-    if (g.thread_rank() == 0) core::check_publish(t_->signals, flags_.slots().first + 1, flags_.epoch(), f);
+    if (g.thread_rank() == 0) flags_.publish_check(1, f);
 #else
     (void)g;
     (void)tile;
@@ -222,8 +222,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
 #if RCCLX_CHECKS
     const int per = tiles_per_owner();
     const int owners = is_tree() && num_tiles_ > 0 ? (num_tiles_ + per - 1) / per : num_ranks();
-    const bool ok = core::check_verify(g, t_->signals, flags_.slots().first + 1, flags_.epoch(),
-                                       detail::map_fingerprint(map), tile, true, -1, owners);
+    const bool ok = flags_.verify_check(g, 1, detail::map_fingerprint(map), tile, owners);
     return !g.sync_or(!ok);
 #else
     (void)g;

@@ -148,22 +148,6 @@ results run_fused(bench_world<T, F>& w, const problem<T>& p, algorithm algo, int
   return download(w, p.tokens * p.hidden);
 }
 
-// The LL variants, called directly: the one-shot (fused::allreduce_rmsnorm_ll_block) or the
-// two-shot (fused::allreduce_rmsnorm_ll2_block).
-template <bool TwoShot, int VPT, int BT, class T, class Out>
-struct ll_rmsnorm_kernel {
-  static constexpr int max_threads_per_block = rt::detail::fused_threads;
-  const rcclx::core::peer_table<T, max_r>* tables;
-  fz::rmsnorm_args<T, Out> args[max_r];
-  template <class Group>
-  RCCLX_HOST_DEVICE void operator()(const Group& g, rcclx::testing::launch_index ix) const {
-    if constexpr (TwoShot)
-      (void)fz::allreduce_rmsnorm_ll2_block<VPT, BT>(g, tables[ix.rank], args[ix.rank], ix.block, ix.num_blocks);
-    else
-      (void)fz::allreduce_rmsnorm_ll_block<VPT, BT>(g, tables[ix.rank], args[ix.rank], ix.block, ix.num_blocks);
-  }
-};
-
 // K on every rank but `absent`, which never runs: the others wait for its flags or packets.
 template <class K>
 struct without_rank {
@@ -175,35 +159,6 @@ struct without_rank {
     if (ix.rank != absent) inner(g, ix);
   }
 };
-
-// Launches an LL variant on every rank with `blocks` blocks per rank (absent >= 0: that rank never
-// runs). The rows must fit the LL regions and the grid must be resident.
-template <bool TwoShot, class T, class F>
-void launch_ll(bench_world<T, F>& w, const problem<T>& p, int blocks, int absent = -1) {
-  const auto a = w.args(p.tokens, p.hidden, false);
-  using O = out_arg_t<T, F>;
-  fz::detail::with_vecs_per_thread<T>(fz::detail::vecs_per_thread<T>(p.hidden, rt::detail::fused_threads), [&](auto vpt) {
-    constexpr int v = decltype(vpt)::value;
-    constexpr int bt = on_host ? 1 : rt::detail::fused_threads;
-    ll_rmsnorm_kernel<TwoShot, v, bt, T, O> k{};
-    k.tables = w.world.template device_tables<T>();
-    for (int r = 0; r < w.n; ++r) k.args[r] = a[static_cast<std::size_t>(r)];
-    if constexpr (TwoShot) REQUIRE(fz::rmsnorm_uses_ll2<T>(w.world.signals(0), p.tokens, p.hidden, blocks));
-    else REQUIRE(fz::rmsnorm_uses_ll<T>(w.world.signals(0), p.tokens, p.hidden, blocks));
-    REQUIRE(blocks <= rt::max_blocks_per_rank<decltype(k)>(w.n, rt::detail::fused_threads));
-    if (absent < 0) rt::launch_emulated(w.n, blocks, rt::detail::fused_threads, k);
-    else rt::launch_emulated(w.n, blocks, rt::detail::fused_threads, without_rank<decltype(k)>{k, absent});
-  });
-}
-
-template <bool TwoShot, class T, class F>
-results run_fused_ll(bench_world<T, F>& w, const problem<T>& p, int blocks) {
-  upload(w, p);
-  launch_ll<TwoShot>(w, p, blocks);
-  rcclx::gpu::device_synchronize();
-  w.world.throw_if_error();
-  return download(w, p.tokens * p.hidden);
-}
 
 // After a launch with a rank missing: the recorded error is a timeout of `what` naming `missing`.
 template <class T, class F>
@@ -282,13 +237,6 @@ void all_paths(bench_world<T, F>& w, const problem<T>& p) {
   const results unfused = run_unfused(w, p);
   check<T, F>(unfused, p, e);
   REQUIRE(unfused == flat);
-  // The LL variant, where the rows of each block fit its LL region: the same bits again.
-  const int blocks = static_cast<int>(std::min<std::size_t>(p.tokens, 4));
-  if (fz::rmsnorm_uses_ll<T>(w.world.template table<T>(0).signals, p.tokens, p.hidden, blocks)) {
-    const results ll = run_fused_ll<false>(w, p, blocks);
-    check<T, F>(ll, p, e);
-    REQUIRE(ll == flat);
-  }
 }
 
 template <class T, class F>
@@ -334,7 +282,7 @@ TEMPLATE_TEST_CASE("fused allreduce_rmsnorm: FP8 output (e4m3, e4m3_fnuz, e5m2)"
 }
 
 namespace {
-// LL regions large enough for every LL and cluster case here (on GPUs 64 x 64 KiB).
+// LL regions large enough for every cluster case here (on GPUs 64 x 64 KiB).
 constexpr rcclx::core::ll_layout big_ll{on_host ? 8 : 64, 64 * 1024};
 
 // True (with a warning naming the case) where the device has no thread-block clusters.
@@ -591,93 +539,4 @@ TEST_CASE("fused allreduce_rmsnorm: a rank that never arrives is a timeout error
     w.world.reset();
     check<T, void>(run_fused(w, p, algo), p, reference_of<T, void>(p));  // usable again after reset
   }
-}
-
-TEMPLATE_TEST_CASE("fused allreduce_rmsnorm: the LL two-shot (tree on LL packets) against float64 and the tile kernels",
-                   "[fused][ll]", float, rcclx::bf16) {
-  RCCLX_REQUIRE_DEVICE_OR_SKIP();
-  using T = TestType;
-  const int n = quick ? GENERATE(2, 8) : tsan ? GENERATE(2, 8) : GENERATE(2, 3, 4, 5, 7, 8);
-  const std::vector<std::size_t> tokens_list = tsan ? std::vector<std::size_t>{1, 5} : std::vector<std::size_t>{1, 2, 5, 17};
-  // 8 / 16: fewer vectors than ranks (empty slices); 1032, 1144: slices of unequal length.
-  const std::vector<std::size_t> hidden_list = on_host ? std::vector<std::size_t>{32 / sizeof(T), 1032, 1144}
-                                                       : std::vector<std::size_t>{32 / sizeof(T), 1032, 4104, 8192};
-  std::size_t max_h = 0;
-  for (auto h : hidden_list) max_h = std::max(max_h, h);
-  bench_world<T, void> w(n, 17, max_h, 0, big_ll);
-  int ran = 0;
-  for (const std::size_t tokens : tokens_list) {
-    for (const std::size_t hidden : hidden_list) {
-      CAPTURE(n, tokens, hidden);
-      const auto p = make_problem<T>(n, tokens, hidden, n * 31 + tokens * 5 + hidden);
-      const auto e = reference_of<T, void>(p);
-      // 16 blocks of 512 threads per rank are resident for 8 ranks on an H200 (one per SM).
-      const int blocks = static_cast<int>(std::min<std::size_t>(tokens, on_host ? 4 : 16));
-      if (!fz::rmsnorm_uses_ll2<T>(w.world.signals(0), tokens, hidden, blocks)) continue;  // rows too long for 64 KiB
-      ++ran;
-      const results two = run_fused_ll<true>(w, p, blocks);
-      check<T, void>(two, p, e);
-      REQUIRE(run_fused(w, p, algorithm::tree) == two);
-      REQUIRE(run_unfused(w, p) == two);
-      if (tokens > 1 && fz::rmsnorm_uses_ll2<T>(w.world.signals(0), tokens, hidden, 1))
-        REQUIRE(run_fused_ll<true>(w, p, 1) == two);  // every row in one block
-    }
-  }
-  REQUIRE(ran >= static_cast<int>(tokens_list.size() * hidden_list.size()) - 2);
-}
-
-TEST_CASE("fused allreduce_rmsnorm: LL two-shot back to back with the LL one-shot and the flat tiles", "[fused][ll]") {
-  RCCLX_REQUIRE_DEVICE_OR_SKIP();
-  using T = rcclx::bf16;
-  const int n = on_host ? 4 : 8;
-  const int calls = rcclx_test::scaled(tsan ? 30 : (on_host ? 200 : 600));
-  bench_world<T, void> w(n, 17, 2048, 0, big_ll);
-  std::vector<problem<T>> problems;
-  std::vector<fused_ref::rms_expected> expected;
-  const std::vector<std::size_t> tokens_list{1, 2, 3, 17};
-  const std::vector<std::size_t> hidden_list{1032, 2048, 1144};
-  for (std::size_t s = 0; s < 7; ++s) {
-    problems.push_back(make_problem<T>(n, tokens_list[s % 4], hidden_list[s % 3], 700 + s));
-    expected.push_back(reference_of<T, void>(problems.back()));
-  }
-  std::mt19937 g(11);
-  for (int c = 0; c < calls; ++c) {
-    const std::size_t s = g() % problems.size();
-    const int kind = static_cast<int>(g() % 4);  // two-shot, flat tiles, LL one-shot, unfused (LL flat)
-    const auto& p = problems[s];
-    const int blocks = static_cast<int>(std::min<std::size_t>(p.tokens, 1 + g() % 4));  // grids change too
-    CAPTURE(c, s, kind, blocks);
-    results r;
-    if (kind == 0) r = run_fused_ll<true>(w, p, blocks);
-    else if (kind == 1) r = run_fused(w, p, algorithm::flat);
-    else if (kind == 2 && fz::rmsnorm_uses_ll<T>(w.world.signals(0), p.tokens, p.hidden, blocks)) r = run_fused_ll<false>(w, p, blocks);
-    else r = run_unfused(w, p);
-    if (on_host || c % 8 == 0) check<T, void>(r, p, expected[s]);
-  }
-}
-
-TEST_CASE("fused allreduce_rmsnorm: LL two-shot counters wrap around 2^32", "[fused][ll]") {
-  RCCLX_REQUIRE_DEVICE_OR_SKIP();
-  using T = float;
-  bench_world<T, void> w(3, 4, 1032, 0, big_ll);
-  w.world.reset(0xFFFFFFFFu - 4u);  // the LL epochs cross 2^32 below
-  for (int c = 0; c < 12; ++c) {
-    CAPTURE(c);
-    const auto p = make_problem<T>(3, 1 + c % 4, 1032, 950 + c);
-    check<T, void>(run_fused_ll<true>(w, p, static_cast<int>(1 + c % 4)), p, reference_of<T, void>(p));
-  }
-}
-
-TEST_CASE("fused allreduce_rmsnorm: LL two-shot with a rank that never arrives names it", "[fused][ll]") {
-  RCCLX_REQUIRE_DEVICE_OR_SKIP();
-  using T = float;
-  const int n = 4, absent = 1;
-  const std::size_t tokens = 3, hidden = 1032;
-  bench_world<T, void> w(n, tokens, hidden, rcclx_test::absent_timeout_ns, big_ll);
-  const auto p = make_problem<T>(n, tokens, hidden, 2);
-  upload(w, p);
-  launch_ll<true>(w, p, 2, absent);
-  require_timeout(w, "LL packet", "waiting for rank 1");
-  w.world.reset();
-  check<T, void>(run_fused_ll<true>(w, p, 2), p, reference_of<T, void>(p));
 }

@@ -39,6 +39,7 @@
 #include "../gpu/atomic.hpp"
 #include "../gpu/group.hpp"
 #include "barrier.hpp"
+#include "call_check.hpp"
 #include "error.hpp"
 #include "signal_pad.hpp"
 #include "slot_ranges.hpp"
@@ -56,13 +57,12 @@ class tile_flags {
   // Reads this rank's call counter: construct once per block per call. `s` is kept by reference:
   // it must outlive the object (a kernel argument, a table in device memory).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE tile_flags(const signal_pads<MaxRanks>& s, tile_slots slots)
-      : s_(&s), slots_(slots) {
-    const std::uint32_t* w = s.tile_control_slot(slots.first);
+      : s_(&s), control_(s.tile_control_slot(slots.first)), slots_(slots) {
     // Acquire: this thread's later accesses (finish()'s count included) come after the counter's
     // read, whatever the compiler does with the loads; see finish().
-    const std::uint32_t call = gpu::load_acquire_system(w + calls_word);
+    const std::uint32_t call = gpu::load_acquire_system(control_ + calls_word);
     epoch_ = call + 1u;
-    arrived_before_ = gpu::load_relaxed_system(w + began_word);
+    arrived_before_ = gpu::load_relaxed_system(control_ + began_word);
   }
 
   // This call's flag value: calls completed + 1.
@@ -85,6 +85,20 @@ class tile_flags {
                              barrier_kind::tile);
   }
 
+  // Checked mode (core/call_check.hpp): a fingerprint of the call (`packet` 0) or of what it
+  // applies to (1: fused::tile_allreduce's tile map) in the check packets of the slot range's first
+  // slots, under this call's epoch: the tile call's checks have no epoch of their own. publish_check
+  // is one thread's; verify_check is check_verify (not group-collective) with `tile` named in the
+  // records and, with `below`, only ranks below it checked.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void publish_check(int packet, const call_fingerprint& fp) const {
+    check_publish(*s_, slots_.first + packet, epoch_, fp);
+  }
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool verify_check(const Group& g, int packet, const call_fingerprint& fp, int tile,
+                                                        int below = max_ranks) const {
+    return check_verify(g, *s_, slots_.first + packet, epoch_, fp, tile, packet != 0, -1, below);
+  }
+
   // Group-collective, every block, once per call: counts the block; the last block of this rank to
   // be counted advances the call counter. It only touches the control words, which the
   // constructor read, so it may come at any point the whole group reaches after the constructor,
@@ -98,7 +112,7 @@ class tile_flags {
     if (g.thread_rank() == 0) {
       // Relative counts, so any common starting value works (emulated_world::reset(value) sets
       // them all to value).
-      std::uint32_t* w = s_->tile_control_slot(slots_.first);
+      std::uint32_t* w = control_;
       // No fence. The control words (the counter, began_word) only have to be read before this
       // block is counted, so that none of its threads can see the last block's update of this
       // call: every thread read them in the constructor (the counter with an acquire load), and the
@@ -129,7 +143,7 @@ class tile_flags {
     const std::uint32_t launch = gpu::launch_id() & 0x7FFFu;
     if (launch == 0) return false;
     constexpr std::uint32_t yes = 0x80000000u;
-    std::uint32_t* w = s_->tile_control_slot(slots_.first) + launch_word;
+    std::uint32_t* w = control_ + launch_word;
     const std::uint32_t mine = (launch << 16) | (epoch_ & 0xFFFFu);
     std::uint32_t prev = gpu::load_relaxed_system(w);
     for (;;) {
@@ -152,6 +166,7 @@ class tile_flags {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int slot_of(int tile) const { return slots_.first + 1 + tile; }
 
   const signal_pads<MaxRanks>* s_;
+  std::uint32_t* control_;  // this rank's control row: its address computed once (pad layout arithmetic)
   tile_slots slots_;
   std::uint32_t epoch_ = 0;           // this call's flag value: the call counter + 1
   std::uint32_t arrived_before_ = 0;  // blocks finished before this call

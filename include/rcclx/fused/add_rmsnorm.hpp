@@ -1,6 +1,6 @@
 // rcclx/fused/add_rmsnorm.hpp: residual add + RMSNorm (+ optional FP8 output) on one GPU, no
 // communication: the second half of the unfused path (dda::allreduce, then this kernel), with the
-// same epilogue and therefore the same bits as fused::allreduce_rmsnorm.
+// same epilogue (fused/rmsnorm_epilogue.hpp) and therefore the same bits as fused::allreduce_rmsnorm.
 //
 //   rcclx::dda::allreduce(t, x, sum, count);                       // sum = allreduce(x)
 //   rcclx::fused::rmsnorm_args<rcclx::bf16> a{sum, residual, weight, out, tokens, hidden, 1e-6f};
@@ -19,6 +19,7 @@
 #include "../kernel/checks.hpp"
 #include "../kernel/launch.hpp"
 #include "rmsnorm_args.hpp"
+#include "rmsnorm_epilogue.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
@@ -32,7 +33,7 @@ RCCLX_HOST_DEVICE void add_rmsnorm_block(const Group& g, const rmsnorm_args<T, O
   const std::size_t hidden = a.hidden, vecs = hidden / e;
   const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
   const row_tiles map{a.tokens, hidden};
-  const auto epi = detail::make_rmsnorm_epilogue<T, Out, BlockThreads>(a, a.residual, a.output);
+  const auto epi = detail::make_rmsnorm_epilogue<BlockThreads>(a, a.residual, a.output);
   for (std::size_t i = static_cast<std::size_t>(block); i < a.tokens; i += static_cast<std::size_t>(num_blocks)) {
     float v[VecsPerThread][e];
 #if RCCLX_DEVICE_COMPILE

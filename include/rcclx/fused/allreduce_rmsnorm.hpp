@@ -14,15 +14,14 @@
 //
 // Built on fused::tile_allreduce with one tile per row (no block barrier; rows flagged as they are
 // ready). Row i belongs to block i % num_blocks on every rank, in every phase. A block's rows of x
-// are copied with loads batched across rows; a row's residual and weight are loaded before its
-// flags are awaited (rows of up to 2 vectors per thread); the tree's owners publish each row's new
-// residual and sum of squares, and every rank computes the row's output from them (loads of four
-// rows of one vector per thread, or two of two, issued first).
+// are copied with loads batched across rows; every kernel runs the one epilogue of
+// fused/rmsnorm_epilogue.hpp, a row's residual and weight loaded before its flags are awaited
+// (operand_loads::preloaded, rows of up to 2 vectors per thread); the tree's owners publish each
+// row's new residual and sum of squares, and every rank computes the row's output from them (loads
+// of four rows of one vector per thread, or two of two, issued first).
 //   (On CUDA sm_90+, a flat call with one thread-block cluster per row runs the cluster kernel of
 //   allreduce_rmsnorm_cluster.hpp instead: the same bits, no fence; RCCLX_RMSNORM_CLUSTER=0 turns
 //   it off. See try_launch_rmsnorm_cluster for when it applies.)
-//   (allreduce_rmsnorm_ll.hpp has the variants over the LL protocol: device templates you may call
-//   instead of the tile-flag blocks; measured slower on one H200, so the launchers do not pick them.)
 //   flat (one-shot, decode): each block copies its rows of x into the symmetric buffer and flags
 //     them for every rank, then, per row, waits for the row of every rank, sums it in rank order in
 //     FP32, adds the residual, block-reduces the sum of squares, normalises and writes. Steps: 1.
@@ -56,8 +55,9 @@
 #include "../kernel/checks.hpp"
 #include "../kernel/launch.hpp"
 #include "allreduce_rmsnorm_cluster.hpp"
-#include "allreduce_rmsnorm_ll.hpp"
+#include "detail/row_copy.hpp"
 #include "rmsnorm_args.hpp"
+#include "rmsnorm_epilogue.hpp"
 #include "tile_allreduce.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -81,114 +81,26 @@ RCCLX_HOST_DEVICE constexpr std::size_t allreduce_rmsnorm_workspace_bytes(std::s
 }
 
 namespace detail {
-// The vectors a thread holds of a row of `vecs` 16-byte vectors at `src`: vector tid + k * gs into
-// v[k] (k < VecsPerThread), raw; those past the row are left as they are.
-template <int VecsPerThread, class T>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_held(gpu::vec16 (&v)[VecsPerThread], const T* src, std::size_t tid,
-                                                   std::size_t gs, std::size_t vecs) {
-  constexpr int e = gpu::elems_per_vec16<T>;
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-  for (int k = 0; k < VecsPerThread; ++k) {
-    const std::size_t vi = static_cast<std::size_t>(k) * gs + tid;
-    if (vi < vecs) v[k] = gpu::load16(src + vi * e);
-  }
-}
-
-// The epilogue of make_rmsnorm_epilogue (residual add, RMSNorm, output) with the residual and the
-// weight of the thread's VecsPerThread vectors of one row loaded beforehand (preload), so their
-// latency hides behind the wait for the row's flags and the peers' loads instead of following the
-// reduction. Same stage order and arithmetic (residual_add::add_loaded, rms_norm's row sum, then
-// rms_norm::apply_loaded), so the same bits. The loads are raw vectors (4 registers each).
-template <int VecsPerThread, class T, class Out, int BlockThreads>
-struct preloaded_rmsnorm_epilogue {
-  static constexpr int e = gpu::elems_per_vec16<T>;
-  // Rows of up to 2 vectors per thread preload; longer ones (16384 bf16) load at use, as the
-  // plain stages do: their registers would spill under the 512-thread bound (ptxas, sm_90).
-  static constexpr bool preloads = VecsPerThread <= 2;
-  residual_add<T> add;
-  rms_norm<T, BlockThreads> norm;
-  typename output_of<T, Out>::stage out;
-  gpu::vec16 r[VecsPerThread], w[VecsPerThread];
-
-  // Thread tid of a group of gs threads holds vectors tid + k * gs of row `row` (vecs in all).
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void preload(std::size_t row, std::size_t tid, std::size_t gs, std::size_t vecs) {
-    preload_residual(row, tid, gs, vecs);
-    preload_weight(tid, gs, vecs);
-  }
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void preload_residual(std::size_t row, std::size_t tid, std::size_t gs,
-                                                            std::size_t vecs) {
-    if constexpr (preloads) load_held(r, add.residual + row * add.ld, tid, gs, vecs);
-  }
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void preload_weight(std::size_t tid, std::size_t gs, std::size_t vecs) {
-    if constexpr (preloads)
-      if (norm.weight) load_held(w, norm.weight, tid, gs, vecs);
-  }
-
-  // The first two stages: v += residual (the new residual, stored by `add`), and the row's sum of
-  // squares (group-collective), returned.
-  template <class Group, class Map>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float add_residual_and_sum(const Group& g, float (&v)[VecsPerThread][e],
-                                                                 const held_vectors<Map, e>& h) const {
-    using traits = core::value_traits<T>;
-    for (int k = 0; k < VecsPerThread; ++k) {
-      if (!h.holds(k)) continue;
-      const position p = h.at(k);
-      float x[e];
-      traits::unpack(preloads ? r[k] : gpu::load16(add.residual + p.row * add.ld + p.col), x);
-      add.add_loaded(p, x, v[k]);
-    }
-    float partial = 0.0f;  // in vector order, as apply_stage sums it
-    for (int k = 0; k < VecsPerThread; ++k)
-      if (h.holds(k)) partial += norm.row_partial(h.at(k), v[k]);
-    return norm.row_combine(g, partial);
-  }
-
-  template <class Group, class Map>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const Group& g, float (&v)[VecsPerThread][e],
-                                                      const held_vectors<Map, e>& h) const {
-    const float total = add_residual_and_sum(g, v, h);
-    for (int k = 0; k < VecsPerThread; ++k)
-      if (h.holds(k)) normalise_and_store(k, h.at(k), v[k], total);
-  }
-
-  // The last two stages for the thread's k-th vector v, at p, given the row's sum of squares: the
-  // RMSNorm with the weight (preloaded, or loaded now), then the output.
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void normalise_and_store(int k, const position& p, float (&v)[e],
-                                                               float total) const {
-    using traits = core::value_traits<T>;
-    float x[e];
-    if (norm.weight) traits::unpack(preloads ? w[k] : gpu::load16(norm.weight + p.col), x);
-    else
-      for (float& y : x) y = 1.0f;
-    norm.apply_loaded(v, total, x);
-    out(p, v);
-  }
+// A block's thread `tid` of `gs` holds vectors tid, tid + gs, ... of a row (its k-th: vec(k)).
+struct strided_vectors {
+  std::size_t tid, gs;
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::size_t operator()(int k) const { return static_cast<std::size_t>(k) * gs + tid; }
 };
 
+// The epilogue of the tile-flag kernels: the operands preloaded for rows of up to 2 vectors per
+// thread (rmsnorm_operand_loads).
 template <int VecsPerThread, class T, class Out, int BlockThreads>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE preloaded_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads>
-make_preloaded_rmsnorm_epilogue(const rmsnorm_args<T, Out>& a, T* residual_out, output_t<T, Out>* out) {
-  preloaded_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads> epi;
-  epi.add = residual_add<T>{a.residual, residual_out, a.hidden};
-  epi.norm = make_rmsnorm_stage<T, Out, BlockThreads>(a);
-  epi.out = make_output_stage(a, out);
-  return epi;
-}
+using tile_rmsnorm_epilogue =
+    rmsnorm_epilogue<T, Out, BlockThreads, rmsnorm_operand_loads<VecsPerThread>, VecsPerThread>;
 
-// The tree owner's epilogue: the residual add of preloaded_rmsnorm_epilogue (new residual rows to
-// the owner's results) and the RMSNorm's row sum, published as one float per row; no output.
-// Every rank then finishes the row with tree_row_finisher: the same stages, the same bits.
+// The tree owner's epilogue: stage 1 (the new residual rows to the owner's results) and the row's
+// sum, published as one float per row; no output. Every rank then finishes the row with
+// tree_row_finisher: the same epilogue's second half, the same bits.
 template <int VecsPerThread, class T, class Out, int BlockThreads>
 struct tree_owner_epilogue {
   static constexpr int e = gpu::elems_per_vec16<T>;
-  preloaded_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads> stages;  // residual add and row sum only
-  float* totals;                                                           // [tokens]: the owner's row sums
-
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void preload(std::size_t row, std::size_t tid, std::size_t gs, std::size_t vecs) {
-    stages.preload_residual(row, tid, gs, vecs);
-  }
+  tile_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads> stages;
+  float* totals;  // [tokens]: the owner's row sums
 
   template <class Group, class Map>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const Group& g, float (&v)[VecsPerThread][e],
@@ -200,23 +112,24 @@ struct tree_owner_epilogue {
 
 // The tree's last step for a block's rows: each row's new residual and sum of squares loaded from
 // its owner (all loads of Rows rows issued before any use: one latency), the residual stored, and
-// the output computed as the owner would have (preloaded_rmsnorm_epilogue's RMSNorm and output
-// stages on the owner's sum): the same bits as add_rmsnorm. The weight is loaded once per block.
+// the epilogue finished as the owner would have (on the owner's sum): the same bits as
+// add_rmsnorm. The weight is loaded once per block.
 template <int VecsPerThread, class T, class Out, int BlockThreads>
 struct tree_row_finisher {
   static constexpr int e = gpu::elems_per_vec16<T>;
-  preloaded_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads> stages;  // its weight, RMSNorm and output
+  tile_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads> stages;
   T* residual;
-  std::size_t hidden, vecs, tid, gs;
+  std::size_t hidden, vecs;
+  strided_vectors vec;
 
-  RCCLX_HOST_DEVICE tree_row_finisher(const rmsnorm_args<T, Out>& a, std::size_t tid_, std::size_t gs_)
-      : stages(make_preloaded_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads>(a, a.residual, a.output)),
+  RCCLX_HOST_DEVICE tree_row_finisher(const rmsnorm_args<T, Out>& a, strided_vectors v)
+      : stages(make_rmsnorm_epilogue<BlockThreads, rmsnorm_operand_loads<VecsPerThread>, VecsPerThread>(
+            a, a.residual, a.output)),
         residual(a.residual),
         hidden(a.hidden),
         vecs(a.hidden / e),
-        tid(tid_),
-        gs(gs_) {
-    stages.preload_weight(tid, gs, vecs);
+        vec(v) {
+    stages.preload_shared(vec, vecs);
   }
 
   // Rows row[0..Rows) (this rank's rows of a block): new residual at res[r] (the owner's copy of
@@ -232,7 +145,11 @@ struct tree_row_finisher {
 #endif
     for (int r = 0; r < Rows; ++r) {
       sum[r] = *total[r];
-      load_held(v[r], res[r], tid, gs, vecs);
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+      for (int k = 0; k < VecsPerThread; ++k)
+        if (vec(k) < vecs) v[r][k] = gpu::load16(res[r] + vec(k) * e);
     }
 #if RCCLX_DEVICE_COMPILE
 #  pragma unroll
@@ -242,13 +159,12 @@ struct tree_row_finisher {
 #  pragma unroll
 #endif
       for (int k = 0; k < VecsPerThread; ++k) {
-        const std::size_t vi = static_cast<std::size_t>(k) * gs + tid;
-        if (vi >= vecs) continue;
-        const position p{row[r], vi * e};
+        if (vec(k) >= vecs) continue;
+        const position p{row[r], vec(k) * e};
         gpu::store16(residual + p.row * hidden + p.col, v[r][k]);
         float x[e];
         traits::unpack(v[r][k], x);
-        stages.normalise_and_store(k, p, x, sum[r]);
+        stages.finish(k, p, x, sum[r]);
       }
     }
   }
@@ -287,12 +203,14 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
   ar.finish(g, num_blocks);
 
   bool ok = true;
-  const std::size_t gs = static_cast<std::size_t>(g.size()), tid = static_cast<std::size_t>(g.thread_rank());
+  const detail::strided_vectors vec{static_cast<std::size_t>(g.thread_rank()), static_cast<std::size_t>(g.size())};
   if constexpr (Algo == algorithm::flat) {
     // 2. Every row, reduced here: outputs go straight to the caller's arrays.
-    auto epi = detail::make_preloaded_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads>(a, a.residual, a.output);
+    auto epi = detail::make_rmsnorm_epilogue<BlockThreads, detail::rmsnorm_operand_loads<VecsPerThread>, VecsPerThread>(
+        a, a.residual, a.output);
     for (int i = block; i < rows && ok; i += num_blocks) {
-      epi.preload(static_cast<std::size_t>(i), tid, gs, vecs);  // in flight while the row's flags arrive
+      epi.preload_row(static_cast<std::size_t>(i), vec, vecs);  // in flight while the row's flags arrive
+      epi.preload_shared(vec, vecs);
       ok = ar.template reduce<VecsPerThread>(g, i, map, epi);
     }
   } else {
@@ -304,13 +222,14 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
     const auto totals_of = [&](int r) { return reinterpret_cast<float*>(ar.results(r) + res_bytes); };
     const int me = ar.rank();
     detail::tree_owner_epilogue<VecsPerThread, T, Out, BlockThreads> epi{
-        detail::make_preloaded_rmsnorm_epilogue<VecsPerThread, T, Out, BlockThreads>(a, res_of(me), a.output),
+        detail::make_rmsnorm_epilogue<BlockThreads, detail::rmsnorm_operand_loads<VecsPerThread>, VecsPerThread>(
+            a, res_of(me), a.output),
         totals_of(me)};
     // The weight, loaded while this block reduces and waits for the owners.
-    const detail::tree_row_finisher<VecsPerThread, T, Out, BlockThreads> fin(a, tid, gs);
+    const detail::tree_row_finisher<VecsPerThread, T, Out, BlockThreads> fin(a, vec);
     for (int i = block; i < rows && ok; i += num_blocks) {
       if (!ar.owns(i)) continue;
-      epi.preload(static_cast<std::size_t>(i), tid, gs, vecs);
+      epi.stages.preload_row(static_cast<std::size_t>(i), vec, vecs);
       ok = ar.template reduce_owned<VecsPerThread>(g, i, map, epi);
       if (ok) ar.publish_result(g, i);
     }

@@ -50,8 +50,10 @@
 #include "../gpu/cluster.hpp"
 #include "../gpu/group.hpp"
 #include "../gpu/shared.hpp"
+#include "../gpu/warp.hpp"
 #include "../kernel/ll_reduce.hpp"
 #include "rmsnorm_args.hpp"
+#include "rmsnorm_epilogue.hpp"
 #include "stages.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -153,7 +155,7 @@ struct cluster_row_sum {
 template <int ClusterBlocks, int KSplit, int BlockThreads>
 RCCLX_DEVICE RCCLX_FORCEINLINE void cluster_row_init() {
   auto& tmp = gpu::block_shared<cluster_row_sum<ClusterBlocks, KSplit, BlockThreads>, cluster_rmsnorm_tag>();
-  if (threadIdx.x == 0) {
+  if (gpu::thread_x() == 0) {
     for (int i = 0; i < 2; ++i) {
       gpu::mbarrier_init(&tmp.sums_bar[i], 1);   // one arrival: this block's own expect
       gpu::mbarrier_init(&tmp.carry_bar[i], 1);
@@ -186,8 +188,9 @@ RCCLX_DEVICE RCCLX_FORCEINLINE float cluster_row_total(float partial, bool faile
   auto& tmp = gpu::block_shared<sums, cluster_rmsnorm_tag>();
   const int par = static_cast<int>(m & 1u);
   const unsigned phase = static_cast<unsigned>((m >> 1) & 1u);
-  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
-  if (threadIdx.x == 0) {  // this row's bytes, posted on the slots (a mate's bytes may land first)
+  const unsigned tid = gpu::thread_x();
+  const int lane = static_cast<int>(tid % 32), warp = static_cast<int>(tid / 32);
+  if (tid == 0) {  // this row's bytes, posted on the slots (a mate's bytes may land first)
     gpu::mbarrier_expect_bytes(&tmp.sums_bar[par], static_cast<unsigned>(sizeof(cluster_row_msg)) * sums::parts * sums::warps);
     if (KSplit == 2 && slice == 1)
       gpu::mbarrier_expect_bytes(&tmp.carry_bar[par], static_cast<unsigned>(sizeof(cluster_row_msg)) * BlockThreads);
@@ -196,22 +199,23 @@ RCCLX_DEVICE RCCLX_FORCEINLINE float cluster_row_total(float partial, bool faile
   if constexpr (KSplit == 2) {
     if (slice == 0) {
       const unsigned mate = static_cast<unsigned>(sums::parts + part);
-      gpu::st_async(gpu::cluster_shared_address(&tmp.carry[par][threadIdx.x], mate),
-                    gpu::cluster_shared_address(&tmp.carry_bar[par], mate), __float_as_uint(partial), failed ? 1u : 0u);
+      gpu::st_async(gpu::cluster_shared_address(&tmp.carry[par][tid], mate),
+                    gpu::cluster_shared_address(&tmp.carry_bar[par], mate), gpu::bit_cast<std::uint32_t>(partial),
+                    failed ? 1u : 0u);
     } else {
       gpu::mbarrier_wait_parity(&tmp.carry_bar[par], phase);
-      const cluster_row_msg c = tmp.carry[par][threadIdx.x];
+      const cluster_row_msg c = tmp.carry[par][tid];
       partial = c.value + partial;
       failed = failed || c.failed != 0u;
     }
   }
   if (slice == KSplit - 1) {
-    const float w = __shfl_sync(0xffffffffu, gpu::warp_sum_as_block_reduce(partial), 0);  // lane 0's, in every lane
-    const unsigned bad = __any_sync(0xffffffffu, failed) ? 1u : 0u;
+    const float w = gpu::shuffle(gpu::warp_sum_as_block_reduce(partial), 0);  // lane 0's, in every lane
+    const unsigned bad = gpu::warp_any(failed) ? 1u : 0u;
     if (lane < ClusterBlocks) {  // lane b writes into block b: one remote store per lane
       const unsigned b = static_cast<unsigned>(lane);
       gpu::st_async(gpu::cluster_shared_address(&tmp.sums[par][part * sums::warps + warp], b),
-                    gpu::cluster_shared_address(&tmp.sums_bar[par], b), __float_as_uint(w), bad);
+                    gpu::cluster_shared_address(&tmp.sums_bar[par], b), gpu::bit_cast<std::uint32_t>(w), bad);
     }
   }
   gpu::mbarrier_wait_parity(&tmp.sums_bar[par], phase);  // every sending warp's message has landed here
@@ -256,45 +260,41 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
   const std::size_t hidden = a.hidden, vecs = hidden / e;
   const int in_cluster = block % ClusterBlocks, group = block / ClusterBlocks, groups = num_blocks / ClusterBlocks;
   const int slice = in_cluster / parts, part = in_cluster % parts;
-  const std::size_t lt = static_cast<std::size_t>(part * block_threads) + threadIdx.x;  // logical thread
+  const unsigned tid = gpu::thread_x();
+  const std::size_t lt = static_cast<std::size_t>(part * block_threads) + tid;  // logical thread
   const std::size_t ng = static_cast<std::size_t>(groups);
   const auto held = [&](int k) {  // the vector index of this thread's k-th vector
     return static_cast<std::size_t>(slice * held_vecs + k) * logical + lt;
   };
-  // 0. The weight, the scale and the first row's x and residual, before the exchange.
-  gpu::vec16 xv[held_vecs], rv[held_vecs], wv[held_vecs];
+  // 0. The weight, the scale and the first row's x and residual, before the exchange: the
+  //    epilogue's operands preloaded. Its new residual is stored only after the row's sum, once no
+  //    block of the cluster failed (`keep`).
+  auto epi = detail::make_rmsnorm_epilogue<logical, operand_loads::preloaded, held_vecs>(a, static_cast<T*>(nullptr),
+                                                                                          a.output);
+  const store<T> keep{a.residual, hidden};
+  gpu::vec16 xv[held_vecs];
   const auto load_row = [&](std::size_t i) {
 #  pragma unroll
     for (int k = 0; k < held_vecs; ++k)
-      if (held(k) < vecs) {
-        xv[k] = gpu::load16(a.input + i * hidden + held(k) * e);
-        rv[k] = gpu::load16(a.residual + i * hidden + held(k) * e);
-      }
+      if (held(k) < vecs) xv[k] = gpu::load16(a.input + i * hidden + held(k) * e);
+    epi.preload_row(i, held, vecs);
   };
-#  pragma unroll
-  for (int k = 0; k < held_vecs; ++k)
-    if (held(k) < vecs && a.weight) wv[k] = gpu::load16(a.weight + held(k) * e);
-  float inv_scale = 1.0f;
-  if constexpr (rmsnorm_args<T, Out>::fp8_output) inv_scale = 1.0f / *a.scale;
+  epi.preload_shared(held, vecs);
   if (static_cast<std::size_t>(group) < a.tokens) load_row(static_cast<std::size_t>(group));
-  const std::uint32_t flag = core::ll_begin(g, s, block);
-  unsigned char* own = s.ll_region(s.rank, flag, block);
+  const core::ll_session<MaxRanks> ll(g, s, block);
+  unsigned char* own = ll.own();  // once: ll.write would recompute it per packet (more registers, sm_90)
   // 1. This block's vectors of its group's rows: vector k of thread tid in the group's m-th row is
   //    packet (m * held_vecs + k) * block_threads + tid.
   const auto packet = [&](std::size_t m, int k) {
-    return (m * held_vecs + static_cast<std::size_t>(k)) * block_threads + threadIdx.x;
+    return (m * held_vecs + static_cast<std::size_t>(k)) * block_threads + tid;
   };
   for (std::size_t i = static_cast<std::size_t>(group), m = 0; i < a.tokens; i += ng, ++m)
 #  pragma unroll
     for (int k = 0; k < held_vecs; ++k)
       if (held(k) < vecs)
-        core::ll_write(own, packet(m, k), m == 0 ? xv[k] : gpu::load16(a.input + i * hidden + held(k) * e), flag,
-                       s.ll_block_bytes);
-  const core::ll_halves<MaxRanks> h(s, flag, block);
-  const rms_norm<T, logical> norm{a.weight, a.eps, hidden, nullptr};
-  const residual_add<T> add{a.residual, nullptr, hidden};  // rounds; the store comes after the row sum
-  const store<T> keep{a.residual, hidden};
-  const auto out = detail::make_output_stage(a, a.output);
+        core::ll_write(own, packet(m, k), m == 0 ? xv[k] : gpu::load16(a.input + i * hidden + held(k) * e),
+                       ll.flag(), s.ll_block_bytes);
+  const core::ll_halves<MaxRanks> h = ll.halves();
   bool failed = false;
   for (std::size_t i = static_cast<std::size_t>(group), m = 0; i < a.tokens; i += ng, ++m) {
     if (m > 0) load_row(i);
@@ -309,13 +309,11 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
       if (held(k) < vecs && !failed) {
         gpu::vec16 r;
         const position p{i, held(k) * e};
-        failed = !kernel::ll_reduce_vec<core::op_sum, T>(s, h, packet(m, k), xv[k], flag, block, r);
+        failed = !kernel::ll_reduce_vec<core::op_sum, T>(s, h, packet(m, k), xv[k], ll.flag(), block, r);
         if (!failed) {
-          float res[e];
-          traits::unpack(r, v[k]);   // the AllReduce result, rounded once to T
-          traits::unpack(rv[k], res);
-          add.add_loaded(p, res, v[k]);  // the new residual, rounded once to T
-          partial += norm.row_partial(p, v[k]);
+          traits::unpack(r, v[k]);     // the AllReduce result, rounded once to T
+          epi.add_residual(k, p, v[k]);  // the new residual, rounded once to T
+          partial += epi.row_partial(p, v[k]);
         }
       }
     }
@@ -323,8 +321,7 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
     float total;
     if constexpr (ClusterBlocks == 1) {  // the row in one block: add_rmsnorm's block reduction
       any_failed = g.sync_or(failed);
-      total = gpu::block_reduce<float, logical>().sum(
-          partial, gpu::block_shared<typename gpu::block_reduce<float, logical>::storage_type, detail::cluster_rmsnorm_tag>());
+      total = epi.row_total(g, partial);
     } else {
       total = detail::cluster_row_total<ClusterBlocks, KSplit, block_threads>(partial, failed, part, slice, m, any_failed);
     }
@@ -334,14 +331,8 @@ RCCLX_DEVICE bool allreduce_rmsnorm_cluster_block(const core::peer_table<T, MaxR
     for (int k = 0; k < held_vecs; ++k) {
       if (held(k) >= vecs) continue;
       const position p{i, held(k) * e};
-      float w[e];
-      if (a.weight) traits::unpack(wv[k], w);
-      else
-        for (float& x : w) x = 1.0f;
       keep(p, v[k]);
-      norm.apply_loaded(v[k], total, w);
-      if constexpr (rmsnorm_args<T, Out>::fp8_output) out.store_scaled(p, v[k], inv_scale);
-      else out(p, v[k]);
+      epi.finish(k, p, v[k], total);
     }
   }
   if constexpr (ClusterBlocks > 1)

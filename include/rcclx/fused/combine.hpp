@@ -85,6 +85,7 @@
 
 #include "../core/error.hpp"
 #include "../core/peer_table.hpp"
+#include "../kernel/reduce.hpp"
 #include "detail/tile_exchange.hpp"
 #include "merge_entries.hpp"
 
@@ -327,47 +328,66 @@ class combine {
                                            (mine - reinterpret_cast<const unsigned char*>(t.data[rank()])));
   }
 
-  // Record i of `tile` folded over the ranks in order 0..N-1, finalized. The one place that does
-  // the arithmetic: a flat rank and a tree owner run the same code.
+  // Rank p's record i of `tile`, by address: a fold reads the fields it needs where they lie (a
+  // whole record copied into registers first would spill for the large ones, topk's).
+  struct record_source : kernel::source_base {
+    static constexpr bool one_at_a_time = true;
+    using loaded = const Record*;
+    const combine& c;
+    int tile;
+    std::size_t i;
+    RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load(int p, const Record*& x) const { x = c.input_of(p, tile) + i; }
+  };
+
+  // Slice j of rank p's record i of `tile`: loaded by value, a batch of ranks at a time (all in
+  // flight), then folded. A slice is left unset until loaded: fold_ranks value-initialises its
+  // batch, and zeros for the ranks past n (never read) cost registers (sm_90: 79 -> 99 per thread).
+  struct loaded_slice {
+    typename Combine::slice s;
+    RCCLX_HOST_DEVICE RCCLX_FORCEINLINE loaded_slice() {}
+  };
+  struct slice_source : kernel::source_base {
+    static constexpr bool rank0_untested = true;
+    using loaded = loaded_slice;
+    const combine& c;
+    int tile;
+    std::size_t i;
+    int j;
+    RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load(int p, loaded& x) const {
+      x.s = c.op_.load_slice(c.input_of(p, tile)[i], j);
+    }
+  };
+
+  // Record i of `tile` folded over the ranks in order 0..N-1 (kernel::fold_ranks: init on rank 0's
+  // record, fold on the others'), finalized. The one place that does the arithmetic: a flat rank
+  // and a tree owner run the same code.
   RCCLX_HOST_DEVICE Record fold(int tile, std::size_t i) const {
-    const int n = num_ranks();
-    accumulator_type acc = op_.init(input_of(0, tile)[i]);
-    for (int r = 1; r < n; ++r) op_.fold(acc, input_of(r, tile)[i]);
+    static_assert(std::is_default_constructible<accumulator_type>::value,
+                  "rcclx::fused::combine: Combine's accumulator must be default-constructible");
+    accumulator_type acc;
+    (void)kernel::fold_ranks<MaxRanks, 1>(record_source{{}, *this, tile, i}, num_ranks(),
+                                          [&](int p, const record_source&, const Record* r) {
+                                            if (p == 0) acc = op_.init(*r);
+                                            else op_.fold(acc, *r);
+                                          });
     return op_.finalize(acc);
   }
 
-  // Slice j of record i of `tile`, folded over the ranks in order 0..N-1 and finalized. The
-  // slices of a batch of ranks are loaded first (compile-time trip counts: constant indices, the
-  // loads in flight together), then folded. (auto: declared for every Combine, instantiated for
-  // sliced ones only.)
+  // Slice j of record i of `tile`, folded over the ranks in order 0..N-1 (up to 8 ranks' slices
+  // loaded at once) and finalized. (auto: declared for every Combine, instantiated for sliced
+  // ones only.)
   RCCLX_HOST_DEVICE auto merged_slice(int tile, std::size_t i, int j) const {
-    constexpr int batch = MaxRanks < detail::all_peers ? MaxRanks : detail::all_peers;
-    const int n = num_ranks();
-    typename Combine::slice s[batch];
-    load_slices(s, 0, tile, i, j);
-    auto acc = op_.init_slice(s[0]);
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-    for (int p0 = 0; p0 < MaxRanks; p0 += batch) {
-      if (p0 >= n) break;
-      if (p0 > 0) load_slices(s, p0, tile, i, j);
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-      for (int k = 0; k < batch; ++k)
-        if (p0 + k > 0 && p0 + k < n) op_.fold_slice(acc, s[k]);
-    }
+    using slice = typename Combine::slice;
+    using slice_acc = decltype(op_.init_slice(std::declval<const slice&>()));
+    static_assert(std::is_default_constructible<slice_acc>::value,
+                  "rcclx::fused::combine: Combine's slice accumulator must be default-constructible");
+    slice_acc acc;
+    (void)kernel::fold_ranks<MaxRanks, kernel::peer_batch<MaxRanks, detail::all_peers>>(
+        slice_source{{}, *this, tile, i, j}, num_ranks(), [&](int p, const slice_source&, const loaded_slice& x) {
+          if (p == 0) acc = op_.init_slice(x.s);
+          else op_.fold_slice(acc, x.s);
+        });
     return op_.finalize_slice(acc);
-  }
-  template <class Slice, int Batch>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_slices(Slice (&s)[Batch], int p0, int tile, std::size_t i, int j) const {
-    const int n = num_ranks();
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-    for (int k = 0; k < Batch; ++k)
-      if (p0 + k < n) s[k] = op_.load_slice(input_of(p0 + k, tile)[i], j);
   }
 
   // reduce_entries' protocol around `merge(i, place_sink)`, which calls place_sink(place, entry)

@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "../config.hpp"
+#include "../core/float_types.hpp"
 #include "../core/types.hpp"
 #include "../gpu/memory.hpp"
 
@@ -57,8 +58,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE constexpr bool ranks_before(float va, std::u
 // for both), HeadDim / slice_elems threads per head instead of one carrying HeadDim accumulators.
 template <class T, int HeadDim>
 struct lse_merge {
-  static_assert(std::is_same<T, float>::value || std::is_same<T, bf16>::value || std::is_same<T, fp16>::value,
-                "rcclx::fused::lse_merge: T must be float, rcclx::bf16 or rcclx::fp16");
+  static_assert(core::is_float_type_v<T>, "rcclx::fused::lse_merge: T must be float, rcclx::bf16 or rcclx::fp16");
   static_assert(HeadDim > 0 && HeadDim % 8 == 0 && HeadDim <= 256,
                 "rcclx::fused::lse_merge: HeadDim must be a multiple of 8 in [8, 256]");
   static constexpr int head_dim = HeadDim;
@@ -83,19 +83,9 @@ struct lse_merge {
     float o[slice_elems];
   };
 
-  RCCLX_HOST_DEVICE accumulator init(const record& r) const {
-    accumulator a;
-    start(a.m, a.s, a.o, r.lse, [&](int d) { return static_cast<float>(r.o[d]); });
-    return a;
-  }
-  RCCLX_HOST_DEVICE void fold(accumulator& a, const record& r) const {
-    add(a.m, a.s, a.o, r.lse, [&](int d) { return static_cast<float>(r.o[d]); });
-  }
-  RCCLX_HOST_DEVICE record finalize(const accumulator& a) const {
-    record r;
-    r.lse = finish(a.m, a.s, a.o, [&](int d, T x) { r.o[d] = x; });
-    return r;
-  }
+  RCCLX_HOST_DEVICE accumulator init(const record& r) const { return start<accumulator>(r); }
+  RCCLX_HOST_DEVICE void fold(accumulator& a, const record& r) const { add(a, r); }
+  RCCLX_HOST_DEVICE record finalize(const accumulator& a) const { return finish<record>(a); }
 
   // Slice j of a record (one 16-byte load of O, and L) and back; store_slice writes L for slice 0
   // only (the tree algorithm's published results).
@@ -119,19 +109,9 @@ struct lse_merge {
   }
   // The merge of one slice of every rank's record: init (rank 0), fold (ranks 1..N-1), finalize.
   // A slice with L = -inf adds nothing (its O is not read into the sum).
-  RCCLX_HOST_DEVICE slice_accumulator init_slice(const slice& x) const {
-    slice_accumulator a;
-    start(a.m, a.s, a.o, x.lse, [&](int d) { return static_cast<float>(x.o[d]); });
-    return a;
-  }
-  RCCLX_HOST_DEVICE void fold_slice(slice_accumulator& a, const slice& x) const {
-    add(a.m, a.s, a.o, x.lse, [&](int d) { return static_cast<float>(x.o[d]); });
-  }
-  RCCLX_HOST_DEVICE slice finalize_slice(const slice_accumulator& a) const {
-    slice r;
-    r.lse = finish(a.m, a.s, a.o, [&](int d, T x) { r.o[d] = x; });
-    return r;
-  }
+  RCCLX_HOST_DEVICE slice_accumulator init_slice(const slice& x) const { return start<slice_accumulator>(x); }
+  RCCLX_HOST_DEVICE void fold_slice(slice_accumulator& a, const slice& x) const { add(a, x); }
+  RCCLX_HOST_DEVICE slice finalize_slice(const slice_accumulator& a) const { return finish<slice>(a); }
 
  private:
   struct piece {
@@ -152,39 +132,47 @@ struct lse_merge {
   }
 
   // The merge's arithmetic, shared by the whole-record and the sliced members (the same
-  // expressions, so the same bits): x(d) is element d of the record's O (of the slice's).
-  template <int N, class X>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static void start(float& m, float& s, float (&o)[N], float lse, const X& x) {
-    const bool empty = lse == detail::neg_inf();
-    m = lse;
-    s = empty ? 0.0f : 1.0f;
-    for (int d = 0; d < N; ++d) o[d] = empty ? 0.0f : x(d);
+  // expressions, so the same bits): x is a record or a slice (its O and L), a the accumulator of
+  // its width (m, s and the weighted sum of O).
+  template <class Acc, class X>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static Acc start(const X& x) {
+    Acc a;
+    const bool empty = x.lse == detail::neg_inf();
+    a.m = x.lse;
+    a.s = empty ? 0.0f : 1.0f;
+    for (int d = 0; d < width<Acc>; ++d) a.o[d] = empty ? 0.0f : static_cast<float>(x.o[d]);
+    return a;
   }
-  template <int N, class X>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static void add(float& m, float& s, float (&o)[N], float lse, const X& x) {
-    if (lse == detail::neg_inf()) return;  // no keys: weight 0, O_r unread
-    if (lse > m) {                         // a new maximum: rescale what was summed
-      const float c = expf(m - lse);       // m = -inf (nothing summed yet): 0
-      s = s * c + 1.0f;
-      for (int d = 0; d < N; ++d) o[d] = o[d] * c + x(d);
-      m = lse;
+  template <class Acc, class X>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static void add(Acc& a, const X& x) {
+    if (x.lse == detail::neg_inf()) return;  // no keys: weight 0, O_r unread
+    if (x.lse > a.m) {                       // a new maximum: rescale what was summed
+      const float c = expf(a.m - x.lse);     // m = -inf (nothing summed yet): 0
+      a.s = a.s * c + 1.0f;
+      for (int d = 0; d < width<Acc>; ++d) a.o[d] = a.o[d] * c + static_cast<float>(x.o[d]);
+      a.m = x.lse;
     } else {  // also a NaN on either side: the sum becomes NaN
-      const float w = expf(lse - m);
-      s += w;
-      for (int d = 0; d < N; ++d) o[d] += w * x(d);
+      const float w = expf(x.lse - a.m);
+      a.s += w;
+      for (int d = 0; d < width<Acc>; ++d) a.o[d] += w * static_cast<float>(x.o[d]);
     }
   }
-  // Calls out(d, O_d rounded to T) for every d and returns L.
-  template <int N, class Out>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static float finish(float m, float s, const float (&o)[N], const Out& out) {
-    if (s == 0.0f) {  // every rank empty
-      for (int d = 0; d < N; ++d) out(d, T(0.0f));
-      return detail::neg_inf();
+  // O rounded to T, and L.
+  template <class Out, class Acc>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static Out finish(const Acc& a) {
+    Out r;
+    if (a.s == 0.0f) {  // every rank empty
+      for (int d = 0; d < width<Acc>; ++d) r.o[d] = T(0.0f);
+      r.lse = detail::neg_inf();
+      return r;
     }
-    const float inv = 1.0f / s;
-    for (int d = 0; d < N; ++d) out(d, T(o[d] * inv));
-    return m + logf(s);
+    const float inv = 1.0f / a.s;
+    for (int d = 0; d < width<Acc>; ++d) r.o[d] = T(a.o[d] * inv);
+    r.lse = a.m + logf(a.s);
+    return r;
   }
+  template <class Acc>
+  static constexpr int width = static_cast<int>(sizeof(Acc::o) / sizeof(float));
 };
 
 // The global (largest value, its index). Ties go to the lower index; NaN is the largest (see the

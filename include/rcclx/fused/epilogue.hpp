@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include "../config.hpp"
+#include "../gpu/memory.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
@@ -88,6 +89,39 @@ struct held_vectors {
   }
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool holds(int k) const {
     return first + static_cast<std::size_t>(k) * stride < count && map.contains(at(k));
+  }
+};
+
+// How a stage's operand reaches it (the memory a stage reads per vector: residual_add's residual,
+// rms_norm's weight). at_use: the stage loads it when it runs. preloaded: the kernel loads it into
+// registers beforehand (operand_vectors::load), e.g. before it waits for a tile's flags, so the
+// latency hides behind the wait and the peers' loads instead of following the reduction; it costs
+// 4 registers per vector held. Either way the stage computes with its loaded form on the same
+// 16-byte vector (residual_add::add_loaded, rms_norm::apply_loaded): the policy changes no bit.
+enum class operand_loads { at_use, preloaded, default_loads = at_use };
+
+// A stage's operand for a thread's VecsPerThread vectors under the policy Loads: get(k, p) is the
+// 16-byte vector at p for the thread's k-th vector, loaded by load(k, p) beforehand (preloaded) or
+// now (at_use: load() does nothing).
+template <operand_loads Loads, int VecsPerThread>
+struct operand_vectors {
+  gpu::vec16 v[VecsPerThread];
+  template <class T>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load(int k, const T* p) {
+    v[k] = gpu::load16(p);
+  }
+  template <class T>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE gpu::vec16 get(int k, const T*) const {
+    return v[k];
+  }
+};
+template <int VecsPerThread>
+struct operand_vectors<operand_loads::at_use, VecsPerThread> {
+  template <class T>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load(int, const T*) {}
+  template <class T>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE gpu::vec16 get(int, const T* p) const {
+    return gpu::load16(p);
   }
 };
 

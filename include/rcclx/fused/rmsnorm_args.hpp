@@ -21,10 +21,10 @@
 #include <type_traits>
 
 #include "../core/error.hpp"
+#include "../core/float_types.hpp"
 #include "../core/ops.hpp"
 #include "../fp8/format.hpp"
 #include "../gpu/memory.hpp"
-#include "../gpu/shared.hpp"
 #include "stages.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -54,7 +54,7 @@ using output_t = typename detail::output_of<T, Out>::type;
 
 template <class T, class Out = T>
 struct rmsnorm_args {
-  static_assert(detail::is_float_type_v<T>, "rcclx::fused::rmsnorm_args: T must be float, rcclx::bf16 or rcclx::fp16");
+  static_assert(core::is_float_type_v<T>, "rcclx::fused::rmsnorm_args: T must be float, rcclx::bf16 or rcclx::fp16");
   using value_type = T;
   using output_type = output_t<T, Out>;
   static constexpr bool fp8_output = !std::is_same<T, Out>::value;
@@ -70,56 +70,20 @@ struct rmsnorm_args {
   const float* scale = nullptr;  // FP8 output: the per-tensor scale, in device memory
 };
 
-// The epilogue of the ready-made kernels, for blocks of BlockThreads threads.
-template <class T, class Out, int BlockThreads>
-using rmsnorm_epilogue = epilogue<residual_add<T>, rms_norm<T, BlockThreads>, typename detail::output_of<T, Out>::stage>;
-
 // Threads per block and the cap on blocks per rank of the ready-made kernels.
 struct rmsnorm_launch_config {
   int threads;
   int max_blocks;
 };
 
+// GPUs: 512 threads (a 16 KiB bf16 row is 2 vectors per thread, so one block reads a whole row
+// from all peers in one round of loads) and 64 blocks (64 of 512 fit at once on every supported
+// GPU). Host backend: one thread per block, 4 blocks.
 RCCLX_HOST_DEVICE constexpr rmsnorm_launch_config default_rmsnorm_launch_config() {
-#if RCCLX_BACKEND_GPU
-  // 512 threads: a 16 KiB bf16 row is 2 vectors per thread, so one block reads a whole row from all
-  // peers in one round of loads. 64 blocks of 512 fit at once on every supported GPU.
-  return {512, 64};
-#else
-  return {1, 4};
-#endif
+  return RCCLX_BACKEND_GPU ? rmsnorm_launch_config{512, 64} : rmsnorm_launch_config{1, 4};
 }
 
 namespace detail {
-
-struct rmsnorm_storage_tag;
-
-// The RMSNorm stage of the ready-made kernels (its row sum in the block's shared scratch) and
-// their output stage (T, or FP8 codes with a.scale), writing to `out`.
-template <class T, class Out, int BlockThreads>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE rms_norm<T, BlockThreads> make_rmsnorm_stage(const rmsnorm_args<T, Out>& a) {
-  using norm_t = rms_norm<T, BlockThreads>;
-  auto& tmp = gpu::block_shared<typename norm_t::storage_type, rmsnorm_storage_tag>();
-  return norm_t{a.weight, a.eps, a.hidden, &tmp};
-}
-
-template <class T, class Out>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE typename output_of<T, Out>::stage make_output_stage(const rmsnorm_args<T, Out>& a,
-                                                                                       output_t<T, Out>* out) {
-  using out_stage = typename output_of<T, Out>::stage;
-  if constexpr (rmsnorm_args<T, Out>::fp8_output) {
-    return out_stage{out, a.hidden, a.scale};
-  } else {
-    return out_stage{out, a.hidden};
-  }
-}
-
-template <class T, class Out, int BlockThreads>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE rmsnorm_epilogue<T, Out, BlockThreads> make_rmsnorm_epilogue(
-    const rmsnorm_args<T, Out>& a, T* residual_out, output_t<T, Out>* out) {
-  return rmsnorm_epilogue<T, Out, BlockThreads>(residual_add<T>{a.residual, residual_out, a.hidden},
-                                                make_rmsnorm_stage<T, Out, BlockThreads>(a), make_output_stage(a, out));
-}
 
 // Vectors per thread a block of `threads` needs to hold a row of `hidden` elements of T.
 template <class T>
@@ -199,82 +163,6 @@ inline void check_rmsnorm_args(const char* who, const rmsnorm_args<T, Out>& a) {
     throw error(errc::invalid_argument, w + ": input and output overlap (they must be disjoint)");
   if (overlap(a.residual, in_b, a.output, out_b))
     throw error(errc::invalid_argument, w + ": residual and output overlap (they must be disjoint)");
-}
-
-// A unit of Bytes (4, 8 or 16) bytes, loaded and stored whole (16: one vector load / store).
-template <int Bytes>
-using unit_t =
-    std::conditional_t<Bytes == 16, gpu::vec16, std::conditional_t<Bytes == 8, std::uint64_t, std::uint32_t>>;
-template <int Bytes>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unit_t<Bytes> load_unit(const void* base, std::size_t i) {
-  const auto* p = static_cast<const unsigned char*>(base) + Bytes * i;
-  if constexpr (Bytes == 16) return gpu::load16(p);
-  else return *reinterpret_cast<const unit_t<Bytes>*>(p);
-}
-template <int Bytes>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_unit(void* base, std::size_t i, const unit_t<Bytes>& v) {
-  auto* p = static_cast<unsigned char*>(base) + Bytes * i;
-  if constexpr (Bytes == 16) gpu::store16(p, v);
-  else *reinterpret_cast<unit_t<Bytes>*>(p) = v;
-}
-
-// `units` units of Bytes (4, 8 or 16) bytes from src to dst, both aligned to Bytes, spread over the
-// group; each thread has 4 loads in flight before it stores (src may be a peer's memory). Full
-// batches run unconditionally (their registers stay registers: the gfx942 ISA check forbids
-// scratch), the rest one unit at a time.
-template <int Bytes, class Group>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_units(const Group& g, void* dst, const void* src, std::size_t units) {
-  static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16, "unit of 4, 8 or 16 bytes");
-  constexpr std::size_t batch = 4;
-  const std::size_t gs = static_cast<std::size_t>(g.size());
-  std::size_t i = static_cast<std::size_t>(g.thread_rank());
-  for (; i + (batch - 1) * gs < units; i += gs * batch) {
-    const unit_t<Bytes> v0 = load_unit<Bytes>(src, i), v1 = load_unit<Bytes>(src, i + gs),
-                        v2 = load_unit<Bytes>(src, i + 2 * gs), v3 = load_unit<Bytes>(src, i + 3 * gs);
-    store_unit<Bytes>(dst, i, v0);
-    store_unit<Bytes>(dst, i + gs, v1);
-    store_unit<Bytes>(dst, i + 2 * gs, v2);
-    store_unit<Bytes>(dst, i + 3 * gs, v3);
-  }
-  for (; i < units; i += gs) store_unit<Bytes>(dst, i, load_unit<Bytes>(src, i));
-}
-
-// `rows` rows of `units` 16-byte units each, row k from src_of(k) to dst_of(k) (16-byte aligned
-// pointers; callables, e.g. a block's grid-stride rows), laid end to end and spread over the group:
-// thread i copies units i, i + G, ... of the whole run with 4 loads in flight before it stores,
-// across rows. A block with several short rows (8192 bf16 = 1024 units = 2 per thread of 512) then
-// pays one load latency per 4 units, where copy_units row by row pays one per unit. (For a single
-// row, copy_units measured 0.3-0.4 us faster on one H200.) The batch's registers are indexed by
-// constants only (no scratch: the gfx942 ISA check).
-template <class Group, class DstOf, class SrcOf>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_rows(const Group& g, std::size_t rows, std::size_t units,
-                                                   DstOf&& dst_of, SrcOf&& src_of) {
-  constexpr int batch = 4;
-  // Rows and units per row fit 32 bits (a call's rows, a row's vectors).
-  const auto n_rows = static_cast<std::uint32_t>(rows), n_units = static_cast<std::uint32_t>(units);
-  const auto gs = static_cast<std::uint32_t>(g.size()), tid = static_cast<std::uint32_t>(g.thread_rank());
-  std::uint32_t k = tid / n_units, j = tid % n_units;  // this thread's next unit: unit j of row k
-  const auto step = [&](std::uint32_t& row, std::uint32_t& col) {
-    for (col += gs; col >= n_units; col -= n_units) ++row;
-  };
-  while (k < n_rows) {
-    gpu::vec16 v[batch];
-    std::uint32_t sk = k, sj = j;  // the batch's first unit again, for the stores
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-    for (int b = 0; b < batch; ++b) {
-      if (k < n_rows) v[b] = load_unit<16>(src_of(k), j);
-      step(k, j);
-    }
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-    for (int b = 0; b < batch; ++b) {
-      if (sk < n_rows) store_unit<16>(dst_of(sk), sj, v[b]);
-      step(sk, sj);
-    }
-  }
 }
 
 }  // namespace detail

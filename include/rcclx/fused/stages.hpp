@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../core/float_types.hpp"
 #include "../core/ops.hpp"
 #include "../fp8/packed.hpp"
 #include "../gpu/group.hpp"
@@ -32,10 +33,6 @@ RCCLX_NAMESPACE_BEGIN
 namespace fused {
 
 namespace detail {
-
-template <class T>
-inline constexpr bool is_float_type_v =
-    std::is_same<T, float>::value || std::is_same<T, bf16>::value || std::is_same<T, fp16>::value;
 
 // E consecutive elements of T at p, widened to float: one 16-byte load when E elements are 16
 // bytes, element by element otherwise (a stage whose type differs from the tile's).
@@ -91,7 +88,7 @@ struct row_sum {
 // rounded value, i.e. what a separate kernel reading the updated residual back would see.
 template <class T>
 struct residual_add {
-  static_assert(detail::is_float_type_v<T>, "rcclx::fused::residual_add: T must be float, rcclx::bf16 or rcclx::fp16");
+  static_assert(core::is_float_type_v<T>, "rcclx::fused::residual_add: T must be float, rcclx::bf16 or rcclx::fp16");
   const T* residual;  // read at residual[row * ld + col]
   T* updated;         // the new residual goes to updated[row * ld + col]; nullptr: not written
   std::size_t ld;
@@ -120,7 +117,7 @@ struct residual_add {
 // gpu::block_reduce over it); ignored on the host backend, where a block is one thread.
 template <class T, int BlockThreads>
 struct rms_norm {
-  static_assert(detail::is_float_type_v<T>, "rcclx::fused::rms_norm: T must be float, rcclx::bf16 or rcclx::fp16");
+  static_assert(core::is_float_type_v<T>, "rcclx::fused::rms_norm: T must be float, rcclx::bf16 or rcclx::fp16");
   static constexpr bool row_wide = true;
   // Scratch of the row sum: put it in shared memory (gpu::block_shared) and pass its address.
   using storage_type = typename detail::row_sum<BlockThreads>::storage_type;
@@ -203,7 +200,7 @@ struct fp8_out {
 // AllReduce (not on every rank before it).
 template <class T>
 struct bias {
-  static_assert(detail::is_float_type_v<T>, "rcclx::fused::bias: T must be float, rcclx::bf16 or rcclx::fp16");
+  static_assert(core::is_float_type_v<T>, "rcclx::fused::bias: T must be float, rcclx::bf16 or rcclx::fp16");
   const T* values;  // [cols]
 
   template <int E>
@@ -248,7 +245,7 @@ struct gelu {
 // output row is half as wide. A terminal stage (v is left unchanged). ld in output elements.
 template <class T>
 struct swiglu_store {
-  static_assert(detail::is_float_type_v<T>, "rcclx::fused::swiglu_store: T must be float, rcclx::bf16 or rcclx::fp16");
+  static_assert(core::is_float_type_v<T>, "rcclx::fused::swiglu_store: T must be float, rcclx::bf16 or rcclx::fp16");
   T* out;
   std::size_t ld;
 
@@ -270,7 +267,7 @@ struct swiglu_store {
 // right away may prefer the default.
 template <class T, gpu::cache_hint Stores = gpu::cache_hint::normal>
 struct store {
-  static_assert(detail::is_float_type_v<T>, "rcclx::fused::store: T must be float, rcclx::bf16 or rcclx::fp16");
+  static_assert(core::is_float_type_v<T>, "rcclx::fused::store: T must be float, rcclx::bf16 or rcclx::fp16");
   T* out;  // at out[row * ld + col]
   std::size_t ld;
 

@@ -50,10 +50,12 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../core/float_types.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
-#include "../dda/detail/tiles.hpp"
 #include "../gpu/memory.hpp"
+#include "../kernel/reduce.hpp"
+#include "../kernel/vector_io.hpp"
 #include "detail/map_check.hpp"
 #include "detail/tile_exchange.hpp"
 #include "epilogue.hpp"
@@ -63,8 +65,7 @@ namespace fused {
 
 template <class T, int MaxRanks = max_ranks, algorithm Algo = algorithm::flat, class ReduceOp = core::op_sum>
 class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp> {
-  static_assert(std::is_same<T, float>::value || std::is_same<T, bf16>::value || std::is_same<T, fp16>::value,
-                "rcclx::fused::tile_allreduce: T must be float, rcclx::bf16 or rcclx::fp16");
+  static_assert(core::is_float_type_v<T>, "rcclx::fused::tile_allreduce: T must be float, rcclx::bf16 or rcclx::fp16");
   using base = detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>;
 
  public:
@@ -203,7 +204,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
       if (g.thread_rank() == 0) core::detail::record_misuse(t_->signals, m, tile, a, b);
       return false;
     }
-    if (g.thread_rank() == 0) core::check_publish(t_->signals, flags_.slots().first + 1, flags_.epoch(), f);
+    if (g.thread_rank() == 0) flags_.publish_check(1, f);
 #else
     (void)g;
     (void)tile;
@@ -221,8 +222,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
 #if RCCLX_CHECKS
     const int per = tiles_per_owner();
     const int owners = is_tree() && num_tiles_ > 0 ? (num_tiles_ + per - 1) / per : num_ranks();
-    const bool ok = core::check_verify(g, t_->signals, flags_.slots().first + 1, flags_.epoch(),
-                                       detail::map_fingerprint(map), tile, true, -1, owners);
+    const bool ok = flags_.verify_check(g, 1, detail::map_fingerprint(map), tile, owners);
     return !g.sync_or(!ok);
 #else
     (void)g;
@@ -233,8 +233,8 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
   }
 
   // Every rank's input of `tile`, copied out of the table once (the table may live in global memory).
-  RCCLX_HOST_DEVICE dda::detail::peer_ptrs<T, MaxRanks> sources(int tile) const {
-    dda::detail::peer_ptrs<T, MaxRanks> src(*t_);
+  RCCLX_HOST_DEVICE kernel::peer_ptrs<T, MaxRanks> sources(int tile) const {
+    kernel::peer_ptrs<T, MaxRanks> src(*t_);
     const std::size_t off = base_ / sizeof(T) + static_cast<std::size_t>(tile) * tile_elems_;
     for (int j = 0; j < MaxRanks; ++j)
       if (j < src.n) src.p[j] += off;
@@ -242,54 +242,39 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
   }
 
   // visit() with every held vector summed over the ranks (then passed to `sink(vi, sum)`), and over
-  // `parts` tiles tile, tile + part_stride, ... when parts > 1 (reduce_parts).
+  // `parts` tiles tile, tile + part_stride, ... when parts > 1 (reduce_parts): the rank-order
+  // reduction of kernel/reduce.hpp, parts outer and ranks inner.
   template <int VPT, int PeersInFlight, gpu::cache_hint Loads, class Group, class Map, class Epilogue, class Sink>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_visit(const Group& g, int tile, const Map& map, const Epilogue& epi,
                                                         Sink&& sink, int parts = 1, int part_stride = 0) const {
     static_assert(PeersInFlight >= 1, "rcclx::fused::tile_allreduce: PeersInFlight must be >= 1");
-    constexpr int batch = PeersInFlight < RCCLX_DETAIL_DDA_PEER_BATCH ? PeersInFlight : RCCLX_DETAIL_DDA_PEER_BATCH;
-    if constexpr (batch >= RCCLX_DETAIL_DDA_PEER_BATCH || batch >= MaxRanks) {
+    constexpr int batch = kernel::peer_batch<kernel::peer_batch<MaxRanks>, PeersInFlight>;
+    if constexpr (batch == kernel::peer_batch<MaxRanks>) {
       if (parts == 1) {
         // Every peer at once (the DDA kernels' loop): pointers copied out of the table once per tile.
         const auto src = sources(tile);
         visit<VPT>(g, tile, map, epi, [&](std::size_t vi, gpu::vec16& v) {
-          v = dda::detail::reduce_vec<ReduceOp, Loads>(src, vi * vec_elems);
+          v = kernel::reduce_vec<ReduceOp, Loads>(src, vi * vec_elems);
           sink(vi, v);
         });
         return;
       }
     }
     // `batch` peers at a time, addresses taken from the table at each use (no pointer array held
-    // in registers); the same rank-order sum as dda::detail::reduce_vec, so the same bits.
+    // in registers).
     using traits = core::value_traits<T>;
     using acc_t = typename traits::acc_type;
-    const ReduceOp op{};
     const int n = num_ranks();
     const std::size_t first = base_ / sizeof(T) + static_cast<std::size_t>(tile) * tile_elems_;
     const std::size_t part_step = static_cast<std::size_t>(part_stride) * tile_elems_;
     visit<VPT>(g, tile, map, epi, [&](std::size_t vi, gpu::vec16& out) {
-      acc_t acc[vec_elems] = {};  // set by part 0's rank 0 vector (n >= 1)
+      acc_t acc[vec_elems];  // set by part 0's rank 0 vector (n >= 1)
+      kernel::rank_order<ReduceOp, acc_t, vec_elems> sum{acc};
       for (int q = 0; q < parts; ++q) {
-        const std::size_t off = first + q * part_step + vi * vec_elems;
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-        for (int p0 = 0; p0 < MaxRanks; p0 += batch) {  // compile-time trip count: constant indices
-          if (p0 >= n) break;
-          gpu::vec16 v[batch] = {};
-          for (int j = 0; j < batch; ++j)
-            if (p0 + j < n) v[j] = gpu::load16<Loads>(t_->data[p0 + j] + off);
-          for (int j = 0; j < batch; ++j) {
-            if (p0 + j >= n) continue;
-            if (q == 0 && p0 + j == 0) {
-              traits::unpack(v[j], acc);
-            } else {
-              acc_t x[vec_elems];
-              traits::unpack(v[j], x);
-              for (int i = 0; i < vec_elems; ++i) acc[i] = op(acc[i], x[i]);
-            }
-          }
-        }
+        sum.fresh = q == 0;
+        (void)kernel::fold_ranks<MaxRanks, batch>(
+            kernel::make_vector_source<T, Loads>([&](int p) { return t_->data[p]; }, first + q * part_step + vi * vec_elems),
+            n, sum);
       }
       out = traits::pack(acc);
       sink(vi, out);

@@ -13,22 +13,10 @@
 #include <type_traits>
 
 #include "group.hpp"
+#include "warp.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace gpu {
-
-// x of lane (lane ^ mask) of the calling warp (every lane calls, with the same mask).
-template <class T>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T shuffle_xor(T x, int mask) {
-#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_CUDA
-  return __shfl_xor_sync(0xFFFFFFFFu, x, mask);
-#elif RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_HIP
-  return __shfl_xor(x, mask);
-#else
-  (void)mask;  // a host pass: never more than one lane
-  return x;
-#endif
-}
 
 // WarpThreads: the warp's width (a power of two; the device's by default).
 template <class T, int WarpThreads = RCCLX_WARP_SIZE>

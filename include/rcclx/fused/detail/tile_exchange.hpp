@@ -27,10 +27,10 @@
 #include "../../core/peer_table.hpp"
 #include "../../core/slot_ranges.hpp"
 #include "../../core/tile_flags.hpp"
-#include "../../dda/detail/tiles.hpp"
 #include "../../dda/select.hpp"
 #include "../../gpu/group.hpp"
 #include "../../gpu/memory.hpp"
+#include "../../kernel/reduce.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
@@ -49,7 +49,7 @@ enum class tile_reducer { same_block, any_block };
 namespace detail {
 RCCLX_HOST_DEVICE constexpr std::size_t round16(std::size_t b) { return (b + 15) / 16 * 16; }
 inline constexpr std::size_t default_results = ~std::size_t{0};
-inline constexpr int all_peers = RCCLX_DETAIL_DDA_PEER_BATCH;  // reduce's default PeersInFlight
+inline constexpr int all_peers = RCCLX_DETAIL_PEER_BATCH;  // reduce's default PeersInFlight
 
 // T: the element type of the inputs (16-byte vectors of it); ReduceOp names the call in the
 // checked mode's fingerprint.
@@ -164,7 +164,7 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE void publish_part(const Group& g, int slot, int tile) const {
 #if RCCLX_CHECKS
-    if (g.thread_rank() == 0) core::check_publish(t_->signals, flags_.slots().first, flags_.epoch(), fp_);
+    if (g.thread_rank() == 0) flags_.publish_check(0, fp_);
 #endif
     g.sync();  // the group's writes of the slot happen before the release below
     for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(slot, tile, p);
@@ -178,7 +178,7 @@ class tile_exchange {
     const int n = num_ranks();
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
 #if RCCLX_CHECKS
-    if (g.thread_rank() == 0 && count > 0) core::check_publish(t_->signals, flags_.slots().first, flags_.epoch(), fp_);
+    if (g.thread_rank() == 0 && count > 0) flags_.publish_check(0, fp_);
 #endif
     g.sync();
     for (int i = g.thread_rank(); i < count * n; i += g.size()) {
@@ -292,7 +292,7 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool call_agrees(const Group& g, int tile) const {
 #if RCCLX_CHECKS
-    return !bad_ && core::check_verify(g, t_->signals, flags_.slots().first, flags_.epoch(), fp_, tile);
+    return !bad_ && flags_.verify_check(g, 0, fp_, tile);
 #else
     (void)g;
     (void)tile;

@@ -1,0 +1,62 @@
+// rcclx/gpu/warp.hpp: the calling warp's (wavefront's) shuffles and vote, and a thread's index in a
+// one-dimensional block: the vendor intrinsics a warp-level algorithm needs, for every backend.
+//
+//   const unsigned lane = rcclx::gpu::thread_x() % RCCLX_WARP_SIZE;
+//   const float w = rcclx::gpu::shuffle(x, 0);               // lane 0's x, in every lane
+//   const float o = rcclx::gpu::shuffle_xor(x, 1);           // the neighbour's x
+//   if (rcclx::gpu::warp_any(failed)) ...                    // did any lane of the warp fail?
+//
+// Every lane of the warp calls a shuffle or the vote (all lanes active: the full mask on CUDA). On
+// the host backend a warp is one thread: a shuffle returns the caller's own value, the vote its own
+// answer, and the thread's index is 0.
+#pragma once
+
+#include "vendor.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace gpu {
+
+// thread_x(): the calling thread's index in its block along x (threadIdx.x): its rank in a
+// one-dimensional block, without block_group::thread_rank's y and z terms. Unsigned, as
+// threadIdx.x: index arithmetic on it compiles as on threadIdx.x itself.
+// shuffle(x, src): x of lane `src` of the calling warp. shuffle_xor(x, mask): x of lane
+// (lane ^ mask), the same mask in every lane. warp_any(v): did any lane pass true (the same answer
+// in every lane)?
+#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_CUDA
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned thread_x() { return threadIdx.x; }
+template <class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T shuffle(T x, int src) {
+  return __shfl_sync(0xFFFFFFFFu, x, src);
+}
+template <class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T shuffle_xor(T x, int mask) {
+  return __shfl_xor_sync(0xFFFFFFFFu, x, mask);
+}
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool warp_any(bool v) { return __any_sync(0xFFFFFFFFu, v) != 0; }
+#elif RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_HIP
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned thread_x() { return threadIdx.x; }
+template <class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T shuffle(T x, int src) {
+  return __shfl(x, src);
+}
+template <class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T shuffle_xor(T x, int mask) {
+  return __shfl_xor(x, mask);
+}
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool warp_any(bool v) { return __any(v ? 1 : 0) != 0; }
+#else
+// A host pass: one lane per warp, one thread per block.
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned thread_x() { return 0; }
+template <class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T shuffle(T x, int) {
+  return x;
+}
+template <class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T shuffle_xor(T x, int) {
+  return x;
+}
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool warp_any(bool v) { return v; }
+#endif
+
+}  // namespace gpu
+RCCLX_NAMESPACE_END

@@ -9,11 +9,10 @@
 #pragma once
 
 #include <rcclx/testing/emulated_world.hpp>
+#include <rcclx/testing/timing.hpp>
 
 #include <cstdint>
 #include <vector>
-
-#include "timing.hpp"
 
 namespace bench {
 namespace {
@@ -25,7 +24,7 @@ class emulated_rig {
                rcclx::core::ll_layout ll = rcclx::core::default_ll_layout(),
                std::uint64_t timeout_ns = 30ull * 1000 * 1000 * 1000)
       : n_(num_ranks), world_(num_ranks, buffer_bytes, pad_slots, timeout_ns, ll),
-        stream_(on_host ? rcclx::gpu::stream_t{} : rcclx::gpu::stream_create()) {}
+        stream_(rcclx::current_backend == rcclx::backend::host ? rcclx::gpu::stream_t{} : rcclx::gpu::stream_create()) {}
   ~emulated_rig() {
     for (void* p : owned_) rcclx::gpu::device_free(p);
     rcclx::gpu::stream_destroy(stream_);
@@ -45,10 +44,10 @@ class emulated_rig {
     return static_cast<U*>(owned_.back());
   }
 
-  // A row's timing (timing.hpp), then the device drained and a rank's recorded error thrown.
+  // A row's timing (testing/timing.hpp), then the device drained and a rank's recorded error thrown.
   template <class F>
-  double time(timing_mode mode, const timing_options& o, F&& f, bool& fell_back) {
-    const double us = time_us(mode, o, stream_, f, &fell_back);
+  double time(rcclx::testing::timing_mode mode, const rcclx::testing::timing_options& o, F&& f, bool& fell_back) {
+    const double us = rcclx::testing::time_us(mode, o, stream_, f, &fell_back);
     rcclx::gpu::device_synchronize();
     world_.throw_if_error();
     return us;

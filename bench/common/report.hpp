@@ -3,6 +3,7 @@
 #pragma once
 
 #include <rcclx/core/error.hpp>
+#include <rcclx/gpu/arch.hpp>  // device_name() for the reports
 
 #include <cmath>
 #include <cstddef>
@@ -14,6 +15,14 @@
 #include <vector>
 
 namespace bench {
+
+using rcclx::gpu::device_name;
+
+// "host", "cuda" or "hip": the reports' backend.
+constexpr const char* backend_label() {
+  return rcclx::current_backend == rcclx::backend::host ? "host"
+         : rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip";
+}
 
 // A string for a JSON value: quotes and backslashes escaped, control characters dropped.
 inline std::string json_escape(const std::string& s) {

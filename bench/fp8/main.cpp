@@ -14,6 +14,8 @@
 // sweep, every candidate fp8::bulk_tuning of the 8 target kernels against a copy of the same bytes,
 // its output checked against the default's (--no-tune skips it).
 #include <rcclx/fp8/quantize_blocks.hpp>
+#include <rcclx/gpu/arch.hpp>
+#include <rcclx/gpu/event_timer.hpp>
 #include <rcclx/gpu/runtime.hpp>
 
 #include <algorithm>
@@ -29,7 +31,6 @@
 #include <string>
 #include <vector>
 
-#include "../common/timing.hpp"
 
 namespace {
 namespace f8 = rcclx::fp8;
@@ -43,7 +44,7 @@ using rcclx::bf16;
 
 // ---- timing ------------------------------------------------------------------------------------
 void device_copy(void* dst, const void* src, std::size_t bytes) { gpu::copy_async(dst, src, bytes, gpu::stream_t{}); }
-std::string device_name() { return rcclx::current_backend == rcclx::backend::host ? "host backend (CPU)" : bench::device_name(); }
+std::string device_name() { return rcclx::current_backend == rcclx::backend::host ? "host backend (CPU)" : gpu::device_name(); }
 
 // Median of `iters` timed runs of fn(i) (after a few untimed ones), in milliseconds: GPU events on
 // the default stream, or the host's clock.
@@ -51,7 +52,7 @@ double median_ms(int iters, const std::function<void(int)>& fn) {
   for (int i = 0; i < 3; ++i) fn(i);
   gpu::device_synchronize();
   std::vector<double> t;
-  bench::event_timer e;
+  gpu::event_timer e;
   for (int i = 0; i < iters; ++i) {
     e.start(gpu::stream_t{});
     fn(i);
@@ -261,7 +262,7 @@ std::uint64_t digest(const void* p, std::size_t bytes) {
 #endif
 }
 
-// The tuning as C++ (paste it into detail::bulk_defaults) and as a short label.
+// The tuning as C++ (as fp8/bulk_tuning.hpp spells its defaults) and as a short label.
 template <class Tn>
 std::string tuning_cpp() {
   std::string f;
@@ -361,7 +362,7 @@ struct sweep {
 
 template <class T, scale_kind S, class... Tn>
 void tune_quantize(sweep& sw, const std::string& kernel, tunings<Tn...>) {
-  using D = typename f8::detail::bulk_defaults<T, S>::quantize;
+  using D = f8::default_quantize_tuning<T, S>;
   const std::size_t n = sw.n;
   const std::size_t scale_bytes = sw.nb * sizeof(f8::scale_type_t<S>);
   const double bytes = static_cast<double>(n) * (sizeof(T) + 1) + static_cast<double>(scale_bytes);
@@ -381,7 +382,7 @@ void tune_quantize(sweep& sw, const std::string& kernel, tunings<Tn...>) {
 // Dequantizes whatever codes and scales the buffers hold (the same in both sets).
 template <class T, scale_kind S, class... Tn>
 void tune_dequantize(sweep& sw, const std::string& kernel, tunings<Tn...>) {
-  using D = typename f8::detail::bulk_defaults<T, S>::dequantize;
+  using D = f8::default_dequantize_tuning<T, S>;
   const std::size_t n = sw.n;
   const double bytes = static_cast<double>(n) * (1 + sizeof(T)) + static_cast<double>(sw.nb * sizeof(f8::scale_type_t<S>));
   auto out_digest = [&] { return digest(outputs<T>(sw.set(0)), n * sizeof(T)); };
@@ -488,8 +489,9 @@ int main(int argc, char** argv) {
     }
 
     // Tuning sweep (GPU suite): every candidate tuning of the 8 target kernels, each against a copy
-    // of the same bytes measured right after it; `*` marks the current default (detail::bulk_defaults
-    // in quantize_blocks.hpp). Rows whose output differs from the default's are flagged.
+    // of the same bytes measured right after it; `*` marks the current default
+    // (fp8::default_quantize_tuning / default_dequantize_tuning). Rows whose output differs from the
+    // default's are flagged.
     std::vector<tune_row> tune_rows;
     if ((gpu_suite || flag(argc, argv, "--tune")) && !flag(argc, argv, "--no-tune")) {
       std::printf("\ntuning sweep (U = fragments in flight per lane, E = elements per lane, pf = software prefetch,\n"
@@ -513,7 +515,7 @@ int main(int argc, char** argv) {
       tune_dequantize<float, scale_kind::e8m0>(sw, "dequant f32, e8m0 scale", dequantize_f32_candidates{});
       gpu::device_synchronize();
       tune_rows = sw.rows;
-      // The best candidate per kernel, spelled for detail::bulk_defaults.
+      // The best candidate per kernel, spelled as fp8/bulk_tuning.hpp spells its defaults.
       std::printf("\nbest tuning per kernel (vs same-bytes copy; only candidates whose output equals the default's):\n");
       for (std::size_t i = 0; i < tune_rows.size();) {
         std::size_t j = i, best = i, def = i;

@@ -92,6 +92,9 @@ RCCLX_HOST_DEVICE inline std::size_t shard_begin(int r, int n, std::size_t vocab
   return vocab * static_cast<std::size_t>(r) / static_cast<std::size_t>(n);
 }
 
+// The attention rows' output: O (bf16), then L (float) from the next 16-byte boundary.
+constexpr std::size_t attn_o_bytes(std::size_t records) { return (records * head_dim * sizeof(T) + 15) / 16 * 16; }
+
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_o(T* dst, const merge_op::slice& s) {
   rcclx::gpu::vec16 v;
   __builtin_memcpy(&v, s.o, sizeof(v));
@@ -219,7 +222,7 @@ struct vocab_fused {
     rec* o = out[ix.rank];
     for (int t = ix.block; t < c.num_tiles(); t += ix.num_blocks) {
       bool ok;
-      if constexpr (fz::detail::is_selection_combine<Op>::value) {  // top-k: a thread per entry
+      if constexpr (!std::is_same<Op, fz::argmax>::value) {  // top-k: a thread per entry
         // [combine-entries]
         auto& st = rcclx::gpu::block_shared<fz::entries_storage<Op, max_r>, struct fused_entries_tag>();
         ok = c.reduce_entries(g, t, st, [&](std::size_t i, int place, const typename Op::entry& e) {
@@ -283,7 +286,7 @@ struct vocab_read {
 template <class Op>
 struct vocab_merge {
   static constexpr int max_threads_per_block = 128;
-  static constexpr bool selection = fz::detail::is_selection_combine<Op>::value;
+  static constexpr bool selection = !std::is_same<Op, fz::argmax>::value;
   using rec = typename Op::record;
   const word* gathered[max_r];
   rec* out[max_r];
@@ -354,7 +357,7 @@ needs needs_of(const shape& s, int n) {
     x.rec_bytes = sizeof(attn_rec);
     x.workspace = c_t::workspace_bytes(tile_heads, x.records);
     x.tiles = c_t::tiles_for(tile_heads, x.records);
-    x.out_bytes = fz::detail::round16(x.records * head_dim * sizeof(T)) + x.records * sizeof(float);
+    x.out_bytes = attn_o_bytes(x.records) + x.records * sizeof(float);
   } else {
     const bool top = s.what == kind::topk;
     x.records = s.batch;
@@ -395,8 +398,8 @@ class runner : bench::emulated_rig<max_r> {
     r.shape = s.what == kind::attention
                   ? std::to_string(s.batch) + "x" + std::to_string(heads) + "x" + std::to_string(head_dim)
                   : std::to_string(s.batch) + "x" + std::to_string(s.vocab);
-    const bench::timing_mode mode = on_host ? bench::timing_mode::wall : bench::timing_mode::graph;
-    r.timing = bench::to_string(mode);
+    const rt::timing_mode mode = on_host ? rt::timing_mode::wall : rt::timing_mode::graph;
+    r.timing = rt::to_string(mode);
     guard(r, [&] {
       if (s.batch == 0 || (s.what != kind::attention && s.vocab < static_cast<std::size_t>(n_)))
         throw rcclx::error(rcclx::errc::invalid_argument, "empty batch, or a vocabulary smaller than the rank count");
@@ -437,14 +440,14 @@ class runner : bench::emulated_rig<max_r> {
   }
 
   template <class F>
-  double time(bench::timing_mode mode, F&& f, bool& fell_back) {
+  double time(rt::timing_mode mode, F&& f, bool& fell_back) {
     return emulated_rig::time(mode, timing_, f, fell_back);
   }
 
   // The timings every combine row has: fused flat and tree, the automatic one of the two, unfused,
   // and the floor (the AllGather of `words` per rank on `blocks` blocks alone).
   template <class FF, class FT, class U>
-  void time_row(bench::timing_mode mode, algorithm automatic, FF&& fused_flat, FT&& fused_tree, U&& unfused,
+  void time_row(rt::timing_mode mode, algorithm automatic, FF&& fused_flat, FT&& fused_tree, U&& unfused,
                 std::size_t words, int blocks, row& r, bool& fell_back) {
     r.fused_flat_us = time(mode, fused_flat, fell_back);
     r.fused_tree_us = time(mode, fused_tree, fell_back);
@@ -471,16 +474,14 @@ class runner : bench::emulated_rig<max_r> {
 
   // ---- attention merge ----
 
-  void attention(const shape& s, bench::timing_mode mode, row& r) {
+  void attention(const shape& s, rt::timing_mode mode, row& r) {
     const needs x = needs_of(s, n_);
     const std::size_t records = x.records, words = records * sizeof(attn_rec) / sizeof(word);
     r.records = records;
     r.exchange_bytes = records * sizeof(attn_rec);
     fz::combine<attn_rec, merge_op, max_r, algorithm::tree>::check("rcclx-bench-fused attn_merge",
                                                                    world().table<attn_rec>(0), slots_, tile_heads, records);
-    const algorithm automatic = rcclx::dda::select_algorithm(
-        static_cast<std::size_t>(x.tiles) * fz::detail::combine_tile_words<attn_rec>(tile_heads) * sizeof(float), n_,
-        rcclx::gpu::build_arch);
+    const algorithm automatic = fz::combine<attn_rec, merge_op, max_r, algorithm::automatic>::resolve(tile_heads, records, n_);
     r.fused_auto_algo = rcclx::to_string(automatic);
     // Inputs: every rank's partial records.
     std::vector<std::vector<attn_rec>> parts(n_, std::vector<attn_rec>(records));
@@ -502,7 +503,7 @@ class runner : bench::emulated_rig<max_r> {
     const int gb = gather_blocks(words);
     r.fused_blocks = automatic == algorithm::flat ? fused_blocks : tree_blocks;
     r.gather_blocks = gb;
-    const std::size_t o_bytes = fz::detail::round16(records * head_dim * sizeof(T));
+    const std::size_t o_bytes = attn_o_bytes(records);
     auto set_out = [&](auto& k) {
       for (int q = 0; q < n_; ++q) {
         k.out_o[q] = static_cast<T*>(out_[q]);
@@ -588,15 +589,14 @@ class runner : bench::emulated_rig<max_r> {
   // ---- argmax and top-k ----
 
   template <class Op>
-  void vocab(const shape& s, bench::timing_mode mode, row& r) {
+  void vocab(const shape& s, rt::timing_mode mode, row& r) {
     using rec = typename Op::record;
     const needs x = needs_of(s, n_);
     const std::size_t rows = s.batch, V = s.vocab, words = rows * sizeof(rec) / sizeof(word);
     r.records = rows;
     r.exchange_bytes = rows * sizeof(rec);
     fz::combine<rec, Op, max_r, algorithm::tree>::check("rcclx-bench-fused sampling", world().table<rec>(0), slots_, 1, rows);
-    const algorithm automatic = rcclx::dda::select_algorithm(
-        rows * fz::detail::combine_tile_words<rec>(1) * sizeof(float), n_, rcclx::gpu::build_arch);
+    const algorithm automatic = fz::combine<rec, Op, max_r, algorithm::automatic>::resolve(1, rows, n_);
     r.fused_auto_algo = rcclx::to_string(automatic);
     // Logits: multiples of 2^-12 in [-8, 8); row 0 has a -inf, row 1 two NaNs (on different ranks).
     std::vector<float> all(rows * V);
@@ -715,7 +715,7 @@ class runner : bench::emulated_rig<max_r> {
   }
 
   int n_;
-  bench::timing_options timing_;
+  rt::timing_options timing_;
   fz::tile_slots slots_;
   std::vector<void*> part_, out_;
   std::vector<word*> gathered_;

@@ -20,7 +20,7 @@
 //   rcclx-bench-fused --suite decode|gemm|combine  # only the gpu suite's decode, GEMM or combine rows (quick A/B)
 //   rcclx-bench-fused --suite host              # a tiny sweep for CI on the host backend
 //   rcclx-bench-fused [--emulated N] [--iters I] [--warmup W] [--calls-per-graph K] [--json F] [--csv F]
-// Timing (bench/common/timing.hpp): K back-to-back calls captured in one graph, replay / K,
+// Timing (rcclx/testing/timing.hpp): K back-to-back calls captured in one graph, replay / K,
 // median of replays (events around single calls above 32 MiB per rank); the unfused path's two
 // kernels are captured together, so launch gaps count on both sides alike.
 // Exit status: 0 when every row is correct (performance targets are reported, not enforced).
@@ -73,7 +73,7 @@ struct gemm_shape {
 
 struct options {
   int num_ranks = 8;
-  bench::timing_options timing{on_host ? 1 : 5, on_host ? 3 : 20, 32};
+  rt::timing_options timing{on_host ? 1 : 5, on_host ? 3 : 20, 32};
   std::size_t graph_max_bytes = 32u << 20;
   // LL regions of the pads (--ll-blocks, --ll-block-bytes; 0 turns LL off): on GPUs 64 x 64 KiB, so
   // every decode shape (up to 128 x 8192 bf16: 2 rows of 16 KiB per block) runs the LL one-shot.
@@ -290,8 +290,8 @@ class rmsnorm_runner : public bench::emulated_rig<max_r> {
     r.out = fz::rmsnorm_args<T, Out>::fp8_output ? "e4m3" : "bf16";
     r.shape = std::to_string(s.tokens) + "x" + std::to_string(s.hidden);
     const bool graph = !on_host && r.bytes <= o_.graph_max_bytes;
-    bench::timing_mode mode = on_host ? bench::timing_mode::wall : (graph ? bench::timing_mode::graph : bench::timing_mode::events);
-    r.timing = bench::to_string(mode);
+    rt::timing_mode mode = on_host ? rt::timing_mode::wall : (graph ? rt::timing_mode::graph : rt::timing_mode::events);
+    r.timing = rt::to_string(mode);
     guard(r, [&] {
       fill(s);
       const algorithm automatic = fz::resolve_rmsnorm_algorithm<T>(algorithm::automatic, s.tokens, s.hidden, n_);
@@ -479,8 +479,8 @@ class gemm_runner : public bench::emulated_rig<max_r> {
     r.hidden = s.N;
     r.bytes = s.M * s.N * sizeof(T);
     r.shape = std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K);
-    const bench::timing_mode mode = on_host ? bench::timing_mode::wall : bench::timing_mode::graph;
-    r.timing = bench::to_string(mode);
+    const rt::timing_mode mode = on_host ? rt::timing_mode::wall : rt::timing_mode::graph;
+    r.timing = rt::to_string(mode);
     guard(r, [&] {
       if (s.K % n_ != 0 || s.N % 8 != 0) throw rcclx::error(rcclx::errc::invalid_argument, "K % ranks or N % 8");
       const std::size_t K_r = s.K / n_;

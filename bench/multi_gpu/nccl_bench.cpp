@@ -14,7 +14,7 @@
 // Per row: every rank's input element i is a small integer (input_value), the receive buffer is
 // poisoned (NaN), the call runs once and every rank compares its whole output with the exact sum
 // (integers up to 8 * ranks: exact in bf16 whatever the order of the additions, up to 32 ranks).
-// Timing is rcclx-bench's (bench/common/timing.hpp, the same header): up to --graph-max-bytes
+// Timing is rcclx-bench's (rcclx/testing/timing.hpp, the same method): up to --graph-max-bytes
 // K back-to-back calls captured in one CUDA graph, each replay between GPU events, replay / K,
 // median over replays; above, GPU events around single calls, median; warm-up calls first. Every
 // rank times; a row's time is the slowest rank's median; busbw = algbw * 2(N-1)/N.
@@ -23,7 +23,6 @@
 #include <cuda_bf16.h>
 #include <nccl.h>
 
-#include <rcclx/dda/select.hpp>
 #include <rcclx/host/socket_bootstrap.hpp>
 
 #include <algorithm>
@@ -40,11 +39,12 @@
 
 #include "../common/cli.hpp"
 #include "../common/report.hpp"
-#include "../common/timing.hpp"
 
 static_assert(NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0), "symmetric windows need NCCL 2.27 or later");
 
 namespace {
+
+namespace rt = rcclx::testing;
 
 // ---- options -------------------------------------------------------------------------------------
 
@@ -60,7 +60,7 @@ struct options {
   std::size_t min_bytes = 8;
   std::size_t max_bytes = 256u * 1024 * 1024;
   std::size_t graph_max_bytes = 4 * 1024 * 1024;  // rcclx-bench's default: graph replays up to here
-  bench::timing_options timing{5, 20, 32};         // rcclx-bench's defaults on a GPU
+  rt::timing_options timing{5, 20, 32};         // rcclx-bench's defaults on a GPU
   bool window = true;
   std::string json;
   std::string command;
@@ -319,11 +319,11 @@ class runner {
     const auto oks = bs_.allgather_value<int>(check<T>(b.recv, count));
     r.ok = std::find(oks.begin(), oks.end(), 0) == oks.end();
     // Timing: every rank the same way, starting together (time_us warms up first).
-    const auto mode = r.bytes <= o_.graph_max_bytes ? bench::timing_mode::graph : bench::timing_mode::events;
-    r.timing = bench::to_string(mode);
+    const auto mode = r.bytes <= o_.graph_max_bytes ? rt::timing_mode::graph : rt::timing_mode::events;
+    r.timing = rt::to_string(mode);
     bs_.barrier();
     bool fell_back = false;
-    const double us = bench::time_us(
+    const double us = rt::time_us(
         mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) { allreduce(b, count, dt, s); }, &fell_back);
     rcclx::gpu::stream_synchronize(stream_);
     check_async();

@@ -324,11 +324,11 @@ class runner {
       if (j_.rank == 0) check_output(h, j_.topo, kind, chunk, r);
       const auto hashes = j_.gather(procs::fnv(h.data(), count * sizeof(T)));
       for (auto x : hashes) r.identical = r.identical && x == hashes[0];
-      const auto mode = on_host ? bench::timing_mode::wall : bench::timing_mode::events;
-      r.timing = bench::to_string(mode);
+      const auto mode = on_host ? rt::timing_mode::wall : rt::timing_mode::events;
+      r.timing = rt::to_string(mode);
       const auto before = j_.across->registrations().opens + (j_.everyone ? j_.everyone->registrations().opens : 0);
       j_.barrier();
-      const double us = bench::time_us(mode, o_.timing, stream_, call);
+      const double us = rt::time_us(mode, o_.timing, stream_, call);
       rcclx::gpu::stream_synchronize(stream_);
       if (j_.comm) j_.comm->check_errors();
       r.new_reg = j_.across->registrations().opens + (j_.everyone ? j_.everyone->registrations().opens : 0) - before;

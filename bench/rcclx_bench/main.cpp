@@ -20,6 +20,8 @@
 #include <rcclx/core/ll.hpp>
 #include <rcclx/dda/allreduce.hpp>
 #include <rcclx/gpu/arch.hpp>
+#include <rcclx/kernel/layout.hpp>
+#include <rcclx/kernel/reduce.hpp>
 #include <rcclx/lpc/workspace.hpp>
 #include <rcclx/testing/emulated_kernels.hpp>
 #include <rcclx/testing/launch.hpp>
@@ -64,7 +66,7 @@ struct options {
   std::vector<std::string> types{"float"};
   reduce_op op = reduce_op::sum;
   std::vector<algorithm> algos{algorithm::flat, algorithm::tree, algorithm::automatic};
-  bench::timing_options timing{on_host ? 1 : 5, on_host ? 3 : 20, 32};
+  rt::timing_options timing{on_host ? 1 : 5, on_host ? 3 : 20, 32};
   bool graph_all = false;                        // --graph: graph replays at every size
   std::size_t graph_max_bytes = 4 * 1024 * 1024;  // graph replays up to this size, events above
   bool registered = false;                       // --input-in-symmetric: inputs live in the symmetric buffers
@@ -438,7 +440,7 @@ struct exchange_floor {
   RCCLX_HOST_DEVICE void operator()(const Group& g, rt::launch_index ix) const {
     namespace core = rcclx::core;
     const core::signal_pads<MaxR>& s = tables[ix.rank].signals;
-    const rcclx::dda::detail::layout<T> l(count, g.size(), ix.block, ix.num_blocks);
+    const rcclx::kernel::layout<T> l(count, g.size(), ix.block, ix.num_blocks);
     const int tid = g.thread_rank();
     const std::size_t vi = static_cast<std::size_t>(ix.block) * static_cast<std::size_t>(l.tile_vecs) + tid;
     const bool mine = vi < l.full_vecs || (vi == l.full_vecs && l.has_partial());
@@ -450,7 +452,7 @@ struct exchange_floor {
       const core::ll_halves<MaxR> h(s, flag, ix.block);
       // Batches of peers over constant bounds, as the one-shot (dda/flat.hpp ll_reduce_vec): h.p is
       // indexed with constants only, so it stays in registers.
-      constexpr int batch = MaxR < RCCLX_DETAIL_DDA_PEER_BATCH ? MaxR : RCCLX_DETAIL_DDA_PEER_BATCH;
+      constexpr int batch = rcclx::kernel::peer_batch<MaxR>;
       for (int p0 = 0; p0 < MaxR; p0 += batch) {
         if (p0 >= h.n || failed) break;
         core::ll_packet q[batch] = {};
@@ -494,9 +496,9 @@ class rank_rig : public bench::emulated_rig<MaxR> {
     return b;
   }
 
-  bench::timing_mode mode_for(std::size_t bytes) const {
-    if (on_host) return bench::timing_mode::wall;
-    return (o_.graph_all || bytes <= o_.graph_max_bytes) ? bench::timing_mode::graph : bench::timing_mode::events;
+  rt::timing_mode mode_for(std::size_t bytes) const {
+    if (on_host) return rt::timing_mode::wall;
+    return (o_.graph_all || bytes <= o_.graph_max_bytes) ? rt::timing_mode::graph : rt::timing_mode::events;
   }
 
   // `wanted` blocks per rank, capped by the pads' slots and by residency.
@@ -538,14 +540,14 @@ class rank_rig : public bench::emulated_rig<MaxR> {
 
   // The copy baseline moving every rank's count elements: a runtime copy, and the 16-byte copy
   // kernel on `blocks` blocks per rank.
-  std::pair<double, double> copy_us(bench::timing_mode mode, std::size_t count, int blocks) {
+  std::pair<double, double> copy_us(rt::timing_mode mode, std::size_t count, int blocks) {
     const std::size_t total = count * sizeof(T) * static_cast<std::size_t>(n_);
-    const double memcpy_us = bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) {
+    const double memcpy_us = rt::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) {
       rcclx::gpu::copy_async(big_dst_, big_src_, total, s);
     });
     const rt::emulated_copy<T, MaxR> ck{buffers(), count};
     return {memcpy_us,
-            bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { launch(blocks, ck, s); })};
+            rt::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { launch(blocks, ck, s); })};
   }
 
   const options& o_;
@@ -577,17 +579,17 @@ class runner : public rank_rig<T, MaxR> {
     this->launch(1, k, this->stream());
     rcclx::gpu::device_synchronize();
     this->world().throw_if_error();
-    const bench::timing_mode mode = this->mode_for(8);
+    const rt::timing_mode mode = this->mode_for(8);
     const double probe_us =
-        bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(1, k, s); });
+        rt::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(1, k, s); });
     const rt::emulated_empty empty{};
     const double empty_us =
-        bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(1, empty, s); });
+        rt::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(1, empty, s); });
     rcclx::gpu::device_synchronize();
     this->world().throw_if_error();
     std::printf("# exchange floor: each of %d ranks publishes one LL packet and waits for every peer's (1 block per rank, "
                 "no data): %.2f us = %.2fx the empty kernel (%.2f us), %s\n",
-                n_, probe_us, probe_us / empty_us, empty_us, bench::to_string(mode));
+                n_, probe_us, probe_us / empty_us, empty_us, rt::to_string(mode));
   }
 
   void run(std::vector<row>& rows) {
@@ -612,8 +614,8 @@ class runner : public rank_rig<T, MaxR> {
     const int nb = blocks_for<kernel>(Algo, count);
     r.blocks = nb;
     const kernel k{this->world().template device_tables<T>(), this->buffers(registered), count};
-    bench::timing_mode mode = this->mode_for(r.bytes);
-    r.timing = bench::to_string(mode);
+    rt::timing_mode mode = this->mode_for(r.bytes);
+    r.timing = rt::to_string(mode);
     // Correctness first, on freshly filled inputs and poisoned outputs (tree with the input in the
     // symmetric buffer overwrites it, so timing iterations run on reduced data: same speed).
     std::vector<T*> in = this->in_;
@@ -627,17 +629,17 @@ class runner : public rank_rig<T, MaxR> {
     this->launch(nb, k, this->stream());
     check(r, count);
     bool fell_back = false;
-    r.time_us = bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(nb, k, s); },
+    r.time_us = rt::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(nb, k, s); },
                                &fell_back);
     if (fell_back) {  // capture refused: every baseline of this row is timed with events too
-      mode = bench::timing_mode::events;
+      mode = rt::timing_mode::events;
       r.timing = "events*";
     }
     rcclx::gpu::device_synchronize();
     this->world().throw_if_error();
     // Baselines with the same grid and the same timing mode.
     const rt::emulated_empty empty{};
-    r.empty_us = bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(nb, empty, s); });
+    r.empty_us = rt::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(nb, empty, s); });
     std::tie(r.copy_memcpy_us, r.copy_kernel_us) =
         this->copy_us(mode, count, blocks_for<rt::emulated_copy<T, MaxR>>(algorithm::flat, count));
     r.copy_us = std::min(r.copy_memcpy_us, r.copy_kernel_us);
@@ -648,12 +650,12 @@ class runner : public rank_rig<T, MaxR> {
     r.ratio_copy = r.time_us / r.copy_us;
     if constexpr (Algo == algorithm::flat) {
       // The same grid's exchange floor, where the row runs the LL one-shot with one vector per thread.
-      const rcclx::dda::detail::layout<T> l(count, cfg_.threads, 0, nb);
+      const rcclx::kernel::layout<T> l(count, cfg_.threads, 0, nb);
       if (rcclx::dda::flat_uses_ll<T>(this->world().template table<T>(0).signals, count, cfg_.threads, nb) &&
           l.tiles <= static_cast<std::size_t>(nb)) {
         const exchange_floor<T, MaxR> xf{this->world().template device_tables<T>(), count};
         r.exchange_us =
-            bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(nb, xf, s); });
+            rt::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(nb, xf, s); });
         rcclx::gpu::device_synchronize();
         this->world().throw_if_error();
         r.ratio_exchange = r.time_us / r.exchange_us;
@@ -837,7 +839,7 @@ class coll_runner : public rank_rig<T, MaxR> {
     for (std::size_t bytes = o_.coll_min_bytes; bytes <= o_.coll_max_bytes; bytes *= 2) {
       std::size_t count = std::max<std::size_t>(1, bytes / sizeof(T));
       count = std::max<std::size_t>(static_cast<std::size_t>(n_), count / n_ * n_);  // RS and A2A split it in N
-      const bench::timing_mode mode = this->mode_for(count * sizeof(T));
+      const rt::timing_mode mode = this->mode_for(count * sizeof(T));
       const auto copy = this->copy_us(mode, count, fit_elems<rt::emulated_copy<T, MaxR>>(count));
       const double copy_us = std::min(copy.first, copy.second);
       for (const lpc::collective c : collectives) {
@@ -883,7 +885,7 @@ class coll_runner : public rank_rig<T, MaxR> {
   // Blocks for an element loop over `elems` elements per rank.
   template <class F>
   int fit_elems(std::size_t elems) const {
-    return this->template fit<F>(rcclx::dda::detail::blocks_for_elems<T>(elems, o_.threads, o_.max_blocks));
+    return this->template fit<F>(rcclx::kernel::blocks_for_elems<T>(elems, o_.threads, o_.max_blocks));
   }
 
   static std::size_t out_count(lpc::collective c, std::size_t count, int n) {
@@ -923,7 +925,7 @@ class coll_runner : public rank_rig<T, MaxR> {
         wanted = lpc::num_blocks_for<cfg>(C, count, n_, lpc::launch_config{o_.threads, cap});
       } else {
         const std::size_t elems = C == lpc::collective::allgather ? count : count / static_cast<std::size_t>(n_);
-        wanted = rcclx::dda::detail::blocks_for_elems<T>(elems, o_.threads, cap);
+        wanted = rcclx::kernel::blocks_for_elems<T>(elems, o_.threads, cap);
       }
       measure(r, C, count, this->template fit<kernel>(wanted), kernel{tables, b, count});
     }
@@ -932,8 +934,8 @@ class coll_runner : public rank_rig<T, MaxR> {
   template <class F>
   void measure(coll_row& r, lpc::collective c, std::size_t count, int nb, const F& k) {
     r.blocks = nb;
-    const bench::timing_mode mode = this->mode_for(r.bytes);
-    r.timing = bench::to_string(mode);
+    const rt::timing_mode mode = this->mode_for(r.bytes);
+    r.timing = rt::to_string(mode);
     const std::size_t out_elems = out_count(c, count, n_);
     this->fill(this->in_, count, false, fit_elems<fill_kernel<T, MaxR>>(count));
     this->fill(this->out_, out_elems, true, fit_elems<fill_kernel<T, MaxR>>(out_elems));

@@ -178,13 +178,13 @@ class rank_runner {
       const auto hashes = bs_.allgather_value(fnv(out.data(), count * sizeof(T)));
       for (const auto h : hashes) r.identical = r.identical && h == hashes[0];
       // Timing: every rank the same way, starting together.
-      bench::timing_mode mode = on_host ? bench::timing_mode::wall
-                                        : ((o_.graph_all || r.bytes <= o_.graph_max_bytes) ? bench::timing_mode::graph
-                                                                                          : bench::timing_mode::events);
-      r.timing = bench::to_string(mode);
+      rt::timing_mode mode = on_host ? rt::timing_mode::wall
+                                        : ((o_.graph_all || r.bytes <= o_.graph_max_bytes) ? rt::timing_mode::graph
+                                                                                          : rt::timing_mode::events);
+      r.timing = rt::to_string(mode);
       bs_.barrier();
       bool fell_back = false;
-      const double us = bench::time_us(
+      const double us = rt::time_us(
           mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) { comm_.allreduce(x, y, count, o_.op, a, s); },
           &fell_back);
       comm_.synchronize(stream_);

@@ -71,6 +71,17 @@ inline std::string json_object(const fields& f) {
   return s + "}";
 }
 
+// An object's members before its arrays: `  "key": value,` a line each.
+inline void write_json_members(std::ostream& o, const fields& f) {
+  for (const auto& m : f) o << "  \"" << m.first << "\": " << m.second.text << ",\n";
+}
+
+// The members every tool's report opens with.
+inline fields report_head(const std::string& tool, const std::string& command) {
+  return {{"tool", tool}, {"command", command}, {"backend", backend_label()}, {"device", device_name()},
+          {"arch", rcclx::gpu::to_string(rcclx::gpu::current_arch())}};
+}
+
 // A JSON array's rows, one object a line after `indent`.
 template <class Row, class Fields>
 void write_json_rows(std::ostream& o, const std::vector<Row>& rows, Fields&& fields_of, const char* indent = "    ") {

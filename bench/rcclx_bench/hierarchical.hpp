@@ -103,17 +103,6 @@ struct job {
     return all;
   }
   void barrier() { (void)gather(0); }
-  double slowest(double us) {
-    std::uint64_t b;
-    std::memcpy(&b, &us, sizeof(b));
-    double worst = 0;
-    for (std::uint64_t x : gather(b)) {
-      double t;
-      std::memcpy(&t, &x, sizeof(t));
-      worst = std::max(worst, t);
-    }
-    return worst;
-  }
 };
 
 // ---- rows ---------------------------------------------------------------------------------------
@@ -127,12 +116,12 @@ struct hrow {
   std::string error;
 };
 
-inline void print_header() {
+inline void print_hier_header() {
   std::printf("%12s %10s %5s %-13s %-13s %5s %6s %11s %9s %9s %9s %7s %10s %s\n", "size(B)", "count", "type", "path", "hop",
               "reg", "timing", "time(us)", "algbw", "busbw", "x_engine", "new_reg", "max_err", "ok");
 }
 
-inline void print_row(const hrow& r) {
+inline void print_hier_row(const hrow& r) {
   if (!r.error.empty()) {
     std::printf("%12zu %10zu %5s %-13s %-13s %5s ERROR: %s\n", r.bytes, r.count, r.type.c_str(), r.path.c_str(),
                 r.hop.c_str(), r.reg.c_str(), r.error.c_str());
@@ -141,8 +130,7 @@ inline void print_row(const hrow& r) {
     if (r.vs_engine > 0) std::snprintf(vs, sizeof(vs), "%9.2f", r.vs_engine);
     std::printf("%12zu %10zu %5s %-13s %-13s %5s %6s %11.2f %9.2f %9.2f %s %7llu %10.3g %s\n", r.bytes, r.count,
                 r.type.c_str(), r.path.c_str(), r.hop.c_str(), r.reg.c_str(), r.timing.c_str(), r.time_us, r.algbw, r.busbw,
-                vs, static_cast<unsigned long long>(r.new_reg), r.max_err,
-                r.tol_ok && r.identical ? "ok" : (r.identical ? "TOL" : "DIFF"));
+                vs, static_cast<unsigned long long>(r.new_reg), r.max_err, verdict(r));
   }
   std::fflush(stdout);
 }
@@ -170,19 +158,14 @@ template <class T>
 void check_output(const std::vector<T>& out, const mn::node_topology& t, check_kind kind, std::size_t chunk, hrow& r) {
   const std::size_t count = out.size(), l = static_cast<std::size_t>(t.local_ranks);
   const int g_n = t.num_nodes, n = t.num_ranks();
-  const double u = sizeof(T) == 4 ? 0x1p-24 : (std::is_same<T, rcclx::bf16>::value ? 0x1p-8 : 0x1p-11);
-  using cfg = rcclx::lpc::default_config;
-  using tr = rcclx::fp8::format_traits<cfg::format>;
-  const double c_f = std::ldexp(1.0, tr::max_exponent - tr::mantissa_bits - 1) / tr::max_finite * (1 + 0x1p-19);
+  const double u = rt::unit_roundoff<T>();
   // Work in quantization blocks (32 elements of a shard) so low_precision sees each block's amax.
   std::vector<std::pair<std::size_t, std::size_t>> blocks;
   for (const auto& s : shards(count, l, chunk))
     for (std::size_t b = 0; b < s.second; b += cfg::block_size) blocks.emplace_back(s.first + b, std::min<std::size_t>(cfg::block_size, s.second - b));
-  std::vector<double> err(max_host_workers, 0.0);
-  std::vector<char> ok(max_host_workers, 1);
   const auto x = [](int p, std::size_t i) { return static_cast<float>(make<T>(input_value(p, i))); };
   if (g_n > 64) throw rcclx::error(rcclx::errc::unsupported, "the bench's reference takes at most 64 nodes");
-  const unsigned workers = parallel_indices(blocks.size(), [&](unsigned w, std::size_t bi) {
+  const rt::error_summary s = rt::summarize_errors(blocks.size(), [&](std::size_t bi, rt::error_summary& e) {
     const std::size_t first = blocks[bi].first, len = blocks[bi].second;
     float part[cfg::block_size][64];  // node partials s_g, g < 64
     double amax[64] = {}, ref[cfg::block_size] = {}, mag[cfg::block_size] = {};
@@ -200,33 +183,27 @@ void check_output(const std::vector<T>& out, const mn::node_topology& t, check_k
       }
     for (std::size_t k = 0; k < len; ++k) {
       const double got = static_cast<double>(static_cast<float>(out[first + k]));
-      const double e = std::fabs(got - ref[k]);
-      if (!(e <= err[w])) err[w] = e;  // NaN propagates
       bool good = true;
-      if (kind == check_kind::exact) {
+      if (kind == check_kind::exact) {  // the documented order: the node partials summed in node order
         float order = part[k][0];
         for (int g = 1; g < g_n; ++g) order += part[k][g];
         good = bits_of(make<T>(order)) == bits_of(out[first + k]);
-      } else if (kind == check_kind::reduce) {
-        good = e <= (2 * n * u + n * 0x1p-23) * mag[k] + u * std::fabs(ref[k]);
-      } else {
+      } else if (kind == check_kind::reduce) {  // the engine's sum, in an order of its own
+        good = std::fabs(got - ref[k]) <= (2 * n * u + n * 0x1p-23) * mag[k] + u * std::fabs(ref[k]);
+      } else {  // the node partials quantized per block, then summed in FP32 (numerics.md 8)
         double q = 0, psum = 0, pabs = 0;
         for (int g = 0; g < g_n; ++g) {
-          q += c_f * amax[g];
+          q += rt::fp8_block_error<cfg::format, cfg::scale>(amax[g]);
           psum += part[k][g];
           pabs += std::fabs(part[k][g]);
         }
-        good = std::fabs(got - psum) <= q + g_n * 0x1p-23 * (pabs + q) + u * (std::fabs(psum) + q);
+        good = std::fabs(got - psum) <= rt::quantized_sum_bound<T>(g_n, q, pabs, psum);
       }
-      if (!good) ok[w] = 0;
+      e.add(std::fabs(got - ref[k]), good);
     }
   });
-  r.max_err = 0;
-  r.tol_ok = true;
-  for (unsigned w = 0; w < workers; ++w) {
-    r.max_err = std::isnan(err[w]) ? err[w] : std::max(r.max_err, err[w]);
-    r.tol_ok = r.tol_ok && ok[w];
-  }
+  r.max_err = s.max_error;
+  r.tol_ok = s.within;
 }
 
 // ---- one element type ---------------------------------------------------------------------------
@@ -283,7 +260,7 @@ class runner {
       }
       for (hrow* r : mine) {
         if (engine_us > 0 && r->error.empty() && r->time_us > 0) r->vs_engine = engine_us / r->time_us;
-        if (j_.rank == 0) print_row(*r);
+        if (j_.rank == 0) print_hier_row(*r);
       }
       if (bytes > o_.max_bytes / 2) break;
     }
@@ -293,7 +270,7 @@ class runner {
   void fill(T* x, std::size_t count) {
     std::vector<T> h(count);
     const int p = j_.rank;
-    parallel_indices(count, [&](unsigned, std::size_t i) { h[i] = make<T>(input_value(p, i)); });
+    rt::parallel_indices(count, [&](unsigned, std::size_t i) { h[i] = make<T>(input_value(p, i)); });
     rcclx::gpu::copy(x, h.data(), count * sizeof(T));
   }
 
@@ -309,32 +286,27 @@ class runner {
     return &r;
   }
 
-  // Runs `call` once and checks it, then times it; errors become the row's.
+  // Runs `call` once and checks it, then times it (procs::measure_on_ranks); errors become the row's.
   template <class Call>
   void measure(hrow& r, std::size_t count, T* out, check_kind kind, std::size_t chunk, Call&& call) {
+    const auto opens = [&] { return j_.across->registrations().opens + (j_.everyone ? j_.everyone->registrations().opens : 0); };
+    std::uint64_t before = 0;
     try {
       rcclx::gpu::memset_zero(out, count * sizeof(T));
       rcclx::gpu::device_synchronize();
-      j_.barrier();
-      call(stream_);
-      rcclx::gpu::stream_synchronize(stream_);
-      if (j_.comm) j_.comm->check_errors();
-      std::vector<T> h(count);
-      rcclx::gpu::copy(h.data(), out, count * sizeof(T));
-      if (j_.rank == 0) check_output(h, j_.topo, kind, chunk, r);
-      const auto hashes = j_.gather(procs::fnv(h.data(), count * sizeof(T)));
-      for (auto x : hashes) r.identical = r.identical && x == hashes[0];
-      const auto mode = on_host ? rt::timing_mode::wall : rt::timing_mode::events;
-      r.timing = rt::to_string(mode);
-      const auto before = j_.across->registrations().opens + (j_.everyone ? j_.everyone->registrations().opens : 0);
-      j_.barrier();
-      const double us = rt::time_us(mode, o_.timing, stream_, call);
-      rcclx::gpu::stream_synchronize(stream_);
-      if (j_.comm) j_.comm->check_errors();
-      r.new_reg = j_.across->registrations().opens + (j_.everyone ? j_.everyone->registrations().opens : 0) - before;
-      r.time_us = j_.slowest(us);
+      procs::measure_on_ranks(
+          r, on_host ? rt::timing_mode::wall : rt::timing_mode::events, o_.timing, stream_,
+          [&](std::uint64_t v) { return j_.gather(v); }, call,
+          [&] {
+            rcclx::gpu::stream_synchronize(stream_);
+            if (j_.comm) j_.comm->check_errors();
+          },
+          out, count, [&](const std::vector<T>& h) {
+            if (j_.rank == 0) check_output(h, j_.topo, kind, chunk, r);
+            before = opens();  // after the first call: what the timed calls register
+          });
+      r.new_reg = opens() - before;
       const int n = j_.topo.num_ranks();
-      r.algbw = static_cast<double>(r.bytes) / (r.time_us * 1e3);
       r.busbw = n > 1 ? r.algbw * 2.0 * (n - 1) / n : r.algbw;
     } catch (const std::exception& e) {
       r.error = e.what();
@@ -436,7 +408,7 @@ inline void print_banner(const options& o, const job& j, const char* engine) {
 inline bool run_job(const options& o, job& j, const char* engine) {
   if (j.rank == 0) {
     print_banner(o, j, engine);
-    print_header();
+    print_hier_header();
   }
   std::deque<hrow> rows;
   for (const auto& t : o.types) with_type(t, [&](auto tag) { runner<decltype(tag)>(o, t, j, rows).run(); });
@@ -450,10 +422,8 @@ inline bool run_job(const options& o, job& j, const char* engine) {
     say("inter-node", *j.across);
     if (j.everyone) say("world", *j.everyone);
   }
-  bool correct = true;
-  for (const auto& r : rows) correct = correct && r.error.empty() && r.tol_ok && r.identical;
   std::uint64_t bad = 0;
-  for (auto x : j.gather(correct ? 0 : 1)) bad += x;
+  for (auto x : j.gather(std::all_of(rows.begin(), rows.end(), correct<hrow>) ? 0 : 1)) bad += x;
   if (j.rank == 0)
     std::printf("# correctness: %s\n", bad == 0 ? "every row within its bound, all ranks bit-identical" : "FAILED rows above");
   return bad == 0;

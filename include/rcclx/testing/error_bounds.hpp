@@ -2,7 +2,7 @@
 // a test or a benchmark compares its float64 errors with: the documented bounds of the plain
 // AllReduce (an FP32 rank-order sum rounded to T) and of the low-precision collectives
 // (docs/numerics.md sections 7 and 8: FP8 blocks with a scale each, FP32 sums), and a summary of
-// many elements' errors, computed on several host threads.
+// many elements' errors, computed on several host threads (parallel_indices).
 //
 //   namespace rt = rcclx::testing;
 //   rt::error_summary s = rt::summarize_errors(count, [&](std::size_t i, rt::error_summary& e) {
@@ -116,21 +116,28 @@ struct error_summary {
   }
 };
 
-// check(i, summary) for every i in [0, items), on up to `max_workers` host threads (worker w takes
-// i = w, w + W, ...), each adding to a summary of its own; their merge. For references of large
-// messages (a 256 MiB row is 64M+ elements).
-template <class Check>
-error_summary summarize_errors(std::size_t items, Check&& check, unsigned max_workers = 16) {
+// f(w, i) for every i in [0, items) on W = min(max_workers, cores) host threads, worker w taking
+// i = w, w + W, ...; returns W. For references of large messages (a 256 MiB row is 64M+ elements).
+template <class F>
+unsigned parallel_indices(std::size_t items, F&& f, unsigned max_workers = 16) {
   const unsigned workers = std::max(1u, std::min(max_workers, std::thread::hardware_concurrency()));
-  std::vector<error_summary> part(workers);
   std::vector<std::thread> threads;
   for (unsigned w = 0; w < workers; ++w)
     threads.emplace_back([&, w] {
-      for (std::size_t i = w; i < items; i += workers) check(i, part[w]);
+      for (std::size_t i = w; i < items; i += workers) f(w, i);
     });
   for (auto& t : threads) t.join();
+  return workers;
+}
+
+// check(i, summary) for every i in [0, items) (parallel_indices), each worker adding to a summary
+// of its own; their merge.
+template <class Check>
+error_summary summarize_errors(std::size_t items, Check&& check, unsigned max_workers = 16) {
+  std::vector<error_summary> part(max_workers);
+  const unsigned workers = parallel_indices(items, [&](unsigned w, std::size_t i) { check(i, part[w]); }, max_workers);
   error_summary all;
-  for (const error_summary& p : part) all.merge(p);
+  for (unsigned w = 0; w < workers; ++w) all.merge(part[w]);
   return all;
 }
 

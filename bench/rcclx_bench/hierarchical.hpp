@@ -286,7 +286,7 @@ class runner {
     return &r;
   }
 
-  // Runs `call` once and checks it, then times it (procs::measure_on_ranks); errors become the row's.
+  // Runs `call` once and checks it, then times it (testing/rank_timing.hpp); errors become the row's.
   template <class Call>
   void measure(hrow& r, std::size_t count, T* out, check_kind kind, std::size_t chunk, Call&& call) {
     const auto opens = [&] { return j_.across->registrations().opens + (j_.everyone ? j_.everyone->registrations().opens : 0); };
@@ -294,9 +294,9 @@ class runner {
     try {
       rcclx::gpu::memset_zero(out, count * sizeof(T));
       rcclx::gpu::device_synchronize();
-      procs::measure_on_ranks(
-          r, on_host ? rt::timing_mode::wall : rt::timing_mode::events, o_.timing, stream_,
-          [&](std::uint64_t v) { return j_.gather(v); }, call,
+      const rt::timing_mode mode = on_host ? rt::timing_mode::wall : rt::timing_mode::events;
+      const rt::rank_timing t = rt::time_on_ranks(
+          [&](std::uint64_t v) { return j_.gather(v); }, mode, o_.timing, stream_, call,
           [&] {
             rcclx::gpu::stream_synchronize(stream_);
             if (j_.comm) j_.comm->check_errors();
@@ -304,7 +304,9 @@ class runner {
           out, count, [&](const std::vector<T>& h) {
             if (j_.rank == 0) check_output(h, j_.topo, kind, chunk, r);
             before = opens();  // after the first call: what the timed calls register
+            return true;
           });
+      procs::timed(r, mode, t);
       r.new_reg = opens() - before;
       const int n = j_.topo.num_ranks();
       r.busbw = n > 1 ? r.algbw * 2.0 * (n - 1) / n : r.algbw;

@@ -24,10 +24,21 @@
 #include <rcclx/host/fork_ranks.hpp>
 #include <rcclx/host/socket_bootstrap.hpp>
 
+#include <rcclx/testing/rank_timing.hpp>
+
 #include <tuple>
 
 namespace {  // the same translation unit as main.cpp's runner, whose types it uses
 namespace procs {
+
+// A row's timing across the ranks (testing/rank_timing.hpp): the slowest rank's median.
+template <class Row>
+void timed(Row& r, rt::timing_mode mode, const rt::rank_timing& t) {
+  r.identical = t.identical;
+  r.timing = t.fell_back ? "events*" : rt::to_string(mode);
+  r.time_us = t.time_us;
+  r.algbw = static_cast<double>(r.bytes) / (r.time_us * 1e3);
+}
 
 // What rank 0 reports for one row, as one line of tab-separated fields in the file its parent reads.
 inline auto line_fields(row& r) {
@@ -70,46 +81,6 @@ inline void print_procs_row(const row& r) {
               r.type.c_str(), r.op.c_str(), algo_text(r).c_str(), r.input.c_str(), r.blocks, r.timing.c_str(), r.time_us,
               r.algbw, r.busbw, r.max_err, verdict(r));
   std::fflush(stdout);
-}
-
-inline std::uint64_t fnv(const void* p, std::size_t bytes) {
-  std::uint64_t h = 1469598103934665603ull;
-  const auto* c = static_cast<const unsigned char*>(p);
-  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ c[i]) * 1099511628211ull;
-  return h;
-}
-
-// A rank's row of a multi-process table: `call` (on `stream`) run once after every rank is ready,
-// its output (count elements at y) checked by `check` and hashed on every rank (identical: every
-// rank's hash the same), then timed on every rank alike; the row's time is the slowest rank's
-// median. `gather` is the job's allgather of one value per rank, `done` waits for the call.
-template <class Row, class T, class Gather, class Call, class Done, class Check>
-void measure_on_ranks(Row& r, rt::timing_mode mode, const rt::timing_options& timing, rcclx::gpu::stream_t stream,
-                      Gather&& gather, Call&& call, Done&& done, const T* y, std::size_t count, Check&& check) {
-  (void)gather(std::uint64_t{0});  // every rank ready
-  call(stream);
-  done();
-  std::vector<T> out(count);
-  rcclx::gpu::copy(out.data(), y, count * sizeof(T));
-  check(out);
-  const auto hashes = gather(fnv(out.data(), count * sizeof(T)));
-  r.identical = std::all_of(hashes.begin(), hashes.end(), [&](std::uint64_t h) { return h == hashes[0]; });
-  r.timing = rt::to_string(mode);
-  (void)gather(std::uint64_t{0});  // timing starts together
-  bool fell_back = false;
-  std::uint64_t us;
-  const double t = rt::time_us(mode, timing, stream, call, &fell_back);
-  done();
-  if (fell_back) r.timing = "events*";
-  std::memcpy(&us, &t, sizeof(us));
-  double worst = 0;
-  for (const std::uint64_t x : gather(us)) {
-    double v;
-    std::memcpy(&v, &x, sizeof(v));
-    worst = std::max(worst, v);
-  }
-  r.time_us = worst;
-  r.algbw = static_cast<double>(r.bytes) / (r.time_us * 1e3);
 }
 
 template <class T, int MaxR>
@@ -188,14 +159,16 @@ class rank_runner {
       const rt::timing_mode mode = on_host ? rt::timing_mode::wall
                                            : ((o_.graph_all || r.bytes <= o_.graph_max_bytes) ? rt::timing_mode::graph
                                                                                              : rt::timing_mode::events);
-      measure_on_ranks(
-          r, mode, o_.timing, stream_, [&](std::uint64_t v) { return bs_.allgather_value(v); },
-          [&](rcclx::gpu::stream_t s) { comm_.allreduce(x, y, count, o_.op, a, s); },
-          [&] { comm_.synchronize(stream_); }, y, count, [&](const std::vector<T>& out) {
+      const rt::rank_timing t = rt::time_on_ranks(
+          [&](std::uint64_t v) { return bs_.allgather_value(v); }, mode, o_.timing, stream_,
+          [&](rcclx::gpu::stream_t s) { comm_.allreduce(x, y, count, o_.op, a, s); }, [&] { comm_.synchronize(stream_); },
+          y, count, [&](const std::vector<T>& out) {
             if (rank == 0)
               check_against_reference(out.data(), count, n, o_.op, r,
                                       low ? rt::lpc_error_bound<T>(lpc::collective::allreduce, n) : 0.0);
+            return true;
           });
+      timed(r, mode, t);
       r.busbw = r.algbw * 2.0 * (n - 1) / n;
     } catch (const std::exception& e) {
       r.error = e.what();

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/report.hpp"
 
 namespace {
 namespace f8 = rcclx::fp8;
@@ -121,29 +122,25 @@ void copy_kernel_launch(const void* in, void* out, std::size_t bytes) {
 }
 
 // ---- the benchmark ---------------------------------------------------------------------------------
+// One set of every buffer the rows use; two sets alternate between iterations (each far beyond the L2).
 struct buffers {
-  float* f32 = nullptr;
-  bf16* b16 = nullptr;
-  std::uint8_t* q = nullptr;
-  float* s32 = nullptr;
-  f8::e8m0* s8 = nullptr;
-  float* y32 = nullptr;
-  bf16* y16 = nullptr;
+  float* f32;
+  bf16* b16;
+  std::uint8_t* q;
+  float* s32;
+  f8::e8m0* s8;
+  float* y32;
+  bf16* y16;
   explicit buffers(std::size_t n) {
     const std::size_t nb = (n + 31) / 32;
-    f32 = static_cast<float*>(gpu::device_malloc(n * 4));
-    b16 = static_cast<bf16*>(gpu::device_malloc(n * 2));
-    q = static_cast<std::uint8_t*>(gpu::device_malloc(n));
-    s32 = static_cast<float*>(gpu::device_malloc(nb * 4));
-    s8 = static_cast<f8::e8m0*>(gpu::device_malloc(nb));
-    y32 = static_cast<float*>(gpu::device_malloc(n * 4));
-    y16 = static_cast<bf16*>(gpu::device_malloc(n * 2));
+    const auto alloc = [](std::size_t bytes) { return gpu::device_malloc(bytes); };
+    f32 = static_cast<float*>(alloc(n * 4)), b16 = static_cast<bf16*>(alloc(n * 2));
+    q = static_cast<std::uint8_t*>(alloc(n)), s32 = static_cast<float*>(alloc(nb * 4));
+    s8 = static_cast<f8::e8m0*>(alloc(nb)), y32 = static_cast<float*>(alloc(n * 4)), y16 = static_cast<bf16*>(alloc(n * 2));
     fill(f32, b16, n);
   }
   ~buffers() {
-    for (void* p : {static_cast<void*>(f32), static_cast<void*>(b16), static_cast<void*>(q), static_cast<void*>(s32),
-                    static_cast<void*>(s8), static_cast<void*>(y32), static_cast<void*>(y16)})
-      gpu::device_free(p);
+    for (void* p : std::initializer_list<void*>{f32, b16, q, s32, s8, y32, y16}) gpu::device_free(p);
   }
   buffers(const buffers&) = delete;
   buffers& operator=(const buffers&) = delete;
@@ -360,41 +357,28 @@ struct sweep {
   }
 };
 
-template <class T, scale_kind S, class... Tn>
-void tune_quantize(sweep& sw, const std::string& kernel, tunings<Tn...>) {
-  using D = f8::default_quantize_tuning<T, S>;
-  const std::size_t n = sw.n;
-  const std::size_t scale_bytes = sw.nb * sizeof(f8::scale_type_t<S>);
+// Every candidate Tn of one kernel: quantize (Q) or dequantize of T with scale S, set 0's output
+// digest against the default tuning's. Dequantize reads whatever codes and scales the sets hold
+// (the same in both).
+template <bool Q, class T, scale_kind S, class... Tn>
+void tune(sweep& sw, const std::string& kernel, tunings<Tn...>) {
+  using D = std::conditional_t<Q, f8::default_quantize_tuning<T, S>, f8::default_dequantize_tuning<T, S>>;
+  const std::size_t n = sw.n, scale_bytes = sw.nb * sizeof(f8::scale_type_t<S>);
   const double bytes = static_cast<double>(n) * (sizeof(T) + 1) + static_cast<double>(scale_bytes);
-  auto out_digest = [&] { return digest(sw.set(0).q, n) * 3 + digest(scales_of<S>(sw.set(0)), scale_bytes); };
-  f8::quantize_blocks<f8::e4m3, 32, S>(elems<T>(sw.set(0)), n, sw.set(0).q, scales_of<S>(sw.set(0)));
+  const auto run = [&](auto tuning, buffers& b) {
+    using Tuning = decltype(tuning);
+    if constexpr (Q) f8::quantize_blocks<f8::e4m3, 32, S, f8::path::automatic, T, Tuning>(elems<T>(b), n, b.q, scales_of<S>(b));
+    else f8::dequantize_blocks<f8::e4m3, 32, S, f8::path::automatic, T, Tuning>(b.q, scales_of<S>(b), n, outputs<T>(b));
+  };
+  const auto out_digest = [&] {
+    buffers& b = sw.set(0);
+    return Q ? digest(b.q, n) * 3 + digest(scales_of<S>(b), scale_bytes) : digest(outputs<T>(b), n * sizeof(T));
+  };
+  run(D{}, sw.set(0));
   gpu::device_synchronize();
   const std::uint64_t want = out_digest();
   (sw.add(kernel, tuning_label<Tn>(), tuning_cpp<Tn>(), std::is_same<Tn, D>::value, bytes,
-          [&](int i) {
-            buffers& b = sw.set(i);
-            f8::quantize_blocks<f8::e4m3, 32, S, f8::path::automatic, T, Tn>(elems<T>(b), n, b.q, scales_of<S>(b));
-          },
-          out_digest, want),
-   ...);
-}
-
-// Dequantizes whatever codes and scales the buffers hold (the same in both sets).
-template <class T, scale_kind S, class... Tn>
-void tune_dequantize(sweep& sw, const std::string& kernel, tunings<Tn...>) {
-  using D = f8::default_dequantize_tuning<T, S>;
-  const std::size_t n = sw.n;
-  const double bytes = static_cast<double>(n) * (1 + sizeof(T)) + static_cast<double>(sw.nb * sizeof(f8::scale_type_t<S>));
-  auto out_digest = [&] { return digest(outputs<T>(sw.set(0)), n * sizeof(T)); };
-  f8::dequantize_blocks<f8::e4m3, 32, S>(sw.set(0).q, scales_of<S>(sw.set(0)), n, outputs<T>(sw.set(0)));
-  gpu::device_synchronize();
-  const std::uint64_t want = out_digest();
-  (sw.add(kernel, tuning_label<Tn>(), tuning_cpp<Tn>(), std::is_same<Tn, D>::value, bytes,
-          [&](int i) {
-            buffers& b = sw.set(i);
-            f8::dequantize_blocks<f8::e4m3, 32, S, f8::path::automatic, T, Tn>(b.q, scales_of<S>(b), n, outputs<T>(b));
-          },
-          out_digest, want),
+          [&](int i) { run(Tn{}, sw.set(i)); }, out_digest, want),
    ...);
 }
 
@@ -499,20 +483,20 @@ int main(int argc, char** argv) {
                   "block per tile instead of a resident grid-stride grid, T = threads per block; * = default):\n");
       sweep sw{S, copy_same, n, nb, iters, {}};
       // Every (element type, scale) pair keeps its payload in the same buffers: quantize rows first.
-      tune_quantize<bf16, scale_kind::fp32>(sw, "quant bf16, fp32 scale", quantize_bf16_candidates{});
-      tune_quantize<bf16, scale_kind::e8m0>(sw, "quant bf16, e8m0 scale", quantize_bf16_candidates{});
-      tune_quantize<float, scale_kind::fp32>(sw, "quant f32, fp32 scale", quantize_f32_candidates{});
-      tune_quantize<float, scale_kind::e8m0>(sw, "quant f32, e8m0 scale", quantize_f32_candidates{});
+      tune<true, bf16, scale_kind::fp32>(sw, "quant bf16, fp32 scale", quantize_bf16_candidates{});
+      tune<true, bf16, scale_kind::e8m0>(sw, "quant bf16, e8m0 scale", quantize_bf16_candidates{});
+      tune<true, float, scale_kind::fp32>(sw, "quant f32, fp32 scale", quantize_f32_candidates{});
+      tune<true, float, scale_kind::e8m0>(sw, "quant f32, e8m0 scale", quantize_f32_candidates{});
       // Codes + both scale arrays for the dequantize rows, identical in both sets.
       for (int k = 0; k < 2; ++k) {
         f8::quantize_blocks<E, 32, scale_kind::e8m0>(S(k).f32, n, S(k).q, S(k).s8);
         f8::quantize_blocks<E>(S(k).f32, n, S(k).q, S(k).s32);
       }
       gpu::device_synchronize();
-      tune_dequantize<bf16, scale_kind::fp32>(sw, "dequant bf16, fp32 scale", dequantize_bf16_candidates{});
-      tune_dequantize<bf16, scale_kind::e8m0>(sw, "dequant bf16, e8m0 scale", dequantize_bf16_candidates{});
-      tune_dequantize<float, scale_kind::fp32>(sw, "dequant f32, fp32 scale", dequantize_f32_candidates{});
-      tune_dequantize<float, scale_kind::e8m0>(sw, "dequant f32, e8m0 scale", dequantize_f32_candidates{});
+      tune<false, bf16, scale_kind::fp32>(sw, "dequant bf16, fp32 scale", dequantize_bf16_candidates{});
+      tune<false, bf16, scale_kind::e8m0>(sw, "dequant bf16, e8m0 scale", dequantize_bf16_candidates{});
+      tune<false, float, scale_kind::fp32>(sw, "dequant f32, fp32 scale", dequantize_f32_candidates{});
+      tune<false, float, scale_kind::e8m0>(sw, "dequant f32, e8m0 scale", dequantize_f32_candidates{});
       gpu::device_synchronize();
       tune_rows = sw.rows;
       // The best candidate per kernel, spelled as fp8/bulk_tuning.hpp spells its defaults.
@@ -571,50 +555,33 @@ int main(int argc, char** argv) {
     if (!out_dir.empty()) {
       std::filesystem::create_directories(out_dir);
       const std::string base = out_dir + "/fp8_bench";
-      if (FILE* f = std::fopen((base + ".csv").c_str(), "w")) {
-        std::fprintf(f, "kernel,bytes,median_us,gbps,ratio_to_copy,target\n");
-        for (const row& r : rows)
-          std::fprintf(f, "\"%s\",%.0f,%.3f,%.2f,%.4f,%d\n", r.name.c_str(), r.bytes, r.ms * 1e3, r.gbps(),
-                       r.gbps() / copy_gbps, r.target ? 1 : 0);
-        std::fclose(f);
-      }
-      if (FILE* f = std::fopen((base + ".json").c_str(), "w")) {
-        std::fprintf(f, "{\n \"device\": \"%s\",\n \"suite\": \"%s\",\n \"n\": %zu,\n \"iters\": %d,\n", device_name().c_str(),
-                     suite.c_str(), n, iters);
-        std::fprintf(f, " \"copy_gbps\": %.2f,\n \"all_kernels_ge_90pct_copy\": %s,\n \"sample_check\": %s,\n", copy_gbps,
-                     all_pass ? "true" : "false", samples_ok ? "true" : "false");
-        std::fprintf(f, " \"rows\": [\n");
-        for (std::size_t i = 0; i < rows.size(); ++i)
-          std::fprintf(f, "  {\"kernel\": \"%s\", \"bytes\": %.0f, \"median_us\": %.3f, \"gbps\": %.2f, \"ratio_to_copy\": %.4f}%s\n",
-                       rows[i].name.c_str(), rows[i].bytes, rows[i].ms * 1e3, rows[i].gbps(),
-                       rows[i].gbps() / copy_gbps, i + 1 < rows.size() ? "," : "");
-        std::fprintf(f, " ],\n");
-        if (!torch.empty()) {
-          std::fprintf(f, " \"torch\": {");
-          bool first = true;
-          for (const auto& kv : torch) {
-            std::fprintf(f, "%s\"%s\": %.6g", first ? "" : ", ", kv.first.c_str(), kv.second);
-            first = false;
-          }
-          std::fprintf(f, "},\n \"dequantize_vs_torch_float\": %.3f\n}\n", torch_ratio);
-        } else {
-          std::string e = torch_error;
-          std::replace(e.begin(), e.end(), '"', '\'');
-          std::replace(e.begin(), e.end(), '\n', ' ');
-          std::fprintf(f, " \"torch_error\": \"%s\"\n}\n", e.c_str());
-        }
-        std::fclose(f);
-      }
-      if (!tune_rows.empty()) {
-        if (FILE* f = std::fopen((out_dir + "/fp8_tune.csv").c_str(), "w")) {
-          std::fprintf(f, "kernel,label,tuning,default,bytes,median_us,gbps,same_bytes_copy_us,ratio_to_same_bytes_copy,same_output\n");
-          for (const tune_row& r : tune_rows)
-            std::fprintf(f, "\"%s\",\"%s\",\"%s\",%d,%.0f,%.3f,%.2f,%.3f,%.4f,%d\n", r.kernel.c_str(), r.label.c_str(),
-                         r.cpp.c_str(), r.is_default ? 1 : 0, r.bytes, r.ms * 1e3, r.bytes / (r.ms * 1e-3) / 1e9,
-                         r.copy_ms * 1e3, r.copy_ms / r.ms, r.same_output ? 1 : 0);
-          std::fclose(f);
-        }
-      }
+      const auto row_fields = [&](const row& r) {
+        return bench::fields{{"kernel", r.name}, {"bytes", static_cast<unsigned long long>(r.bytes)}, {"median_us", r.ms * 1e3}, {"gbps", r.gbps()},
+                             {"ratio_to_copy", r.gbps() / copy_gbps}};
+      };
+      bench::write_csv(base + ".csv", "\"kernel\",bytes,median_us,gbps,ratio_to_copy,target", rows,
+                       [&](const row& r) { return row_fields(r) + bench::fields{{"target", r.target ? 1 : 0}}; });
+      std::ofstream f = bench::open_output(base + ".json");
+      f << "{\n";
+      bench::write_json_members(f, {{"device", device_name()}, {"suite", suite}, {"n", static_cast<unsigned long>(n)},
+                                    {"iters", iters}, {"copy_gbps", copy_gbps}, {"all_kernels_ge_90pct_copy", all_pass},
+                                    {"sample_check", samples_ok}});
+      f << "  \"rows\": [\n";
+      bench::write_json_rows(f, rows, row_fields);
+      f << "  ],\n";
+      bench::fields t;
+      for (const auto& kv : torch) t.push_back({kv.first, kv.second});
+      if (!torch.empty()) f << "  \"torch\": " << bench::json_object(t) << ",\n  \"dequantize_vs_torch_float\": " << bench::json_number(torch_ratio) << "\n}\n";
+      else f << "  \"torch_error\": \"" << bench::json_escape(torch_error) << "\"\n}\n";
+      f.close();
+      if (!tune_rows.empty())
+        bench::write_csv(out_dir + "/fp8_tune.csv", "\"kernel\",\"label\",\"tuning\",default,bytes,median_us,gbps,same_bytes_copy_us,ratio_to_same_bytes_copy,same_output",
+                         tune_rows, [](const tune_row& r) {
+                           return bench::fields{{"kernel", r.kernel}, {"label", r.label}, {"tuning", r.cpp},
+                                                {"default", r.is_default ? 1 : 0}, {"bytes", static_cast<unsigned long long>(r.bytes)}, {"median_us", r.ms * 1e3},
+                                                {"gbps", r.bytes / (r.ms * 1e-3) / 1e9}, {"same_bytes_copy_us", r.copy_ms * 1e3},
+                                                {"ratio_to_same_bytes_copy", r.copy_ms / r.ms}, {"same_output", r.same_output ? 1 : 0}};
+                         });
       const bool wrote = std::filesystem::exists(base + ".json") && std::filesystem::exists(base + ".csv");
       std::printf("%s %s.json and %s.csv\n", wrote ? "wrote" : "FAILED to write", base.c_str(), base.c_str());
     }

@@ -48,6 +48,7 @@
 #include <rcclx/gpu/shared.hpp>
 #include <rcclx/testing/emulated_world.hpp>
 #include <rcclx/testing/launch.hpp>
+#include <rcclx/testing/references.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -322,21 +323,6 @@ struct vocab_merge {
 };
 
 // ---- inputs and references ----------------------------------------------------------------------
-
-// The combine's order of (value, index): NaN first, larger values, then lower indices.
-struct ref_entry {
-  float value;
-  std::uint32_t index;
-};
-bool ref_before(const ref_entry& a, const ref_entry& b) {
-  const bool na = std::isnan(a.value), nb = std::isnan(b.value);
-  if (na != nb) return na;
-  if (!na && a.value != b.value) return a.value > b.value;
-  return a.index < b.index;
-}
-bool same_value(float got, float want) {
-  return std::isnan(want) ? std::isnan(got) : std::memcmp(&got, &want, sizeof(float)) == 0;
-}
 
 std::string to_string(kind k) {
   return k == kind::attention ? "attn_merge" : k == kind::argmax ? "argmax" : "topk" + std::to_string(top_k);
@@ -690,26 +676,13 @@ class runner : bench::emulated_rig<max_r> {
                           const std::vector<unsigned char>& got, row& r) {
     using rec = typename Op::record;
     constexpr bool top = !std::is_same<Op, fz::argmax>::value;
-    constexpr int k = top ? top_k : 1;
-    std::vector<ref_entry> e(V);
     for (std::size_t i = 0; i < rows; ++i) {
-      for (std::size_t j = 0; j < V; ++j) e[j] = {all[i * V + j], static_cast<std::uint32_t>(j)};
-      const std::size_t kk = std::min<std::size_t>(k, V);
-      std::partial_sort(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(kk), e.end(), ref_before);
+      const auto want = rt::topk_reference(all.data() + i * V, V, 0, top ? top_k : 1);
       rec g;
       std::memcpy(&g, got.data() + i * sizeof(rec), sizeof(rec));
-      for (int j = 0; j < k; ++j) {
-        const ref_entry want = static_cast<std::size_t>(j) < kk ? e[j] : ref_entry{-INFINITY, 0xFFFFFFFFu};
-        float v;
-        std::uint32_t idx;
-        if constexpr (top) {
-          v = g.value[j];
-          idx = g.index[j];
-        } else {
-          v = g.value;
-          idx = g.index;
-        }
-        if (!same_value(v, want.value) || idx != want.index) r.ref_ok = false;
+      for (std::size_t j = 0; j < want.size(); ++j) {
+        if constexpr (top) r.ref_ok = r.ref_ok && rt::same_entry(g.value[j], g.index[j], want[j]);
+        else r.ref_ok = r.ref_ok && rt::same_entry(g.value, g.index, want[j]);
       }
     }
   }

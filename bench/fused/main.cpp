@@ -31,6 +31,7 @@
 #include <rcclx/testing/emulated_kernels.hpp>
 #include <rcclx/testing/error_bounds.hpp>
 #include <rcclx/testing/launch.hpp>
+#include <rcclx/testing/references.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -380,47 +381,27 @@ class rmsnorm_runner : public fused_rig {
     return all;
   }
 
-  // Rank 0 against float64 on up to 64 sampled rows: the bounds of docs/fusion.md "Numerics"
-  // (first order, doubled; tests/fused/reference.hpp has the full ones).
+  // Rank 0 against float64 on up to 64 sampled rows (testing/references.hpp: the bounds of
+  // docs/fusion.md "Numerics", first order, doubled).
   void check_reference(const shape& s, const std::vector<std::vector<unsigned char>>& got, row& r) {
     const std::size_t h = s.hidden;
-    const double u = rt::unit_roundoff<T>(), u32 = 0x1p-24;
+    const auto v = [](T x) { return static_cast<double>(static_cast<float>(x)); };
     for (std::size_t i = 0; i < s.tokens; i += std::max<std::size_t>(1, s.tokens / 64)) {
-      std::vector<double> rr(h), er(h);
-      double ss = 0, dss = 0, mag2 = 0;
+      const rt::rmsnorm_row ref = rt::rmsnorm_reference<T>(
+          n_, h, [&](int q, std::size_t j) { return v(hx_[q][i * h + j]); }, [&](std::size_t j) { return v(hres_[i * h + j]); },
+          [&](std::size_t j) { return v(hw_[j]); }, 1e-6);
       for (std::size_t j = 0; j < h; ++j) {
-        double sum = 0, sabs = 0;
-        for (int q = 0; q < n_; ++q) {
-          const double v = static_cast<float>(hx_[q][i * h + j]);
-          sum += v;
-          sabs += std::fabs(v);
-        }
-        const double es = (n_ - 1) * u32 * sabs + u * std::fabs(sum);
-        rr[j] = sum + static_cast<float>(hres_[i * h + j]);
-        er[j] = es + (u + u32) * (std::fabs(rr[j]) + es);
-        ss += rr[j] * rr[j];
-        dss += 2 * std::fabs(rr[j]) * er[j] + er[j] * er[j];
-        mag2 += (std::fabs(rr[j]) + er[j]) * (std::fabs(rr[j]) + er[j]);
-      }
-      const double ms = ss / h, f = 1.0 / std::sqrt(ms + 1e-6);
-      const double ef = (dss / h + (h + 16) * u32 * mag2 / h) / (2 * (ms + 1e-6)) + 3 * u32;
-      for (std::size_t j = 0; j < h; ++j) {
-        const double w = static_cast<float>(hw_[j]);
-        const double y = rr[j] * f * w;
-        const double ey = std::fabs(w) * f * er[j] + std::fabs(y) * (ef + 2 * u32);
-        double gotv, tol;
+        double gotv = 0;
         if constexpr (fz::rmsnorm_args<T, Out>::fp8_output) {
           gotv = rcclx::fp8::decode<Out>(got[0][i * h + j]) * 0.03;
-          tol = 2 * (ey + 0x1p-4 * (std::fabs(y) + ey) + 0.03 * 0x1p-10 + u32 * std::fabs(y));
         } else {
           T t;
           std::memcpy(&t, got[0].data() + (i * h + j) * sizeof(T), sizeof(T));
-          gotv = static_cast<float>(t);
-          tol = 2 * (ey + u * (std::fabs(y) + ey));
+          gotv = v(t);
         }
-        const double e = std::fabs(gotv - y);
+        const double e = std::fabs(gotv - ref.y[j]);
         r.max_err = std::max(r.max_err, e);
-        if (!(e <= tol)) r.tol_ok = false;
+        if (!(e <= rt::rmsnorm_tolerance<Out>(ref.y[j], ref.err[j], 0.03))) r.tol_ok = false;
       }
     }
   }

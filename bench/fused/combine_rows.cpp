@@ -46,7 +46,7 @@
 #include <rcclx/fused/combine_ops.hpp>
 #include <rcclx/fused/shard_scan.hpp>
 #include <rcclx/gpu/shared.hpp>
-#include <rcclx/testing/emulated_world.hpp>
+#include <rcclx/testing/emulated_bench.hpp>
 #include <rcclx/testing/launch.hpp>
 #include <rcclx/testing/references.hpp>
 
@@ -61,7 +61,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "../common/emulated.hpp"
 #include "../common/inputs.hpp"
 #include "../common/report.hpp"
 
@@ -363,10 +362,10 @@ struct capacity {
   int tiles = 1;
 };
 
-class runner : bench::emulated_rig<max_r> {
+class runner : rt::emulated_bench<max_r> {
  public:
   runner(const settings& s, const capacity& c)
-      : emulated_rig(s.num_ranks, c.buffer_bytes, fz::pad_blocks_for(barrier_blocks, c.tiles)), n_(s.num_ranks),
+      : emulated_bench(s.num_ranks, c.buffer_bytes, fz::pad_blocks_for(barrier_blocks, c.tiles)), n_(s.num_ranks),
         timing_{s.warmup, s.iters, s.calls_per_graph}, slots_{barrier_blocks, c.tiles} {
     for (int r = 0; r < n_; ++r) {
       part_.push_back(alloc(c.part_bytes));
@@ -400,7 +399,7 @@ class runner : bench::emulated_rig<max_r> {
   }
 
  private:
-  void* alloc(std::size_t bytes) { return emulated_rig::alloc(bytes + 64); }
+  void* alloc(std::size_t bytes) { return emulated_bench::alloc(bytes + 64); }
 
   template <class F>
   int blocks_for(int wanted, int threads) const {
@@ -427,7 +426,7 @@ class runner : bench::emulated_rig<max_r> {
 
   template <class F>
   double time(rt::timing_mode mode, F&& f, bool& fell_back) {
-    return emulated_rig::time(mode, timing_, f, fell_back);
+    return emulated_bench::time(mode, timing_, f, fell_back);
   }
 
   // The timings every combine row has: fused flat and tree, the automatic one of the two, unfused,
@@ -445,7 +444,7 @@ class runner : bench::emulated_rig<max_r> {
   // Every rank's output bytes (out_[r], `bytes`) after `f`, from poisoned outputs.
   template <class F>
   std::vector<std::vector<unsigned char>> outputs_after(F&& f, std::size_t bytes) {
-    return emulated_rig::outputs_after(f, out_, bytes);
+    return emulated_bench::outputs_after(f, out_, bytes);
   }
 
   // fused flat, fused tree, unfused: every rank the same bits, the three the same bits.

@@ -27,6 +27,7 @@
 #include <rcclx/dda/allreduce.hpp>
 #include <rcclx/fused/add_rmsnorm.hpp>
 #include <rcclx/fused/allreduce_rmsnorm.hpp>
+#include <rcclx/testing/emulated_bench.hpp>
 #include <rcclx/testing/emulated_fused_kernels.hpp>
 #include <rcclx/testing/emulated_kernels.hpp>
 #include <rcclx/testing/error_bounds.hpp>
@@ -47,7 +48,6 @@
 
 #include "../../examples/04_gemm_allreduce/gemm_allreduce.hpp"
 #include "../common/cli.hpp"
-#include "../common/emulated.hpp"
 #include "../common/report.hpp"
 #include "combine_rows.hpp"
 
@@ -229,10 +229,10 @@ void time_paths(row& r, algorithm automatic, Time&& time, Fused&& fused, Unfused
 // What both runners stand on: the rig, the row's timing (fell back to events: "events*"), and the
 // unfused paths' DDA AllReduce of count elements per rank (in[q] -> out[q]) on the emulated DDA
 // launch shape.
-class fused_rig : public bench::emulated_rig<max_r> {
+class fused_rig : public rt::emulated_bench<max_r> {
  public:
   fused_rig(const options& o, std::size_t buffer_bytes, int max_tiles, rcclx::core::ll_layout ll)
-      : emulated_rig(o.num_ranks, buffer_bytes, fz::pad_blocks_for(barrier_blocks, max_tiles), ll), o_(o),
+      : emulated_bench(o.num_ranks, buffer_bytes, fz::pad_blocks_for(barrier_blocks, max_tiles), ll), o_(o),
         n_(o.num_ranks), slots_{barrier_blocks, max_tiles} {}
 
  protected:

@@ -75,13 +75,13 @@ inline double print_checks_cost(checks_cost_args args, const std::vector<std::st
 // the function they define.
 #  include <rcclx/core/types.hpp>
 #  include <rcclx/dda/allreduce.hpp>
+#  include <rcclx/testing/emulated_bench.hpp>
 #  include <rcclx/testing/emulated_kernels.hpp>
 #  include <rcclx/testing/emulated_launch_config.hpp>
 #  include <rcclx/testing/launch.hpp>
 
 #  include <algorithm>
 
-#  include "../common/emulated.hpp"
 
 namespace bench {
 namespace {
@@ -92,7 +92,7 @@ std::vector<double> checks_cost_run(const checks_cost_args& a) {
   constexpr int max_r = 8;
   std::size_t max_bytes = 16;
   for (std::size_t b : a.bytes) max_bytes = std::max(max_bytes, b);
-  emulated_rig<max_r> rig(a.num_ranks, max_bytes, 32, rcclx::core::default_ll_layout(), rcclx::core::default_timeout_ns);
+  rt::emulated_bench<max_r> rig(a.num_ranks, max_bytes, 32, rcclx::core::default_ll_layout(), rcclx::core::default_timeout_ns);
   rt::rank_buffers<T, max_r> buf{};
   for (int r = 0; r < a.num_ranks; ++r) {
     buf.in[r] = rig.template alloc<const T>(max_bytes);

@@ -22,6 +22,7 @@
 #include <rcclx/kernel/layout.hpp>
 #include <rcclx/kernel/reduce.hpp>
 #include <rcclx/lpc/workspace.hpp>
+#include <rcclx/testing/emulated_bench.hpp>
 #include <rcclx/testing/emulated_kernels.hpp>
 #include <rcclx/testing/error_bounds.hpp>
 #include <rcclx/testing/launch.hpp>
@@ -41,7 +42,6 @@
 #include <vector>
 
 #include "../common/cli.hpp"
-#include "../common/emulated.hpp"
 #include "../common/inputs.hpp"
 #include "../common/report.hpp"
 #include "checks_cost.hpp"
@@ -222,19 +222,6 @@ RCCLX_HOST_DEVICE inline T make(float x) {
 }
 
 template <class T>
-RCCLX_HOST_DEVICE inline std::uint32_t bits_of(T x) {
-  if constexpr (sizeof(T) == 4) {
-    std::uint32_t u;
-    __builtin_memcpy(&u, &x, 4);
-    return u;
-  } else {
-    std::uint16_t u;
-    __builtin_memcpy(&u, &x, 2);
-    return u;
-  }
-}
-
-template <class T>
 RCCLX_HOST_DEVICE inline T poison_value() {
   T x;
   const std::uint32_t p = 0x5A5A5A5Au;
@@ -253,22 +240,6 @@ struct fill_kernel {
     const std::size_t stride = static_cast<std::size_t>(ix.num_blocks) * static_cast<std::size_t>(g.size());
     for (std::size_t i = static_cast<std::size_t>(ix.block) * g.size() + g.thread_rank(); i < count; i += stride)
       dst[ix.rank][i] = poison ? poison_value<T>() : make<T>(input_value(ix.rank, i));
-  }
-};
-
-template <class T, int MaxR>
-struct compare_kernel {  // counts elements of each rank's output that differ (bitwise) from rank 0's
-  const T* out[MaxR];
-  std::size_t count;
-  std::uint32_t* mismatches;
-  template <class G>
-  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
-    if (ix.rank == 0) return;
-    const std::size_t stride = static_cast<std::size_t>(ix.num_blocks) * static_cast<std::size_t>(g.size());
-    std::uint32_t bad = 0;
-    for (std::size_t i = static_cast<std::size_t>(ix.block) * g.size() + g.thread_rank(); i < count; i += stride)
-      bad += bits_of(out[ix.rank][i]) != bits_of(out[0][i]) ? 1u : 0u;
-    if (bad) rcclx::gpu::fetch_add_local(mismatches, bad);
   }
 };
 
@@ -431,25 +402,24 @@ struct exchange_floor {
   }
 };
 
-// What both tables stand on: every rank's input and output, the copy baseline's buffers, the fill
-// and compare kernels, and the blocks a functor can have (pads and residency).
+// What both tables stand on (testing/emulated_bench.hpp): every rank's input and output, the copy
+// baseline's buffers, the fill kernel, and the blocks a functor can have (pads and residency).
 template <class T, int MaxR>
-class rank_rig : public bench::emulated_rig<MaxR> {
+class rank_rig : public rt::emulated_bench<MaxR> {
  public:
   rank_rig(const options& o, const std::string& type, std::size_t buffer_bytes, std::size_t in_bytes,
            std::size_t out_bytes, rcclx::core::ll_layout ll = rcclx::core::default_ll_layout())
-      : bench::emulated_rig<MaxR>(o.num_ranks, buffer_bytes, o.max_blocks, ll), o_(o), type_(type), n_(o.num_ranks) {
+      : rt::emulated_bench<MaxR>(o.num_ranks, buffer_bytes, o.max_blocks, ll), o_(o), type_(type), n_(o.num_ranks) {
     for (int r = 0; r < n_; ++r) {
       in_.push_back(this->template alloc<T>(in_bytes));
       out_.push_back(this->template alloc<T>(out_bytes));
     }
     big_src_ = this->alloc(in_bytes * n_);
     big_dst_ = this->alloc(in_bytes * n_);
-    counter_ = this->template alloc<std::uint32_t>(sizeof(std::uint32_t));
   }
 
  protected:
-  using bench::emulated_rig<MaxR>::time;
+  using rt::emulated_bench<MaxR>::time;
 
   rt::rank_buffers<T, MaxR> buffers(bool registered = false) {
     rt::rank_buffers<T, MaxR> b{};
@@ -515,16 +485,8 @@ class rank_rig : public bench::emulated_rig<MaxR> {
 
   // Is every rank's output (count elements) the same bits as rank 0's? Checked on the device.
   bool ranks_identical(std::size_t count) {
-    rcclx::gpu::memset_zero(counter_, sizeof(std::uint32_t));
-    compare_kernel<T, MaxR> c{};
-    for (int p = 0; p < n_; ++p) c.out[p] = out_[p];
-    c.count = count;
-    c.mismatches = counter_;
-    launch(fit_elems<compare_kernel<T, MaxR>>(count), c, this->stream());
-    rcclx::gpu::stream_synchronize(this->stream());
-    std::uint32_t mismatches = 0;
-    rcclx::gpu::copy(&mismatches, counter_, sizeof(mismatches));
-    return mismatches == 0;
+    return rt::emulated_bench<MaxR>::ranks_identical(out_, count, fit_elems<rt::emulated_compare<T, MaxR>>(count),
+                                                     o_.threads);
   }
 
   // The copy baseline moving every rank's count elements: a runtime copy, and the 16-byte copy
@@ -543,7 +505,6 @@ class rank_rig : public bench::emulated_rig<MaxR> {
   std::vector<T*> in_, out_;
   void* big_src_ = nullptr;
   void* big_dst_ = nullptr;
-  std::uint32_t* counter_ = nullptr;
 };
 
 template <class T, int MaxR>

@@ -1,43 +1,21 @@
-// bench/fused/combine_rows.cpp: rcclx-bench-fused's cross-rank combine rows. Fused: one kernel
-// whose epilogue is fused::combine (flat, tree; automatic = the one the built-in table picks).
-// Unfused, the way an engine does it today: rcclx's own AllGather (dda::flat_allgather) of every
-// rank's partial records, then a separate merge kernel. Floor: that AllGather alone. What is timed
-// (per call, all emulated ranks in one launch per kernel; graphs of K back-to-back calls on GPUs,
-// the unfused kernels captured together):
-//
-//   attn_merge: split-KV (context-parallel) decode attention, B tokens x 32 heads x 128, bf16.
-//     Every rank holds its partial records (fused::lse_merge<bf16, 128>::record: O_r and L_r per
-//     (token, head)) in ordinary device memory, where its attention kernel left them.
-//       fused:   copy them into the combine's input (the store the attention kernel's epilogue would
-//                make there instead), publish, fold the ranks (reduce_slices: a thread per 16-byte
-//                slice of a head), store O (bf16) and L (float).
-//       unfused: the AllGather of the partial records (its first step copies them into the
-//                symmetric buffer: the same one copy), then a merge kernel over the gathered records
-//                (a thread per slice: every rank's slice loaded, then lse_merge's slice arithmetic in
-//                rank order, as the combine does), storing O and L.
-//     Inputs: L_r in [-6, 6) or -inf (about one rank in 8, whose O_r is NaN and must not be read),
-//     every 13th head -inf on every rank (O = 0, L = -inf).
-//   argmax, topk50: vocabulary-parallel sampling, B rows, a vocabulary V split over the ranks,
-//     float logits [B][V / N] per rank (multiples of 2^-12 in [-8, 8): ties across ranks; row 0
-//     has a -inf, row 1 NaNs; for the checks only, row 2 ascends along rank 1's shard, which sends
-//     the top-k scan down its slower safe mode: timed with random logits).
-//       fused:   one kernel: a block per row scans the rank's shard into its record (argmax, or its
-//                top 50), then the combine gives every rank the global one (argmax: reduce, a
-//                thread per record; top-k: reduce_entries, the ranks' lists staged in shared
-//                memory, a thread per entry placing it).
-//       unfused: that scan as a kernel of its own writing the partial records, the AllGather of
-//                them, a merge kernel (the same merge: argmax a thread per row folding in rank
-//                order, top-k a block per row running reduce_entries' merge, fused::merge_entries).
-//     The scan is on both sides, identical code: a row is the whole sampling step after the LM
-//     head, as an engine runs it; local_us is the scan kernel alone (fused - local_us is the
-//     combine's share, unfused - local_us the AllGather's and the merge kernel's).
-//   floor: the AllGather of the partial records alone (the exchange of the partial results).
-//   read (argmax, topk): the logits read once by the scan's blocks with the scan's loads, nothing
-//     kept: the scan's memory floor.
-// Checks: every rank the same bits; fused flat, fused tree and unfused bit-identical (the merge
-// kernels run the combine's own arithmetic); rank 0 against an independent float64 reference (the
-// merge of the partials in float64 within FP32 and bf16 rounding bounds; a scan of the whole row
-// in the combine's order of (value, index), exact).
+// bench/fused/combine_rows.cpp: rcclx-bench-fused's cross-rank combine rows (docs/fusion.md section
+// 12). Fused: one kernel whose epilogue is fused::combine (flat, tree; automatic = the built-in
+// table's). Unfused, the way an engine does it today: rcclx's AllGather (dda::flat_allgather) of
+// every rank's partial records, then a merge kernel running the combine's own arithmetic in rank
+// order. Floor: that AllGather alone. Per call, all emulated ranks in one launch per kernel; graphs
+// of K back-to-back calls on GPUs, the unfused kernels captured together.
+//   attn_merge (B tokens x 32 heads x 128, bf16): fused copies each rank's partial records (O_r, L_r
+//     in ordinary memory, where the attention kernel left them) into the combine's input, as that
+//     kernel's epilogue would, and merges with reduce_slices (a thread per 16-byte slice); L_r in
+//     [-6, 6) or -inf (about one rank in 8, its O_r NaN: never read), every 13th head -inf on every
+//     rank (O = 0, L = -inf).
+//   argmax, topk50 (B rows, a vocabulary V split over the ranks, float logits): the rank's scan of
+//     its shard (fused::shard_scan, a block per row) is on both sides, identical code (local_us: it
+//     alone). Logits: multiples of 2^-12 in [-8, 8) (ties across ranks), row 0 with a -inf, row 1
+//     NaNs; for the checks only, row 2 ascends along rank 1's shard (the top-k scan's safe mode).
+//   read: the logits read once by the scan's blocks and loads, nothing kept (the scan's floor).
+// Checks: every rank the same bits; fused flat, fused tree and unfused bit-identical; rank 0 against
+// a float64 merge of the partials (FP32 and bf16 rounding bounds) or testing::topk_reference.
 #include "combine_rows.hpp"
 
 #include <rcclx/dda/allgather.hpp>
@@ -424,37 +402,27 @@ class runner : rt::emulated_bench<max_r> {
     rt::launch_emulated(n_, blocks, dda_threads, k, st);
   }
 
-  template <class F>
-  double time(rt::timing_mode mode, F&& f, bool& fell_back) {
-    return emulated_bench::time(mode, timing_, f, fell_back);
-  }
-
-  // The timings every combine row has: fused flat and tree, the automatic one of the two, unfused,
-  // and the floor (the AllGather of `words` per rank on `blocks` blocks alone).
-  template <class FF, class FT, class U>
-  void time_row(rt::timing_mode mode, algorithm automatic, FF&& fused_flat, FT&& fused_tree, U&& unfused,
-                std::size_t words, int blocks, row& r, bool& fell_back) {
-    r.fused_flat_us = time(mode, fused_flat, fell_back);
-    r.fused_tree_us = time(mode, fused_tree, fell_back);
-    r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
-    r.unfused_us = time(mode, unfused, fell_back);
-    r.floor_us = time(mode, [&](rcclx::gpu::stream_t st) { gather(words, blocks, st); }, fell_back);
-  }
-
-  // Every rank's output bytes (out_[r], `bytes`) after `f`, from poisoned outputs.
-  template <class F>
-  std::vector<std::vector<unsigned char>> outputs_after(F&& f, std::size_t bytes) {
-    return emulated_bench::outputs_after(f, out_, bytes);
-  }
-
-  // fused flat, fused tree, unfused: every rank the same bits, the three the same bits.
-  static bool all_identical(const std::vector<std::vector<unsigned char>>& flat,
-                            const std::vector<std::vector<unsigned char>>& tree,
-                            const std::vector<std::vector<unsigned char>>& unfused) {
-    bool same = true;
+  // What every combine row does once its kernels are set: every rank's output (out_bytes) after
+  // fused flat, fused tree and unfused, all the same bits; check(rank 0's); then the times of the
+  // three, the automatic one's, the floor (the AllGather of `words` per rank on `gb` blocks alone)
+  // and, argmax / topk, more(time).
+  template <class FF, class FT, class U, class Check, class More>
+  void measure(row& r, rt::timing_mode mode, algorithm automatic, FF&& fused_flat, FT&& fused_tree, U&& unfused,
+               std::size_t out_bytes, std::size_t words, int gb, Check&& check, More&& more) {
+    const auto flat = outputs_after(fused_flat, out_, out_bytes), tree = outputs_after(fused_tree, out_, out_bytes),
+               unf = outputs_after(unfused, out_, out_bytes);
     for (std::size_t q = 0; q < flat.size(); ++q)
-      same = same && flat[q] == flat[0] && tree[q] == flat[0] && unfused[q] == flat[0];
-    return same;
+      r.identical = r.identical && flat[q] == flat[0] && tree[q] == flat[0] && unf[q] == flat[0];
+    check(flat[0]);
+    bool fell_back = false;
+    const auto time = [&](auto&& f) { return emulated_bench::time(mode, timing_, f, fell_back); };
+    r.fused_flat_us = time(fused_flat);
+    r.fused_tree_us = time(fused_tree);
+    r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
+    r.unfused_us = time(unfused);
+    r.floor_us = time([&](rcclx::gpu::stream_t st) { gather(words, gb, st); });
+    more(time);
+    if (fell_back) r.timing = "events*";
   }
 
   // ---- attention merge ----
@@ -517,15 +485,9 @@ class runner : rt::emulated_bench<max_r> {
       gather(words, gb, st);
       rt::launch_emulated(n_, merge_blocks, attn_threads, m, st);
     };
-    const std::size_t out_bytes = o_bytes + records * sizeof(float);
-    const auto got_flat = outputs_after(fused_flat, out_bytes);
-    const auto got_tree = outputs_after(fused_tree, out_bytes);
-    const auto got_unfused = outputs_after(unfused, out_bytes);
-    r.identical = all_identical(got_flat, got_tree, got_unfused);
-    check_attention(parts, got_flat[0], o_bytes, r);
-    bool fell_back = false;
-    time_row(mode, automatic, fused_flat, fused_tree, unfused, words, gb, r, fell_back);
-    if (fell_back) r.timing = "events*";
+    measure(
+        r, mode, automatic, fused_flat, fused_tree, unfused, o_bytes + records * sizeof(float), words, gb,
+        [&](const std::vector<unsigned char>& got) { check_attention(parts, got, o_bytes, r); }, [](auto&&) {});
   }
 
   // Rank 0's O and L against the merge of the partials in float64. Bounds: the FP32 merge (the
@@ -653,20 +615,17 @@ class runner : rt::emulated_bench<max_r> {
       gather(words, gb, st);
       rt::launch_emulated(n_, merge_blocks, vocab_threads, m, st);
     };
-    const std::size_t out_bytes = rows * sizeof(rec);
-    const auto got_flat = outputs_after(fused_flat, out_bytes);
-    const auto got_tree = outputs_after(fused_tree, out_bytes);
-    const auto got_unfused = outputs_after(unfused, out_bytes);
-    r.identical = all_identical(got_flat, got_tree, got_unfused);
-    check_vocab<Op>(all, rows, V, got_flat[0], r);
-    upload(random);
-    bool fell_back = false;
-    time_row(mode, automatic, fused_flat, fused_tree, unfused, words, gb, r, fell_back);
-    r.local_us = time(mode, local, fell_back);
     const int read_blocks = blocks_for<vocab_read>(static_cast<int>(rows), vocab_threads);
-    r.read_us = time(mode, [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, read_blocks, vocab_threads, rd, st); },
-                     fell_back);
-    if (fell_back) r.timing = "events*";
+    measure(
+        r, mode, automatic, fused_flat, fused_tree, unfused, rows * sizeof(rec), words, gb,
+        [&](const std::vector<unsigned char>& got) {
+          check_vocab<Op>(all, rows, V, got, r);
+          upload(random);  // timed: random rows
+        },
+        [&](auto&& time) {
+          r.local_us = time(local);
+          r.read_us = time([&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, read_blocks, vocab_threads, rd, st); });
+        });
   }
 
   // Rank 0's records against the K best entries of each whole row (exact: no arithmetic).

@@ -1,7 +1,10 @@
 // testing/emulated_bench.hpp: outputs are poisoned before the call and read back per rank; the
 // device-side comparison finds a rank whose output differs in one element; a failed measurement
 // becomes its row's error and leaves the world usable; timings come back with the device drained.
+// The exchange-floor baselines of testing/emulated_kernels.hpp complete on every rank, call after
+// call, and a rank that never publishes is a timeout error.
 #include <rcclx/testing/emulated_bench.hpp>
+#include <rcclx/testing/emulated_kernels.hpp>
 
 #include <cstring>
 #include <stdexcept>
@@ -62,6 +65,38 @@ TEST_CASE("emulated_bench: outputs, the ranks' comparison, a failed row, a timin
   const double us = b.time(rt::timing_mode::events, rt::timing_options{1, 2, 1}, launch, fell_back);
   CHECK(us >= 0.0);
   CHECK_FALSE(fell_back);
+}
+
+// A baseline on every rank but `absent`.
+template <class F>
+struct without {
+  F f;
+  int absent;
+  template <class G>
+  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
+    if (ix.rank != absent) f(g, ix);
+  }
+};
+
+TEST_CASE("emulated_ll_probe and emulated_ll_exchange: every rank's packets land, a missing rank times out",
+          "[testing][emulated]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  rt::emulated_bench<4> b(3, 4096, 4, rcclx::core::ll_layout{4, 4096}, rcclx_test::absent_timeout_ns);
+  const rt::emulated_ll_probe<4> probe{b.world().device_tables<unsigned char>()};
+  const rt::emulated_ll_exchange<float, 4> exchange{b.world().device_tables<float>(), 1000};
+  for (int call = 0; call < 3; ++call) {  // the flags' epochs advance
+    rt::launch_emulated(3, 1, threads, probe, b.stream());
+    rt::launch_emulated(3, 2, threads, exchange, b.stream());
+    rcclx::gpu::device_synchronize();
+    REQUIRE_NOTHROW(b.world().throw_if_error());
+  }
+  row r;
+  b.guard(r, [&] {
+    rt::launch_emulated(3, 1, threads, without<rt::emulated_ll_probe<4>>{probe, 1}, b.stream());
+    rcclx::gpu::device_synchronize();
+    b.world().throw_if_error();
+  });
+  CHECK_FALSE(r.error.empty());
 }
 
 }  // namespace

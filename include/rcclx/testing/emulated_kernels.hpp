@@ -1,8 +1,9 @@
 // rcclx/testing/emulated_kernels.hpp: the device functors emulated_peers launches, public for code
 // that launches and times them itself on emulated ranks (a benchmark, a profiler): every collective
-// and algorithm one block of one rank at a time, and two baselines of a grid (an empty kernel: the
-// launch floor; a 16-byte copy of every rank's input: the bandwidth roofline). Adding a collective =
-// adding a functor here and a method to emulated_peers.
+// and algorithm one block of one rank at a time, and baselines of a grid (an empty kernel: the
+// launch floor; a 16-byte copy of every rank's input: the bandwidth roofline; the LL packets of a
+// one-shot without data: the exchange floor). Adding a collective = adding a functor here and a
+// method to emulated_peers.
 //
 //   namespace rt = rcclx::testing;
 //   using flat = rt::emulated_allreduce<rcclx::core::op_sum, rcclx::algorithm::flat, float, 8>;
@@ -13,6 +14,7 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "../core/ll.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
 #include "../dda/allgather.hpp"
@@ -20,6 +22,7 @@
 #include "../dda/alltoall.hpp"
 #include "../dda/reduce_scatter.hpp"
 #include "../kernel/layout.hpp"
+#include "../kernel/reduce.hpp"
 #include "../kernel/vector_io.hpp"
 #include "../lpc/allgather.hpp"
 #include "../lpc/allreduce.hpp"
@@ -123,6 +126,71 @@ struct emulated_copy {
   RCCLX_HOST_DEVICE void operator()(const Group& g, launch_index ix) const {
     const kernel::layout<T> l(count, g.size(), ix.block, ix.num_blocks);
     kernel::copy_owned(l, g.thread_rank(), kernel::tile_range{0, l.tiles}, buf.in[ix.rank], buf.out[ix.rank]);
+  }
+};
+
+// The floor under any cross-rank exchange on this device: each rank's block publishes one LL packet
+// (core/ll.hpp) and waits for every peer's: no input, no reduction, no output.
+template <int MaxRanks>
+struct emulated_ll_probe {
+  const core::peer_table<unsigned char, MaxRanks>* tables;  // device memory, indexed by rank
+
+  template <class Group>
+  RCCLX_HOST_DEVICE void operator()(const Group& g, launch_index ix) const {
+    const core::signal_pads<MaxRanks>& s = tables[ix.rank].signals;
+    const std::uint32_t flag = core::ll_begin(g, s, ix.block);
+    if (g.thread_rank() == 0)
+      core::ll_write(s.ll_region(s.rank, flag, ix.block), 0, gpu::vec16{}, flag, s.ll_block_bytes);
+    const core::ll_halves<MaxRanks> h(s, flag, ix.block);
+    bool failed = false;
+    for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
+      gpu::vec16 v;
+      if (!core::ll_try_read(h.pick(p), 0, flag, v, h.split))
+        failed = !core::ll_wait_from(s, h.pick(p), p, 0, flag, ix.block, v);
+    }
+    (void)g.sync_or(failed);
+  }
+};
+
+// The exchange floor of a one-shot AllReduce of `count` elements with the launch's grid: every
+// thread publishes the LL packet of its vector (the same packets, regions and flags as the LL
+// one-shot, dda::flat_allreduce_ll's latency path) and waits until it has loaded every peer's packet
+// of that vector. No input load, no reduction, no output store: what any one-shot must do.
+template <class T, int MaxRanks>
+struct emulated_ll_exchange {
+  const core::peer_table<T, MaxRanks>* tables;  // device memory, indexed by rank
+  std::size_t count;
+
+  template <class Group>
+  RCCLX_HOST_DEVICE void operator()(const Group& g, launch_index ix) const {
+    const core::signal_pads<MaxRanks>& s = tables[ix.rank].signals;
+    const kernel::layout<T> l(count, g.size(), ix.block, ix.num_blocks);
+    const int tid = g.thread_rank();
+    const std::size_t vi = static_cast<std::size_t>(ix.block) * static_cast<std::size_t>(l.tile_vecs) + tid;
+    const bool mine = vi < l.full_vecs || (vi == l.full_vecs && l.has_partial());
+    const std::uint32_t flag = core::ll_begin(g, s, ix.block);
+    bool failed = false;
+    if (mine) {
+      core::ll_write(s.ll_region(s.rank, flag, ix.block), static_cast<std::size_t>(tid), gpu::vec16{}, flag,
+                     s.ll_block_bytes);
+      const core::ll_halves<MaxRanks> h(s, flag, ix.block);
+      // Batches of peers over constant bounds, as the one-shot (kernel/ll_reduce.hpp): h.p is
+      // indexed with constants only, so it stays in registers.
+      constexpr int batch = kernel::peer_batch<MaxRanks>;
+      for (int p0 = 0; p0 < MaxRanks; p0 += batch) {
+        if (p0 >= h.n || failed) break;
+        core::ll_packet q[batch] = {};
+        for (int j = 0; j < batch; ++j)
+          if (p0 + j < h.n && p0 + j != h.rank)
+            core::ll_load(h.p[p0 + j], static_cast<std::size_t>(tid), q[j], h.split);
+        std::uint32_t pending = 0;
+        for (int j = 0; j < batch; ++j)
+          if (p0 + j < h.n && p0 + j != h.rank && !core::ll_landed(q[j], flag)) pending |= 1u << j;
+        if (pending != 0u)
+          failed = !core::ll_wait_batch<batch>(s, h, p0, static_cast<std::size_t>(tid), flag, ix.block, q, pending);
+      }
+    }
+    (void)g.sync_or(failed);
   }
 };
 

@@ -17,10 +17,8 @@
 //   mpirun -np 4 rcclx-bench --hierarchical --local 2    # several nodes (hierarchical.hpp): rcclx::multinode
 //                                          #   against the engine's AllReduce (host + MPI, CUDA + NCCL)
 // Exit status: 0 when every row is correct (performance targets are reported, not enforced).
-#include <rcclx/core/ll.hpp>
 #include <rcclx/dda/allreduce.hpp>
 #include <rcclx/kernel/layout.hpp>
-#include <rcclx/kernel/reduce.hpp>
 #include <rcclx/lpc/workspace.hpp>
 #include <rcclx/testing/emulated_bench.hpp>
 #include <rcclx/testing/emulated_kernels.hpp>
@@ -340,68 +338,6 @@ void print_row(const row& r) {
 
 // ---- one element type ----------------------------------------------------------------------------
 
-// The floor under any cross-rank exchange on this device: each rank's block publishes one LL packet
-// (core/ll.hpp) and waits for every peer's: no input, no reduction, no output.
-template <int MaxR>
-struct exchange_probe {
-  const rcclx::core::peer_table<unsigned char, MaxR>* tables;
-  template <class Group>
-  RCCLX_HOST_DEVICE void operator()(const Group& g, rt::launch_index ix) const {
-    namespace core = rcclx::core;
-    const core::signal_pads<MaxR>& s = tables[ix.rank].signals;
-    const std::uint32_t flag = core::ll_begin(g, s, ix.block);
-    if (g.thread_rank() == 0) core::ll_write(s.ll_region(s.rank, flag, ix.block), 0, rcclx::gpu::vec16{}, flag, s.ll_block_bytes);
-    const core::ll_halves<MaxR> h(s, flag, ix.block);
-    bool failed = false;
-    for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
-      rcclx::gpu::vec16 v;
-      if (!core::ll_try_read(h.pick(p), 0, flag, v, h.split)) failed = !core::ll_wait_from(s, h.pick(p), p, 0, flag, ix.block, v);
-    }
-    (void)g.sync_or(failed);
-  }
-};
-
-// The exchange floor of a one-shot AllReduce of `count` elements with the row's grid: every thread
-// publishes the LL packet of its vector (the same packets, regions and flags as the LL one-shot,
-// dda::flat_allreduce_ll's latency path) and waits until it has loaded every peer's packet of that
-// vector. No input load, no reduction, no output store: what any one-shot must do on this device.
-template <class T, int MaxR>
-struct exchange_floor {
-  const rcclx::core::peer_table<T, MaxR>* tables;
-  std::size_t count;
-  template <class Group>
-  RCCLX_HOST_DEVICE void operator()(const Group& g, rt::launch_index ix) const {
-    namespace core = rcclx::core;
-    const core::signal_pads<MaxR>& s = tables[ix.rank].signals;
-    const rcclx::kernel::layout<T> l(count, g.size(), ix.block, ix.num_blocks);
-    const int tid = g.thread_rank();
-    const std::size_t vi = static_cast<std::size_t>(ix.block) * static_cast<std::size_t>(l.tile_vecs) + tid;
-    const bool mine = vi < l.full_vecs || (vi == l.full_vecs && l.has_partial());
-    const std::uint32_t flag = core::ll_begin(g, s, ix.block);
-    bool failed = false;
-    if (mine) {
-      core::ll_write(s.ll_region(s.rank, flag, ix.block), static_cast<std::size_t>(tid), rcclx::gpu::vec16{}, flag,
-                     s.ll_block_bytes);
-      const core::ll_halves<MaxR> h(s, flag, ix.block);
-      // Batches of peers over constant bounds, as the one-shot (kernel/ll_reduce.hpp): h.p is
-      // indexed with constants only, so it stays in registers.
-      constexpr int batch = rcclx::kernel::peer_batch<MaxR>;
-      for (int p0 = 0; p0 < MaxR; p0 += batch) {
-        if (p0 >= h.n || failed) break;
-        core::ll_packet q[batch] = {};
-        for (int j = 0; j < batch; ++j)
-          if (p0 + j < h.n && p0 + j != h.rank) core::ll_load(h.p[p0 + j], static_cast<std::size_t>(tid), q[j], h.split);
-        std::uint32_t pending = 0;
-        for (int j = 0; j < batch; ++j)
-          if (p0 + j < h.n && p0 + j != h.rank && !core::ll_landed(q[j], flag)) pending |= 1u << j;
-        if (pending != 0u)
-          failed = !core::ll_wait_batch<batch>(s, h, p0, static_cast<std::size_t>(tid), flag, ix.block, q, pending);
-      }
-    }
-    (void)g.sync_or(failed);
-  }
-};
-
 // What both tables stand on (testing/emulated_bench.hpp): every rank's input and output, the copy
 // baseline's buffers, the fill kernel, and the blocks a functor can have (pads and residency).
 template <class T, int MaxR>
@@ -519,11 +455,11 @@ class runner : public rank_rig<T, MaxR> {
              std::max<std::size_t>(o.max_bytes, 16), o.ll),
         cfg_{o.threads, o.max_blocks, o.max_blocks} {}
 
-  // One line: the exchange floor (exchange_probe, one block per rank) against an empty kernel of
+  // One line: the exchange floor (emulated_ll_probe, one block per rank) against an empty kernel of
   // the same grid, timed like the smallest rows.
   void print_exchange_floor() {
     if (this->world().ll().blocks < 1) return;
-    const exchange_probe<MaxR> k{this->world().template device_tables<unsigned char>()};
+    const rt::emulated_ll_probe<MaxR> k{this->world().template device_tables<unsigned char>()};
     this->launch(1, k, this->stream());
     rcclx::gpu::device_synchronize();
     this->world().throw_if_error();
@@ -584,7 +520,7 @@ class runner : public rank_rig<T, MaxR> {
       const rcclx::kernel::layout<T> l(count, cfg_.threads, 0, nb);
       if (rcclx::dda::flat_uses_ll<T>(this->world().template table<T>(0).signals, count, cfg_.threads, nb) &&
           l.tiles <= static_cast<std::size_t>(nb)) {
-        r.exchange_us = this->time(mode, nb, exchange_floor<T, MaxR>{this->world().template device_tables<T>(), count});
+        r.exchange_us = this->time(mode, nb, rt::emulated_ll_exchange<T, MaxR>{this->world().template device_tables<T>(), count});
         rcclx::gpu::device_synchronize();
         this->world().throw_if_error();
         r.ratio_exchange = r.time_us / r.exchange_us;
@@ -847,7 +783,7 @@ acceptance run_checks_cost(const options& o) {
 }
 
 // Targets against floors measured in the same run, with the same grid and timing:
-//   flat (LL one-shot) at <= 64 KiB within 1.3x of its exchange floor (exchange_floor above);
+//   flat (LL one-shot) at <= 64 KiB within 1.3x of its exchange floor (testing::emulated_ll_exchange);
 //   tree at >= 16 MiB moving its required HBM traffic at >= 90% of the copy bandwidth;
 //   every LPC collective at >= 16 MiB moving its required HBM traffic at >= 75% of the copy bandwidth.
 // (Emulated ranks share one GPU: an empty kernel or a multi-GPU speedup is not a floor here.)

@@ -1,21 +1,15 @@
 // bench/rcclx_bench/procs.hpp: rcclx-bench with one process per rank (--procs N, --procs-child),
-// through rcclx::host::communicator: socket rendezvous, real IPC handles (POSIX shared memory on
-// the host backend), communicator::allreduce on a stream. Included by main.cpp after its runner
-// (it reuses options, row, print_row and run_type).
+// through rcclx::host::communicator (socket rendezvous, real IPC handles; POSIX shared memory on the
+// host backend). Included by main.cpp after its runner (it reuses options, row and run_type).
 //
-//   rcclx-bench --procs 8 [same options as --emulated]   forks 8 ranks; then, in the same run, the
-//                                                        emulated sweep at the same sizes and a
-//                                                        side-by-side table (procs vs emulated)
+//   rcclx-bench --procs 8 [same options as --emulated]   forks 8 ranks, then the same sizes emulated
+//                                                        and a side-by-side table (procs vs emulated)
 //   scripts/launch -n 8 -- rcclx-bench --procs-child ...  one rank per process from a launcher
 //
-// Per row every rank fills its input, runs the call once and checks it (rank 0 against the float64
-// reference, every rank's output bits hashed and compared across ranks), then all ranks time it
-// the same way as the emulated rows (graph replays of K calls up to --graph-max-bytes, events
-// above; wall clock on the host backend); a row's time is the slowest rank's median.
-// Call checks (communicator_options::check_calls) are off while timing: the table measures the
-// collective. "reg" rows: the input is registered (zero-copy): flat out of place, tree in place.
-// Several processes on ONE GPU run their kernels time-sliced, not concurrently: their barriers
-// complete only as the contexts take turns, so --procs on one GPU measures that, not links.
+// A row: run once and checked (rank 0 against the float64 reference, every rank's output bits
+// compared), then timed like the emulated rows on every rank (testing/rank_timing.hpp), call checks
+// off. "reg" rows: the input registered (zero-copy): flat out of place, tree in place. Processes on
+// ONE GPU run time-sliced: their barriers complete only as the contexts take turns.
 #pragma once
 
 #include <unistd.h>

@@ -31,6 +31,7 @@
 #include <rcclx/host/fork_ranks.hpp>
 #include <rcclx/host/socket_bootstrap.hpp>
 #include <rcclx/multinode/hierarchical.hpp>
+#include <rcclx/testing/node_job.hpp>
 
 #include <unistd.h>
 
@@ -44,48 +45,9 @@ namespace hier {
 
 namespace mn = rcclx::multinode;
 constexpr int max_local = 16;
-using comm_t = rcclx::host::communicator<max_local>;
 using hier_t = mn::hierarchical<max_local>;
 
-// ---- the job ------------------------------------------------------------------------------------
-
-struct job {
-  mn::node_topology topo;
-  int rank = 0, num_ranks = 1;
-  std::unique_ptr<rcclx::host::socket_bootstrap> node_bs;  // L > 1
-  std::unique_ptr<comm_t> comm;                            // L > 1
-  std::unique_ptr<mn::engine> across;                      // the G processes of this local rank
-  std::unique_ptr<mn::engine> everyone;                    // all G * L ranks (the baseline), or null:
-  std::string everyone_missing;                            //   why
-  std::vector<std::function<void()>> cleanup;              // engine communicators, freed after the engines
-  void* gather_dev = nullptr;
-
-  ~job() {
-    everyone.reset();
-    across.reset();
-    comm.reset();
-    node_bs.reset();
-    rcclx::gpu::device_free(gather_dev);
-    for (auto it = cleanup.rbegin(); it != cleanup.rend(); ++it) (*it)();
-  }
-
-  // Every rank's value, in global rank order: the node's through its bootstrap, then every node's
-  // through the engine (device memory on GPUs).
-  std::vector<std::uint64_t> gather(std::uint64_t v) {
-    const std::size_t l = static_cast<std::size_t>(topo.local_ranks), g = static_cast<std::size_t>(topo.num_nodes);
-    std::vector<std::uint64_t> node(l, v);
-    if (node_bs) node = node_bs->allgather_value(v);
-    if (!gather_dev) gather_dev = rcclx::gpu::device_malloc((g + 1) * l * sizeof(std::uint64_t));
-    auto* d = static_cast<std::uint64_t*>(gather_dev);
-    rcclx::gpu::copy(d + g * l, node.data(), l * sizeof(std::uint64_t));
-    across->allgather(d + g * l, d, l * sizeof(std::uint64_t), rcclx::gpu::stream_t{});
-    rcclx::gpu::stream_synchronize(rcclx::gpu::stream_t{});
-    std::vector<std::uint64_t> all(g * l);
-    rcclx::gpu::copy(all.data(), d, g * l * sizeof(std::uint64_t));
-    return all;
-  }
-  void barrier() { (void)gather(0); }
-};
+using job = rt::node_job<max_local>;
 
 // ---- rows ---------------------------------------------------------------------------------------
 
@@ -243,7 +205,7 @@ class runner {
       }
       for (hrow* r : mine) {
         if (engine_us > 0 && r->error.empty() && r->time_us > 0) r->vs_engine = engine_us / r->time_us;
-        if (j_.rank == 0) print_hier_row(*r);
+        if (j_.topo.rank() == 0) print_hier_row(*r);
       }
       if (bytes > o_.max_bytes / 2) break;
     }
@@ -252,7 +214,7 @@ class runner {
  private:
   void fill(T* x, std::size_t count) {
     std::vector<T> h(count);
-    const int p = j_.rank;
+    const int p = j_.topo.rank();
     rt::parallel_indices(count, [&](unsigned, std::size_t i) { h[i] = make<T>(input_value(p, i)); });
     rcclx::gpu::copy(x, h.data(), count * sizeof(T));
   }
@@ -285,7 +247,7 @@ class runner {
             if (j_.comm) j_.comm->check_errors();
           },
           out, count, [&](const std::vector<T>& h) {
-            if (j_.rank == 0) check_output(h, j_.topo, kind, chunk, r);
+            if (j_.topo.rank() == 0) check_output(h, j_.topo, kind, chunk, r);
             before = opens();  // after the first call: what the timed calls register
             return true;
           });
@@ -360,14 +322,6 @@ inline rcclx::host::communicator_options comm_options(const options& o) {
   return c;
 }
 
-// The node's communicator (L > 1) over a socket bootstrap named after the job and the node.
-inline void make_node(job& j, const options& o, const std::string& job_id) {
-  if (j.topo.local_ranks < 2) return;
-  j.node_bs = std::make_unique<rcclx::host::socket_bootstrap>(j.topo.local_rank, j.topo.local_ranks,
-                                                              job_id + "-node" + std::to_string(j.topo.node));
-  j.comm = std::make_unique<comm_t>(*j.node_bs, comm_options(o));
-}
-
 inline void print_banner(const options& o, const job& j, const char* engine) {
   std::printf("# rcclx-bench --hierarchical: AllReduce over %d node(s) x %d rank(s) (backend %s, engine %s)\n"
               "# command: %s\n"
@@ -391,13 +345,13 @@ inline void print_banner(const options& o, const job& j, const char* engine) {
 
 // Runs every type on a set-up job; returns whether every row is correct (on every rank).
 inline bool run_job(const options& o, job& j, const char* engine) {
-  if (j.rank == 0) {
+  if (j.topo.rank() == 0) {
     print_banner(o, j, engine);
     print_hier_header();
   }
   std::deque<hrow> rows;
   for (const auto& t : o.types) with_type(t, [&](auto tag) { runner<decltype(tag)>(o, t, j, rows).run(); });
-  if (j.rank == 0) {  // what the engines registered (rank 0): made, reused, deregistered
+  if (j.topo.rank() == 0) {  // what the engines registered (rank 0): made, reused, deregistered
     const auto say = [](const char* who, const mn::engine& e) {
       const auto s = e.registrations();
       std::printf("# registrations with the %s engine (rank 0): %llu made, %llu hits, %llu deregistered%s\n", who,
@@ -409,7 +363,7 @@ inline bool run_job(const options& o, job& j, const char* engine) {
   }
   std::uint64_t bad = 0;
   for (auto x : j.gather(std::all_of(rows.begin(), rows.end(), correct<hrow>) ? 0 : 1)) bad += x;
-  if (j.rank == 0)
+  if (j.topo.rank() == 0)
     std::printf("# correctness: %s\n", bad == 0 ? "every row within its bound, all ranks bit-identical" : "FAILED rows above");
   return bad == 0;
 }
@@ -450,11 +404,7 @@ inline int run_mpi(const options& o, int argc, char** argv) {
     int job_id = static_cast<int>(::getpid());
     MPI_Bcast(&job_id, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Comm_split(MPI_COMM_WORLD, t.local_rank, t.node, &across);
-    job j;
-    j.topo = t;
-    j.rank = rank;
-    j.num_ranks = world;
-    make_node(j, o, "rcclx-bench-hier-" + std::to_string(job_id));
+    job j(t, "rcclx-bench-hier-" + std::to_string(job_id), comm_options(o));
     j.across = std::make_unique<mn::mpi_engine>(across);
     j.everyone = std::make_unique<mn::mpi_engine>(MPI_COMM_WORLD);
     code = run_job(o, j, "mpi (Open MPI: host memory; MPI_Allreduce on MPI_COMM_WORLD as the baseline)") ? 0 : 1;
@@ -507,11 +457,7 @@ inline int run_nccl_rank(const options& o, const mn::node_topology& t, const std
     const int gpus = rcclx::gpu::device_count();
     if (gpus == 0) throw rcclx::error(rcclx::errc::unsupported, "no GPU is present");
     rcclx::gpu::set_device(rank % gpus);
-    job j;
-    j.topo = t;
-    j.rank = rank;
-    j.num_ranks = t.num_ranks();
-    make_node(j, o, job_id);
+    job j(t, job_id, comm_options(o));
     std::string key = job_id;
     for (char& c : key)
       if (c == '/' || c == ':') c = '_';

@@ -1,10 +1,14 @@
 // testing/node_job.hpp: one node of two forked ranks (the node's communicator over its bootstrap)
 // and a node of one rank (none), each with an engine across nodes of one process: the gather gives
-// every rank's value in rank order. The parent never touches the GPU; each child picks its device.
+// every rank's value in rank order; a value shared through a file reaches three processes. The
+// parent never touches the GPU; each child picks its device.
 #include <rcclx/host/fork_ranks.hpp>
 #include <rcclx/testing/node_job.hpp>
 
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "../support/catch.hpp"
@@ -46,6 +50,27 @@ TEST_CASE("node_job: the node's communicator and a gather over every rank", "[te
     CHECK_FALSE(j.comm);
     CHECK(j.gather(7) == std::vector<std::uint64_t>{7});
   }
+}
+
+TEST_CASE("share_through_file: the writer's value reaches the readers; nothing there is an error", "[testing][multinode]") {
+  struct id {
+    char bytes[128];
+  };
+  const std::string path = "/tmp/rcclx-share-test-" + std::to_string(::getpid());
+  const int failed = rcclx::host::run_ranks(3, [&](const rcclx::host::launch_config& cfg) {
+    const id got = rt::share_through_file(path, cfg.rank == 1, [] {
+      id v{};
+      for (int i = 0; i < 128; ++i) v.bytes[i] = static_cast<char>(i * 7);
+      return v;
+    });
+    for (int i = 0; i < 128; ++i)
+      if (got.bytes[i] != static_cast<char>(i * 7)) return 1;
+    return 0;
+  });
+  std::remove(path.c_str());
+  REQUIRE(failed == 0);
+  CHECK_THROWS_AS(rt::share_through_file(path + "-none", false, [] { return 0; }, std::chrono::seconds(0)),
+                  rcclx::error);
 }
 
 }  // namespace

@@ -3,19 +3,26 @@
 // (none when the node has one rank), the engine across nodes (the G processes of this local rank,
 // set by the caller: MPI, NCCL, ...), optionally an engine over every rank, and an allgather of one
 // value over every rank in global rank order that needs nothing else (the node's bootstrap, then
-// the engine across nodes).
+// the engine across nodes). share_through_file hands a value (an engine's unique id) to processes
+// that share a directory before any of that exists.
 //
 //   rcclx::testing::node_job<8> j(topo, "job-id", comm_options);   // the node's communicator if L > 1
 //   j.across = std::make_unique<rcclx::multinode::mpi_engine>(across_comm);
 //   rcclx::multinode::hierarchical<8> h = j.comm ? ...(*j.comm, *j.across, j.topo) : ...(*j.across, j.topo);
 //   const std::vector<std::uint64_t> all = j.gather(v);              // every rank's v (collective)
+//   ncclUniqueId id = rt::share_through_file(dir + "/id", node == 0, make_id);   // before any engine exists
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "../gpu/runtime.hpp"
 #include "../host/communicator.hpp"
@@ -72,6 +79,36 @@ struct node_job {
  private:
   void* gather_dev_ = nullptr;
 };
+
+// A trivially copyable value from one process to others that share a directory but nothing else yet
+// (an engine's unique id before its communicator exists): the writer stores make() in `path`
+// (written whole, then renamed) and returns it; the others wait for the file, at most `timeout`.
+template <class Make>
+auto share_through_file(const std::string& path, bool writer, Make&& make,
+                        std::chrono::seconds timeout = std::chrono::seconds(120)) {
+  decltype(make()) v{};
+  if (writer) {
+    v = make();
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    const bool written = f && std::fwrite(&v, sizeof(v), 1, f) == 1;
+    if (!f || std::fclose(f) != 0 || !written || std::rename(tmp.c_str(), path.c_str()) != 0)
+      throw error(errc::runtime, "share_through_file: cannot write " + path);
+    return v;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (FILE* f = std::fopen(path.c_str(), "rb")) {
+      const bool got = std::fread(&v, sizeof(v), 1, f) == 1;
+      std::fclose(f);
+      if (got) return v;
+    }
+    if (std::chrono::steady_clock::now() > deadline)
+      throw error(errc::runtime, "share_through_file: nothing at " + path + " after " + std::to_string(timeout.count()) +
+                                     " s (is the directory shared by every process?)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
 
 }  // namespace testing
 RCCLX_NAMESPACE_END

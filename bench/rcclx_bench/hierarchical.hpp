@@ -424,29 +424,13 @@ inline void nccl_check(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) throw rcclx::error(rcclx::errc::runtime, std::string(what) + " failed: " + ncclGetErrorString(r));
 }
 
-// An NCCL unique id from its writer to the other members: a file in a directory every member sees
-// (written whole, then renamed); members poll for it.
+// An NCCL unique id from its writer to the other members through a file in --id-dir.
 inline ncclUniqueId shared_id(const std::string& path, bool writer) {
-  ncclUniqueId id{};
-  if (writer) {
+  return rt::share_through_file(path, writer, [] {
+    ncclUniqueId id{};
     nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f || std::fwrite(&id, sizeof(id), 1, f) != 1 || std::fclose(f) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0)
-      throw rcclx::error(rcclx::errc::runtime, "cannot write the NCCL id to " + path + " (--id-dir)");
     return id;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  for (;;) {
-    if (FILE* f = std::fopen(path.c_str(), "rb")) {
-      const bool got = std::fread(&id, sizeof(id), 1, f) == 1;
-      std::fclose(f);
-      if (got) return id;
-    }
-    if (std::chrono::steady_clock::now() > deadline)
-      throw rcclx::error(rcclx::errc::runtime, "no NCCL id at " + path + " after 120 s (--id-dir must be shared by the nodes)");
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  });
 }
 
 // One process of the job: GPU, node communicator, NCCL communicators, the sweep.

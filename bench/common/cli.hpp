@@ -10,7 +10,8 @@
 #pragma once
 
 #include <rcclx/core/error.hpp>
-#include <rcclx/dda/select.hpp>  // dda::detail::parse_bytes: the library's reading of K, M and G
+#include <rcclx/kernel/checks.hpp>  // parse_bytes: the library's reading of K, M and G
+#include <rcclx/testing/timing.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -20,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "timing.hpp"
-
 namespace bench {
+
+constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
 
 // "bf16,float" -> {"bf16", "float"}.
 inline std::vector<std::string> split_list(const std::string& s) {
@@ -69,14 +70,14 @@ class args {
   std::size_t size() {
     const std::string s = str();
     try {
-      return rcclx::dda::detail::parse_bytes("size", s.c_str());
+      return rcclx::kernel::parse_bytes("size", s.c_str());
     } catch (const rcclx::error& e) {
       usage_(e.what());
     }
     return 0;
   }
   // --iters I (at least 1), --warmup W (at least 0), --calls-per-graph K (at least 1).
-  bool timing(timing_options& t) {
+  bool timing(rcclx::testing::timing_options& t) {
     if (is("--iters")) t.iters = std::max(1, integer());
     else if (is("--warmup")) t.warmup = std::max(0, integer());
     else if (is("--calls-per-graph")) t.calls_per_graph = std::max(1, integer());

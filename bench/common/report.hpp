@@ -3,6 +3,7 @@
 #pragma once
 
 #include <rcclx/core/error.hpp>
+#include <rcclx/gpu/arch.hpp>  // device_name() for the reports
 
 #include <cmath>
 #include <cstddef>
@@ -14,6 +15,14 @@
 #include <vector>
 
 namespace bench {
+
+using rcclx::gpu::device_name;
+
+// "host", "cuda" or "hip": the reports' backend.
+constexpr const char* backend_label() {
+  return rcclx::current_backend == rcclx::backend::host ? "host"
+         : rcclx::current_backend == rcclx::backend::cuda ? "cuda" : "hip";
+}
 
 // A string for a JSON value: quotes and backslashes escaped, control characters dropped.
 inline std::string json_escape(const std::string& s) {
@@ -60,6 +69,17 @@ inline std::string json_object(const fields& f) {
   std::string s = "{";
   for (std::size_t i = 0; i < f.size(); ++i) s += (i ? ", \"" : "\"") + f[i].first + "\": " + f[i].second.text;
   return s + "}";
+}
+
+// An object's members before its arrays: `  "key": value,` a line each.
+inline void write_json_members(std::ostream& o, const fields& f) {
+  for (const auto& m : f) o << "  \"" << m.first << "\": " << m.second.text << ",\n";
+}
+
+// The members every tool's report opens with.
+inline fields report_head(const std::string& tool, const std::string& command) {
+  return {{"tool", tool}, {"command", command}, {"backend", backend_label()}, {"device", device_name()},
+          {"arch", rcclx::gpu::to_string(rcclx::gpu::current_arch())}};
 }
 
 // A JSON array's rows, one object a line after `indent`.

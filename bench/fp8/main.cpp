@@ -14,7 +14,10 @@
 // sweep, every candidate fp8::bulk_tuning of the 8 target kernels against a copy of the same bytes,
 // its output checked against the default's (--no-tune skips it).
 #include <rcclx/fp8/quantize_blocks.hpp>
+#include <rcclx/gpu/arch.hpp>
+#include <rcclx/gpu/event_timer.hpp>
 #include <rcclx/gpu/runtime.hpp>
+#include <rcclx/testing/bulk_tuning_sweep.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -29,11 +32,12 @@
 #include <string>
 #include <vector>
 
-#include "../common/timing.hpp"
+#include "../common/report.hpp"
 
 namespace {
 namespace f8 = rcclx::fp8;
 namespace gpu = rcclx::gpu;
+namespace rt = rcclx::testing;
 using f8::scale_kind;
 using rcclx::bf16;
 
@@ -43,7 +47,7 @@ using rcclx::bf16;
 
 // ---- timing ------------------------------------------------------------------------------------
 void device_copy(void* dst, const void* src, std::size_t bytes) { gpu::copy_async(dst, src, bytes, gpu::stream_t{}); }
-std::string device_name() { return rcclx::current_backend == rcclx::backend::host ? "host backend (CPU)" : bench::device_name(); }
+std::string device_name() { return rcclx::current_backend == rcclx::backend::host ? "host backend (CPU)" : gpu::device_name(); }
 
 // Median of `iters` timed runs of fn(i) (after a few untimed ones), in milliseconds: GPU events on
 // the default stream, or the host's clock.
@@ -51,7 +55,7 @@ double median_ms(int iters, const std::function<void(int)>& fn) {
   for (int i = 0; i < 3; ++i) fn(i);
   gpu::device_synchronize();
   std::vector<double> t;
-  bench::event_timer e;
+  gpu::event_timer e;
   for (int i = 0; i < iters; ++i) {
     e.start(gpu::stream_t{});
     fn(i);
@@ -120,29 +124,25 @@ void copy_kernel_launch(const void* in, void* out, std::size_t bytes) {
 }
 
 // ---- the benchmark ---------------------------------------------------------------------------------
+// One set of every buffer the rows use; two sets alternate between iterations (each far beyond the L2).
 struct buffers {
-  float* f32 = nullptr;
-  bf16* b16 = nullptr;
-  std::uint8_t* q = nullptr;
-  float* s32 = nullptr;
-  f8::e8m0* s8 = nullptr;
-  float* y32 = nullptr;
-  bf16* y16 = nullptr;
+  float* f32;
+  bf16* b16;
+  std::uint8_t* q;
+  float* s32;
+  f8::e8m0* s8;
+  float* y32;
+  bf16* y16;
   explicit buffers(std::size_t n) {
     const std::size_t nb = (n + 31) / 32;
-    f32 = static_cast<float*>(gpu::device_malloc(n * 4));
-    b16 = static_cast<bf16*>(gpu::device_malloc(n * 2));
-    q = static_cast<std::uint8_t*>(gpu::device_malloc(n));
-    s32 = static_cast<float*>(gpu::device_malloc(nb * 4));
-    s8 = static_cast<f8::e8m0*>(gpu::device_malloc(nb));
-    y32 = static_cast<float*>(gpu::device_malloc(n * 4));
-    y16 = static_cast<bf16*>(gpu::device_malloc(n * 2));
+    const auto alloc = [](std::size_t bytes) { return gpu::device_malloc(bytes); };
+    f32 = static_cast<float*>(alloc(n * 4)), b16 = static_cast<bf16*>(alloc(n * 2));
+    q = static_cast<std::uint8_t*>(alloc(n)), s32 = static_cast<float*>(alloc(nb * 4));
+    s8 = static_cast<f8::e8m0*>(alloc(nb)), y32 = static_cast<float*>(alloc(n * 4)), y16 = static_cast<bf16*>(alloc(n * 2));
     fill(f32, b16, n);
   }
   ~buffers() {
-    for (void* p : {static_cast<void*>(f32), static_cast<void*>(b16), static_cast<void*>(q), static_cast<void*>(s32),
-                    static_cast<void*>(s8), static_cast<void*>(y32), static_cast<void*>(y16)})
-      gpu::device_free(p);
+    for (void* p : std::initializer_list<void*>{f32, b16, q, s32, s8, y32, y16}) gpu::device_free(p);
   }
   buffers(const buffers&) = delete;
   buffers& operator=(const buffers&) = delete;
@@ -228,70 +228,7 @@ bool check_sample(const T* d_in, const std::uint8_t* d_q, const f8::scale_type_t
   return true;
 }
 
-// ---- tuning sweep -----------------------------------------------------------------------------------
-// Every candidate tuning of the bulk kernels, timed against a copy of the same bytes in the same
-// run, its output compared (digest of codes + scales, or of the values) with the default's.
-#if RCCLX_BACKEND_GPU
-RCCLX_GLOBAL void digest_kernel(const std::uint32_t* p, std::size_t words, unsigned long long* out) {
-  unsigned long long h = 0;
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < words; i += std::size_t(gridDim.x) * blockDim.x)
-    h += static_cast<unsigned long long>(p[i] + 1u) * (mix(i) | 1u);
-  atomicAdd(out, h);
-}
-#endif
-// Order-independent digest of a device buffer (bytes a multiple of 4).
-std::uint64_t digest(const void* p, std::size_t bytes) {
-  const std::size_t words = bytes / 4;
-#if RCCLX_BACKEND_GPU
-  static auto* d = static_cast<unsigned long long*>(gpu::device_malloc(8));
-  gpu::memset_zero(d, 8);
-  digest_kernel<<<1024, 256>>>(static_cast<const std::uint32_t*>(p), words, d);
-  gpu::check_launch("digest_kernel");
-  unsigned long long h = 0;
-  gpu::copy(&h, d, 8);
-  return h;
-#else
-  std::uint64_t h = 0;
-  for (std::size_t i = 0; i < words; ++i) {
-    std::uint32_t w;
-    std::memcpy(&w, static_cast<const unsigned char*>(p) + 4 * i, 4);
-    h += static_cast<std::uint64_t>(w + 1u) * (mix(i) | 1u);
-  }
-  return h;
-#endif
-}
-
-// The tuning as C++ (paste it into detail::bulk_defaults) and as a short label.
-template <class Tn>
-std::string tuning_cpp() {
-  std::string f;
-  auto add = [&](int bit, const char* name) {
-    if (Tn::flags & bit) f += (f.empty() ? "" : " | ") + std::string(name);
-  };
-  add(f8::bulk_store_streaming, "bulk_store_streaming");
-  add(f8::bulk_load_streaming, "bulk_load_streaming");
-  add(f8::bulk_prefetch, "bulk_prefetch");
-  add(f8::bulk_load_no_l1, "bulk_load_no_l1");
-  return "bulk_tuning<" + std::to_string(Tn::unroll) + ", " + std::to_string(Tn::lane_elems) + ", " +
-         (f.empty() ? "0" : f) + ", " + std::to_string(Tn::waves) + ", " + std::to_string(Tn::threads) + ", " +
-         std::to_string(Tn::min_blocks) + ">";
-}
-template <class Tn>
-std::string tuning_label() {
-  std::string s = "U" + std::to_string(Tn::unroll);
-  if (Tn::lane_elems) s += " E" + std::to_string(Tn::lane_elems);
-  if (Tn::flags & f8::bulk_prefetch) s += " pf";
-  if (Tn::flags & f8::bulk_store_streaming) s += " st.cs";
-  if (Tn::flags & f8::bulk_load_streaming) s += " ld.cs";
-  if (Tn::flags & f8::bulk_load_no_l1) s += " ld.noL1";
-  s += Tn::waves == 0 ? " grid=tiles" : Tn::waves == 1 ? "" : " waves" + std::to_string(Tn::waves);
-  if (Tn::threads != 256) s += " T" + std::to_string(Tn::threads);
-  if (Tn::min_blocks) s += " minB" + std::to_string(Tn::min_blocks);
-  return s;
-}
-
-template <class... Tn>
-struct tunings {};
+// ---- tuning sweep (testing/bulk_tuning_sweep.hpp) --------------------------------------------------
 using f8::bulk_tuning;
 constexpr int PF = f8::bulk_prefetch, SS = f8::bulk_store_streaming, LS = f8::bulk_load_streaming,
               NL = f8::bulk_load_no_l1;
@@ -299,103 +236,27 @@ constexpr int PF = f8::bulk_prefetch, SS = f8::bulk_store_streaming, LS = f8::bu
 // (nvcc 13, sm_90) decide the occupancy: <= 32 gives 2048 threads per SM, 40 gives 1536; MinBlocks 8
 // (the sixth argument) asks for 32.
 using quantize_f32_candidates =
-    tunings<bulk_tuning<2>, bulk_tuning<2, 0, PF>, bulk_tuning<1, 0, PF>, bulk_tuning<1>, bulk_tuning<2, 0, SS>,
+    rt::tunings<bulk_tuning<2>, bulk_tuning<2, 0, PF>, bulk_tuning<1, 0, PF>, bulk_tuning<1>, bulk_tuning<2, 0, SS>,
             bulk_tuning<2, 0, PF | SS>, bulk_tuning<2, 0, PF | LS>, bulk_tuning<2, 0, PF, 0>, bulk_tuning<4>,
             bulk_tuning<2, 0, 0, 1, 256, 8>, bulk_tuning<2, 0, SS, 1, 256, 8>, bulk_tuning<1, 0, PF, 1, 256, 8>>;
 using quantize_bf16_candidates =
-    tunings<bulk_tuning<1>, bulk_tuning<1, 0, PF, 1, 256, 8>, bulk_tuning<1, 0, PF>, bulk_tuning<2>,
+    rt::tunings<bulk_tuning<1>, bulk_tuning<1, 0, PF, 1, 256, 8>, bulk_tuning<1, 0, PF>, bulk_tuning<2>,
             bulk_tuning<2, 0, PF>, bulk_tuning<1, 0, PF | SS, 1, 256, 8>, bulk_tuning<1, 0, PF | LS, 1, 256, 8>,
             bulk_tuning<1, 0, PF | LS | SS, 1, 256, 8>, bulk_tuning<1, 0, PF | NL, 1, 256, 8>, bulk_tuning<1, 0, SS>,
             bulk_tuning<1, 16>, bulk_tuning<1, 16, PF>, bulk_tuning<1, 0, PF, 2, 256, 8>,
             bulk_tuning<1, 0, PF, 0, 256, 8>, bulk_tuning<1, 0, 0, 0>, bulk_tuning<2, 0, 0, 0>,
             bulk_tuning<1, 0, PF, 1, 512, 4>, bulk_tuning<1, 0, PF, 1, 128, 16>, bulk_tuning<4>>;
 using dequantize_f32_candidates =
-    tunings<bulk_tuning<2, 0, SS>, bulk_tuning<2, 0, SS | PF>, bulk_tuning<1, 0, SS | PF>, bulk_tuning<1, 0, SS>,
+    rt::tunings<bulk_tuning<2, 0, SS>, bulk_tuning<2, 0, SS | PF>, bulk_tuning<1, 0, SS | PF>, bulk_tuning<1, 0, SS>,
             bulk_tuning<4, 0, SS>, bulk_tuning<2, 0, PF>, bulk_tuning<2, 0, SS | PF | LS>, bulk_tuning<2, 0, SS | PF | NL>,
             bulk_tuning<2, 0, SS, 0>, bulk_tuning<1, 0, SS, 0>, bulk_tuning<2, 0, SS | PF, 2>,
             bulk_tuning<2, 0, SS | PF, 1, 512>>;
 using dequantize_bf16_candidates =
-    tunings<bulk_tuning<2, 0, SS>, bulk_tuning<2, 0, SS | PF>, bulk_tuning<1, 0, SS>, bulk_tuning<1, 0, SS | PF>,
+    rt::tunings<bulk_tuning<2, 0, SS>, bulk_tuning<2, 0, SS | PF>, bulk_tuning<1, 0, SS>, bulk_tuning<1, 0, SS | PF>,
             bulk_tuning<4, 0, SS>, bulk_tuning<4, 0, SS | PF>, bulk_tuning<4, 0, SS | PF, 1, 256, 8>, bulk_tuning<2>,
             bulk_tuning<2, 0, PF>, bulk_tuning<2, 0, SS | PF | LS>, bulk_tuning<2, 0, SS | PF | NL>,
             bulk_tuning<2, 0, SS, 0>, bulk_tuning<1, 0, SS, 0>, bulk_tuning<2, 0, SS | PF, 2>,
             bulk_tuning<2, 0, SS | PF, 1, 512>>;
-
-template <class T> T* elems(buffers& b);
-template <> float* elems<float>(buffers& b) { return b.f32; }
-template <> bf16* elems<bf16>(buffers& b) { return b.b16; }
-template <class T> T* outputs(buffers& b);
-template <> float* outputs<float>(buffers& b) { return b.y32; }
-template <> bf16* outputs<bf16>(buffers& b) { return b.y16; }
-template <scale_kind S> f8::scale_type_t<S>* scales_of(buffers& b);
-template <> float* scales_of<scale_kind::fp32>(buffers& b) { return b.s32; }
-template <> f8::e8m0* scales_of<scale_kind::e8m0>(buffers& b) { return b.s8; }
-
-struct tune_row {
-  std::string kernel, label, cpp;
-  bool is_default;
-  double bytes, ms, copy_ms;
-  bool same_output;
-};
-
-struct sweep {
-  std::function<buffers&(int)> set;
-  std::function<double(double)> copy_same;
-  std::size_t n, nb;
-  int iters;
-  std::vector<tune_row> rows;
-
-  void add(const std::string& kernel, const std::string& label, const std::string& cpp, bool is_default, double bytes,
-           const std::function<void(int)>& fn, const std::function<std::uint64_t()>& out_digest, std::uint64_t want) {
-    const double ms = median_ms(iters, fn);
-    gpu::device_synchronize();
-    const bool same = out_digest() == want;  // set 0 holds this candidate's output (alternating sets)
-    const double cs = copy_same(bytes);
-    rows.push_back({kernel, label, cpp, is_default, bytes, ms, cs, same});
-    std::printf("  tune %-26s %-26s%s %8.1f us %8.1f GB/s  vs same-bytes copy %6.1f%%%s\n", kernel.c_str(),
-                label.c_str(), is_default ? "*" : " ", ms * 1e3, bytes / (ms * 1e-3) / 1e9, 100 * cs / ms,
-                same ? "" : "  OUTPUT DIFFERS FROM THE DEFAULT");
-    std::fflush(stdout);
-  }
-};
-
-template <class T, scale_kind S, class... Tn>
-void tune_quantize(sweep& sw, const std::string& kernel, tunings<Tn...>) {
-  using D = typename f8::detail::bulk_defaults<T, S>::quantize;
-  const std::size_t n = sw.n;
-  const std::size_t scale_bytes = sw.nb * sizeof(f8::scale_type_t<S>);
-  const double bytes = static_cast<double>(n) * (sizeof(T) + 1) + static_cast<double>(scale_bytes);
-  auto out_digest = [&] { return digest(sw.set(0).q, n) * 3 + digest(scales_of<S>(sw.set(0)), scale_bytes); };
-  f8::quantize_blocks<f8::e4m3, 32, S>(elems<T>(sw.set(0)), n, sw.set(0).q, scales_of<S>(sw.set(0)));
-  gpu::device_synchronize();
-  const std::uint64_t want = out_digest();
-  (sw.add(kernel, tuning_label<Tn>(), tuning_cpp<Tn>(), std::is_same<Tn, D>::value, bytes,
-          [&](int i) {
-            buffers& b = sw.set(i);
-            f8::quantize_blocks<f8::e4m3, 32, S, f8::path::automatic, T, Tn>(elems<T>(b), n, b.q, scales_of<S>(b));
-          },
-          out_digest, want),
-   ...);
-}
-
-// Dequantizes whatever codes and scales the buffers hold (the same in both sets).
-template <class T, scale_kind S, class... Tn>
-void tune_dequantize(sweep& sw, const std::string& kernel, tunings<Tn...>) {
-  using D = typename f8::detail::bulk_defaults<T, S>::dequantize;
-  const std::size_t n = sw.n;
-  const double bytes = static_cast<double>(n) * (1 + sizeof(T)) + static_cast<double>(sw.nb * sizeof(f8::scale_type_t<S>));
-  auto out_digest = [&] { return digest(outputs<T>(sw.set(0)), n * sizeof(T)); };
-  f8::dequantize_blocks<f8::e4m3, 32, S>(sw.set(0).q, scales_of<S>(sw.set(0)), n, outputs<T>(sw.set(0)));
-  gpu::device_synchronize();
-  const std::uint64_t want = out_digest();
-  (sw.add(kernel, tuning_label<Tn>(), tuning_cpp<Tn>(), std::is_same<Tn, D>::value, bytes,
-          [&](int i) {
-            buffers& b = sw.set(i);
-            f8::dequantize_blocks<f8::e4m3, 32, S, f8::path::automatic, T, Tn>(b.q, scales_of<S>(b), n, outputs<T>(b));
-          },
-          out_digest, want),
-   ...);
-}
 
 }  // namespace
 
@@ -488,32 +349,58 @@ int main(int argc, char** argv) {
     }
 
     // Tuning sweep (GPU suite): every candidate tuning of the 8 target kernels, each against a copy
-    // of the same bytes measured right after it; `*` marks the current default (detail::bulk_defaults
-    // in quantize_blocks.hpp). Rows whose output differs from the default's are flagged.
-    std::vector<tune_row> tune_rows;
+    // of the same bytes measured right after it; `*` marks the current default
+    // (fp8::default_quantize_tuning / default_dequantize_tuning). Rows whose output differs from the
+    // default's are flagged.
+    std::vector<rt::bulk_tuning_row> tune_rows;
     if ((gpu_suite || flag(argc, argv, "--tune")) && !flag(argc, argv, "--no-tune")) {
       std::printf("\ntuning sweep (U = fragments in flight per lane, E = elements per lane, pf = software prefetch,\n"
                   "st.cs / ld.cs = streaming stores / loads, ld.noL1 = loads without L1 allocation, grid=tiles = a\n"
                   "block per tile instead of a resident grid-stride grid, T = threads per block; * = default):\n");
-      sweep sw{S, copy_same, n, nb, iters, {}};
+      const auto sweep = [&](auto quantize, auto type, auto scale, const char* kernel, auto candidates) {
+        using T = decltype(type);
+        constexpr scale_kind Sk = decltype(scale)::value;
+        constexpr bool f32 = std::is_same<T, float>::value;
+        rt::bulk_sweep_buffers<T, Sk> b{};
+        for (int k = 0; k < 2; ++k) {
+          buffers& s = S(k);
+          if constexpr (f32) b.values[k] = decltype(quantize)::value ? s.f32 : s.y32;  // inputs, or outputs
+          else b.values[k] = decltype(quantize)::value ? s.b16 : s.y16;
+          b.codes[k] = s.q;
+          if constexpr (Sk == scale_kind::fp32) b.scales[k] = s.s32;
+          else b.scales[k] = s.s8;
+        }
+        b.n = n;
+        rt::sweep_bulk_tunings<decltype(quantize)::value>(
+            kernel, b, candidates, [&](const std::function<void(int)>& fn) { return median_ms(iters, fn); }, copy_same,
+            tune_rows, [](const rt::bulk_tuning_row& r) {
+              std::printf("  tune %-26s %-26s%s %8.1f us %8.1f GB/s  vs same-bytes copy %6.1f%%%s\n", r.kernel.c_str(),
+                          r.label.c_str(), r.is_default ? "*" : " ", r.ms * 1e3, r.bytes / (r.ms * 1e-3) / 1e9,
+                          100 * r.copy_ms / r.ms, r.same_output ? "" : "  OUTPUT DIFFERS FROM THE DEFAULT");
+              std::fflush(stdout);
+            });
+      };
+      using q = std::true_type;
+      using dq = std::false_type;
+      using fp32 = std::integral_constant<scale_kind, scale_kind::fp32>;
+      using e8m0 = std::integral_constant<scale_kind, scale_kind::e8m0>;
       // Every (element type, scale) pair keeps its payload in the same buffers: quantize rows first.
-      tune_quantize<bf16, scale_kind::fp32>(sw, "quant bf16, fp32 scale", quantize_bf16_candidates{});
-      tune_quantize<bf16, scale_kind::e8m0>(sw, "quant bf16, e8m0 scale", quantize_bf16_candidates{});
-      tune_quantize<float, scale_kind::fp32>(sw, "quant f32, fp32 scale", quantize_f32_candidates{});
-      tune_quantize<float, scale_kind::e8m0>(sw, "quant f32, e8m0 scale", quantize_f32_candidates{});
+      sweep(q{}, bf16{}, fp32{}, "quant bf16, fp32 scale", quantize_bf16_candidates{});
+      sweep(q{}, bf16{}, e8m0{}, "quant bf16, e8m0 scale", quantize_bf16_candidates{});
+      sweep(q{}, float{}, fp32{}, "quant f32, fp32 scale", quantize_f32_candidates{});
+      sweep(q{}, float{}, e8m0{}, "quant f32, e8m0 scale", quantize_f32_candidates{});
       // Codes + both scale arrays for the dequantize rows, identical in both sets.
       for (int k = 0; k < 2; ++k) {
         f8::quantize_blocks<E, 32, scale_kind::e8m0>(S(k).f32, n, S(k).q, S(k).s8);
         f8::quantize_blocks<E>(S(k).f32, n, S(k).q, S(k).s32);
       }
       gpu::device_synchronize();
-      tune_dequantize<bf16, scale_kind::fp32>(sw, "dequant bf16, fp32 scale", dequantize_bf16_candidates{});
-      tune_dequantize<bf16, scale_kind::e8m0>(sw, "dequant bf16, e8m0 scale", dequantize_bf16_candidates{});
-      tune_dequantize<float, scale_kind::fp32>(sw, "dequant f32, fp32 scale", dequantize_f32_candidates{});
-      tune_dequantize<float, scale_kind::e8m0>(sw, "dequant f32, e8m0 scale", dequantize_f32_candidates{});
+      sweep(dq{}, bf16{}, fp32{}, "dequant bf16, fp32 scale", dequantize_bf16_candidates{});
+      sweep(dq{}, bf16{}, e8m0{}, "dequant bf16, e8m0 scale", dequantize_bf16_candidates{});
+      sweep(dq{}, float{}, fp32{}, "dequant f32, fp32 scale", dequantize_f32_candidates{});
+      sweep(dq{}, float{}, e8m0{}, "dequant f32, e8m0 scale", dequantize_f32_candidates{});
       gpu::device_synchronize();
-      tune_rows = sw.rows;
-      // The best candidate per kernel, spelled for detail::bulk_defaults.
+      // The best candidate per kernel, spelled as fp8/bulk_tuning.hpp spells its defaults.
       std::printf("\nbest tuning per kernel (vs same-bytes copy; only candidates whose output equals the default's):\n");
       for (std::size_t i = 0; i < tune_rows.size();) {
         std::size_t j = i, best = i, def = i;
@@ -569,55 +456,38 @@ int main(int argc, char** argv) {
     if (!out_dir.empty()) {
       std::filesystem::create_directories(out_dir);
       const std::string base = out_dir + "/fp8_bench";
-      if (FILE* f = std::fopen((base + ".csv").c_str(), "w")) {
-        std::fprintf(f, "kernel,bytes,median_us,gbps,ratio_to_copy,target\n");
-        for (const row& r : rows)
-          std::fprintf(f, "\"%s\",%.0f,%.3f,%.2f,%.4f,%d\n", r.name.c_str(), r.bytes, r.ms * 1e3, r.gbps(),
-                       r.gbps() / copy_gbps, r.target ? 1 : 0);
-        std::fclose(f);
-      }
-      if (FILE* f = std::fopen((base + ".json").c_str(), "w")) {
-        std::fprintf(f, "{\n \"device\": \"%s\",\n \"suite\": \"%s\",\n \"n\": %zu,\n \"iters\": %d,\n", device_name().c_str(),
-                     suite.c_str(), n, iters);
-        std::fprintf(f, " \"copy_gbps\": %.2f,\n \"all_kernels_ge_90pct_copy\": %s,\n \"sample_check\": %s,\n", copy_gbps,
-                     all_pass ? "true" : "false", samples_ok ? "true" : "false");
-        std::fprintf(f, " \"rows\": [\n");
-        for (std::size_t i = 0; i < rows.size(); ++i)
-          std::fprintf(f, "  {\"kernel\": \"%s\", \"bytes\": %.0f, \"median_us\": %.3f, \"gbps\": %.2f, \"ratio_to_copy\": %.4f}%s\n",
-                       rows[i].name.c_str(), rows[i].bytes, rows[i].ms * 1e3, rows[i].gbps(),
-                       rows[i].gbps() / copy_gbps, i + 1 < rows.size() ? "," : "");
-        std::fprintf(f, " ],\n");
-        if (!torch.empty()) {
-          std::fprintf(f, " \"torch\": {");
-          bool first = true;
-          for (const auto& kv : torch) {
-            std::fprintf(f, "%s\"%s\": %.6g", first ? "" : ", ", kv.first.c_str(), kv.second);
-            first = false;
-          }
-          std::fprintf(f, "},\n \"dequantize_vs_torch_float\": %.3f\n}\n", torch_ratio);
-        } else {
-          std::string e = torch_error;
-          std::replace(e.begin(), e.end(), '"', '\'');
-          std::replace(e.begin(), e.end(), '\n', ' ');
-          std::fprintf(f, " \"torch_error\": \"%s\"\n}\n", e.c_str());
-        }
-        std::fclose(f);
-      }
-      if (!tune_rows.empty()) {
-        if (FILE* f = std::fopen((out_dir + "/fp8_tune.csv").c_str(), "w")) {
-          std::fprintf(f, "kernel,label,tuning,default,bytes,median_us,gbps,same_bytes_copy_us,ratio_to_same_bytes_copy,same_output\n");
-          for (const tune_row& r : tune_rows)
-            std::fprintf(f, "\"%s\",\"%s\",\"%s\",%d,%.0f,%.3f,%.2f,%.3f,%.4f,%d\n", r.kernel.c_str(), r.label.c_str(),
-                         r.cpp.c_str(), r.is_default ? 1 : 0, r.bytes, r.ms * 1e3, r.bytes / (r.ms * 1e-3) / 1e9,
-                         r.copy_ms * 1e3, r.copy_ms / r.ms, r.same_output ? 1 : 0);
-          std::fclose(f);
-        }
-      }
+      const auto row_fields = [&](const row& r) {
+        return bench::fields{{"kernel", r.name}, {"bytes", static_cast<unsigned long long>(r.bytes)}, {"median_us", r.ms * 1e3}, {"gbps", r.gbps()},
+                             {"ratio_to_copy", r.gbps() / copy_gbps}};
+      };
+      bench::write_csv(base + ".csv", "\"kernel\",bytes,median_us,gbps,ratio_to_copy,target", rows,
+                       [&](const row& r) { return row_fields(r) + bench::fields{{"target", r.target ? 1 : 0}}; });
+      std::ofstream f = bench::open_output(base + ".json");
+      f << "{\n";
+      bench::write_json_members(f, {{"device", device_name()}, {"suite", suite}, {"n", static_cast<unsigned long>(n)},
+                                    {"iters", iters}, {"copy_gbps", copy_gbps}, {"all_kernels_ge_90pct_copy", all_pass},
+                                    {"sample_check", samples_ok}});
+      f << "  \"rows\": [\n";
+      bench::write_json_rows(f, rows, row_fields);
+      f << "  ],\n";
+      bench::fields t;
+      for (const auto& kv : torch) t.push_back({kv.first, kv.second});
+      if (!torch.empty()) f << "  \"torch\": " << bench::json_object(t) << ",\n  \"dequantize_vs_torch_float\": " << bench::json_number(torch_ratio) << "\n}\n";
+      else f << "  \"torch_error\": \"" << bench::json_escape(torch_error) << "\"\n}\n";
+      f.close();
+      if (!tune_rows.empty())
+        bench::write_csv(out_dir + "/fp8_tune.csv", "\"kernel\",\"label\",\"tuning\",default,bytes,median_us,gbps,same_bytes_copy_us,ratio_to_same_bytes_copy,same_output",
+                         tune_rows, [](const rt::bulk_tuning_row& r) {
+                           return bench::fields{{"kernel", r.kernel}, {"label", r.label}, {"tuning", r.cpp},
+                                                {"default", r.is_default ? 1 : 0}, {"bytes", static_cast<unsigned long long>(r.bytes)}, {"median_us", r.ms * 1e3},
+                                                {"gbps", r.bytes / (r.ms * 1e-3) / 1e9}, {"same_bytes_copy_us", r.copy_ms * 1e3},
+                                                {"ratio_to_same_bytes_copy", r.copy_ms / r.ms}, {"same_output", r.same_output ? 1 : 0}};
+                         });
       const bool wrote = std::filesystem::exists(base + ".json") && std::filesystem::exists(base + ".csv");
       std::printf("%s %s.json and %s.csv\n", wrote ? "wrote" : "FAILED to write", base.c_str(), base.c_str());
     }
     bool tune_same = true;
-    for (const tune_row& r : tune_rows) tune_same = tune_same && r.same_output;
+    for (const rt::bulk_tuning_row& r : tune_rows) tune_same = tune_same && r.same_output;
     if (!tune_same) std::printf("SOME TUNING CANDIDATES' OUTPUT DIFFERS FROM THE DEFAULT'S (see the sweep)\n");
     return samples_ok && tune_same ? 0 : 1;
   } catch (const std::exception& e) {

@@ -1,43 +1,21 @@
-// bench/fused/combine_rows.cpp: rcclx-bench-fused's cross-rank combine rows. Fused: one kernel
-// whose epilogue is fused::combine (flat, tree; automatic = the one the built-in table picks).
-// Unfused, the way an engine does it today: rcclx's own AllGather (dda::flat_allgather) of every
-// rank's partial records, then a separate merge kernel. Floor: that AllGather alone. What is timed
-// (per call, all emulated ranks in one launch per kernel; graphs of K back-to-back calls on GPUs,
-// the unfused kernels captured together):
-//
-//   attn_merge: split-KV (context-parallel) decode attention, B tokens x 32 heads x 128, bf16.
-//     Every rank holds its partial records (fused::lse_merge<bf16, 128>::record: O_r and L_r per
-//     (token, head)) in ordinary device memory, where its attention kernel left them.
-//       fused:   copy them into the combine's input (the store the attention kernel's epilogue would
-//                make there instead), publish, fold the ranks (reduce_slices: a thread per 16-byte
-//                slice of a head), store O (bf16) and L (float).
-//       unfused: the AllGather of the partial records (its first step copies them into the
-//                symmetric buffer: the same one copy), then a merge kernel over the gathered records
-//                (a thread per slice: every rank's slice loaded, then lse_merge's slice arithmetic in
-//                rank order, as the combine does), storing O and L.
-//     Inputs: L_r in [-6, 6) or -inf (about one rank in 8, whose O_r is NaN and must not be read),
-//     every 13th head -inf on every rank (O = 0, L = -inf).
-//   argmax, topk50: vocabulary-parallel sampling, B rows, a vocabulary V split over the ranks,
-//     float logits [B][V / N] per rank (multiples of 2^-12 in [-8, 8): ties across ranks; row 0
-//     has a -inf, row 1 NaNs; for the checks only, row 2 ascends along rank 1's shard, which sends
-//     the top-k scan down its slower safe mode: timed with random logits).
-//       fused:   one kernel: a block per row scans the rank's shard into its record (argmax, or its
-//                top 50), then the combine gives every rank the global one (argmax: reduce, a
-//                thread per record; top-k: reduce_entries, the ranks' lists staged in shared
-//                memory, a thread per entry placing it).
-//       unfused: that scan as a kernel of its own writing the partial records, the AllGather of
-//                them, a merge kernel (the same merge: argmax a thread per row folding in rank
-//                order, top-k a block per row running reduce_entries' merge, fused::merge_entries).
-//     The scan is on both sides, identical code: a row is the whole sampling step after the LM
-//     head, as an engine runs it; local_us is the scan kernel alone (fused - local_us is the
-//     combine's share, unfused - local_us the AllGather's and the merge kernel's).
-//   floor: the AllGather of the partial records alone (the exchange of the partial results).
-//   read (argmax, topk): the logits read once by the scan's blocks with the scan's loads, nothing
-//     kept: the scan's memory floor.
-// Checks: every rank the same bits; fused flat, fused tree and unfused bit-identical (the merge
-// kernels run the combine's own arithmetic); rank 0 against an independent float64 reference (the
-// merge of the partials in float64 within FP32 and bf16 rounding bounds; a scan of the whole row
-// in the combine's order of (value, index), exact).
+// bench/fused/combine_rows.cpp: rcclx-bench-fused's cross-rank combine rows (docs/fusion.md section
+// 12). Fused: one kernel whose epilogue is fused::combine (flat, tree; automatic = the built-in
+// table's). Unfused, the way an engine does it today: rcclx's AllGather (dda::flat_allgather) of
+// every rank's partial records, then a merge kernel running the combine's own arithmetic in rank
+// order. Floor: that AllGather alone. Per call, all emulated ranks in one launch per kernel; graphs
+// of K back-to-back calls on GPUs, the unfused kernels captured together.
+//   attn_merge (B tokens x 32 heads x 128, bf16): fused copies each rank's partial records (O_r, L_r
+//     in ordinary memory, where the attention kernel left them) into the combine's input, as that
+//     kernel's epilogue would, and merges with reduce_slices (a thread per 16-byte slice); L_r in
+//     [-6, 6) or -inf (about one rank in 8, its O_r NaN: never read), every 13th head -inf on every
+//     rank (O = 0, L = -inf).
+//   argmax, topk50 (B rows, a vocabulary V split over the ranks, float logits): the rank's scan of
+//     its shard (fused::shard_scan, a block per row) is on both sides, identical code (local_us: it
+//     alone). Logits: multiples of 2^-12 in [-8, 8) (ties across ranks), row 0 with a -inf, row 1
+//     NaNs; for the checks only, row 2 ascends along rank 1's shard (the top-k scan's safe mode).
+//   read: the logits read once by the scan's blocks and loads, nothing kept (the scan's floor).
+// Checks: every rank the same bits; fused flat, fused tree and unfused bit-identical; rank 0 against
+// a float64 merge of the partials (FP32 and bf16 rounding bounds) or testing::topk_reference.
 #include "combine_rows.hpp"
 
 #include <rcclx/dda/allgather.hpp>
@@ -46,8 +24,9 @@
 #include <rcclx/fused/combine_ops.hpp>
 #include <rcclx/fused/shard_scan.hpp>
 #include <rcclx/gpu/shared.hpp>
-#include <rcclx/testing/emulated_world.hpp>
+#include <rcclx/testing/emulated_bench.hpp>
 #include <rcclx/testing/launch.hpp>
+#include <rcclx/testing/references.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -60,7 +39,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "../common/emulated.hpp"
 #include "../common/inputs.hpp"
 #include "../common/report.hpp"
 
@@ -91,6 +69,9 @@ static_assert(sizeof(fz::argmax::record) % sizeof(word) == 0 && sizeof(topk_op::
 RCCLX_HOST_DEVICE inline std::size_t shard_begin(int r, int n, std::size_t vocab) {
   return vocab * static_cast<std::size_t>(r) / static_cast<std::size_t>(n);
 }
+
+// The attention rows' output: O (bf16), then L (float) from the next 16-byte boundary.
+constexpr std::size_t attn_o_bytes(std::size_t records) { return (records * head_dim * sizeof(T) + 15) / 16 * 16; }
 
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_o(T* dst, const merge_op::slice& s) {
   rcclx::gpu::vec16 v;
@@ -219,7 +200,7 @@ struct vocab_fused {
     rec* o = out[ix.rank];
     for (int t = ix.block; t < c.num_tiles(); t += ix.num_blocks) {
       bool ok;
-      if constexpr (fz::detail::is_selection_combine<Op>::value) {  // top-k: a thread per entry
+      if constexpr (!std::is_same<Op, fz::argmax>::value) {  // top-k: a thread per entry
         // [combine-entries]
         auto& st = rcclx::gpu::block_shared<fz::entries_storage<Op, max_r>, struct fused_entries_tag>();
         ok = c.reduce_entries(g, t, st, [&](std::size_t i, int place, const typename Op::entry& e) {
@@ -283,7 +264,7 @@ struct vocab_read {
 template <class Op>
 struct vocab_merge {
   static constexpr int max_threads_per_block = 128;
-  static constexpr bool selection = fz::detail::is_selection_combine<Op>::value;
+  static constexpr bool selection = !std::is_same<Op, fz::argmax>::value;
   using rec = typename Op::record;
   const word* gathered[max_r];
   rec* out[max_r];
@@ -320,21 +301,6 @@ struct vocab_merge {
 
 // ---- inputs and references ----------------------------------------------------------------------
 
-// The combine's order of (value, index): NaN first, larger values, then lower indices.
-struct ref_entry {
-  float value;
-  std::uint32_t index;
-};
-bool ref_before(const ref_entry& a, const ref_entry& b) {
-  const bool na = std::isnan(a.value), nb = std::isnan(b.value);
-  if (na != nb) return na;
-  if (!na && a.value != b.value) return a.value > b.value;
-  return a.index < b.index;
-}
-bool same_value(float got, float want) {
-  return std::isnan(want) ? std::isnan(got) : std::memcmp(&got, &want, sizeof(float)) == 0;
-}
-
 std::string to_string(kind k) {
   return k == kind::attention ? "attn_merge" : k == kind::argmax ? "argmax" : "topk" + std::to_string(top_k);
 }
@@ -354,7 +320,7 @@ needs needs_of(const shape& s, int n) {
     x.rec_bytes = sizeof(attn_rec);
     x.workspace = c_t::workspace_bytes(tile_heads, x.records);
     x.tiles = c_t::tiles_for(tile_heads, x.records);
-    x.out_bytes = fz::detail::round16(x.records * head_dim * sizeof(T)) + x.records * sizeof(float);
+    x.out_bytes = attn_o_bytes(x.records) + x.records * sizeof(float);
   } else {
     const bool top = s.what == kind::topk;
     x.records = s.batch;
@@ -374,10 +340,10 @@ struct capacity {
   int tiles = 1;
 };
 
-class runner : bench::emulated_rig<max_r> {
+class runner : rt::emulated_bench<max_r> {
  public:
   runner(const settings& s, const capacity& c)
-      : emulated_rig(s.num_ranks, c.buffer_bytes, fz::pad_blocks_for(barrier_blocks, c.tiles)), n_(s.num_ranks),
+      : emulated_bench(s.num_ranks, c.buffer_bytes, fz::pad_blocks_for(barrier_blocks, c.tiles)), n_(s.num_ranks),
         timing_{s.warmup, s.iters, s.calls_per_graph}, slots_{barrier_blocks, c.tiles} {
     for (int r = 0; r < n_; ++r) {
       part_.push_back(alloc(c.part_bytes));
@@ -395,8 +361,8 @@ class runner : bench::emulated_rig<max_r> {
     r.shape = s.what == kind::attention
                   ? std::to_string(s.batch) + "x" + std::to_string(heads) + "x" + std::to_string(head_dim)
                   : std::to_string(s.batch) + "x" + std::to_string(s.vocab);
-    const bench::timing_mode mode = on_host ? bench::timing_mode::wall : bench::timing_mode::graph;
-    r.timing = bench::to_string(mode);
+    const rt::timing_mode mode = on_host ? rt::timing_mode::wall : rt::timing_mode::graph;
+    r.timing = rt::to_string(mode);
     guard(r, [&] {
       if (s.batch == 0 || (s.what != kind::attention && s.vocab < static_cast<std::size_t>(n_)))
         throw rcclx::error(rcclx::errc::invalid_argument, "empty batch, or a vocabulary smaller than the rank count");
@@ -411,7 +377,7 @@ class runner : bench::emulated_rig<max_r> {
   }
 
  private:
-  void* alloc(std::size_t bytes) { return emulated_rig::alloc(bytes + 64); }
+  void* alloc(std::size_t bytes) { return emulated_bench::alloc(bytes + 64); }
 
   template <class F>
   int blocks_for(int wanted, int threads) const {
@@ -436,51 +402,39 @@ class runner : bench::emulated_rig<max_r> {
     rt::launch_emulated(n_, blocks, dda_threads, k, st);
   }
 
-  template <class F>
-  double time(bench::timing_mode mode, F&& f, bool& fell_back) {
-    return emulated_rig::time(mode, timing_, f, fell_back);
-  }
-
-  // The timings every combine row has: fused flat and tree, the automatic one of the two, unfused,
-  // and the floor (the AllGather of `words` per rank on `blocks` blocks alone).
-  template <class FF, class FT, class U>
-  void time_row(bench::timing_mode mode, algorithm automatic, FF&& fused_flat, FT&& fused_tree, U&& unfused,
-                std::size_t words, int blocks, row& r, bool& fell_back) {
-    r.fused_flat_us = time(mode, fused_flat, fell_back);
-    r.fused_tree_us = time(mode, fused_tree, fell_back);
-    r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
-    r.unfused_us = time(mode, unfused, fell_back);
-    r.floor_us = time(mode, [&](rcclx::gpu::stream_t st) { gather(words, blocks, st); }, fell_back);
-  }
-
-  // Every rank's output bytes (out_[r], `bytes`) after `f`, from poisoned outputs.
-  template <class F>
-  std::vector<std::vector<unsigned char>> outputs_after(F&& f, std::size_t bytes) {
-    return emulated_rig::outputs_after(f, out_, bytes);
-  }
-
-  // fused flat, fused tree, unfused: every rank the same bits, the three the same bits.
-  static bool all_identical(const std::vector<std::vector<unsigned char>>& flat,
-                            const std::vector<std::vector<unsigned char>>& tree,
-                            const std::vector<std::vector<unsigned char>>& unfused) {
-    bool same = true;
+  // What every combine row does once its kernels are set: every rank's output (out_bytes) after
+  // fused flat, fused tree and unfused, all the same bits; check(rank 0's); then the times of the
+  // three, the automatic one's, the floor (the AllGather of `words` per rank on `gb` blocks alone)
+  // and, argmax / topk, more(time).
+  template <class FF, class FT, class U, class Check, class More>
+  void measure(row& r, rt::timing_mode mode, algorithm automatic, FF&& fused_flat, FT&& fused_tree, U&& unfused,
+               std::size_t out_bytes, std::size_t words, int gb, Check&& check, More&& more) {
+    const auto flat = outputs_after(fused_flat, out_, out_bytes), tree = outputs_after(fused_tree, out_, out_bytes),
+               unf = outputs_after(unfused, out_, out_bytes);
     for (std::size_t q = 0; q < flat.size(); ++q)
-      same = same && flat[q] == flat[0] && tree[q] == flat[0] && unfused[q] == flat[0];
-    return same;
+      r.identical = r.identical && flat[q] == flat[0] && tree[q] == flat[0] && unf[q] == flat[0];
+    check(flat[0]);
+    bool fell_back = false;
+    const auto time = [&](auto&& f) { return emulated_bench::time(mode, timing_, f, fell_back); };
+    r.fused_flat_us = time(fused_flat);
+    r.fused_tree_us = time(fused_tree);
+    r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
+    r.unfused_us = time(unfused);
+    r.floor_us = time([&](rcclx::gpu::stream_t st) { gather(words, gb, st); });
+    more(time);
+    if (fell_back) r.timing = "events*";
   }
 
   // ---- attention merge ----
 
-  void attention(const shape& s, bench::timing_mode mode, row& r) {
+  void attention(const shape& s, rt::timing_mode mode, row& r) {
     const needs x = needs_of(s, n_);
     const std::size_t records = x.records, words = records * sizeof(attn_rec) / sizeof(word);
     r.records = records;
     r.exchange_bytes = records * sizeof(attn_rec);
     fz::combine<attn_rec, merge_op, max_r, algorithm::tree>::check("rcclx-bench-fused attn_merge",
                                                                    world().table<attn_rec>(0), slots_, tile_heads, records);
-    const algorithm automatic = rcclx::dda::select_algorithm(
-        static_cast<std::size_t>(x.tiles) * fz::detail::combine_tile_words<attn_rec>(tile_heads) * sizeof(float), n_,
-        rcclx::gpu::build_arch);
+    const algorithm automatic = fz::combine<attn_rec, merge_op, max_r, algorithm::automatic>::resolve(tile_heads, records, n_);
     r.fused_auto_algo = rcclx::to_string(automatic);
     // Inputs: every rank's partial records.
     std::vector<std::vector<attn_rec>> parts(n_, std::vector<attn_rec>(records));
@@ -502,7 +456,7 @@ class runner : bench::emulated_rig<max_r> {
     const int gb = gather_blocks(words);
     r.fused_blocks = automatic == algorithm::flat ? fused_blocks : tree_blocks;
     r.gather_blocks = gb;
-    const std::size_t o_bytes = fz::detail::round16(records * head_dim * sizeof(T));
+    const std::size_t o_bytes = attn_o_bytes(records);
     auto set_out = [&](auto& k) {
       for (int q = 0; q < n_; ++q) {
         k.out_o[q] = static_cast<T*>(out_[q]);
@@ -531,15 +485,9 @@ class runner : bench::emulated_rig<max_r> {
       gather(words, gb, st);
       rt::launch_emulated(n_, merge_blocks, attn_threads, m, st);
     };
-    const std::size_t out_bytes = o_bytes + records * sizeof(float);
-    const auto got_flat = outputs_after(fused_flat, out_bytes);
-    const auto got_tree = outputs_after(fused_tree, out_bytes);
-    const auto got_unfused = outputs_after(unfused, out_bytes);
-    r.identical = all_identical(got_flat, got_tree, got_unfused);
-    check_attention(parts, got_flat[0], o_bytes, r);
-    bool fell_back = false;
-    time_row(mode, automatic, fused_flat, fused_tree, unfused, words, gb, r, fell_back);
-    if (fell_back) r.timing = "events*";
+    measure(
+        r, mode, automatic, fused_flat, fused_tree, unfused, o_bytes + records * sizeof(float), words, gb,
+        [&](const std::vector<unsigned char>& got) { check_attention(parts, got, o_bytes, r); }, [](auto&&) {});
   }
 
   // Rank 0's O and L against the merge of the partials in float64. Bounds: the FP32 merge (the
@@ -588,15 +536,14 @@ class runner : bench::emulated_rig<max_r> {
   // ---- argmax and top-k ----
 
   template <class Op>
-  void vocab(const shape& s, bench::timing_mode mode, row& r) {
+  void vocab(const shape& s, rt::timing_mode mode, row& r) {
     using rec = typename Op::record;
     const needs x = needs_of(s, n_);
     const std::size_t rows = s.batch, V = s.vocab, words = rows * sizeof(rec) / sizeof(word);
     r.records = rows;
     r.exchange_bytes = rows * sizeof(rec);
     fz::combine<rec, Op, max_r, algorithm::tree>::check("rcclx-bench-fused sampling", world().table<rec>(0), slots_, 1, rows);
-    const algorithm automatic = rcclx::dda::select_algorithm(
-        rows * fz::detail::combine_tile_words<rec>(1) * sizeof(float), n_, rcclx::gpu::build_arch);
+    const algorithm automatic = fz::combine<rec, Op, max_r, algorithm::automatic>::resolve(1, rows, n_);
     r.fused_auto_algo = rcclx::to_string(automatic);
     // Logits: multiples of 2^-12 in [-8, 8); row 0 has a -inf, row 1 two NaNs (on different ranks).
     std::vector<float> all(rows * V);
@@ -668,20 +615,17 @@ class runner : bench::emulated_rig<max_r> {
       gather(words, gb, st);
       rt::launch_emulated(n_, merge_blocks, vocab_threads, m, st);
     };
-    const std::size_t out_bytes = rows * sizeof(rec);
-    const auto got_flat = outputs_after(fused_flat, out_bytes);
-    const auto got_tree = outputs_after(fused_tree, out_bytes);
-    const auto got_unfused = outputs_after(unfused, out_bytes);
-    r.identical = all_identical(got_flat, got_tree, got_unfused);
-    check_vocab<Op>(all, rows, V, got_flat[0], r);
-    upload(random);
-    bool fell_back = false;
-    time_row(mode, automatic, fused_flat, fused_tree, unfused, words, gb, r, fell_back);
-    r.local_us = time(mode, local, fell_back);
     const int read_blocks = blocks_for<vocab_read>(static_cast<int>(rows), vocab_threads);
-    r.read_us = time(mode, [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, read_blocks, vocab_threads, rd, st); },
-                     fell_back);
-    if (fell_back) r.timing = "events*";
+    measure(
+        r, mode, automatic, fused_flat, fused_tree, unfused, rows * sizeof(rec), words, gb,
+        [&](const std::vector<unsigned char>& got) {
+          check_vocab<Op>(all, rows, V, got, r);
+          upload(random);  // timed: random rows
+        },
+        [&](auto&& time) {
+          r.local_us = time(local);
+          r.read_us = time([&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, read_blocks, vocab_threads, rd, st); });
+        });
   }
 
   // Rank 0's records against the K best entries of each whole row (exact: no arithmetic).
@@ -690,32 +634,19 @@ class runner : bench::emulated_rig<max_r> {
                           const std::vector<unsigned char>& got, row& r) {
     using rec = typename Op::record;
     constexpr bool top = !std::is_same<Op, fz::argmax>::value;
-    constexpr int k = top ? top_k : 1;
-    std::vector<ref_entry> e(V);
     for (std::size_t i = 0; i < rows; ++i) {
-      for (std::size_t j = 0; j < V; ++j) e[j] = {all[i * V + j], static_cast<std::uint32_t>(j)};
-      const std::size_t kk = std::min<std::size_t>(k, V);
-      std::partial_sort(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(kk), e.end(), ref_before);
+      const auto want = rt::topk_reference(all.data() + i * V, V, 0, top ? top_k : 1);
       rec g;
       std::memcpy(&g, got.data() + i * sizeof(rec), sizeof(rec));
-      for (int j = 0; j < k; ++j) {
-        const ref_entry want = static_cast<std::size_t>(j) < kk ? e[j] : ref_entry{-INFINITY, 0xFFFFFFFFu};
-        float v;
-        std::uint32_t idx;
-        if constexpr (top) {
-          v = g.value[j];
-          idx = g.index[j];
-        } else {
-          v = g.value;
-          idx = g.index;
-        }
-        if (!same_value(v, want.value) || idx != want.index) r.ref_ok = false;
+      for (std::size_t j = 0; j < want.size(); ++j) {
+        if constexpr (top) r.ref_ok = r.ref_ok && rt::same_entry(g.value[j], g.index[j], want[j]);
+        else r.ref_ok = r.ref_ok && rt::same_entry(g.value, g.index, want[j]);
       }
     }
   }
 
   int n_;
-  bench::timing_options timing_;
+  rt::timing_options timing_;
   fz::tile_slots slots_;
   std::vector<void*> part_, out_;
   std::vector<word*> gathered_;

@@ -44,7 +44,7 @@ struct shape {
 
 struct settings {
   int num_ranks;
-  int warmup, iters, calls_per_graph;  // bench::timing_options
+  int warmup, iters, calls_per_graph;  // rt::timing_options
 };
 
 struct row {

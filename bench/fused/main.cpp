@@ -20,17 +20,19 @@
 //   rcclx-bench-fused --suite decode|gemm|combine  # only the gpu suite's decode, GEMM or combine rows (quick A/B)
 //   rcclx-bench-fused --suite host              # a tiny sweep for CI on the host backend
 //   rcclx-bench-fused [--emulated N] [--iters I] [--warmup W] [--calls-per-graph K] [--json F] [--csv F]
-// Timing (bench/common/timing.hpp): K back-to-back calls captured in one graph, replay / K,
+// Timing (rcclx/testing/timing.hpp): K back-to-back calls captured in one graph, replay / K,
 // median of replays (events around single calls above 32 MiB per rank); the unfused path's two
 // kernels are captured together, so launch gaps count on both sides alike.
 // Exit status: 0 when every row is correct (performance targets are reported, not enforced).
 #include <rcclx/dda/allreduce.hpp>
 #include <rcclx/fused/add_rmsnorm.hpp>
 #include <rcclx/fused/allreduce_rmsnorm.hpp>
-#include <rcclx/gpu/arch.hpp>
+#include <rcclx/testing/emulated_bench.hpp>
 #include <rcclx/testing/emulated_fused_kernels.hpp>
 #include <rcclx/testing/emulated_kernels.hpp>
+#include <rcclx/testing/error_bounds.hpp>
 #include <rcclx/testing/launch.hpp>
+#include <rcclx/testing/references.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -46,7 +48,6 @@
 
 #include "../../examples/04_gemm_allreduce/gemm_allreduce.hpp"
 #include "../common/cli.hpp"
-#include "../common/emulated.hpp"
 #include "../common/report.hpp"
 #include "combine_rows.hpp"
 
@@ -54,13 +55,13 @@ namespace {
 
 namespace fz = rcclx::fused;
 namespace rt = rcclx::testing;
-using bench::json_escape;
 using combine_bench::barrier_blocks;
 using combine_bench::dda_max_blocks;
 using combine_bench::dda_threads;
 using combine_bench::max_r;
 using combine_bench::on_host;
 using rcclx::algorithm;
+using rcclx::gpu::stream_t;
 using T = rcclx::bf16;
 
 struct shape {
@@ -73,7 +74,7 @@ struct gemm_shape {
 
 struct options {
   int num_ranks = 8;
-  bench::timing_options timing{on_host ? 1 : 5, on_host ? 3 : 20, 32};
+  rt::timing_options timing{on_host ? 1 : 5, on_host ? 3 : 20, 32};
   std::size_t graph_max_bytes = 32u << 20;
   // LL regions of the pads (--ll-blocks, --ll-block-bytes; 0 turns LL off): on GPUs 64 x 64 KiB, so
   // every decode shape (up to 128 x 8192 bf16: 2 rows of 16 KiB per block) runs the LL one-shot.
@@ -92,6 +93,7 @@ constexpr const char* usage_text = R"(usage: rcclx-bench-fused [--suite gpu|deco
 [[noreturn]] void usage(const std::string& why) { bench::usage_exit("rcclx-bench-fused", usage_text, why); }
 
 options parse(int argc, char** argv) {
+  using combine_bench::kind;
   options o;
   bench::args a(argc, argv, usage, o.command);
   std::string out_dir;
@@ -113,7 +115,6 @@ options parse(int argc, char** argv) {
         usage("--gemm wants MxNxK, e.g. 16x4096x4096, got " + v);
       custom_gemms.push_back({m, n, k});
     } else if (a.is("--combine")) {
-      using combine_bench::kind;
       const std::string v = a.str();
       const std::size_t colon = v.find(':');
       const std::string name = v.substr(0, colon);
@@ -129,45 +130,36 @@ options parse(int argc, char** argv) {
     } else if (!a.timing(o.timing)) a.unknown();
   }
   if (o.suite.empty()) o.suite = on_host ? "host" : "gpu";
+  const bool gpu = o.suite == "gpu";
   // The decode rows (bf16 output, tokens <= 128): the gpu suite's first rows, and the decode suite.
-  const auto add_decode_rows = [&] {
+  if (gpu || o.suite == "decode") {
     for (const std::size_t h : {4096, 8192})
       for (const std::size_t t : {1, 2, 4, 8, 16, 32, 64, 128}) o.shapes.push_back({t, h, false});
-  };
+    o.shapes.push_back({1, 8192, true});  // the decode suite: one FP8 row (a quick A/B)
+  }
+  if (gpu) {
+    for (const shape s : {shape{16, 8192, true}, shape{128, 8192, true}, shape{512, 4096, false},
+                          shape{2048, 4096, false}, shape{8192, 4096, false}, shape{2048, 8192, false},
+                          shape{2048, 8192, true}})
+      o.shapes.push_back(s);
+  }
   // The GEMM rows (C[M x 4096] summed over the ranks, K = 4096 split over them): the gpu and gemm suites.
-  const std::vector<gemm_shape> gpu_gemms{{16, 4096, 4096}, {64, 4096, 4096}, {128, 4096, 4096}, {512, 4096, 4096}};
+  if (gpu || o.suite == "gemm") o.gemms = {{16, 4096, 4096}, {64, 4096, 4096}, {128, 4096, 4096}, {512, 4096, 4096}};
   // The combine rows (decode: batch <= 64): the gpu and combine suites.
-  const auto add_combine_rows = [&] {
-    using combine_bench::kind;
+  if (gpu || o.suite == "combine") {
     for (const std::size_t b : {1, 2, 4, 8, 16, 32, 64}) o.combines.push_back({kind::attention, b, 0});
     for (const kind k : {kind::argmax, kind::topk})
       for (const std::size_t v : {128 * 1024, 256 * 1024})
         for (const std::size_t b : {1, 8, 32, 64}) o.combines.push_back({k, b, v});
-  };
-  if (o.suite == "gpu") {
-    add_decode_rows();
-    for (const std::size_t t : {1, 16, 128}) o.shapes.push_back({t, 8192, true});
-    for (const shape s : {shape{512, 4096, false}, shape{2048, 4096, false}, shape{8192, 4096, false},
-                          shape{2048, 8192, false}, shape{2048, 8192, true}})
-      o.shapes.push_back(s);
-    o.gemms = gpu_gemms;
-    add_combine_rows();
-  } else if (o.suite == "decode") {  // the gpu suite's decode rows and one FP8 row only (a quick A/B)
-    add_decode_rows();
-    o.shapes.push_back({1, 8192, true});
-  } else if (o.suite == "gemm") {  // the gpu suite's GEMM rows only (a quick A/B)
-    o.gemms = gpu_gemms;
-  } else if (o.suite == "combine") {  // the gpu suite's combine rows only (a quick A/B)
-    add_combine_rows();
-  } else if (o.suite == "host") {
+  }
+  if (o.suite == "host") {
     o.num_ranks = 4;
     o.timing = {1, 3, 4};
     o.shapes = {{1, 1032, false}, {3, 2048, false}, {17, 1032, true}, {64, 1032, false}};
     o.gemms = {{17, 128, 256}, {96, 256, 512}, {17, 320, 832}};  // the last: a split last round
-    using combine_bench::kind;  // uneven shards; the last: shards smaller than K
-    o.combines = {{kind::attention, 1, 0}, {kind::attention, 3, 0}, {kind::argmax, 1, 3001},
-                  {kind::argmax, 5, 3001}, {kind::topk, 5, 3001}, {kind::topk, 3, 101}};
-  } else {
+    o.combines = {{kind::attention, 1, 0}, {kind::attention, 3, 0}, {kind::argmax, 1, 3001},  // uneven shards;
+                  {kind::argmax, 5, 3001}, {kind::topk, 5, 3001}, {kind::topk, 3, 101}};     // the last: shards < K
+  } else if (!gpu && o.suite != "decode" && o.suite != "gemm" && o.suite != "combine") {
     usage("unknown suite " + o.suite);
   }
   if (!custom_gemms.empty()) {  // --gemm: these GEMM rows only (the suite's timing and rank count stay)
@@ -187,9 +179,8 @@ options parse(int argc, char** argv) {
     if (o.csv.empty()) o.csv = out_dir + "/rcclx-bench-fused.csv";
   }
   if (!o.csv.empty()) {  // the combine rows' own columns: FILE.csv -> FILE-combine.csv
-    const std::string stem = o.csv.size() > 4 && o.csv.compare(o.csv.size() - 4, 4, ".csv") == 0
-                                 ? o.csv.substr(0, o.csv.size() - 4) : o.csv;
-    o.combine_csv = stem + "-combine.csv";
+    const bool ext = o.csv.size() > 4 && o.csv.compare(o.csv.size() - 4, 4, ".csv") == 0;
+    o.combine_csv = (ext ? o.csv.substr(0, o.csv.size() - 4) : o.csv) + "-combine.csv";
   }
   if (o.num_ranks < 2 || o.num_ranks > max_r) usage("--emulated must be in [2, 8]");
   return o;
@@ -221,7 +212,6 @@ struct row {
 // (first(algorithm, stream)); then the speedups.
 template <class Time, class Fused, class Unfused, class First>
 void time_paths(row& r, algorithm automatic, Time&& time, Fused&& fused, Unfused&& unfused, First&& first) {
-  using rcclx::gpu::stream_t;
   r.fused_flat_us = time([&](stream_t st) { fused(algorithm::flat, st); });
   r.fused_tree_us = time([&](stream_t st) { fused(algorithm::tree, st); });
   r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
@@ -236,49 +226,69 @@ void time_paths(row& r, algorithm automatic, Time&& time, Fused&& fused, Unfused
   r.speedup_best = f > 0 ? r.unfused_best_us / f : 0;
 }
 
-// The unfused paths' DDA AllReduce of count elements per rank (b: in[q] -> out[q]), on the emulated
-// DDA launch shape.
-void dda_allreduce(const bench::emulated_rig<max_r>& rig, const rt::rank_buffers<T, max_r>& b, std::size_t count,
-                   algorithm a, rcclx::gpu::stream_t st) {
-  const int n = rig.num_ranks();
-  const rcclx::dda::launch_config cfg{dda_threads, dda_max_blocks, dda_max_blocks};
-  auto go = [&](auto k) {
-    int nb = rcclx::dda::num_blocks_for<T>(count, a, n, cfg);
-    nb = std::max(1, std::min({nb, barrier_blocks, rt::max_blocks_per_rank<decltype(k)>(n, dda_threads)}));
-    rt::launch_emulated(n, nb, dda_threads, k, st);
-  };
-  const auto* tables = rig.world().template device_tables<T>();
-  if (a == algorithm::flat) go(rt::emulated_allreduce<rcclx::core::op_sum, algorithm::flat, T, max_r>{tables, b, count});
-  else go(rt::emulated_allreduce<rcclx::core::op_sum, algorithm::tree, T, max_r>{tables, b, count});
-}
+// What both runners stand on: the rig, the row's timing (fell back to events: "events*"), and the
+// unfused paths' DDA AllReduce of count elements per rank (in[q] -> out[q]) on the emulated DDA
+// launch shape.
+class fused_rig : public rt::emulated_bench<max_r> {
+ public:
+  fused_rig(const options& o, std::size_t buffer_bytes, int max_tiles, rcclx::core::ll_layout ll)
+      : emulated_bench(o.num_ranks, buffer_bytes, fz::pad_blocks_for(barrier_blocks, max_tiles), ll), o_(o),
+        n_(o.num_ranks), slots_{barrier_blocks, max_tiles} {}
+
+ protected:
+  // Device memory of `count` elements (and 64 bytes to spare) for as long as the rig lives.
+  template <class U>
+  U* elems(std::size_t count) {
+    return alloc<U>(count * sizeof(U) + 64);
+  }
+
+  template <class Fused, class Unfused, class First>
+  void time_row(row& r, rt::timing_mode mode, algorithm automatic, Fused&& fused, Unfused&& unfused, First&& first) {
+    bool fell_back = false;
+    time_paths(r, automatic, [&](auto&& f) { return time(mode, o_.timing, f, fell_back); }, fused, unfused, first);
+    if (fell_back) r.timing = "events*";
+  }
+
+  template <class In>
+  rt::rank_buffers<T, max_r> buffers(const std::vector<In>& in, const std::vector<T*>& out) const {
+    rt::rank_buffers<T, max_r> b{};
+    for (int q = 0; q < n_; ++q) b.in[q] = static_cast<const T*>(in[q]), b.out[q] = out[q];
+    return b;
+  }
+  void dda(const rt::rank_buffers<T, max_r>& b, std::size_t count, algorithm a, stream_t st) {
+    const rcclx::dda::launch_config cfg{dda_threads, dda_max_blocks, dda_max_blocks};
+    auto go = [&](auto k) {
+      int nb = rcclx::dda::num_blocks_for<T>(count, a, n_, cfg);
+      nb = std::max(1, std::min({nb, barrier_blocks, rt::max_blocks_per_rank<decltype(k)>(n_, dda_threads)}));
+      rt::launch_emulated(n_, nb, dda_threads, k, st);
+    };
+    const auto* tables = world().device_tables<T>();
+    if (a == algorithm::flat) go(rt::emulated_allreduce<rcclx::core::op_sum, algorithm::flat, T, max_r>{tables, b, count});
+    else go(rt::emulated_allreduce<rcclx::core::op_sum, algorithm::tree, T, max_r>{tables, b, count});
+  }
+
+  const options& o_;
+  int n_;
+  fz::tile_slots slots_;
+};
 
 // ---- the AllReduce + residual + RMSNorm section --------------------------------------------------
 
-// Device memory of `count` elements (and 64 bytes to spare) for as long as the rig lives.
-template <class U, class Rig>
-U* elems(Rig& rig, std::size_t count) {
-  return rig.template alloc<U>(count * sizeof(U) + 64);
-}
-
 template <class Out>
-class rmsnorm_runner : public bench::emulated_rig<max_r> {
+class rmsnorm_runner : public fused_rig {
  public:
   using out_t = fz::output_t<T, Out>;
 
   rmsnorm_runner(const options& o, std::size_t max_count, std::size_t max_tokens, std::size_t max_hidden,
                  std::size_t workspace_bytes)
-      : emulated_rig(o.num_ranks, std::max(workspace_bytes, max_count * sizeof(T)),
-                     fz::pad_blocks_for(barrier_blocks, static_cast<int>(max_tokens)), o.ll),
-        o_(o), n_(o.num_ranks), slots_{barrier_blocks, static_cast<int>(max_tokens)} {
+      : fused_rig(o, std::max(workspace_bytes, max_count * sizeof(T)), static_cast<int>(max_tokens), o.ll) {
     for (int r = 0; r < n_; ++r) {
-      x_.push_back(elems<T>(*this, max_count));
-      res_.push_back(elems<T>(*this, max_count));
-      pristine_.push_back(elems<T>(*this, max_count));
-      sum_.push_back(elems<T>(*this, max_count));
-      out_.push_back(elems<out_t>(*this, max_count));
+      for (auto* v : {&x_, &res_, &pristine_, &sum_}) v->push_back(elems<T>(max_count));
+      out_.push_back(elems<out_t>(max_count));
     }
-    weight_ = elems<T>(*this, max_hidden);
-    scale_ = elems<float>(*this, 1);
+    weight_ = elems<T>(max_hidden);
+    scale_ = elems<float>(1);
+    x_sum_ = buffers(x_, sum_);
   }
 
   row run(const shape& s) {
@@ -289,37 +299,38 @@ class rmsnorm_runner : public bench::emulated_rig<max_r> {
     r.bytes = s.tokens * s.hidden * sizeof(T);
     r.out = fz::rmsnorm_args<T, Out>::fp8_output ? "e4m3" : "bf16";
     r.shape = std::to_string(s.tokens) + "x" + std::to_string(s.hidden);
-    const bool graph = !on_host && r.bytes <= o_.graph_max_bytes;
-    bench::timing_mode mode = on_host ? bench::timing_mode::wall : (graph ? bench::timing_mode::graph : bench::timing_mode::events);
-    r.timing = bench::to_string(mode);
+    const rt::timing_mode mode = on_host ? rt::timing_mode::wall
+                                         : r.bytes <= o_.graph_max_bytes ? rt::timing_mode::graph : rt::timing_mode::events;
+    r.timing = rt::to_string(mode);
     guard(r, [&] {
       fill(s);
       const algorithm automatic = fz::resolve_rmsnorm_algorithm<T>(algorithm::automatic, s.tokens, s.hidden, n_);
       r.fused_auto_algo = rcclx::to_string(automatic);
       // Correctness first, on fresh inputs: fused (both algorithms) == unfused, and the reference.
       rt::fused_launch_info flat_info, tree_info;  // what each algorithm launched
-      const auto fused_flat = outputs_after([&](rcclx::gpu::stream_t st) { fused(s, algorithm::flat, st, &flat_info); });
-      const auto fused_tree = outputs_after([&](rcclx::gpu::stream_t st) { fused(s, algorithm::tree, st, &tree_info); });
+      const auto fused_flat = outputs_after([&](stream_t st) { fused(s, algorithm::flat, st, &flat_info); });
+      const auto fused_tree = outputs_after([&](stream_t st) { fused(s, algorithm::tree, st, &tree_info); });
       const rt::fused_launch_info& launched = automatic == algorithm::flat ? flat_info : tree_info;
       r.fused_blocks = launched.blocks_per_rank;
-      r.fused_kernel = kernel_label(launched, automatic);
-      const auto unfused_flat = outputs_after([&](rcclx::gpu::stream_t st) { unfused(s, algorithm::flat, st); });
+      // "cl<blocks>x<threads>[r<rows>]": the cluster kernel (clusters of <blocks> blocks, up to
+      // <rows> rows per cluster); "tile" or "tree": the tile-flag kernel of that algorithm.
+      r.fused_kernel = launched.cluster_blocks == 0
+                           ? (automatic == algorithm::tree ? "tree" : "tile")
+                           : "cl" + std::to_string(launched.cluster_blocks) + "x" + std::to_string(launched.cluster_threads) +
+                                 (launched.rows_per_cluster > 1 ? "r" + std::to_string(launched.rows_per_cluster) : "");
+      const auto unfused_flat = outputs_after([&](stream_t st) { unfused(s, algorithm::flat, st); });
       r.identical = fused_flat == fused_tree && fused_flat == unfused_flat;
       check_reference(s, fused_flat, r);
       // Then the timings (the residual keeps growing: same speed).
-      bool fell_back = false;
-      time_paths(
-          r, automatic, [&](auto&& f) { return this->time(mode, o_.timing, f, fell_back); },
-          [&](algorithm a, rcclx::gpu::stream_t st) { fused(s, a, st); },
-          [&](algorithm a, rcclx::gpu::stream_t st) { unfused(s, a, st); },
-          [&](algorithm a, rcclx::gpu::stream_t st) { dda(s, a, st); });
-      if (fell_back) r.timing = "events*";
+      time_row(
+          r, mode, automatic, [&](algorithm a, stream_t st) { fused(s, a, st); },
+          [&](algorithm a, stream_t st) { unfused(s, a, st); },
+          [&](algorithm a, stream_t st) { dda(x_sum_, s.tokens * s.hidden, a, st); });
     });
     return r;
   }
 
  private:
-
   std::vector<fz::rmsnorm_args<T, Out>> args(const shape& s, bool unfused) const {
     std::vector<fz::rmsnorm_args<T, Out>> a(n_);
     for (int r = 0; r < n_; ++r)
@@ -327,32 +338,13 @@ class rmsnorm_runner : public bench::emulated_rig<max_r> {
     return a;
   }
 
-  // "cl<blocks>x<threads>[r<rows>]": the cluster kernel (clusters of <blocks> blocks, up to <rows>
-  // rows per cluster); "tile" or "tree": the tile-flag kernel of that algorithm.
-  static std::string kernel_label(const rt::fused_launch_info& i, algorithm a) {
-    if (i.cluster_blocks == 0) return a == algorithm::tree ? "tree" : "tile";
-    return "cl" + std::to_string(i.cluster_blocks) + "x" + std::to_string(i.cluster_threads) +
-           (i.rows_per_cluster > 1 ? "r" + std::to_string(i.rows_per_cluster) : "");
+  void fused(const shape& s, algorithm a, stream_t st, rt::fused_launch_info* info = nullptr) {
+    rt::launch_allreduce_rmsnorm<T, Out, max_r>(world(), args(s, false).data(), slots_, a, 0, st, info);
   }
 
-  void fused(const shape& s, algorithm a, rcclx::gpu::stream_t st, rt::fused_launch_info* info = nullptr) {
-    const auto v = args(s, false);
-    rt::launch_allreduce_rmsnorm<T, Out, max_r>(world(), v.data(), slots_, a, 0, st, info);
-  }
-
-  void dda(const shape& s, algorithm a, rcclx::gpu::stream_t st) {
-    rt::rank_buffers<T, max_r> b{};
-    for (int r = 0; r < n_; ++r) {
-      b.in[r] = x_[r];
-      b.out[r] = sum_[r];
-    }
-    dda_allreduce(*this, b, s.tokens * s.hidden, a, st);
-  }
-
-  void unfused(const shape& s, algorithm a, rcclx::gpu::stream_t st) {
-    dda(s, a, st);
-    const auto v = args(s, true);
-    rt::launch_add_rmsnorm<T, Out, max_r>(n_, v.data(), 0, st);
+  void unfused(const shape& s, algorithm a, stream_t st) {
+    dda(x_sum_, s.tokens * s.hidden, a, st);
+    rt::launch_add_rmsnorm<T, Out, max_r>(n_, args(s, true).data(), 0, st);
   }
 
   // Inputs: x uniform in [-1, 1) per rank, residual the same on every rank (kept in `pristine`).
@@ -383,68 +375,39 @@ class rmsnorm_runner : public bench::emulated_rig<max_r> {
     for (int r = 0; r < n_; ++r) rcclx::gpu::copy(res_[r], pristine_[r], count_ * sizeof(T));
     rcclx::gpu::device_synchronize();
     f(stream());
-    rcclx::gpu::device_synchronize();
-    world().throw_if_error();
+    const auto out = download(out_, count_ * sizeof(out_t)), res = download(res_, count_ * sizeof(T));
     std::vector<std::vector<unsigned char>> all;
-    for (int r = 0; r < n_; ++r) {
-      all.emplace_back(count_ * sizeof(out_t));
-      rcclx::gpu::copy(all.back().data(), out_[r], all.back().size());
-      all.emplace_back(count_ * sizeof(T));
-      rcclx::gpu::copy(all.back().data(), res_[r], all.back().size());
-    }
+    for (int r = 0; r < n_; ++r) all.push_back(out[r]), all.push_back(res[r]);
     return all;
   }
 
-  // Rank 0 against float64 on up to 64 sampled rows (same bounds as tests/fused/reference.hpp,
-  // simplified: first-order, doubled).
+  // Rank 0 against float64 on up to 64 sampled rows (testing/references.hpp: the bounds of
+  // docs/fusion.md "Numerics", first order, doubled).
   void check_reference(const shape& s, const std::vector<std::vector<unsigned char>>& got, row& r) {
     const std::size_t h = s.hidden;
-    const std::size_t step = std::max<std::size_t>(1, s.tokens / 64);
-    const double u = 0x1p-8, u32 = 0x1p-24;
-    for (std::size_t i = 0; i < s.tokens; i += step) {
-      std::vector<double> rr(h), er(h);
-      double ss = 0, dss = 0, mag2 = 0;
+    const auto v = [](T x) { return static_cast<double>(static_cast<float>(x)); };
+    for (std::size_t i = 0; i < s.tokens; i += std::max<std::size_t>(1, s.tokens / 64)) {
+      const rt::rmsnorm_row ref = rt::rmsnorm_reference<T>(
+          n_, h, [&](int q, std::size_t j) { return v(hx_[q][i * h + j]); }, [&](std::size_t j) { return v(hres_[i * h + j]); },
+          [&](std::size_t j) { return v(hw_[j]); }, 1e-6);
       for (std::size_t j = 0; j < h; ++j) {
-        double sum = 0, sabs = 0;
-        for (int q = 0; q < n_; ++q) {
-          const double v = static_cast<float>(hx_[q][i * h + j]);
-          sum += v;
-          sabs += std::fabs(v);
-        }
-        const double es = (n_ - 1) * u32 * sabs + u * std::fabs(sum);
-        rr[j] = sum + static_cast<float>(hres_[i * h + j]);
-        er[j] = es + (u + u32) * (std::fabs(rr[j]) + es);
-        ss += rr[j] * rr[j];
-        dss += 2 * std::fabs(rr[j]) * er[j] + er[j] * er[j];
-        mag2 += (std::fabs(rr[j]) + er[j]) * (std::fabs(rr[j]) + er[j]);
-      }
-      const double ms = ss / h, f = 1.0 / std::sqrt(ms + 1e-6);
-      const double ef = (dss / h + (h + 16) * u32 * mag2 / h) / (2 * (ms + 1e-6)) + 3 * u32;
-      for (std::size_t j = 0; j < h; ++j) {
-        const double w = static_cast<float>(hw_[j]);
-        const double y = rr[j] * f * w;
-        const double ey = std::fabs(w) * f * er[j] + std::fabs(y) * (ef + 2 * u32);
-        double gotv, tol;
+        double gotv = 0;
         if constexpr (fz::rmsnorm_args<T, Out>::fp8_output) {
           gotv = rcclx::fp8::decode<Out>(got[0][i * h + j]) * 0.03;
-          tol = 2 * (ey + 0x1p-4 * (std::fabs(y) + ey) + 0.03 * 0x1p-10 + u32 * std::fabs(y));
         } else {
           T t;
           std::memcpy(&t, got[0].data() + (i * h + j) * sizeof(T), sizeof(T));
-          gotv = static_cast<float>(t);
-          tol = 2 * (ey + u * (std::fabs(y) + ey));
+          gotv = v(t);
         }
-        const double e = std::fabs(gotv - y);
+        const double e = std::fabs(gotv - ref.y[j]);
         r.max_err = std::max(r.max_err, e);
-        if (!(e <= tol)) r.tol_ok = false;
+        if (!(e <= rt::rmsnorm_tolerance<Out>(ref.y[j], ref.err[j], 0.03))) r.tol_ok = false;
       }
     }
   }
 
-  const options& o_;
-  int n_;
-  fz::tile_slots slots_;
   std::vector<T*> x_, res_, pristine_, sum_;
+  rt::rank_buffers<T, max_r> x_sum_;  // the unfused AllReduce: x -> sum
   std::vector<out_t*> out_;
   T* weight_ = nullptr;
   float* scale_ = nullptr;
@@ -455,20 +418,21 @@ class rmsnorm_runner : public bench::emulated_rig<max_r> {
 
 // ---- the GEMM + AllReduce section ----------------------------------------------------------------
 
-class gemm_runner : public bench::emulated_rig<max_r> {
+class gemm_runner : public fused_rig {
  public:
   gemm_runner(const options& o, std::size_t max_mn, std::size_t max_mk, std::size_t max_kn, int max_tiles)
-      : emulated_rig(o.num_ranks,
-                     std::max(fz::tile_allreduce<T, max_r, algorithm::tree>::workspace_bytes(
-                                  gemm_example::BM * gemm_example::BN, max_tiles),
-                              max_mn * sizeof(T)),
-                     fz::pad_blocks_for(barrier_blocks, max_tiles)),
-        o_(o), n_(o.num_ranks), slots_{barrier_blocks, max_tiles} {
+      : fused_rig(o,
+                  std::max(fz::tile_allreduce<T, max_r, algorithm::tree>::workspace_bytes(
+                               gemm_example::BM * gemm_example::BN, max_tiles),
+                           max_mn * sizeof(T)),
+                  max_tiles, rcclx::core::default_ll_layout()) {
     for (int r = 0; r < n_; ++r) {
-      a_.push_back(elems<T>(*this, max_mk));
-      b_.push_back(elems<T>(*this, max_kn));
-      c_.push_back(elems<T>(*this, max_mn));
+      a_.push_back(elems<T>(max_mk));
+      b_.push_back(elems<T>(max_kn));
+      c_.push_back(elems<T>(max_mn));
+      sym_.push_back(world().buffer(r));
     }
+    sym_c_ = buffers(sym_, c_);
   }
 
   row run(const gemm_shape& s) {
@@ -479,14 +443,13 @@ class gemm_runner : public bench::emulated_rig<max_r> {
     r.hidden = s.N;
     r.bytes = s.M * s.N * sizeof(T);
     r.shape = std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K);
-    const bench::timing_mode mode = on_host ? bench::timing_mode::wall : bench::timing_mode::graph;
-    r.timing = bench::to_string(mode);
+    const rt::timing_mode mode = on_host ? rt::timing_mode::wall : rt::timing_mode::graph;
+    r.timing = rt::to_string(mode);
     guard(r, [&] {
       if (s.K % n_ != 0 || s.N % 8 != 0) throw rcclx::error(rcclx::errc::invalid_argument, "K % ranks or N % 8");
       const std::size_t K_r = s.K / n_;
       fill(s, K_r);
-      const fz::tile_map map{s.M, s.N, gemm_example::BM, gemm_example::BN};
-      const int tiles = static_cast<int>(map.num_tiles());
+      const int tiles = static_cast<int>(fz::tile_map{s.M, s.N, gemm_example::BM, gemm_example::BN}.num_tiles());
       if (2 * tiles > slots_.max_tiles) throw rcclx::error(rcclx::errc::invalid_argument, "too many tiles");
       gemm_example::gemm_allreduce fused_k{};
       gemm_example::gemm_partials partial_k{};
@@ -514,55 +477,44 @@ class gemm_runner : public bench::emulated_rig<max_r> {
       partial_k.M = s.M;
       partial_k.N = s.N;
       partial_k.K_r = K_r;
-      const int cap = on_host ? 4 : 1 << 20;
-      const int fused_blocks = std::max(1, std::min({tiles, cap, rt::max_blocks_per_rank<gemm_example::gemm_allreduce>(n_, gemm_example::threads)}));
-      const int gemm_blocks = std::max(1, std::min({tiles, on_host ? 4 : 1 << 20, rt::max_blocks_per_rank<gemm_example::gemm_partials>(n_, gemm_example::threads)}));
+      const auto blocks = [&](auto k) {
+        return std::max(1, std::min({tiles, on_host ? 4 : 1 << 20, rt::max_blocks_per_rank<decltype(k)>(n_, gemm_example::threads)}));
+      };
+      const int fused_blocks = blocks(fused_k), gemm_blocks = blocks(partial_k);
       r.fused_blocks = fused_blocks;
       r.unfused_blocks = gemm_blocks;  // the same when both kernels get the same occupancy (they should)
-      auto fused = [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, fused_blocks, gemm_example::threads, fused_k, st); };
-      auto fused_tree = [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, fused_blocks, gemm_example::threads, fused_tree_k, st); };
-      auto gemm = [&](rcclx::gpu::stream_t st) { rt::launch_emulated(n_, gemm_blocks, gemm_example::threads, partial_k, st); };
-      auto unfused = [&](algorithm a, rcclx::gpu::stream_t st) {
-        gemm(st);
-        dda(s.M * s.N, a, st);
+      const auto launch = [&](int nb, const auto& k, stream_t st) { rt::launch_emulated(n_, nb, gemm_example::threads, k, st); };
+      auto fused = [&](algorithm a, stream_t st) {
+        if (a == algorithm::flat) launch(fused_blocks, fused_k, st);
+        else launch(fused_blocks, fused_tree_k, st);
+      };
+      auto gemm = [&](algorithm, stream_t st) { launch(gemm_blocks, partial_k, st); };
+      auto unfused = [&](algorithm a, stream_t st) {
+        gemm(a, st);
+        dda(sym_c_, s.M * s.N, a, st);
       };
       // Correctness: every rank gets the same bits, the unfused path's (the tree kernel always;
       // the flat one unless it splits its last round's tiles: each part is rounded to bf16 like a
       // rank's partial product, so within the same tolerance, not the same bits), and rank 0's
       // output is within tolerance of float64 on sampled rows.
       const std::size_t c_bytes = s.M * s.N * sizeof(T);
-      const auto f = outputs_after(fused, c_, c_bytes);
-      const auto u = outputs_after([&](rcclx::gpu::stream_t st) { unfused(algorithm::flat, st); }, c_, c_bytes);
-      const auto ft = outputs_after(fused_tree, c_, c_bytes);
+      const auto f = outputs_after([&](stream_t st) { fused(algorithm::flat, st); }, c_, c_bytes);
+      const auto u = outputs_after([&](stream_t st) { unfused(algorithm::flat, st); }, c_, c_bytes);
+      const auto ft = outputs_after([&](stream_t st) { fused(algorithm::tree, st); }, c_, c_bytes);
       const gemm_example::split_plan plan(tiles, fused_blocks, K_r);
       r.split = plan.split;
-      bool ranks_agree = true;
-      for (const auto& c : f) ranks_agree = ranks_agree && c == f[0];
+      const bool ranks_agree = std::all_of(f.begin(), f.end(), [&](const auto& c) { return c == f[0]; });
       r.identical = ranks_agree && ft == f && (r.split > 1 || f == u);  // flat and tree split alike
       check_reference(s, K_r, plan, f[0], r);
       // The example's default is flat: the tree tail measured slower at M = 16-128 on one H200 and
       // slightly faster at M = 512 (docs/performance.md); its column stays for comparison.
       r.fused_auto_algo = "flat";
-      bool fell_back = false;
-      time_paths(
-          r, algorithm::flat, [&](auto&& f) { return this->time(mode, o_.timing, f, fell_back); },
-          [&](algorithm a, rcclx::gpu::stream_t st) { a == algorithm::flat ? fused(st) : fused_tree(st); }, unfused,
-          [&](algorithm, rcclx::gpu::stream_t st) { gemm(st); });
-      if (fell_back) r.timing = "events*";
+      time_row(r, mode, algorithm::flat, fused, unfused, gemm);
     });
     return r;
   }
 
  private:
-  void dda(std::size_t count, algorithm a, rcclx::gpu::stream_t st) {
-    rt::rank_buffers<T, max_r> b{};
-    for (int q = 0; q < n_; ++q) {
-      b.in[q] = static_cast<const T*>(world().buffer(q));
-      b.out[q] = c_[q];
-    }
-    dda_allreduce(*this, b, count, a, st);
-  }
-
   void fill(const gemm_shape& s, std::size_t K_r) {
     std::mt19937 g(static_cast<unsigned>(s.M * 31 + s.N));
     std::uniform_real_distribution<float> d(-1.0f, 1.0f);
@@ -580,24 +532,21 @@ class gemm_runner : public bench::emulated_rig<max_r> {
   // examples/04).
   void check_reference(const gemm_shape& s, std::size_t K_r, const gemm_example::split_plan& plan,
                        const std::vector<unsigned char>& c, row& r) {
-    const std::size_t step = std::max<std::size_t>(1, s.M / 16);
-    for (std::size_t i = 0; i < s.M; i += step) {
+    for (std::size_t i = 0; i < s.M; i += std::max<std::size_t>(1, s.M / 16)) {
       for (std::size_t j = 0; j < s.N; ++j) {
         const auto ref = gemm_example::reference_at(ha_, hb_, s.N, K_r, plan, i, j, 0.0);
-        const double tol = ref.tol + 0x1p-8 * std::fabs(ref.sum) + 1e-6;
         T t;
         std::memcpy(&t, c.data() + (i * s.N + j) * sizeof(T), sizeof(T));
         const double e = std::fabs(static_cast<float>(t) - ref.sum);
         r.max_err = std::max(r.max_err, e);
-        if (!(e <= tol)) r.tol_ok = false;
+        if (!(e <= ref.tol + 0x1p-8 * std::fabs(ref.sum) + 1e-6)) r.tol_ok = false;
       }
     }
   }
 
-  const options& o_;
-  int n_;
-  fz::tile_slots slots_;
   std::vector<T*> a_, b_, c_;
+  std::vector<void*> sym_;              // the symmetric buffers, which the GEMM writes
+  rt::rank_buffers<T, max_r> sym_c_;    // the unfused AllReduce: symmetric buffer -> C
   std::vector<std::vector<T>> ha_, hb_;
 };
 
@@ -616,43 +565,37 @@ void print_row(const row& r) {
   }
   std::printf("%-8s %-16s %-5s %-6s %4d %-10s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %7.2fx %7.2fx %9.3g %s%s\n",
               r.kind.c_str(), r.shape.c_str(), r.out.c_str(), r.fused_auto_algo.c_str(), r.fused_blocks,
-              r.fused_kernel.c_str(), r.fused_flat_us,
-              r.fused_tree_us, r.fused_auto_us, r.unfused_flat_us, r.unfused_tree_us, r.first_kernel_us, r.speedup,
-              r.speedup_best, r.max_err, r.tol_ok && r.identical ? "ok" : (r.identical ? "TOL" : "DIFF"),
+              r.fused_kernel.c_str(), r.fused_flat_us, r.fused_tree_us, r.fused_auto_us, r.unfused_flat_us,
+              r.unfused_tree_us, r.first_kernel_us, r.speedup, r.speedup_best, r.max_err,
+              r.tol_ok && r.identical ? "ok" : (r.identical ? "TOL" : "DIFF"),
               r.split > 1 ? (" split " + std::to_string(r.split)).c_str() : "");
   std::fflush(stdout);
 }
 
-using acceptance = bench::target;
+bool correct(const row& r) { return r.error.empty() && r.tol_ok && r.identical; }
 
-std::vector<acceptance> evaluate(const std::vector<row>& rows, const std::vector<combine_bench::row>& combines) {
-  acceptance norm{"fused_rmsnorm_decode", "fused AllReduce+residual+RMSNorm >= 1.3x faster than unfused "
-                                          "(best of dda flat/tree + add_rmsnorm) for tokens <= 128, bf16 output", "", 1e30};
-  acceptance gemm{"fused_gemm_allreduce", "fused GEMM+AllReduce faster than the GEMM followed by the best dda AllReduce",
-                  "", 1e30};
+std::vector<bench::target> evaluate(const std::vector<row>& rows, const std::vector<combine_bench::row>& combines) {
+  bench::target norm{"fused_rmsnorm_decode", "fused AllReduce+residual+RMSNorm >= 1.3x faster than unfused "
+                                             "(best of dda flat/tree + add_rmsnorm) for tokens <= 128, bf16 output", "", 1e30};
+  bench::target gemm{"fused_gemm_allreduce", "fused GEMM+AllReduce faster than the GEMM followed by the best dda AllReduce",
+                     "", 1e30};
   for (const auto& r : rows) {
-    if (!r.error.empty()) continue;
-    if (r.kind == "rmsnorm" && r.out == "bf16" && r.tokens <= 128) {
-      norm.evaluated = true;
-      norm.worst = std::min(norm.worst, r.speedup);
-    }
-    if (r.kind == "gemm") {
-      gemm.evaluated = true;
-      gemm.worst = std::min(gemm.worst, r.speedup);
-    }
+    bench::target* t = !r.error.empty() ? nullptr
+                       : r.kind == "gemm" ? &gemm
+                       : r.kind == "rmsnorm" && r.out == "bf16" && r.tokens <= 128 ? &norm : nullptr;
+    if (t) t->evaluated = true, t->worst = std::min(t->worst, r.speedup);
   }
   norm.pass = norm.worst >= 1.3;
   gemm.pass = gemm.worst > 1.0;
-  char buf[96];
-  std::snprintf(buf, sizeof(buf), "worst speedup %.2fx", norm.worst);
-  norm.result = norm.evaluated ? buf : "not measured";
-  std::snprintf(buf, sizeof(buf), "worst speedup %.2fx", gemm.worst);
-  gemm.result = gemm.evaluated ? buf : "not measured";
-  std::vector<acceptance> all{norm, gemm};
+  for (bench::target* t : {&norm, &gemm}) {
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "worst speedup %.2fx", t->worst);
+    t->result = t->evaluated ? buf : "not measured";
+  }
+  std::vector<bench::target> all{norm, gemm};
   for (const auto& t : combine_bench::evaluate(combines)) all.push_back(t);
   return all;
 }
-
 
 bench::fields row_fields(const row& r) {
   return {{"kind", r.kind}, {"shape", r.shape}, {"tokens", r.tokens}, {"hidden", r.hidden}, {"bytes_per_rank", r.bytes},
@@ -666,25 +609,13 @@ bench::fields row_fields(const row& r) {
           {"within_tolerance", r.tol_ok}, {"fused_equals_unfused", r.identical}, {"error", r.error}};
 }
 
-void write_csv(const std::string& path, const std::vector<row>& rows) {
-  bench::write_csv(path,
-                   "kind,shape,tokens,hidden,bytes_per_rank,output,fused_auto_algorithm,fused_blocks=fused_blocks_per_rank,"
-                   "fused_kernel,timing,fused_flat_us,fused_tree_us,fused_auto_us,unfused_flat_us,unfused_tree_us,"
-                   "unfused_best_us,unfused_best_algorithm,first_kernel_us,speedup,speedup_best_fused,max_abs_error,ok,"
-                   "\"error\"",
-                   rows, [](const row& r) {
-                     return row_fields(r) + bench::fields{{"ok", r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL"}};
-                   });
-}
-
 void write_json(const options& o, const std::vector<row>& rows, const std::vector<combine_bench::row>& combines,
-                const std::vector<acceptance>& acc) {
+                const std::vector<bench::target>& acc) {
   std::ofstream f = bench::open_output(o.json);
-  f << "{\n  \"tool\": \"rcclx-bench-fused\",\n  \"command\": \"" << json_escape(o.command) << "\",\n  \"backend\": \""
-    << bench::backend_label() << "\",\n  \"device\": \""
-    << json_escape(bench::device_name()) << "\",\n  \"arch\": \"" << rcclx::gpu::to_string(rcclx::gpu::current_arch())
-    << "\",\n  \"num_ranks\": " << o.num_ranks << ",\n  \"iters\": " << o.timing.iters
-    << ",\n  \"calls_per_graph\": " << o.timing.calls_per_graph << ",\n";
+  f << "{\n";
+  bench::write_json_members(f, bench::report_head("rcclx-bench-fused", o.command) +
+                                   bench::fields{{"num_ranks", o.num_ranks}, {"iters", o.timing.iters},
+                                                 {"calls_per_graph", o.timing.calls_per_graph}});
   f << "  \"definitions\": {\n"
        "    \"fused\": \"rmsnorm: fused::allreduce_rmsnorm (one kernel); gemm: examples/04 gemm_allreduce (one kernel)\",\n"
        "    \"unfused\": \"rmsnorm: dda AllReduce (flat or tree) then fused::add_rmsnorm; gemm: the same GEMM into the "
@@ -724,6 +655,10 @@ int main(int argc, char** argv) {
   if (!o.shapes.empty() || !o.gemms.empty()) print_header();
   std::vector<row> rows;
   std::vector<combine_bench::row> combines;
+  const auto add = [&](row r) {
+    print_row(r);
+    rows.push_back(std::move(r));
+  };
   try {
     std::size_t max_count = 16, max_tokens = 1, max_hidden = 8, workspace = 16;
     for (const auto& s : o.shapes) {
@@ -736,18 +671,12 @@ int main(int argc, char** argv) {
     {
       rmsnorm_runner<T> bf(o, max_count, max_tokens, max_hidden, workspace);
       for (const auto& s : o.shapes)
-        if (!s.fp8) {
-          rows.push_back(bf.run(s));
-          print_row(rows.back());
-        }
+        if (!s.fp8) add(bf.run(s));
     }
     {
       rmsnorm_runner<rcclx::fp8::e4m3> q(o, max_count, max_tokens, max_hidden, workspace);
       for (const auto& s : o.shapes)
-        if (s.fp8) {
-          rows.push_back(q.run(s));
-          print_row(rows.back());
-        }
+        if (s.fp8) add(q.run(s));
     }
     std::size_t max_mn = 16, max_mk = 16, max_kn = 16;
     int max_tiles = 1;
@@ -760,10 +689,7 @@ int main(int argc, char** argv) {
     }
     if (!o.gemms.empty()) {
       gemm_runner gr(o, max_mn, max_mk, max_kn, max_tiles);
-      for (const auto& g : o.gemms) {
-        rows.push_back(gr.run(g));
-        print_row(rows.back());
-      }
+      for (const auto& g : o.gemms) add(gr.run(g));
     }
     if (!o.combines.empty()) {
       std::printf("# cross-rank combines (bench/fused/combine_rows.cpp): fused = one kernel ending in fused::combine; "
@@ -780,28 +706,33 @@ int main(int argc, char** argv) {
     std::printf("rcclx-bench-fused: %s\n", e.what());
     return 1;
   }
-  bool correct = true;
-  for (const auto& r : rows) correct = correct && r.error.empty() && r.tol_ok && r.identical;
-  for (const auto& r : combines) correct = correct && combine_bench::correct(r);
+  const bool ok = std::all_of(rows.begin(), rows.end(), correct) &&
+                  std::all_of(combines.begin(), combines.end(), combine_bench::correct);
   const auto acc = evaluate(rows, combines);
   std::printf("# targets (fused against the best unfused path of the same run%s):\n", on_host ? "; host timings mean nothing" : "");
   for (const auto& a : acc)
     std::printf("#   %-22s %-5s %s  [%s]\n", a.name.c_str(), !a.evaluated ? "n/a" : (a.pass ? "PASS" : "MISS"),
                 a.result.c_str(), a.target.c_str());
-  std::printf("# correctness: %s\n", correct ? "every row: fused == unfused bit for bit on every rank (GEMM rows with "
-                                              "split > 1: the same bits on every rank), within the float64 tolerance "
-                                              "(argmax, topk: equal to it)"
-                                            : "FAILED rows above");
+  std::printf("# correctness: %s\n", ok ? "every row: fused == unfused bit for bit on every rank (GEMM rows with "
+                                          "split > 1: the same bits on every rank), within the float64 tolerance "
+                                          "(argmax, topk: equal to it)"
+                                        : "FAILED rows above");
   try {
     if (!o.json.empty()) {
       write_json(o, rows, combines, acc);
       std::printf("# json: %s\n", o.json.c_str());
     }
-    if (!o.csv.empty()) write_csv(o.csv, rows);
+    if (!o.csv.empty())
+      bench::write_csv(o.csv,
+                       "kind,shape,tokens,hidden,bytes_per_rank,output,fused_auto_algorithm,fused_blocks=fused_blocks_per_rank,"
+                       "fused_kernel,timing,fused_flat_us,fused_tree_us,fused_auto_us,unfused_flat_us,unfused_tree_us,"
+                       "unfused_best_us,unfused_best_algorithm,first_kernel_us,speedup,speedup_best_fused,max_abs_error,ok,"
+                       "\"error\"",
+                       rows, [](const row& r) { return row_fields(r) + bench::fields{{"ok", correct(r) ? "ok" : "FAIL"}}; });
     if (!o.combine_csv.empty() && !combines.empty()) combine_bench::write_csv(o.combine_csv, combines);
   } catch (const std::exception& e) {
     std::printf("rcclx-bench-fused: %s\n", e.what());
     return 1;
   }
-  return correct ? 0 : 1;
+  return ok ? 0 : 1;
 }

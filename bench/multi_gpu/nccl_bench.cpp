@@ -14,7 +14,7 @@
 // Per row: every rank's input element i is a small integer (input_value), the receive buffer is
 // poisoned (NaN), the call runs once and every rank compares its whole output with the exact sum
 // (integers up to 8 * ranks: exact in bf16 whatever the order of the additions, up to 32 ranks).
-// Timing is rcclx-bench's (bench/common/timing.hpp, the same header): up to --graph-max-bytes
+// Timing is rcclx-bench's (rcclx/testing/rank_timing.hpp, the same method): up to --graph-max-bytes
 // K back-to-back calls captured in one CUDA graph, each replay between GPU events, replay / K,
 // median over replays; above, GPU events around single calls, median; warm-up calls first. Every
 // rank times; a row's time is the slowest rank's median; busbw = algbw * 2(N-1)/N.
@@ -23,30 +23,26 @@
 #include <cuda_bf16.h>
 #include <nccl.h>
 
-#include <rcclx/dda/select.hpp>
 #include <rcclx/host/socket_bootstrap.hpp>
+#include <rcclx/testing/rank_timing.hpp>
 
 #include <algorithm>
-#include <cmath>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
 #include <fstream>
-#include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../common/cli.hpp"
 #include "../common/report.hpp"
-#include "../common/timing.hpp"
 
 static_assert(NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0), "symmetric windows need NCCL 2.27 or later");
 
 namespace {
 
-// ---- options -------------------------------------------------------------------------------------
+namespace rt = rcclx::testing;
 
 constexpr const char* usage_text = R"(usage: scripts/launch -n N -- rcclx-bench-nccl [--type bf16,float] [--min-bytes B] [--max-bytes B]
            [--iters I] [--warmup W] [--calls-per-graph K] [--graph-max-bytes B] [--no-window]
@@ -60,12 +56,10 @@ struct options {
   std::size_t min_bytes = 8;
   std::size_t max_bytes = 256u * 1024 * 1024;
   std::size_t graph_max_bytes = 4 * 1024 * 1024;  // rcclx-bench's default: graph replays up to here
-  bench::timing_options timing{5, 20, 32};         // rcclx-bench's defaults on a GPU
+  rt::timing_options timing{5, 20, 32};          // rcclx-bench's defaults on a GPU
   bool window = true;
-  std::string json;
-  std::string command;
+  std::string json, command;
 };
-
 
 options parse(int argc, char** argv) {
   options o;
@@ -86,35 +80,11 @@ options parse(int argc, char** argv) {
   return o;
 }
 
-// ---- NCCL ----------------------------------------------------------------------------------------
-
 void nccl_check(ncclResult_t r, const char* what) {
   if (r != ncclSuccess)
     throw rcclx::error(rcclx::errc::runtime, std::string(what) + " failed: " + ncclGetErrorString(r) + " (" +
                                                  std::to_string(static_cast<int>(r)) + ")");
 }
-
-std::string nccl_version_string() {
-  int v = 0;
-  nccl_check(ncclGetVersion(&v), "ncclGetVersion");
-  // Codes from 2.9 on are major * 10000 + minor * 100 + patch.
-  return std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." + std::to_string(v % 100);
-}
-
-template <class T>
-struct element;
-template <>
-struct element<float> {
-  static constexpr ncclDataType_t nccl = ncclFloat32;
-  static float make(float x) { return x; }
-  static float value(float x) { return x; }
-};
-template <>
-struct element<__nv_bfloat16> {
-  static constexpr ncclDataType_t nccl = ncclBfloat16;
-  static __nv_bfloat16 make(float x) { return __float2bfloat16(x); }
-  static float value(__nv_bfloat16 x) { return __bfloat162float(x); }
-};
 
 // Input element i of rank r: an integer in [-8, 7], period 35 in i (a chunk written to the wrong
 // place shows). Sums over N ranks stay integers of magnitude <= 8N: exact in bf16 up to N = 32.
@@ -122,8 +92,6 @@ constexpr int pattern_period = 35;
 inline int input_value(int rank, std::size_t i) {
   return static_cast<int>(((rank + 1) * (i % 7 + 1) + i / 7 % 5) % 16) - 8;
 }
-
-// ---- results -------------------------------------------------------------------------------------
 
 struct row {
   std::size_t bytes = 0, count = 0;
@@ -143,7 +111,6 @@ void print_row(const row& r) {
   std::fflush(stdout);
 }
 
-
 // An array of rows, read by scripts/multi_gpu_table.py. type, algorithm, timing and time_us mean what
 // they mean in rcclx-bench's rows; the size is "bytes" (rcclx-bench: "size_bytes"), algbw and busbw
 // are GB/s.
@@ -158,8 +125,6 @@ void write_json(const std::string& path, const std::vector<row>& rows) {
   f << "]\n";
 }
 
-// ---- the sweep -----------------------------------------------------------------------------------
-
 // One pair of buffers at the largest size, and how the row's variant names it.
 struct buffers {
   std::string algo;
@@ -172,9 +137,7 @@ class runner {
   runner(const options& o, rcclx::host::bootstrap& bs, ncclComm_t comm)
       : o_(o), bs_(bs), comm_(comm), bytes_(std::max<std::size_t>(o.max_bytes, 16)) {
     stream_ = rcclx::gpu::stream_create();
-    plain_.algo = "nccl";
-    plain_.send = rcclx::gpu::device_malloc(bytes_);
-    plain_.recv = rcclx::gpu::device_malloc(bytes_);
+    plain_ = {"nccl", rcclx::gpu::device_malloc(bytes_), rcclx::gpu::device_malloc(bytes_)};
     if (o.window) register_windows();
   }
 
@@ -189,17 +152,12 @@ class runner {
   void release() {
     // Deregistration is collective: only where every rank registered (else ncclCommDestroy
     // releases what is left).
-    if (win_send_) nccl_check(ncclCommWindowDeregister(comm_, win_send_), "ncclCommWindowDeregister");
-    if (win_recv_) nccl_check(ncclCommWindowDeregister(comm_, win_recv_), "ncclCommWindowDeregister");
-    win_send_ = win_recv_ = nullptr;
-    if (sym_.send) nccl_check(ncclMemFree(sym_.send), "ncclMemFree");
-    if (sym_.recv) nccl_check(ncclMemFree(sym_.recv), "ncclMemFree");
-    sym_ = buffers{};
-    rcclx::gpu::device_free(plain_.send);
-    rcclx::gpu::device_free(plain_.recv);
-    plain_ = buffers{};
+    for (ncclWindow_t w : {win_send_, win_recv_})
+      if (w) nccl_check(ncclCommWindowDeregister(comm_, w), "ncclCommWindowDeregister");
+    for (void* p : {sym_.send, sym_.recv})
+      if (p) nccl_check(ncclMemFree(p), "ncclMemFree");
+    for (void* p : {plain_.send, plain_.recv}) rcclx::gpu::device_free(p);
     rcclx::gpu::stream_destroy(stream_);
-    stream_ = {};
   }
 
   // Every size of one element type; rank 0 prints and keeps the rows.
@@ -207,16 +165,12 @@ class runner {
   void run(const std::string& type, std::vector<row>& rows) {
     std::vector<buffers*> variants{&plain_};
     if (windowed_) variants.push_back(&sym_);
-    const std::size_t max_count = bytes_ / sizeof(T);
-    for (buffers* b : variants) fill<T>(b->send, max_count);  // element i is the same at every size
+    for (buffers* b : variants) fill<T>(b->send, bytes_ / sizeof(T));  // element i is the same at every size
     for (std::size_t bytes = o_.min_bytes; bytes <= o_.max_bytes; bytes *= 2) {
       const std::size_t count = std::max<std::size_t>(1, bytes / sizeof(T));
       for (buffers* b : variants) {
-        row r = run_row<T>(*b, type, count);
-        if (bs_.rank() == 0) {
-          print_row(r);
-          rows.push_back(r);
-        }
+        const row r = run_row<T>(*b, type, count);
+        if (bs_.rank() == 0) print_row(r), rows.push_back(r);
       }
       if (bytes > o_.max_bytes / 2) break;  // no overflow at the top
     }
@@ -254,44 +208,43 @@ class runner {
     if (!windowed_) {
       std::printf("# rank %d: no nccl_win rows: %s\n", bs_.rank(), why.empty() ? "another rank failed" : why.c_str());
       std::fflush(stdout);
-      if (win_send_ || win_recv_) {
-        // Not all ranks registered: a collective deregistration would hang, and the memory must
-        // outlive the windows; both are left to ncclCommDestroy and the process exit.
-        win_send_ = win_recv_ = nullptr;
-        sym_ = buffers{};
-      }
+      // Not all ranks registered: a collective deregistration would hang, and the memory must
+      // outlive the windows; both are left to ncclCommDestroy and the process exit.
+      if (win_send_ || win_recv_) win_send_ = win_recv_ = nullptr, sym_ = buffers{};
     }
+  }
+
+  template <class T>
+  static T make(float x) {
+    if constexpr (std::is_same<T, float>::value) return x;
+    else return __float2bfloat16(x);
+  }
+  template <class T>
+  static float value(T x) {
+    if constexpr (std::is_same<T, float>::value) return x;
+    else return __bfloat162float(x);
   }
 
   template <class T>
   void fill(void* dst, std::size_t count) {
-    T period[pattern_period];
-    for (int i = 0; i < pattern_period; ++i)
-      period[i] = element<T>::make(static_cast<float>(input_value(bs_.rank(), static_cast<std::size_t>(i))));
     std::vector<T> h(count);
-    for (std::size_t i = 0; i < count; ++i) h[i] = period[i % pattern_period];
+    for (std::size_t i = 0; i < count; ++i)
+      h[i] = make<T>(static_cast<float>(input_value(bs_.rank(), i % pattern_period)));
     rcclx::gpu::copy(dst, h.data(), count * sizeof(T));
   }
 
-  // Every element of this rank's output against the exact sum over the ranks.
+  // Every element of this rank's output against the exact sum over the ranks (NaN: the poison fails).
   template <class T>
-  bool check(const void* out, std::size_t count) {
-    const int n = bs_.num_ranks();
+  bool check(const std::vector<T>& h) const {
     float expected[pattern_period];
     for (int i = 0; i < pattern_period; ++i) {
       int sum = 0;
-      for (int p = 0; p < n; ++p) sum += input_value(p, static_cast<std::size_t>(i));
+      for (int p = 0; p < bs_.num_ranks(); ++p) sum += input_value(p, static_cast<std::size_t>(i));
       expected[i] = static_cast<float>(sum);
     }
-    std::vector<T> h(count);
-    rcclx::gpu::copy(h.data(), out, count * sizeof(T));
-    for (std::size_t i = 0; i < count; ++i)
-      if (!(element<T>::value(h[i]) == expected[i % pattern_period])) return false;  // NaN (poison) fails
+    for (std::size_t i = 0; i < h.size(); ++i)
+      if (!(value(h[i]) == expected[i % pattern_period])) return false;
     return true;
-  }
-
-  void allreduce(const buffers& b, std::size_t count, ncclDataType_t type, rcclx::gpu::stream_t s) {
-    nccl_check(ncclAllReduce(b.send, b.recv, count, type, ncclSum, comm_, s), "ncclAllReduce");
   }
 
   void check_async() {
@@ -303,7 +256,7 @@ class runner {
   template <class T>
   row run_row(const buffers& b, const std::string& type, std::size_t count) {
     const int n = bs_.num_ranks();
-    const ncclDataType_t dt = element<T>::nccl;
+    const ncclDataType_t dt = std::is_same<T, float>::value ? ncclFloat32 : ncclBfloat16;
     row r;
     r.bytes = count * sizeof(T);
     r.count = count;
@@ -312,24 +265,19 @@ class runner {
     // Correctness: the receive buffer is poisoned (all bits set: NaN in bf16 and float) first.
     rcclx::gpu::check(cudaMemsetAsync(b.recv, 0xFF, r.bytes, stream_), "cudaMemsetAsync");
     rcclx::gpu::stream_synchronize(stream_);
-    bs_.barrier();
-    allreduce(b, count, dt, stream_);
-    rcclx::gpu::stream_synchronize(stream_);
-    check_async();
-    const auto oks = bs_.allgather_value<int>(check<T>(b.recv, count));
-    r.ok = std::find(oks.begin(), oks.end(), 0) == oks.end();
     // Timing: every rank the same way, starting together (time_us warms up first).
-    const auto mode = r.bytes <= o_.graph_max_bytes ? bench::timing_mode::graph : bench::timing_mode::events;
-    r.timing = bench::to_string(mode);
-    bs_.barrier();
-    bool fell_back = false;
-    const double us = bench::time_us(
-        mode, o_.timing, stream_, [&](rcclx::gpu::stream_t s) { allreduce(b, count, dt, s); }, &fell_back);
-    rcclx::gpu::stream_synchronize(stream_);
-    check_async();
-    if (fell_back) r.timing = "events*";  // the capture was refused: events, like rcclx-bench says
-    const auto times = bs_.allgather_value(us);
-    r.time_us = *std::max_element(times.begin(), times.end());
+    const auto mode = r.bytes <= o_.graph_max_bytes ? rt::timing_mode::graph : rt::timing_mode::events;
+    const rt::rank_timing t = rt::time_on_ranks(
+        [&](std::uint64_t v) { return bs_.allgather_value(v); }, mode, o_.timing, stream_,
+        [&](rcclx::gpu::stream_t s) { nccl_check(ncclAllReduce(b.send, b.recv, count, dt, ncclSum, comm_, s), "ncclAllReduce"); },
+        [&] {
+          rcclx::gpu::stream_synchronize(stream_);
+          check_async();
+        },
+        static_cast<const T*>(b.recv), count, [&](const std::vector<T>& h) { return check(h); });
+    r.ok = t.checked;
+    r.timing = t.fell_back ? "events*" : rt::to_string(mode);  // the capture was refused: events, like rcclx-bench says
+    r.time_us = t.time_us;
     r.algbw = static_cast<double>(r.bytes) / (r.time_us * 1e3);
     r.busbw = r.algbw * 2.0 * (n - 1) / n;
     return r;
@@ -345,15 +293,6 @@ class runner {
   ncclWindow_t win_send_ = nullptr;
   ncclWindow_t win_recv_ = nullptr;
 };
-
-std::string utc_date() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M UTC", &tm);
-  return buf;
-}
 
 }  // namespace
 
@@ -371,7 +310,7 @@ int main(int argc, char** argv) {
   const int rank = cfg.rank;
   std::vector<row> rows;
   ncclComm_t comm = nullptr;
-  bool failed = false;
+  bool correct = true;
   try {
     // Checked before the rendezvous, identically on every rank, so all of them stop at once.
     const int gpus = rcclx::gpu::device_count();
@@ -387,10 +326,16 @@ int main(int argc, char** argv) {
     id = bs.allgather_value(id)[0];
     nccl_check(ncclCommInitRank(&comm, cfg.num_ranks, id, rank), "ncclCommInitRank");
     if (rank == 0) {
-      std::printf("# rcclx-bench-nccl: ncclAllReduce sum, out of place, NCCL %s (built with %d.%d.%d), %d ranks on %d "
+      int v = 0;  // codes from 2.9 on are major * 10000 + minor * 100 + patch
+      nccl_check(ncclGetVersion(&v), "ncclGetVersion");
+      const std::time_t now = std::time(nullptr);
+      std::tm tm{};
+      char date[32];
+      std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", gmtime_r(&now, &tm));
+      std::printf("# rcclx-bench-nccl: ncclAllReduce sum, out of place, NCCL %d.%d.%d (built with %d.%d.%d), %d ranks on %d "
                   "GPU(s) (%s), %s\n# command: %s\n",
-                  nccl_version_string().c_str(), NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, cfg.num_ranks, gpus,
-                  bench::device_name().c_str(), utc_date().c_str(), o.command.c_str());
+                  v / 10000, v % 10000 / 100, v % 100, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, cfg.num_ranks, gpus,
+                  bench::device_name().c_str(), date, o.command.c_str());
       std::printf("# variants: nccl = cudaMalloc buffers; nccl_win = ncclMemAlloc buffers registered as symmetric "
                   "windows (NCCL_WIN_COLL_SYMMETRIC); NCCL_NVLS_ENABLE=0\n"
                   "# time: slowest rank's median; graph: %d calls per CUDA graph, replay / %d, up to %zu B, then "
@@ -417,9 +362,8 @@ int main(int argc, char** argv) {
     std::printf("rcclx-bench-nccl rank %d: %s\n", rank, e.what());
     std::fflush(stdout);
     if (comm) (void)ncclCommAbort(comm);  // peers may be stuck in a collective: do not wait for them
-    failed = true;
+    correct = false;
   }
-  bool correct = !failed;
   for (const auto& r : rows) correct = correct && r.ok;
   if (rank == 0) {
     if (!o.json.empty()) {

@@ -75,13 +75,13 @@ inline double print_checks_cost(checks_cost_args args, const std::vector<std::st
 // the function they define.
 #  include <rcclx/core/types.hpp>
 #  include <rcclx/dda/allreduce.hpp>
+#  include <rcclx/testing/emulated_bench.hpp>
 #  include <rcclx/testing/emulated_kernels.hpp>
-#  include <rcclx/testing/emulated_world.hpp>
+#  include <rcclx/testing/emulated_launch_config.hpp>
 #  include <rcclx/testing/launch.hpp>
 
 #  include <algorithm>
 
-#  include "../common/emulated.hpp"
 
 namespace bench {
 namespace {
@@ -92,16 +92,16 @@ std::vector<double> checks_cost_run(const checks_cost_args& a) {
   constexpr int max_r = 8;
   std::size_t max_bytes = 16;
   for (std::size_t b : a.bytes) max_bytes = std::max(max_bytes, b);
-  emulated_rig<max_r> rig(a.num_ranks, max_bytes, 32, rcclx::core::default_ll_layout(), rcclx::core::default_timeout_ns);
+  rt::emulated_bench<max_r> rig(a.num_ranks, max_bytes, 32, rcclx::core::default_ll_layout(), rcclx::core::default_timeout_ns);
   rt::rank_buffers<T, max_r> buf{};
   for (int r = 0; r < a.num_ranks; ++r) {
     buf.in[r] = rig.template alloc<const T>(max_bytes);
     rcclx::gpu::memset_zero(const_cast<T*>(buf.in[r]), max_bytes);
     buf.out[r] = rig.template alloc<T>(max_bytes);
   }
-  const rcclx::dda::launch_config cfg = rcclx::dda::default_launch_config();
-  const timing_options o{a.warmup, a.iters, a.calls_per_graph};
-  const timing_mode mode = on_host ? timing_mode::wall : timing_mode::graph;
+  const rcclx::dda::launch_config cfg = rt::emulated_launch_config();
+  const rt::timing_options o{a.warmup, a.iters, a.calls_per_graph};
+  const rt::timing_mode mode = rcclx::current_backend == rcclx::backend::host ? rt::timing_mode::wall : rt::timing_mode::graph;
   std::vector<double> us;
   using kernel = rt::emulated_allreduce<rcclx::core::op_sum, rcclx::algorithm::flat, T, max_r>;
   for (std::size_t b : a.bytes) {

@@ -1,37 +1,19 @@
 // bench/rcclx_bench/hierarchical.hpp: rcclx-bench --hierarchical, the multi-node AllReduce
-// (rcclx::multinode::hierarchical) against the engine's own AllReduce over every rank, in one run.
-// Included by main.cpp after procs.hpp (it uses options, parallel_indices, input_value, make and
-// procs::fnv). Built where an engine is: the host backend with MPI (RCCLX_BENCH_MPI: mpi_engine),
-// the CUDA backend with NCCL (RCCLX_BENCH_NCCL: nccl_engine, no MPI needed).
+// (rcclx::multinode::hierarchical) against the engine's own AllReduce over every rank, in one run;
+// the rows, their checks and the topology options: docs/multinode.md "The benchmark". Included by
+// main.cpp after procs.hpp. Built where an engine is: the host backend with MPI (RCCLX_BENCH_MPI:
+// mpi_engine), the CUDA backend with NCCL (RCCLX_BENCH_NCCL: nccl_engine, no MPI needed).
 //
 //   mpirun -np 4 rcclx-bench --hierarchical --local 2 --max-bytes 64K      # host: 2 simulated nodes x 2
 //   rcclx-bench --hierarchical --procs 8 --type bf16                       # CUDA: forks 8 ranks, one node (G = 1)
 //   torchrun --nnodes 2 --nproc-per-node 8 ... rcclx-bench --hierarchical --id-dir /shared/dir   # CUDA, 2 nodes
 //
-// Topology: node g of G, local rank l of L, global rank p = g * L + l. MPI: --local L or --nodes G
-// (simulated nodes: nodes are blocks of L consecutive ranks, as the mpi tests do), else torchrun's
-// variables (GROUP_RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, WORLD_SIZE), else the ranks that share a
-// machine (MPI_COMM_TYPE_SHARED). CUDA: --procs N [--nodes G] forks N processes on this machine
-// (rank p on GPU p mod the GPU count), or torchrun's variables for a process started by a launcher.
-// Intra-node: a host::communicator over the node's socket bootstrap (none when L = 1). Inter-node:
-// the engine on the G processes of this local rank (MPI_Comm_split; NCCL: a communicator whose
-// unique id node 0 writes to a file in --id-dir, needed for G > 1 only: a size-1 communicator
-// makes its own). The baseline: the engine's AllReduce over all G * L ranks (MPI_COMM_WORLD; NCCL:
-// a world communicator, only when every rank has a GPU of its own: NCCL refuses two ranks on one
-// GPU, so with L processes sharing a GPU the row is skipped and says so).
-//
-// Rows per size and type: hierarchical exact / engine_reduce / low_precision, registered ("reg":
-// hierarchical_options::register_buffers) and, with an engine that registers (NCCL), unregistered
-// ("unreg", other buffers never registered); the engine's AllReduce (NCCL: registered with
-// ncclCommRegister and not); with G = 1 also the node's rcclx AllReduce (the communicator). Each row
-// runs once and is checked: every rank's output the same bits (hashes gathered), rank 0's against a
-// reference computed here: exact bit for bit against the documented node order (fp32 sums, local
-// ranks then nodes, T-rounding of the node partials), engine_reduce and the engine within a float64
-// tolerance, low_precision within the documented FP8 bound (per 32-element quantization block of each
-// node partial, the chunk layout of the call reproduced). Then timed, every rank the same way (host:
-// wall clock around one call; GPU: events around one call), median; a row's time is the slowest
-// rank's. Call checks off while timing (communicator and hierarchical). new_reg: registrations the
-// engine made during the row's timed calls (0: repeated calls register nothing).
+// Node g of G, local rank l of L, global rank g * L + l. Intra-node: a host::communicator over the
+// node's socket bootstrap (none when L = 1). Inter-node: the engine on the G processes of this local
+// rank (MPI_Comm_split; NCCL: a communicator whose unique id node 0 writes to a file in --id-dir,
+// for G > 1 only). The baseline: the engine's AllReduce over all G * L ranks (NCCL: only when every
+// rank has a GPU of its own). Each row runs once and is checked (rank 0 against the reference,
+// every rank's output bits compared), then timed on every rank alike (testing/rank_timing.hpp).
 #pragma once
 
 #if RCCLX_BENCH_MPI
@@ -49,6 +31,7 @@
 #include <rcclx/host/fork_ranks.hpp>
 #include <rcclx/host/socket_bootstrap.hpp>
 #include <rcclx/multinode/hierarchical.hpp>
+#include <rcclx/testing/node_job.hpp>
 
 #include <unistd.h>
 
@@ -62,59 +45,9 @@ namespace hier {
 
 namespace mn = rcclx::multinode;
 constexpr int max_local = 16;
-using comm_t = rcclx::host::communicator<max_local>;
 using hier_t = mn::hierarchical<max_local>;
 
-// ---- the job ------------------------------------------------------------------------------------
-
-struct job {
-  mn::node_topology topo;
-  int rank = 0, num_ranks = 1;
-  std::unique_ptr<rcclx::host::socket_bootstrap> node_bs;  // L > 1
-  std::unique_ptr<comm_t> comm;                            // L > 1
-  std::unique_ptr<mn::engine> across;                      // the G processes of this local rank
-  std::unique_ptr<mn::engine> everyone;                    // all G * L ranks (the baseline), or null:
-  std::string everyone_missing;                            //   why
-  std::vector<std::function<void()>> cleanup;              // engine communicators, freed after the engines
-  void* gather_dev = nullptr;
-
-  ~job() {
-    everyone.reset();
-    across.reset();
-    comm.reset();
-    node_bs.reset();
-    rcclx::gpu::device_free(gather_dev);
-    for (auto it = cleanup.rbegin(); it != cleanup.rend(); ++it) (*it)();
-  }
-
-  // Every rank's value, in global rank order: the node's through its bootstrap, then every node's
-  // through the engine (device memory on GPUs).
-  std::vector<std::uint64_t> gather(std::uint64_t v) {
-    const std::size_t l = static_cast<std::size_t>(topo.local_ranks), g = static_cast<std::size_t>(topo.num_nodes);
-    std::vector<std::uint64_t> node(l, v);
-    if (node_bs) node = node_bs->allgather_value(v);
-    if (!gather_dev) gather_dev = rcclx::gpu::device_malloc((g + 1) * l * sizeof(std::uint64_t));
-    auto* d = static_cast<std::uint64_t*>(gather_dev);
-    rcclx::gpu::copy(d + g * l, node.data(), l * sizeof(std::uint64_t));
-    across->allgather(d + g * l, d, l * sizeof(std::uint64_t), rcclx::gpu::stream_t{});
-    rcclx::gpu::stream_synchronize(rcclx::gpu::stream_t{});
-    std::vector<std::uint64_t> all(g * l);
-    rcclx::gpu::copy(all.data(), d, g * l * sizeof(std::uint64_t));
-    return all;
-  }
-  void barrier() { (void)gather(0); }
-  double slowest(double us) {
-    std::uint64_t b;
-    std::memcpy(&b, &us, sizeof(b));
-    double worst = 0;
-    for (std::uint64_t x : gather(b)) {
-      double t;
-      std::memcpy(&t, &x, sizeof(t));
-      worst = std::max(worst, t);
-    }
-    return worst;
-  }
-};
+using job = rt::node_job<max_local>;
 
 // ---- rows ---------------------------------------------------------------------------------------
 
@@ -127,12 +60,12 @@ struct hrow {
   std::string error;
 };
 
-inline void print_header() {
+inline void print_hier_header() {
   std::printf("%12s %10s %5s %-13s %-13s %5s %6s %11s %9s %9s %9s %7s %10s %s\n", "size(B)", "count", "type", "path", "hop",
               "reg", "timing", "time(us)", "algbw", "busbw", "x_engine", "new_reg", "max_err", "ok");
 }
 
-inline void print_row(const hrow& r) {
+inline void print_hier_row(const hrow& r) {
   if (!r.error.empty()) {
     std::printf("%12zu %10zu %5s %-13s %-13s %5s ERROR: %s\n", r.bytes, r.count, r.type.c_str(), r.path.c_str(),
                 r.hop.c_str(), r.reg.c_str(), r.error.c_str());
@@ -141,8 +74,7 @@ inline void print_row(const hrow& r) {
     if (r.vs_engine > 0) std::snprintf(vs, sizeof(vs), "%9.2f", r.vs_engine);
     std::printf("%12zu %10zu %5s %-13s %-13s %5s %6s %11.2f %9.2f %9.2f %s %7llu %10.3g %s\n", r.bytes, r.count,
                 r.type.c_str(), r.path.c_str(), r.hop.c_str(), r.reg.c_str(), r.timing.c_str(), r.time_us, r.algbw, r.busbw,
-                vs, static_cast<unsigned long long>(r.new_reg), r.max_err,
-                r.tol_ok && r.identical ? "ok" : (r.identical ? "TOL" : "DIFF"));
+                vs, static_cast<unsigned long long>(r.new_reg), r.max_err, verdict(r));
   }
   std::fflush(stdout);
 }
@@ -170,19 +102,14 @@ template <class T>
 void check_output(const std::vector<T>& out, const mn::node_topology& t, check_kind kind, std::size_t chunk, hrow& r) {
   const std::size_t count = out.size(), l = static_cast<std::size_t>(t.local_ranks);
   const int g_n = t.num_nodes, n = t.num_ranks();
-  const double u = sizeof(T) == 4 ? 0x1p-24 : (std::is_same<T, rcclx::bf16>::value ? 0x1p-8 : 0x1p-11);
-  using cfg = rcclx::lpc::default_config;
-  using tr = rcclx::fp8::format_traits<cfg::format>;
-  const double c_f = std::ldexp(1.0, tr::max_exponent - tr::mantissa_bits - 1) / tr::max_finite * (1 + 0x1p-19);
+  const double u = rt::unit_roundoff<T>();
   // Work in quantization blocks (32 elements of a shard) so low_precision sees each block's amax.
   std::vector<std::pair<std::size_t, std::size_t>> blocks;
   for (const auto& s : shards(count, l, chunk))
     for (std::size_t b = 0; b < s.second; b += cfg::block_size) blocks.emplace_back(s.first + b, std::min<std::size_t>(cfg::block_size, s.second - b));
-  std::vector<double> err(max_host_workers, 0.0);
-  std::vector<char> ok(max_host_workers, 1);
   const auto x = [](int p, std::size_t i) { return static_cast<float>(make<T>(input_value(p, i))); };
   if (g_n > 64) throw rcclx::error(rcclx::errc::unsupported, "the bench's reference takes at most 64 nodes");
-  const unsigned workers = parallel_indices(blocks.size(), [&](unsigned w, std::size_t bi) {
+  const rt::error_summary s = rt::summarize_errors(blocks.size(), [&](std::size_t bi, rt::error_summary& e) {
     const std::size_t first = blocks[bi].first, len = blocks[bi].second;
     float part[cfg::block_size][64];  // node partials s_g, g < 64
     double amax[64] = {}, ref[cfg::block_size] = {}, mag[cfg::block_size] = {};
@@ -200,33 +127,28 @@ void check_output(const std::vector<T>& out, const mn::node_topology& t, check_k
       }
     for (std::size_t k = 0; k < len; ++k) {
       const double got = static_cast<double>(static_cast<float>(out[first + k]));
-      const double e = std::fabs(got - ref[k]);
-      if (!(e <= err[w])) err[w] = e;  // NaN propagates
       bool good = true;
-      if (kind == check_kind::exact) {
+      if (kind == check_kind::exact) {  // the documented order: the node partials summed in node order
         float order = part[k][0];
         for (int g = 1; g < g_n; ++g) order += part[k][g];
-        good = bits_of(make<T>(order)) == bits_of(out[first + k]);
-      } else if (kind == check_kind::reduce) {
-        good = e <= (2 * n * u + n * 0x1p-23) * mag[k] + u * std::fabs(ref[k]);
-      } else {
+        const T want = make<T>(order);
+        good = std::memcmp(&want, &out[first + k], sizeof(T)) == 0;
+      } else if (kind == check_kind::reduce) {  // the engine's sum, in an order of its own
+        good = std::fabs(got - ref[k]) <= (2 * n * u + n * 0x1p-23) * mag[k] + u * std::fabs(ref[k]);
+      } else {  // the node partials quantized per block, then summed in FP32 (docs/multinode.md)
         double q = 0, psum = 0, pabs = 0;
         for (int g = 0; g < g_n; ++g) {
-          q += c_f * amax[g];
+          q += rt::fp8_block_error<cfg::format, cfg::scale>(amax[g]);
           psum += part[k][g];
           pabs += std::fabs(part[k][g]);
         }
         good = std::fabs(got - psum) <= q + g_n * 0x1p-23 * (pabs + q) + u * (std::fabs(psum) + q);
       }
-      if (!good) ok[w] = 0;
+      e.add(std::fabs(got - ref[k]), good);
     }
   });
-  r.max_err = 0;
-  r.tol_ok = true;
-  for (unsigned w = 0; w < workers; ++w) {
-    r.max_err = std::isnan(err[w]) ? err[w] : std::max(r.max_err, err[w]);
-    r.tol_ok = r.tol_ok && ok[w];
-  }
+  r.max_err = s.max_error;
+  r.tol_ok = s.within;
 }
 
 // ---- one element type ---------------------------------------------------------------------------
@@ -283,7 +205,7 @@ class runner {
       }
       for (hrow* r : mine) {
         if (engine_us > 0 && r->error.empty() && r->time_us > 0) r->vs_engine = engine_us / r->time_us;
-        if (j_.rank == 0) print_row(*r);
+        if (j_.topo.rank() == 0) print_hier_row(*r);
       }
       if (bytes > o_.max_bytes / 2) break;
     }
@@ -292,8 +214,8 @@ class runner {
  private:
   void fill(T* x, std::size_t count) {
     std::vector<T> h(count);
-    const int p = j_.rank;
-    parallel_indices(count, [&](unsigned, std::size_t i) { h[i] = make<T>(input_value(p, i)); });
+    const int p = j_.topo.rank();
+    rt::parallel_indices(count, [&](unsigned, std::size_t i) { h[i] = make<T>(input_value(p, i)); });
     rcclx::gpu::copy(x, h.data(), count * sizeof(T));
   }
 
@@ -309,32 +231,29 @@ class runner {
     return &r;
   }
 
-  // Runs `call` once and checks it, then times it; errors become the row's.
+  // Runs `call` once and checks it, then times it (testing/rank_timing.hpp); errors become the row's.
   template <class Call>
   void measure(hrow& r, std::size_t count, T* out, check_kind kind, std::size_t chunk, Call&& call) {
+    const auto opens = [&] { return j_.across->registrations().opens + (j_.everyone ? j_.everyone->registrations().opens : 0); };
+    std::uint64_t before = 0;
     try {
       rcclx::gpu::memset_zero(out, count * sizeof(T));
       rcclx::gpu::device_synchronize();
-      j_.barrier();
-      call(stream_);
-      rcclx::gpu::stream_synchronize(stream_);
-      if (j_.comm) j_.comm->check_errors();
-      std::vector<T> h(count);
-      rcclx::gpu::copy(h.data(), out, count * sizeof(T));
-      if (j_.rank == 0) check_output(h, j_.topo, kind, chunk, r);
-      const auto hashes = j_.gather(procs::fnv(h.data(), count * sizeof(T)));
-      for (auto x : hashes) r.identical = r.identical && x == hashes[0];
-      const auto mode = on_host ? bench::timing_mode::wall : bench::timing_mode::events;
-      r.timing = bench::to_string(mode);
-      const auto before = j_.across->registrations().opens + (j_.everyone ? j_.everyone->registrations().opens : 0);
-      j_.barrier();
-      const double us = bench::time_us(mode, o_.timing, stream_, call);
-      rcclx::gpu::stream_synchronize(stream_);
-      if (j_.comm) j_.comm->check_errors();
-      r.new_reg = j_.across->registrations().opens + (j_.everyone ? j_.everyone->registrations().opens : 0) - before;
-      r.time_us = j_.slowest(us);
+      const rt::timing_mode mode = on_host ? rt::timing_mode::wall : rt::timing_mode::events;
+      const rt::rank_timing t = rt::time_on_ranks(
+          [&](std::uint64_t v) { return j_.gather(v); }, mode, o_.timing, stream_, call,
+          [&] {
+            rcclx::gpu::stream_synchronize(stream_);
+            if (j_.comm) j_.comm->check_errors();
+          },
+          out, count, [&](const std::vector<T>& h) {
+            if (j_.topo.rank() == 0) check_output(h, j_.topo, kind, chunk, r);
+            before = opens();  // after the first call: what the timed calls register
+            return true;
+          });
+      procs::timed(r, mode, t);
+      r.new_reg = opens() - before;
       const int n = j_.topo.num_ranks();
-      r.algbw = static_cast<double>(r.bytes) / (r.time_us * 1e3);
       r.busbw = n > 1 ? r.algbw * 2.0 * (n - 1) / n : r.algbw;
     } catch (const std::exception& e) {
       r.error = e.what();
@@ -403,14 +322,6 @@ inline rcclx::host::communicator_options comm_options(const options& o) {
   return c;
 }
 
-// The node's communicator (L > 1) over a socket bootstrap named after the job and the node.
-inline void make_node(job& j, const options& o, const std::string& job_id) {
-  if (j.topo.local_ranks < 2) return;
-  j.node_bs = std::make_unique<rcclx::host::socket_bootstrap>(j.topo.local_rank, j.topo.local_ranks,
-                                                              job_id + "-node" + std::to_string(j.topo.node));
-  j.comm = std::make_unique<comm_t>(*j.node_bs, comm_options(o));
-}
-
 inline void print_banner(const options& o, const job& j, const char* engine) {
   std::printf("# rcclx-bench --hierarchical: AllReduce over %d node(s) x %d rank(s) (backend %s, engine %s)\n"
               "# command: %s\n"
@@ -434,13 +345,13 @@ inline void print_banner(const options& o, const job& j, const char* engine) {
 
 // Runs every type on a set-up job; returns whether every row is correct (on every rank).
 inline bool run_job(const options& o, job& j, const char* engine) {
-  if (j.rank == 0) {
+  if (j.topo.rank() == 0) {
     print_banner(o, j, engine);
-    print_header();
+    print_hier_header();
   }
   std::deque<hrow> rows;
   for (const auto& t : o.types) with_type(t, [&](auto tag) { runner<decltype(tag)>(o, t, j, rows).run(); });
-  if (j.rank == 0) {  // what the engines registered (rank 0): made, reused, deregistered
+  if (j.topo.rank() == 0) {  // what the engines registered (rank 0): made, reused, deregistered
     const auto say = [](const char* who, const mn::engine& e) {
       const auto s = e.registrations();
       std::printf("# registrations with the %s engine (rank 0): %llu made, %llu hits, %llu deregistered%s\n", who,
@@ -450,11 +361,9 @@ inline bool run_job(const options& o, job& j, const char* engine) {
     say("inter-node", *j.across);
     if (j.everyone) say("world", *j.everyone);
   }
-  bool correct = true;
-  for (const auto& r : rows) correct = correct && r.error.empty() && r.tol_ok && r.identical;
   std::uint64_t bad = 0;
-  for (auto x : j.gather(correct ? 0 : 1)) bad += x;
-  if (j.rank == 0)
+  for (auto x : j.gather(std::all_of(rows.begin(), rows.end(), correct<hrow>) ? 0 : 1)) bad += x;
+  if (j.topo.rank() == 0)
     std::printf("# correctness: %s\n", bad == 0 ? "every row within its bound, all ranks bit-identical" : "FAILED rows above");
   return bad == 0;
 }
@@ -495,11 +404,7 @@ inline int run_mpi(const options& o, int argc, char** argv) {
     int job_id = static_cast<int>(::getpid());
     MPI_Bcast(&job_id, 1, MPI_INT, 0, MPI_COMM_WORLD);
     MPI_Comm_split(MPI_COMM_WORLD, t.local_rank, t.node, &across);
-    job j;
-    j.topo = t;
-    j.rank = rank;
-    j.num_ranks = world;
-    make_node(j, o, "rcclx-bench-hier-" + std::to_string(job_id));
+    job j(t, "rcclx-bench-hier-" + std::to_string(job_id), comm_options(o));
     j.across = std::make_unique<mn::mpi_engine>(across);
     j.everyone = std::make_unique<mn::mpi_engine>(MPI_COMM_WORLD);
     code = run_job(o, j, "mpi (Open MPI: host memory; MPI_Allreduce on MPI_COMM_WORLD as the baseline)") ? 0 : 1;
@@ -519,29 +424,13 @@ inline void nccl_check(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) throw rcclx::error(rcclx::errc::runtime, std::string(what) + " failed: " + ncclGetErrorString(r));
 }
 
-// An NCCL unique id from its writer to the other members: a file in a directory every member sees
-// (written whole, then renamed); members poll for it.
+// An NCCL unique id from its writer to the other members through a file in --id-dir.
 inline ncclUniqueId shared_id(const std::string& path, bool writer) {
-  ncclUniqueId id{};
-  if (writer) {
+  return rt::share_through_file(path, writer, [] {
+    ncclUniqueId id{};
     nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f || std::fwrite(&id, sizeof(id), 1, f) != 1 || std::fclose(f) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0)
-      throw rcclx::error(rcclx::errc::runtime, "cannot write the NCCL id to " + path + " (--id-dir)");
     return id;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  for (;;) {
-    if (FILE* f = std::fopen(path.c_str(), "rb")) {
-      const bool got = std::fread(&id, sizeof(id), 1, f) == 1;
-      std::fclose(f);
-      if (got) return id;
-    }
-    if (std::chrono::steady_clock::now() > deadline)
-      throw rcclx::error(rcclx::errc::runtime, "no NCCL id at " + path + " after 120 s (--id-dir must be shared by the nodes)");
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  });
 }
 
 // One process of the job: GPU, node communicator, NCCL communicators, the sweep.
@@ -552,11 +441,7 @@ inline int run_nccl_rank(const options& o, const mn::node_topology& t, const std
     const int gpus = rcclx::gpu::device_count();
     if (gpus == 0) throw rcclx::error(rcclx::errc::unsupported, "no GPU is present");
     rcclx::gpu::set_device(rank % gpus);
-    job j;
-    j.topo = t;
-    j.rank = rank;
-    j.num_ranks = t.num_ranks();
-    make_node(j, o, job_id);
+    job j(t, job_id, comm_options(o));
     std::string key = job_id;
     for (char& c : key)
       if (c == '/' || c == ':') c = '_';

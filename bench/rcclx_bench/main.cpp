@@ -17,11 +17,12 @@
 //   mpirun -np 4 rcclx-bench --hierarchical --local 2    # several nodes (hierarchical.hpp): rcclx::multinode
 //                                          #   against the engine's AllReduce (host + MPI, CUDA + NCCL)
 // Exit status: 0 when every row is correct (performance targets are reported, not enforced).
-#include <rcclx/core/ll.hpp>
 #include <rcclx/dda/allreduce.hpp>
-#include <rcclx/gpu/arch.hpp>
+#include <rcclx/kernel/layout.hpp>
 #include <rcclx/lpc/workspace.hpp>
+#include <rcclx/testing/emulated_bench.hpp>
 #include <rcclx/testing/emulated_kernels.hpp>
+#include <rcclx/testing/error_bounds.hpp>
 #include <rcclx/testing/launch.hpp>
 
 #include <algorithm>
@@ -35,12 +36,10 @@
 #include <map>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "../common/cli.hpp"
-#include "../common/emulated.hpp"
 #include "../common/inputs.hpp"
 #include "../common/report.hpp"
 #include "checks_cost.hpp"
@@ -48,12 +47,11 @@
 namespace {
 
 using bench::input_value;
-using bench::json_escape;
 using bench::on_host;
 using rcclx::algorithm;
 using rcclx::reduce_op;
 namespace rt = rcclx::testing;
-std::string num(double v) { return bench::json_number(v); }
+namespace lpc = rcclx::lpc;
 
 // ---- options -------------------------------------------------------------------------------------
 
@@ -64,7 +62,7 @@ struct options {
   std::vector<std::string> types{"float"};
   reduce_op op = reduce_op::sum;
   std::vector<algorithm> algos{algorithm::flat, algorithm::tree, algorithm::automatic};
-  bench::timing_options timing{on_host ? 1 : 5, on_host ? 3 : 20, 32};
+  rt::timing_options timing{on_host ? 1 : 5, on_host ? 3 : 20, 32};
   bool graph_all = false;                        // --graph: graph replays at every size
   std::size_t graph_max_bytes = 4 * 1024 * 1024;  // graph replays up to this size, events above
   bool registered = false;                       // --input-in-symmetric: inputs live in the symmetric buffers
@@ -113,6 +111,7 @@ options parse(int argc, char** argv) {
   bench::args a(argc, argv, usage, o.command);
   std::string out_dir;
   bool min_given = false, max_given = false;
+  const std::vector<algorithm> all{algorithm::flat, algorithm::tree, algorithm::automatic};
   while (a.next()) {
     if (a.is("--emulated")) o.num_ranks = a.integer();
     else if (a.is("--min-bytes")) o.min_bytes = a.size(), min_given = true;
@@ -129,9 +128,8 @@ options parse(int argc, char** argv) {
     } else if (a.is("--algo")) {
       o.algos.clear();
       for (const auto& v : a.list()) {
-        if (v == "all") o.algos = {algorithm::flat, algorithm::tree, algorithm::automatic};
-        else if (v == "flat") o.algos.push_back(algorithm::flat);
-        else if (v == "tree") o.algos.push_back(algorithm::tree);
+        if (v == "all") o.algos = all;
+        else if (v == "flat" || v == "tree") o.algos.push_back(v == "flat" ? algorithm::flat : algorithm::tree);
         else if (v == "automatic" || v == "auto") o.algos.push_back(algorithm::automatic);
         else if (v == "lpc" || v == "low_precision") o.algos.push_back(algorithm::low_precision);  // --procs only
         else usage("bad --algo " + v);
@@ -147,10 +145,8 @@ options parse(int argc, char** argv) {
     else if (a.is("--procs-child")) o.procs_child = true;
     else if (a.is("--no-compare")) o.procs_compare = false;
     else if (a.is("--procs-blocks")) o.procs_blocks = a.integer();
-    else if (a.is("--collectives")) o.collectives = true;
-    else if (a.is("--collectives-only")) o.collectives = true, o.dda = false;
-    else if (a.is("--checks-cost")) o.checks_cost = true;
-    else if (a.is("--checks-cost-only")) o.checks_cost = true, o.dda = false;
+    else if (a.is("--collectives") || a.is("--collectives-only")) o.collectives = true, o.dda &= a.is("--collectives");
+    else if (a.is("--checks-cost") || a.is("--checks-cost-only")) o.checks_cost = true, o.dda &= a.is("--checks-cost");
     else if (a.is("--coll-min-bytes")) o.coll_min_bytes = a.size();
     else if (a.is("--coll-max-bytes")) o.coll_max_bytes = a.size();
     else if (a.is("--json")) o.json = a.str();
@@ -160,71 +156,60 @@ options parse(int argc, char** argv) {
     else if (a.is("--out")) out_dir = a.str();
     else if (!a.timing(o.timing)) a.unknown();
   }
-  if (o.suite == "gpu") {
-    // The GPU suite: 8 emulated ranks, 8 B .. 256 MiB, bf16 and float, every algorithm,
-    // plus flat with the input already in the symmetric buffer (no copy) up to 1 MiB.
-    o.num_ranks = 8;
-    o.min_bytes = 8;
-    o.max_bytes = 256u * 1024 * 1024;
+  if (o.suite == "gpu" || o.suite == "host") {
+    // GPU: 8 emulated ranks, 8 B .. 256 MiB, every algorithm, flat with the input already in the
+    // symmetric buffer (no copy) up to 1 MiB; LPC vs plain from 1 MiB. Host: a tiny sweep for CI.
+    const bool gpu = o.suite == "gpu";
+    o.num_ranks = gpu ? 8 : 4;
+    o.min_bytes = gpu ? 8 : o.min_bytes;
+    o.max_bytes = gpu ? 256u * 1024 * 1024 : 64 * 1024;
     o.types = {"bf16", "float"};
-    o.algos = {algorithm::flat, algorithm::tree, algorithm::automatic};
-    o.registered_flat_max = 1024 * 1024;
-    // LPC vs plain, 1 MiB .. 256 MiB per rank, all four collectives.
-    o.collectives = true;
-    o.coll_min_bytes = 1024 * 1024;
-    o.coll_max_bytes = 256u * 1024 * 1024;
-    o.checks_cost = true;
-  } else if (o.suite == "host") {
-    o.num_ranks = 4;
-    o.max_bytes = 64 * 1024;
-    o.types = {"bf16", "float"};
-    o.timing.iters = 2;
-    o.timing.warmup = 1;
-    o.registered_flat_max = 16 * 1024;
-    o.collectives = true;
-    o.coll_min_bytes = 4 * 1024;
-    o.coll_max_bytes = 64 * 1024;
-    o.checks_cost = true;
+    if (gpu) o.algos = all;
+    else o.timing.iters = 2, o.timing.warmup = 1;
+    o.registered_flat_max = gpu ? 1024 * 1024 : 16 * 1024;
+    o.collectives = o.checks_cost = true;
+    o.coll_min_bytes = gpu ? 1024 * 1024 : 4 * 1024;
+    o.coll_max_bytes = gpu ? 256u * 1024 * 1024 : 64 * 1024;
   } else if (!o.suite.empty()) {
     usage("unknown suite " + o.suite);
   }
   if (!out_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(out_dir, ec);
-    if (o.json.empty()) o.json = out_dir + "/rcclx-bench.json";
-    if (o.csv.empty()) o.csv = out_dir + "/rcclx-bench.csv";
-    if (o.png.empty()) o.png = out_dir + "/rcclx-bench.png";
-    if (o.coll_csv.empty()) o.coll_csv = out_dir + "/rcclx-bench-collectives.csv";
-    if (o.coll_png.empty()) o.coll_png = out_dir + "/rcclx-bench-collectives.png";
+    for (auto [path, name] : {std::pair{&o.json, ".json"}, {&o.csv, ".csv"}, {&o.png, ".png"},
+                              {&o.coll_csv, "-collectives.csv"}, {&o.coll_png, "-collectives.png"}})
+      if (path->empty()) *path = out_dir + "/rcclx-bench" + name;
   }
+  for (const auto& t : o.types)
+    if (t != "float" && t != "bf16" && t != "fp16") usage("bad --type " + t);
   if (o.hierarchical) {
     // 1 MiB .. 256 MiB per rank unless given; the workspace (and chunk) holds the largest call.
     if (!min_given) o.min_bytes = 1024 * 1024;
     if (!max_given) o.max_bytes = std::max<std::size_t>(o.min_bytes, 256u * 1024 * 1024);
     if (o.hier_buffer == 0) o.hier_buffer = o.max_bytes;
     if (o.procs < 0 || o.procs > 128 || o.hier_nodes < 0 || o.hier_local < 0) usage("bad --procs, --nodes or --local");
-    if (o.min_bytes < 1 || o.min_bytes > o.max_bytes) usage("need 1 <= --min-bytes <= --max-bytes");
-    for (const auto& t : o.types)
-      if (t != "float" && t != "bf16" && t != "fp16") usage("bad --type " + t);
-    return o;
+  } else {
+    if (o.procs != 0 && (o.procs < 2 || o.procs > rcclx::max_ranks)) usage("--procs must be in [2, 16]");
+    if (o.procs != 0) o.num_ranks = o.procs;
+    if (std::count(o.algos.begin(), o.algos.end(), algorithm::low_precision) && o.procs == 0 && !o.procs_child)
+      usage("--algo lpc is for --procs / --procs-child (emulated LPC rows: --collectives)");
+    if (o.num_ranks < 2 || o.num_ranks > rcclx::max_ranks) usage("--emulated must be in [2, 16]");
+    if (o.threads < 1 || o.threads > 1024 || (on_host && o.threads != 1)) usage("--threads must be in [1, 1024] (1 on the host)");
+    if (o.max_blocks < 1 || o.max_blocks > 1024) usage("--max-blocks must be in [1, 1024]");
+    if (o.procs_blocks < 0 || o.procs_blocks > 1024) usage("--procs-blocks must be in [0, 1024]");
+    if (o.coll_min_bytes < 16 || o.coll_min_bytes > o.coll_max_bytes)
+      usage("need 16 <= --coll-min-bytes <= --coll-max-bytes");
   }
-  if (o.procs != 0) {
-    if (o.procs < 2 || o.procs > rcclx::max_ranks) usage("--procs must be in [2, 16]");
-    o.num_ranks = o.procs;
-  }
-  const bool lpc_rows = std::find(o.algos.begin(), o.algos.end(), algorithm::low_precision) != o.algos.end();
-  if (lpc_rows && o.procs == 0 && !o.procs_child)
-    usage("--algo lpc is for --procs / --procs-child (emulated LPC rows: --collectives)");
-  if (o.num_ranks < 2 || o.num_ranks > rcclx::max_ranks) usage("--emulated must be in [2, 16]");
-  if (o.threads < 1 || o.threads > 1024 || (on_host && o.threads != 1)) usage("--threads must be in [1, 1024] (1 on the host)");
-  if (o.max_blocks < 1 || o.max_blocks > 1024) usage("--max-blocks must be in [1, 1024]");
-  if (o.procs_blocks < 0 || o.procs_blocks > 1024) usage("--procs-blocks must be in [0, 1024]");
   if (o.min_bytes < 1 || o.min_bytes > o.max_bytes) usage("need 1 <= --min-bytes <= --max-bytes");
-  if (o.coll_min_bytes < 16 || o.coll_min_bytes > o.coll_max_bytes)
-    usage("need 16 <= --coll-min-bytes <= --coll-max-bytes");
-  for (const auto& t : o.types)
-    if (t != "float" && t != "bf16" && t != "fp16") usage("bad --type " + t);
   return o;
+}
+
+// Runs f(T{}) for the element type named `type` (float, bf16 or fp16).
+template <class F>
+void with_type(const std::string& type, F&& f) {
+  if (type == "float") f(float{});
+  else if (type == "bf16") f(rcclx::bf16{});
+  else f(rcclx::fp16{});
 }
 
 // ---- inputs, poison, comparison: emulated functors ---------------------------------------------
@@ -232,19 +217,6 @@ options parse(int argc, char** argv) {
 template <class T>
 RCCLX_HOST_DEVICE inline T make(float x) {
   return T(x);
-}
-
-template <class T>
-RCCLX_HOST_DEVICE inline std::uint32_t bits_of(T x) {
-  if constexpr (sizeof(T) == 4) {
-    std::uint32_t u;
-    __builtin_memcpy(&u, &x, 4);
-    return u;
-  } else {
-    std::uint16_t u;
-    __builtin_memcpy(&u, &x, 2);
-    return u;
-  }
 }
 
 template <class T>
@@ -269,21 +241,11 @@ struct fill_kernel {
   }
 };
 
-template <class T, int MaxR>
-struct compare_kernel {  // counts elements of each rank's output that differ (bitwise) from rank 0's
-  const T* out[MaxR];
-  std::size_t count;
-  std::uint32_t* mismatches;
-  template <class G>
-  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
-    if (ix.rank == 0) return;
-    const std::size_t stride = static_cast<std::size_t>(ix.num_blocks) * static_cast<std::size_t>(g.size());
-    std::uint32_t bad = 0;
-    for (std::size_t i = static_cast<std::size_t>(ix.block) * g.size() + g.thread_rank(); i < count; i += stride)
-      bad += bits_of(out[ix.rank][i]) != bits_of(out[0][i]) ? 1u : 0u;
-    if (bad) rcclx::gpu::fetch_add_local(mismatches, bad);
-  }
-};
+// Input element i of rank p as the rows' reference reads it (rounded to T).
+template <class T>
+double input_of(int p, std::size_t i) {
+  return static_cast<float>(make<T>(input_value(p, i)));
+}
 
 // ---- results -------------------------------------------------------------------------------------
 
@@ -301,63 +263,31 @@ struct row {
   std::string error;
 };
 
-// Calls f(w, i) for every i in [0, count) on W <= max_host_workers host threads, worker w taking
-// i = w, w + W, ... (references for 256 MiB rows are 64M+ elements); returns W.
-constexpr unsigned max_host_workers = 16;
-template <class F>
-unsigned parallel_indices(std::size_t count, F&& f) {
-  const unsigned workers = std::max(1u, std::min(max_host_workers, std::thread::hardware_concurrency()));
-  std::vector<std::thread> th;
-  for (unsigned w = 0; w < workers; ++w)
-    th.emplace_back([&, w] {
-      for (std::size_t i = w; i < count; i += workers) f(w, i);
-    });
-  for (auto& t : th) t.join();
-  return workers;
+template <class Row>
+bool correct(const Row& r) {
+  return r.error.empty() && r.tol_ok && r.identical;
+}
+template <class Row>
+const char* verdict(const Row& r) {
+  return r.tol_ok && r.identical ? "ok" : (r.identical ? "TOL" : "DIFF");
 }
 
 // Max error of out[0, count) against the float64 reference over `n` ranks' inputs (input_value),
-// and whether every element is within the type's tolerance or, for LPC rows (abs_bound > 0), within
-// that absolute bound. Used by the emulated runner and by --procs (procs.hpp).
+// and whether every element is within the plain AllReduce's tolerance or, for LPC rows
+// (abs_bound > 0), within that absolute bound. Used by the emulated runner and by --procs.
 template <class T>
-void check_against_reference(const T* out, std::size_t count, int n, reduce_op op, const std::string& type, row& r,
-                             double abs_bound = 0) {
-  const double u = sizeof(T) == 4 ? 0x1p-24 : (type == "bf16" ? 0x1p-8 : 0x1p-11);
-  const double tiny = type == "fp16" ? 0x1p-25 : 0.0;
-  std::vector<double> err(max_host_workers, 0.0);  // per worker
-  std::vector<char> ok(max_host_workers, 1);
-  const unsigned workers = parallel_indices(count, [&](unsigned w, std::size_t i) {
+void check_against_reference(const T* out, std::size_t count, int n, reduce_op op, row& r, double abs_bound = 0) {
+  const rt::error_summary s = rt::summarize_errors(count, [&](std::size_t i, rt::error_summary& e) {
     double acc = 0, mag = 0;
     for (int p = 0; p < n; ++p) {
-      const double x = static_cast<double>(static_cast<float>(make<T>(input_value(p, i))));
+      const double x = input_of<T>(p, i);
       mag += std::fabs(x);
-      if (p == 0) acc = x;
-      else if (op == reduce_op::sum) acc += x;
-      else if (op == reduce_op::min) acc = std::min(acc, x);
-      else acc = std::max(acc, x);
+      acc = p == 0 ? x : op == reduce_op::sum ? acc + x : op == reduce_op::min ? std::min(acc, x) : std::max(acc, x);
     }
-    const double got = static_cast<double>(static_cast<float>(out[i]));
-    const double e = std::fabs(got - acc);
-    const double acc_err = op == reduce_op::sum ? 2.0 * (n - 1) * 0x1p-24 * mag : 0.0;
-    const double tol = abs_bound > 0 ? abs_bound
-                       : op == reduce_op::sum ? u * (std::fabs(acc) + acc_err) + acc_err + tiny
-                                              : 0.0;
-    if (!(e <= tol)) ok[w] = 0;
-    if (!(e <= err[w])) err[w] = e;  // NaN propagates into the maximum
+    e.add(static_cast<float>(out[i]), acc, abs_bound > 0 ? abs_bound : rt::allreduce_tolerance<T>(op, n, acc, mag));
   });
-  r.max_err = 0;
-  r.tol_ok = true;
-  for (unsigned w = 0; w < workers; ++w) {
-    r.max_err = std::isnan(err[w]) ? err[w] : std::max(r.max_err, err[w]);
-    r.tol_ok = r.tol_ok && ok[w];
-  }
-}
-
-// Bytes the algorithm must move through HBM for S bytes per rank on N emulated ranks (see the
-// header printed by print_definitions).
-double required_bytes(algorithm a, bool registered, int n, double s) {
-  if (a == algorithm::flat) return n * s * (n + (registered ? 1 : 3));
-  return n * s * (registered ? 3 : 5);
+  r.max_err = s.max_error;
+  r.tol_ok = s.within;
 }
 
 void print_definitions(const options& o) {
@@ -387,104 +317,46 @@ void print_header() {
               "x_copy", "hbm%", "max_err", "ok");
 }
 
+// The table's algorithm column: "automatic" resolved to flat reads "auto->flat".
+std::string algo_text(const row& r) {
+  return r.algo == r.resolved ? r.algo : r.algo.substr(0, 4) + "->" + r.resolved;
+}
+
 void print_row(const row& r) {
   if (!r.error.empty()) {
     std::printf("%12zu %11zu %5s %3s %-15s %5s ERROR: %s\n", r.bytes, r.count, r.type.c_str(), r.op.c_str(),
                 r.algo.c_str(), r.input.c_str(), r.error.c_str());
     return;
   }
-  const std::string alg = r.algo == r.resolved ? r.algo : r.algo.substr(0, 4) + "->" + r.resolved;
   char xchg[16] = "      -";
   if (r.ratio_exchange > 0) std::snprintf(xchg, sizeof(xchg), "%7.2f", r.ratio_exchange);
   std::printf("%12zu %11zu %5s %3s %-15s %5s %3d %6s %11.2f %10.2f %10.2f %8.2f %s %7.2f %6.1f %10.3g %s\n", r.bytes,
-              r.count, r.type.c_str(), r.op.c_str(), alg.c_str(), r.input.c_str(), r.blocks, r.timing.c_str(),
-              r.time_us, r.algbw, r.busbw, r.ratio_empty, xchg, r.ratio_copy, 100.0 * r.hbm_eff, r.max_err,
-              r.tol_ok && r.identical ? "ok" : (r.identical ? "TOL" : "DIFF"));
+              r.count, r.type.c_str(), r.op.c_str(), algo_text(r).c_str(), r.input.c_str(), r.blocks, r.timing.c_str(),
+              r.time_us, r.algbw, r.busbw, r.ratio_empty, xchg, r.ratio_copy, 100.0 * r.hbm_eff, r.max_err, verdict(r));
   std::fflush(stdout);
 }
 
 // ---- one element type ----------------------------------------------------------------------------
 
-// The floor under any cross-rank exchange on this device: each rank's block publishes one LL packet
-// (core/ll.hpp) and waits for every peer's: no input, no reduction, no output.
-template <int MaxR>
-struct exchange_probe {
-  const rcclx::core::peer_table<unsigned char, MaxR>* tables;
-  template <class Group>
-  RCCLX_HOST_DEVICE void operator()(const Group& g, rt::launch_index ix) const {
-    namespace core = rcclx::core;
-    const core::signal_pads<MaxR>& s = tables[ix.rank].signals;
-    const std::uint32_t flag = core::ll_begin(g, s, ix.block);
-    if (g.thread_rank() == 0) core::ll_write(s.ll_region(s.rank, flag, ix.block), 0, rcclx::gpu::vec16{}, flag, s.ll_block_bytes);
-    const core::ll_halves<MaxR> h(s, flag, ix.block);
-    bool failed = false;
-    for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
-      rcclx::gpu::vec16 v;
-      if (!core::ll_try_read(h.pick(p), 0, flag, v, h.split)) failed = !core::ll_wait_from(s, h.pick(p), p, 0, flag, ix.block, v);
-    }
-    (void)g.sync_or(failed);
-  }
-};
-
-// The exchange floor of a one-shot AllReduce of `count` elements with the row's grid: every thread
-// publishes the LL packet of its vector (the same packets, regions and flags as the LL one-shot,
-// dda::flat_allreduce_ll's latency path) and waits until it has loaded every peer's packet of that
-// vector. No input load, no reduction, no output store: what any one-shot must do on this device.
+// What both tables stand on (testing/emulated_bench.hpp): every rank's input and output, the copy
+// baseline's buffers, the fill kernel, and the blocks a functor can have (pads and residency).
 template <class T, int MaxR>
-struct exchange_floor {
-  const rcclx::core::peer_table<T, MaxR>* tables;
-  std::size_t count;
-  template <class Group>
-  RCCLX_HOST_DEVICE void operator()(const Group& g, rt::launch_index ix) const {
-    namespace core = rcclx::core;
-    const core::signal_pads<MaxR>& s = tables[ix.rank].signals;
-    const rcclx::dda::detail::layout<T> l(count, g.size(), ix.block, ix.num_blocks);
-    const int tid = g.thread_rank();
-    const std::size_t vi = static_cast<std::size_t>(ix.block) * static_cast<std::size_t>(l.tile_vecs) + tid;
-    const bool mine = vi < l.full_vecs || (vi == l.full_vecs && l.has_partial());
-    const std::uint32_t flag = core::ll_begin(g, s, ix.block);
-    bool failed = false;
-    if (mine) {
-      core::ll_write(s.ll_region(s.rank, flag, ix.block), static_cast<std::size_t>(tid), rcclx::gpu::vec16{}, flag,
-                     s.ll_block_bytes);
-      const core::ll_halves<MaxR> h(s, flag, ix.block);
-      // Batches of peers over constant bounds, as the one-shot (dda/flat.hpp ll_reduce_vec): h.p is
-      // indexed with constants only, so it stays in registers.
-      constexpr int batch = MaxR < RCCLX_DETAIL_DDA_PEER_BATCH ? MaxR : RCCLX_DETAIL_DDA_PEER_BATCH;
-      for (int p0 = 0; p0 < MaxR; p0 += batch) {
-        if (p0 >= h.n || failed) break;
-        core::ll_packet q[batch] = {};
-        for (int j = 0; j < batch; ++j)
-          if (p0 + j < h.n && p0 + j != h.rank) core::ll_load(h.p[p0 + j], static_cast<std::size_t>(tid), q[j], h.split);
-        std::uint32_t pending = 0;
-        for (int j = 0; j < batch; ++j)
-          if (p0 + j < h.n && p0 + j != h.rank && !core::ll_landed(q[j], flag)) pending |= 1u << j;
-        if (pending != 0u)
-          failed = !core::ll_wait_batch<batch>(s, h, p0, static_cast<std::size_t>(tid), flag, ix.block, q, pending);
-      }
-    }
-    (void)g.sync_or(failed);
-  }
-};
-
-// What both tables stand on: every rank's input and output, the copy baseline's buffers, the fill
-// and compare kernels, and the blocks a functor can have (pads and residency).
-template <class T, int MaxR>
-class rank_rig : public bench::emulated_rig<MaxR> {
+class rank_rig : public rt::emulated_bench<MaxR> {
  public:
   rank_rig(const options& o, const std::string& type, std::size_t buffer_bytes, std::size_t in_bytes,
            std::size_t out_bytes, rcclx::core::ll_layout ll = rcclx::core::default_ll_layout())
-      : bench::emulated_rig<MaxR>(o.num_ranks, buffer_bytes, o.max_blocks, ll), o_(o), type_(type), n_(o.num_ranks) {
+      : rt::emulated_bench<MaxR>(o.num_ranks, buffer_bytes, o.max_blocks, ll), o_(o), type_(type), n_(o.num_ranks) {
     for (int r = 0; r < n_; ++r) {
       in_.push_back(this->template alloc<T>(in_bytes));
       out_.push_back(this->template alloc<T>(out_bytes));
     }
     big_src_ = this->alloc(in_bytes * n_);
     big_dst_ = this->alloc(in_bytes * n_);
-    counter_ = this->template alloc<std::uint32_t>(sizeof(std::uint32_t));
   }
 
  protected:
+  using rt::emulated_bench<MaxR>::time;
+
   rt::rank_buffers<T, MaxR> buffers(bool registered = false) {
     rt::rank_buffers<T, MaxR> b{};
     for (int r = 0; r < n_; ++r) {
@@ -494,9 +366,9 @@ class rank_rig : public bench::emulated_rig<MaxR> {
     return b;
   }
 
-  bench::timing_mode mode_for(std::size_t bytes) const {
-    if (on_host) return bench::timing_mode::wall;
-    return (o_.graph_all || bytes <= o_.graph_max_bytes) ? bench::timing_mode::graph : bench::timing_mode::events;
+  rt::timing_mode mode_for(std::size_t bytes) const {
+    if (on_host) return rt::timing_mode::wall;
+    return (o_.graph_all || bytes <= o_.graph_max_bytes) ? rt::timing_mode::graph : rt::timing_mode::events;
   }
 
   // `wanted` blocks per rank, capped by the pads' slots and by residency.
@@ -507,10 +379,35 @@ class rank_rig : public bench::emulated_rig<MaxR> {
     if (nb < 1) throw rcclx::error(rcclx::errc::unsupported, "the emulated grid does not fit on this device");
     return nb;
   }
+  // Blocks for an element loop over `elems` elements per rank.
+  template <class F>
+  int fit_elems(std::size_t elems) const {
+    return fit<F>(rcclx::kernel::blocks_for_elems<T>(elems, o_.threads, o_.max_blocks));
+  }
 
   template <class F>
   void launch(int blocks, const F& f, rcclx::gpu::stream_t s) {
     rt::launch_emulated(n_, blocks, o_.threads, f, s);
+  }
+  template <class F>
+  double time(rt::timing_mode mode, int blocks, const F& f) {
+    return rt::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { launch(blocks, f, s); });
+  }
+
+  // Fresh inputs (in: count elements of every rank) and poisoned outputs (out_count), then f once,
+  // and rank 0's out_count outputs once no rank recorded an error.
+  template <class F>
+  std::vector<T> run_once(const std::vector<T*>& in, std::size_t count, std::size_t out_count, int blocks, const F& f) {
+    fill(in, count, false, fit_elems<fill_kernel<T, MaxR>>(count));
+    rcclx::gpu::stream_synchronize(this->stream());
+    fill(out_, out_count, true, fit_elems<fill_kernel<T, MaxR>>(out_count));
+    rcclx::gpu::stream_synchronize(this->stream());
+    launch(blocks, f, this->stream());
+    rcclx::gpu::device_synchronize();
+    this->world().throw_if_error();
+    std::vector<T> out(out_count);
+    rcclx::gpu::copy(out.data(), out_[0], out_count * sizeof(T));
+    return out;
   }
 
   // count elements of every rank's inputs (dst[r]), or of the poison pattern.
@@ -523,29 +420,19 @@ class rank_rig : public bench::emulated_rig<MaxR> {
   }
 
   // Is every rank's output (count elements) the same bits as rank 0's? Checked on the device.
-  bool ranks_identical(std::size_t count, int blocks) {
-    rcclx::gpu::memset_zero(counter_, sizeof(std::uint32_t));
-    compare_kernel<T, MaxR> c{};
-    for (int p = 0; p < n_; ++p) c.out[p] = out_[p];
-    c.count = count;
-    c.mismatches = counter_;
-    launch(blocks, c, this->stream());
-    rcclx::gpu::stream_synchronize(this->stream());
-    std::uint32_t mismatches = 0;
-    rcclx::gpu::copy(&mismatches, counter_, sizeof(mismatches));
-    return mismatches == 0;
+  bool ranks_identical(std::size_t count) {
+    return rt::emulated_bench<MaxR>::ranks_identical(out_, count, fit_elems<rt::emulated_compare<T, MaxR>>(count),
+                                                     o_.threads);
   }
 
   // The copy baseline moving every rank's count elements: a runtime copy, and the 16-byte copy
   // kernel on `blocks` blocks per rank.
-  std::pair<double, double> copy_us(bench::timing_mode mode, std::size_t count, int blocks) {
+  std::pair<double, double> copy_us(rt::timing_mode mode, std::size_t count, int blocks) {
     const std::size_t total = count * sizeof(T) * static_cast<std::size_t>(n_);
-    const double memcpy_us = bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) {
+    const double memcpy_us = rt::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) {
       rcclx::gpu::copy_async(big_dst_, big_src_, total, s);
     });
-    const rt::emulated_copy<T, MaxR> ck{buffers(), count};
-    return {memcpy_us,
-            bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { launch(blocks, ck, s); })};
+    return {memcpy_us, time(mode, blocks, rt::emulated_copy<T, MaxR>{buffers(), count})};
   }
 
   const options& o_;
@@ -554,7 +441,6 @@ class rank_rig : public bench::emulated_rig<MaxR> {
   std::vector<T*> in_, out_;
   void* big_src_ = nullptr;
   void* big_dst_ = nullptr;
-  std::uint32_t* counter_ = nullptr;
 };
 
 template <class T, int MaxR>
@@ -565,29 +451,25 @@ class runner : public rank_rig<T, MaxR> {
 
  public:
   runner(const options& o, const std::string& type)
-      : base(o, type, o.max_bytes < 16 ? 16 : o.max_bytes, std::max<std::size_t>(o.max_bytes, 16),
+      : base(o, type, std::max<std::size_t>(o.max_bytes, 16), std::max<std::size_t>(o.max_bytes, 16),
              std::max<std::size_t>(o.max_bytes, 16), o.ll),
         cfg_{o.threads, o.max_blocks, o.max_blocks} {}
 
-  // One line: the exchange floor (exchange_probe, one block per rank) against an empty kernel of
+  // One line: the exchange floor (emulated_ll_probe, one block per rank) against an empty kernel of
   // the same grid, timed like the smallest rows.
   void print_exchange_floor() {
     if (this->world().ll().blocks < 1) return;
-    const exchange_probe<MaxR> k{this->world().template device_tables<unsigned char>()};
+    const rt::emulated_ll_probe<MaxR> k{this->world().template device_tables<unsigned char>()};
     this->launch(1, k, this->stream());
     rcclx::gpu::device_synchronize();
     this->world().throw_if_error();
-    const bench::timing_mode mode = this->mode_for(8);
-    const double probe_us =
-        bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(1, k, s); });
-    const rt::emulated_empty empty{};
-    const double empty_us =
-        bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(1, empty, s); });
+    const rt::timing_mode mode = this->mode_for(8);
+    const double probe_us = this->time(mode, 1, k), empty_us = this->time(mode, 1, rt::emulated_empty{});
     rcclx::gpu::device_synchronize();
     this->world().throw_if_error();
     std::printf("# exchange floor: each of %d ranks publishes one LL packet and waits for every peer's (1 block per rank, "
                 "no data): %.2f us = %.2fx the empty kernel (%.2f us), %s\n",
-                n_, probe_us, probe_us / empty_us, empty_us, bench::to_string(mode));
+                n_, probe_us, probe_us / empty_us, empty_us, rt::to_string(mode));
   }
 
   void run(std::vector<row>& rows) {
@@ -601,45 +483,32 @@ class runner : public rank_rig<T, MaxR> {
   }
 
  private:
-  template <class F>
-  int blocks_for(algorithm a, std::size_t count) const {
-    return this->template fit<F>(rcclx::dda::num_blocks_for<T>(count, a, n_, cfg_));
-  }
-
   template <algorithm Algo, class Op>
   void run_algo(row& r, std::size_t count, bool registered) {
     using kernel = rt::emulated_allreduce<Op, Algo, T, MaxR>;
-    const int nb = blocks_for<kernel>(Algo, count);
+    const int nb = this->template fit<kernel>(rcclx::dda::num_blocks_for<T>(count, Algo, n_, cfg_));
     r.blocks = nb;
     const kernel k{this->world().template device_tables<T>(), this->buffers(registered), count};
-    bench::timing_mode mode = this->mode_for(r.bytes);
-    r.timing = bench::to_string(mode);
+    rt::timing_mode mode = this->mode_for(r.bytes);
+    r.timing = rt::to_string(mode);
     // Correctness first, on freshly filled inputs and poisoned outputs (tree with the input in the
     // symmetric buffer overwrites it, so timing iterations run on reduced data: same speed).
     std::vector<T*> in = this->in_;
     if (registered)
       for (int q = 0; q < n_; ++q) in[q] = static_cast<T*>(this->world().buffer(q));
-    const int fill_blocks = blocks_for<fill_kernel<T, MaxR>>(algorithm::flat, count);
-    this->fill(in, count, false, fill_blocks);
-    rcclx::gpu::stream_synchronize(this->stream());
-    this->fill(this->out_, count, true, fill_blocks);
-    rcclx::gpu::stream_synchronize(this->stream());
-    this->launch(nb, k, this->stream());
-    check(r, count);
+    const std::vector<T> out = this->run_once(in, count, count, nb, k);
+    check_against_reference(out.data(), count, n_, o_.op, r);
+    r.identical = this->ranks_identical(count);
     bool fell_back = false;
-    r.time_us = bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(nb, k, s); },
-                               &fell_back);
+    r.time_us = this->time(mode, o_.timing, [&](rcclx::gpu::stream_t s) { this->launch(nb, k, s); }, fell_back);
     if (fell_back) {  // capture refused: every baseline of this row is timed with events too
-      mode = bench::timing_mode::events;
+      mode = rt::timing_mode::events;
       r.timing = "events*";
     }
-    rcclx::gpu::device_synchronize();
-    this->world().throw_if_error();
     // Baselines with the same grid and the same timing mode.
-    const rt::emulated_empty empty{};
-    r.empty_us = bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(nb, empty, s); });
-    std::tie(r.copy_memcpy_us, r.copy_kernel_us) =
-        this->copy_us(mode, count, blocks_for<rt::emulated_copy<T, MaxR>>(algorithm::flat, count));
+    r.empty_us = this->time(mode, nb, rt::emulated_empty{});
+    std::tie(r.copy_memcpy_us, r.copy_kernel_us) = this->copy_us(
+        mode, count, this->template fit<rt::emulated_copy<T, MaxR>>(rcclx::dda::num_blocks_for<T>(count, algorithm::flat, n_, cfg_)));
     r.copy_us = std::min(r.copy_memcpy_us, r.copy_kernel_us);
     const double s_bytes = static_cast<double>(count * sizeof(T));
     r.algbw = s_bytes / (r.time_us * 1e3);
@@ -648,32 +517,19 @@ class runner : public rank_rig<T, MaxR> {
     r.ratio_copy = r.time_us / r.copy_us;
     if constexpr (Algo == algorithm::flat) {
       // The same grid's exchange floor, where the row runs the LL one-shot with one vector per thread.
-      const rcclx::dda::detail::layout<T> l(count, cfg_.threads, 0, nb);
+      const rcclx::kernel::layout<T> l(count, cfg_.threads, 0, nb);
       if (rcclx::dda::flat_uses_ll<T>(this->world().template table<T>(0).signals, count, cfg_.threads, nb) &&
           l.tiles <= static_cast<std::size_t>(nb)) {
-        const exchange_floor<T, MaxR> xf{this->world().template device_tables<T>(), count};
-        r.exchange_us =
-            bench::time_us(mode, o_.timing, this->stream(), [&](rcclx::gpu::stream_t s) { this->launch(nb, xf, s); });
+        r.exchange_us = this->time(mode, nb, rt::emulated_ll_exchange<T, MaxR>{this->world().template device_tables<T>(), count});
         rcclx::gpu::device_synchronize();
         this->world().throw_if_error();
         r.ratio_exchange = r.time_us / r.exchange_us;
       }
     }
-    r.required_bytes = required_bytes(Algo, registered, n_, s_bytes);
+    // Bytes the algorithm must move through HBM (print_definitions says which).
+    r.required_bytes = n_ * s_bytes * (Algo == algorithm::flat ? n_ + (registered ? 1 : 3) : (registered ? 3 : 5));
     r.hbm_gbps = r.required_bytes / (r.time_us * 1e3);
-    const double copy_gbps = 2.0 * n_ * s_bytes / (r.copy_us * 1e3);
-    r.hbm_eff = r.hbm_gbps / copy_gbps;
-  }
-
-  // Max |error| of rank 0's output against the float64 reference, all elements within the
-  // type's tolerance, and all ranks bit-identical.
-  void check(row& r, std::size_t count) {
-    rcclx::gpu::device_synchronize();
-    this->world().throw_if_error();
-    std::vector<T> out(count);
-    rcclx::gpu::copy(out.data(), this->out_[0], count * sizeof(T));
-    check_against_reference(out.data(), count, n_, o_.op, this->type_, r);
-    r.identical = this->ranks_identical(count, blocks_for<compare_kernel<T, MaxR>>(algorithm::flat, count));
+    r.hbm_eff = r.hbm_gbps / (2.0 * n_ * s_bytes / (r.copy_us * 1e3));
   }
 
   void run_size(std::size_t count, bool registered, const std::vector<algorithm>& algos, std::vector<row>& rows) {
@@ -712,41 +568,11 @@ void run_type(const options& o, const std::string& type, std::vector<row>& rows)
   else go(runner<T, 16>(o, type));
 }
 
-// Runs f.template operator()<T>() for the element type named `type` (float, bf16 or fp16).
-template <class F>
-void with_type(const std::string& type, F&& f) {
-  if (type == "float") f(float{});
-  else if (type == "bf16") f(rcclx::bf16{});
-  else f(rcclx::fp16{});
-}
-
 // ---- LPC vs plain: AllReduce, AllGather, ReduceScatter, AlltoAll ------------------------------------
 
-namespace lpc = rcclx::lpc;
+using cfg = lpc::default_config;
 constexpr lpc::collective collectives[] = {lpc::collective::allreduce, lpc::collective::allgather,
                                            lpc::collective::reduce_scatter, lpc::collective::alltoall};
-
-// The documented bound (default config, N ranks) for inputs in [-1, 1) (every block amax <= 1),
-// loosened to whole-message magnitudes: c per quantization of a block of amax a is c * a
-// (docs/numerics.md 8). low = false: the plain collective's bound (0 for the copies).
-template <class T>
-double lpc_bound(lpc::collective c, bool low, int num_ranks) {
-  using cfg = lpc::default_config;
-  using tr = rcclx::fp8::format_traits<cfg::format>;
-  const double q = std::ldexp(1.0, tr::max_exponent - tr::mantissa_bits - 1) / tr::max_finite * (1 + 0x1p-19);
-  const double u = sizeof(T) == 4 ? 0x1p-24 : 0x1p-8, n = num_ranks, acc = n * n * 0x1p-24 * (1 + q);
-  if (!low) return c == lpc::collective::allreduce || c == lpc::collective::reduce_scatter ? u * n + 2 * acc + 1e-30 : 0.0;
-  switch (c) {
-    case lpc::collective::allgather:
-    case lpc::collective::alltoall: return q + u * (1 + q);
-    case lpc::collective::reduce_scatter: return n * q + acc + u * (n + n * q + acc);
-    case lpc::collective::allreduce:
-    default: {
-      const double e = n * q + acc, y = n + e;
-      return e + q * y + u * (y + q * y);
-    }
-  }
-}
 
 struct coll_row {
   std::size_t bytes = 0, count = 0;  // input bytes / elements per rank
@@ -782,7 +608,6 @@ byte_model bytes_of(lpc::collective c, bool low, int num_ranks, double s, double
 }
 
 void print_coll_definitions(const options& o) {
-  using cfg = lpc::default_config;
   std::printf(
       "#\n# LPC vs plain (%d emulated ranks). size = input bytes per rank S; Q = FP8 codes + scales = count*(1+%d/%d)\n"
       "#   (%s, %d-element blocks, fp32 scales: S/%.2f for float, S/%.2f for bf16). Per rank (x N ranks in hbm%%):\n"
@@ -808,27 +633,13 @@ void print_coll_row(const coll_row& r) {
   }
   std::printf("%12zu %11zu %5s %-14s %-6s %3d %6s %11.2f %7.2f %12.4g %12.4g %6.1f %10.3g %10.3g %s\n", r.bytes,
               r.count, r.type.c_str(), r.coll.c_str(), r.algo.c_str(), r.blocks, r.timing.c_str(), r.time_us, r.x_plain,
-              r.wire_bytes, r.required_bytes, 100.0 * r.hbm_eff, r.max_err, r.bound,
-              r.tol_ok && r.identical ? "ok" : (r.identical ? "TOL" : "DIFF"));
+              r.wire_bytes, r.required_bytes, 100.0 * r.hbm_eff, r.max_err, r.bound, verdict(r));
   std::fflush(stdout);
-}
-
-// Calls f(std::integral_constant<lpc::collective, C>{}) for the collective c.
-template <class F>
-void with_collective(lpc::collective c, F&& f) {
-  using lc = lpc::collective;
-  switch (c) {
-    case lc::allreduce: return f(std::integral_constant<lc, lc::allreduce>{});
-    case lc::allgather: return f(std::integral_constant<lc, lc::allgather>{});
-    case lc::reduce_scatter: return f(std::integral_constant<lc, lc::reduce_scatter>{});
-    case lc::alltoall: return f(std::integral_constant<lc, lc::alltoall>{});
-  }
 }
 
 template <class T, int MaxR>
 class coll_runner : public rank_rig<T, MaxR> {
  public:
-  using cfg = lpc::default_config;
   coll_runner(const options& o, const std::string& type, std::size_t max_count)
       : rank_rig<T, MaxR>(o, type, buffer_bytes(o.num_ranks, max_count), max_count * sizeof(T),
                           max_count * sizeof(T) * o.num_ranks) {}  // outputs: AllGather's N * count
@@ -837,19 +648,16 @@ class coll_runner : public rank_rig<T, MaxR> {
     for (std::size_t bytes = o_.coll_min_bytes; bytes <= o_.coll_max_bytes; bytes *= 2) {
       std::size_t count = std::max<std::size_t>(1, bytes / sizeof(T));
       count = std::max<std::size_t>(static_cast<std::size_t>(n_), count / n_ * n_);  // RS and A2A split it in N
-      const bench::timing_mode mode = this->mode_for(count * sizeof(T));
-      const auto copy = this->copy_us(mode, count, fit_elems<rt::emulated_copy<T, MaxR>>(count));
+      const auto copy = this->copy_us(this->mode_for(count * sizeof(T)), count, this->template fit_elems<rt::emulated_copy<T, MaxR>>(count));
       const double copy_us = std::min(copy.first, copy.second);
       for (const lpc::collective c : collectives) {
-        coll_row plain = make_row(c, count, false), low = make_row(c, count, true);
-        run_one(plain, c, false, count, copy_us);
-        run_one(low, c, true, count, copy_us);
+        coll_row plain = run_one(c, false, count, copy_us), low = run_one(c, true, count, copy_us);
         plain.x_plain = 1.0;
         if (plain.error.empty() && low.error.empty()) low.x_plain = plain.time_us / low.time_us;
-        print_coll_row(plain);
-        print_coll_row(low);
-        rows.push_back(plain);
-        rows.push_back(low);
+        for (const coll_row* r : {&plain, &low}) {
+          print_coll_row(*r);
+          rows.push_back(*r);
+        }
       }
       if (bytes > o_.coll_max_bytes / 2) break;
     }
@@ -865,7 +673,7 @@ class coll_runner : public rank_rig<T, MaxR> {
     return b;
   }
 
-  coll_row make_row(lpc::collective c, std::size_t count, bool low) const {
+  coll_row run_one(lpc::collective c, bool low, std::size_t count, double copy_us) {
     coll_row r;
     r.bytes = count * sizeof(T);
     r.count = count;
@@ -877,30 +685,21 @@ class coll_runner : public rank_rig<T, MaxR> {
     const byte_model b = bytes_of(c, low, n_, static_cast<double>(r.bytes), q);
     r.wire_bytes = b.wire;
     r.required_bytes = b.hbm * n_;
-    return r;
-  }
-
-  // Blocks for an element loop over `elems` elements per rank.
-  template <class F>
-  int fit_elems(std::size_t elems) const {
-    return this->template fit<F>(rcclx::dda::detail::blocks_for_elems<T>(elems, o_.threads, o_.max_blocks));
-  }
-
-  static std::size_t out_count(lpc::collective c, std::size_t count, int n) {
-    const std::size_t nn = static_cast<std::size_t>(n);
-    return c == lpc::collective::allgather ? count * nn : c == lpc::collective::reduce_scatter ? count / nn : count;
-  }
-
-  void run_one(coll_row& r, lpc::collective c, bool low, std::size_t count, double copy_us) {
     this->guard(r, [&] {
-      with_collective(c, [&](auto cc) {
+      using lc = lpc::collective;
+      const auto go = [&](auto cc) {
         if (low) run_kernel<decltype(cc)::value, true>(r, count);
         else run_kernel<decltype(cc)::value, false>(r, count);
-      });
+      };
+      if (c == lc::allreduce) go(std::integral_constant<lc, lc::allreduce>{});
+      else if (c == lc::allgather) go(std::integral_constant<lc, lc::allgather>{});
+      else if (c == lc::reduce_scatter) go(std::integral_constant<lc, lc::reduce_scatter>{});
+      else go(std::integral_constant<lc, lc::alltoall>{});
       r.copy_us = copy_us;
       r.hbm_gbps = r.required_bytes / (r.time_us * 1e3);
       r.hbm_eff = r.hbm_gbps / (2.0 * n_ * static_cast<double>(r.bytes) / (copy_us * 1e3));
     });
+    return r;
   }
 
   template <lpc::collective C, bool Low>
@@ -923,53 +722,37 @@ class coll_runner : public rank_rig<T, MaxR> {
         wanted = lpc::num_blocks_for<cfg>(C, count, n_, lpc::launch_config{o_.threads, cap});
       } else {
         const std::size_t elems = C == lpc::collective::allgather ? count : count / static_cast<std::size_t>(n_);
-        wanted = rcclx::dda::detail::blocks_for_elems<T>(elems, o_.threads, cap);
+        wanted = rcclx::kernel::blocks_for_elems<T>(elems, o_.threads, cap);
       }
       measure(r, C, count, this->template fit<kernel>(wanted), kernel{tables, b, count});
     }
   }
 
+  // Runs the call once and checks it: rank 0's output against the float64 reference, within the
+  // bound, and (AllReduce, AllGather) every rank bit-identical to rank 0; then times it.
   template <class F>
   void measure(coll_row& r, lpc::collective c, std::size_t count, int nb, const F& k) {
     r.blocks = nb;
-    const bench::timing_mode mode = this->mode_for(r.bytes);
-    r.timing = bench::to_string(mode);
-    const std::size_t out_elems = out_count(c, count, n_);
-    this->fill(this->in_, count, false, fit_elems<fill_kernel<T, MaxR>>(count));
-    this->fill(this->out_, out_elems, true, fit_elems<fill_kernel<T, MaxR>>(out_elems));
-    rcclx::gpu::stream_synchronize(this->stream());
-    this->launch(nb, k, this->stream());
-    check(r, c, count);
+    const rt::timing_mode mode = this->mode_for(r.bytes);
+    r.timing = rt::to_string(mode);
+    const std::size_t nn = static_cast<std::size_t>(n_), blk = count / nn;
+    const std::size_t total = c == lpc::collective::allgather ? count * nn : c == lpc::collective::reduce_scatter ? blk : count;
+    const std::vector<T> out = this->run_once(this->in_, count, total, nb, k);
+    r.bound = rt::lpc_error_bound<T>(c, n_, 1.0, r.algo == "lpc");
+    const rt::error_summary s = rt::summarize_errors(total, [&](std::size_t i, rt::error_summary& e) {
+      double want = 0;
+      if (c == lpc::collective::allreduce || c == lpc::collective::reduce_scatter)  // RS: rank 0's block of every rank
+        for (int p = 0; p < n_; ++p) want += input_of<T>(p, i);
+      else if (c == lpc::collective::allgather) want = input_of<T>(static_cast<int>(i / count), i % count);
+      else want = input_of<T>(static_cast<int>(i / blk), i % blk);
+      e.add(static_cast<float>(out[i]), want, r.bound);
+    });
+    r.max_err = s.max_error;
+    r.tol_ok = s.within;
+    if (c == lpc::collective::allreduce || c == lpc::collective::allgather) r.identical = this->ranks_identical(total);
     bool fell_back = false;
     r.time_us = this->time(mode, o_.timing, [&](rcclx::gpu::stream_t s) { this->launch(nb, k, s); }, fell_back);
     if (fell_back) r.timing = "events*";
-  }
-
-  // Max |error| of rank 0's output against the float64 reference, within the bound, and (AllReduce,
-  // AllGather) every rank bit-identical to rank 0 (checked on the device).
-  void check(coll_row& r, lpc::collective c, std::size_t count) {
-    rcclx::gpu::device_synchronize();
-    this->world().throw_if_error();
-    const std::size_t total = out_count(c, count, n_);
-    std::vector<T> out(total);
-    rcclx::gpu::copy(out.data(), this->out_[0], total * sizeof(T));
-    r.bound = lpc_bound<T>(c, r.algo == "lpc", n_);
-    const std::size_t blk = count / static_cast<std::size_t>(n_);
-    auto x = [](int p, std::size_t i) { return static_cast<double>(static_cast<float>(make<T>(input_value(p, i)))); };
-    std::vector<double> err(max_host_workers, 0.0);
-    const unsigned workers = parallel_indices(total, [&](unsigned w, std::size_t k) {
-      double want = 0;
-      if (c == lpc::collective::allreduce || c == lpc::collective::reduce_scatter)  // RS: rank 0's block of every rank
-        for (int p = 0; p < n_; ++p) want += x(p, k);
-      else if (c == lpc::collective::allgather) want = x(static_cast<int>(k / count), k % count);
-      else want = x(static_cast<int>(k / blk), k % blk);
-      const double e = std::fabs(static_cast<double>(static_cast<float>(out[k])) - want);
-      if (!(e <= err[w])) err[w] = e;  // NaN propagates into the maximum
-    });
-    for (unsigned w = 0; w < workers; ++w) r.max_err = std::isnan(err[w]) ? err[w] : std::max(r.max_err, err[w]);
-    r.tol_ok = r.max_err <= r.bound;
-    if (c == lpc::collective::allreduce || c == lpc::collective::allgather)
-      r.identical = this->ranks_identical(total, fit_elems<compare_kernel<T, MaxR>>(total));
   }
 };
 
@@ -989,12 +772,8 @@ using acceptance = bench::target;
 acceptance run_checks_cost(const options& o) {
   acceptance a{"checks_cost_8KiB", "flat AllReduce at 8 KiB with RCCLX_CHECKS=1 within 1.05x of the same call without",
                "", 0};
-  bench::checks_cost_args args;
-  args.num_ranks = std::min(o.num_ranks, 8);
-  args.bytes = bench::checks_cost_bytes();
-  args.warmup = o.timing.warmup;
-  args.iters = o.timing.iters;
-  args.calls_per_graph = o.timing.calls_per_graph;
+  const bench::checks_cost_args args{"", std::min(o.num_ranks, 8), bench::checks_cost_bytes(), o.timing.warmup,
+                                     o.timing.iters, o.timing.calls_per_graph};
   std::string type;
   a.worst = bench::print_checks_cost(args, o.types, 2, &type);
   a.evaluated = a.worst > 0;
@@ -1004,7 +783,7 @@ acceptance run_checks_cost(const options& o) {
 }
 
 // Targets against floors measured in the same run, with the same grid and timing:
-//   flat (LL one-shot) at <= 64 KiB within 1.3x of its exchange floor (exchange_floor above);
+//   flat (LL one-shot) at <= 64 KiB within 1.3x of its exchange floor (testing::emulated_ll_exchange);
 //   tree at >= 16 MiB moving its required HBM traffic at >= 90% of the copy bandwidth;
 //   every LPC collective at >= 16 MiB moving its required HBM traffic at >= 75% of the copy bandwidth.
 // (Emulated ranks share one GPU: an empty kernel or a multi-GPU speedup is not a floor here.)
@@ -1015,26 +794,18 @@ std::vector<acceptance> evaluate(const std::vector<row>& rows) {
   acceptance tree{"tree_vs_copy_bandwidth", "tree at >= 16 MiB moves its required HBM traffic at >= 90% of the copy "
                                             "bandwidth", "", 1e30};
   std::string flat_at, flat_sym_at, tree_at;
-  char where[96];
+  const auto where = [](const row& r) { return r.type + " " + std::to_string(r.bytes) + " B"; };
   for (const auto& r : rows) {
     if (!r.error.empty()) continue;
-    if (r.resolved == "flat" && r.algo != "automatic" && r.bytes <= 64 * 1024) {
+    // Flat rows not on the LL one-shot have no floor of that kind (ratio_exchange 0).
+    if (r.resolved == "flat" && r.algo != "automatic" && r.bytes <= 64 * 1024 && r.ratio_exchange > 0) {
       acceptance& a = r.input == "sym" ? flat_sym : flat;
-      if (r.ratio_exchange <= 0) continue;  // not on the LL one-shot: no floor of that kind
       a.evaluated = true;
-      if (r.ratio_exchange > a.worst) {
-        a.worst = r.ratio_exchange;
-        std::snprintf(where, sizeof(where), "%s %zu B", r.type.c_str(), r.bytes);
-        (r.input == "sym" ? flat_sym_at : flat_at) = where;
-      }
+      if (r.ratio_exchange > a.worst) a.worst = r.ratio_exchange, (r.input == "sym" ? flat_sym_at : flat_at) = where(r);
     }
     if (r.algo == "tree" && r.input == "copy" && r.bytes >= 16u * 1024 * 1024) {
       tree.evaluated = true;
-      if (r.hbm_eff < tree.worst) {
-        tree.worst = r.hbm_eff;
-        std::snprintf(where, sizeof(where), "%s %zu B", r.type.c_str(), r.bytes);
-        tree_at = where;
-      }
+      if (r.hbm_eff < tree.worst) tree.worst = r.hbm_eff, tree_at = where(r);
     }
   }
   flat.pass = flat.worst <= 1.3;
@@ -1070,32 +841,21 @@ std::vector<acceptance> evaluate_coll(const std::vector<coll_row>& rows) {
     f.evaluated = true;
     auto it = worst_of.find(r.coll);
     if (it == worst_of.end() || r.hbm_eff < it->second) worst_of[r.coll] = r.hbm_eff;
-    if (r.hbm_eff < f.worst) {
-      f.worst = r.hbm_eff;
-      at = r.coll + " " + r.type + " " + std::to_string(r.bytes >> 20) + " MiB";
-    }
+    if (r.hbm_eff < f.worst) f.worst = r.hbm_eff, at = r.coll + " " + r.type + " " + std::to_string(r.bytes >> 20) + " MiB";
   }
   f.pass = f.worst >= 0.75;
   e.pass = e.worst == 0;
-  std::string res;
   char buf[96];
   std::snprintf(buf, sizeof(buf), "worst hbm%% %.1f (%s);", 100.0 * f.worst, at.c_str());
-  res = buf;
+  f.result = buf;
   for (const auto& [c, w] : worst_of) {
     std::snprintf(buf, sizeof(buf), " %s %.1f", c.c_str(), 100.0 * w);
-    res += buf;
+    f.result += buf;
   }
-  f.result = res;
-  std::snprintf(buf, sizeof(buf), "%d rows outside", static_cast<int>(e.worst));
-  e.result = buf;
+  e.result = std::to_string(static_cast<int>(e.worst)) + " rows outside";
   for (acceptance* a : {&f, &e})
     if (!a->evaluated) a->result = "not measured (no row in range)";
   return {f, e};
-}
-
-template <class Row>
-const char* ok_text(const Row& r) {
-  return r.error.empty() && r.tol_ok && r.identical ? "ok" : "FAIL";
 }
 
 bench::fields row_fields(const row& r) {
@@ -1121,13 +881,12 @@ bench::fields coll_fields(const coll_row& r) {
 void write_json(const options& o, const std::vector<row>& rows, const std::vector<coll_row>& crows,
                 const std::vector<acceptance>& acc) {
   std::ofstream f = bench::open_output(o.json);
-  f << "{\n  \"tool\": \"rcclx-bench\",\n  \"command\": \"" << json_escape(o.command) << "\",\n";
-  f << "  \"backend\": \"" << bench::backend_label() << "\",\n  \"device\": \"" << json_escape(bench::device_name()) << "\",\n  \"arch\": \""
-    << rcclx::gpu::to_string(rcclx::gpu::current_arch()) << "\",\n";
-  f << "  \"threads_per_block\": " << o.threads << ",\n  \"max_blocks_per_rank\": " << o.max_blocks << ",\n";
-  f << "  \"ll_blocks\": " << o.ll.blocks << ",\n  \"ll_block_bytes\": " << o.ll.block_bytes << ",\n";
-  f << "  \"num_ranks\": " << o.num_ranks << ",\n  \"iters\": " << o.timing.iters << ",\n  \"warmup\": "
-    << o.timing.warmup << ",\n  \"calls_per_graph\": " << o.timing.calls_per_graph << ",\n";
+  f << "{\n";
+  bench::write_json_members(f, bench::report_head("rcclx-bench", o.command) +
+                                   bench::fields{{"threads_per_block", o.threads}, {"max_blocks_per_rank", o.max_blocks},
+                                                 {"ll_blocks", o.ll.blocks}, {"ll_block_bytes", o.ll.block_bytes},
+                                                 {"num_ranks", o.num_ranks}, {"iters", o.timing.iters},
+                                                 {"warmup", o.timing.warmup}, {"calls_per_graph", o.timing.calls_per_graph}});
   f << "  \"definitions\": {\n"
        "    \"required_bytes\": \"flat: N*(N+3)*S (N*(N+1)*S with input in the symmetric buffer); tree: 5*N*S (3*N*S); S = bytes per rank\",\n"
        "    \"copy_baseline\": \"min(runtime device-to-device copy, 16-byte copy kernel) of N*S bytes, 2*N*S bytes of traffic\",\n"
@@ -1149,19 +908,24 @@ void write_json(const options& o, const std::vector<row>& rows, const std::vecto
   bench::end_json_report(f, acc);
 }
 
+template <class Row>
+bench::fields with_ok(bench::fields f, const Row& r) {
+  return f + bench::fields{{"ok", correct(r) ? "ok" : "FAIL"}};
+}
+
 void write_csv(const std::string& path, const std::vector<row>& rows) {
   bench::write_csv(path,
                    "size_bytes,count,type,op,algorithm,resolved,input,blocks=blocks_per_rank,timing,time_us,empty_us,"
                    "copy_us,algbw_GBps,busbw_GBps,ratio_empty,ratio_exchange,ratio_copy,hbm_GBps,hbm_efficiency,"
                    "max_abs_error,ok,\"error\"",
-                   rows, [](const row& r) { return row_fields(r) + bench::fields{{"ok", ok_text(r)}}; });
+                   rows, [](const row& r) { return with_ok(row_fields(r), r); });
 }
 
 void write_coll_csv(const std::string& path, const std::vector<coll_row>& rows) {
   bench::write_csv(path,
                    "size_bytes,count,type,collective,algorithm,format,blocks=blocks_per_rank,timing,time_us,x_plain,"
                    "wire_bytes,required_bytes,hbm_GBps,hbm_efficiency,max_abs_error,error_bound,ok,\"error\"",
-                   rows, [](const coll_row& r) { return coll_fields(r) + bench::fields{{"ok", ok_text(r)}}; });
+                   rows, [](const coll_row& r) { return with_ok(coll_fields(r), r); });
 }
 
 // The PNG comes from plot.py (matplotlib), copied next to this executable by the build.
@@ -1192,13 +956,14 @@ int main(int argc, char** argv) {
   }
   std::printf("# rcclx-bench: DDA AllReduce%s on %d emulated ranks, device: %s (%s), backend %s\n# command: %s\n",
               o.collectives ? " and LPC vs plain collectives" : "", o.num_ranks, bench::device_name().c_str(),
-              rcclx::gpu::to_string(rcclx::gpu::current_arch()),
-              bench::backend_label(), o.command.c_str());
+              rcclx::gpu::to_string(rcclx::gpu::current_arch()), bench::backend_label(), o.command.c_str());
   std::printf("# emulated launch: %d threads per block, at most %d blocks per rank (fewer when the grid of all ranks "
               "would not be resident), blocks per rank in column blk\n",
               o.threads, o.max_blocks);
   std::vector<row> rows;
   std::vector<coll_row> crows;
+  std::vector<acceptance> acc;
+  const char* stage = "";
   try {
     if (o.dda) {
       print_definitions(o);
@@ -1213,31 +978,20 @@ int main(int argc, char** argv) {
         else std::printf("# (%s: the LPC collectives take float and bf16; no collectives rows)\n", t.c_str());
       }
     }
+    acc = evaluate(rows);
+    stage = "checks cost: ";
+    if (o.checks_cost) acc.push_back(run_checks_cost(o));
   } catch (const std::exception& e) {
-    std::printf("rcclx-bench: %s\n", e.what());
+    std::printf("rcclx-bench: %s%s\n", stage, e.what());
     return 1;
   }
-  bool correct = true;
-  for (const auto& r : rows) correct = correct && r.error.empty() && r.tol_ok && r.identical;
-  for (const auto& r : crows) correct = correct && r.error.empty() && r.tol_ok && r.identical;
-  auto acc = evaluate(rows);
-  const auto cacc = evaluate_coll(crows);
-  if (o.checks_cost) {
-    try {
-      acc.push_back(run_checks_cost(o));
-    } catch (const std::exception& e) {
-      std::printf("rcclx-bench: checks cost: %s\n", e.what());
-      return 1;
-    }
-  }
+  bool ok = std::all_of(rows.begin(), rows.end(), correct<row>) && std::all_of(crows.begin(), crows.end(), correct<coll_row>);
   std::printf("# targets against floors measured in this run (informative; the exit status is correctness only):\n");
-  for (const auto& a : cacc) acc.push_back(a);
-  for (const auto& a : acc) {
-    if (!a.evaluated) continue;
-    std::printf("#   %-30s %-5s %s  [%s]\n", a.name.c_str(), a.pass ? "PASS" : "MISS", a.result.c_str(),
-                a.target.c_str());
-  }
-  std::printf("# correctness: %s\n", correct ? "every row within tolerance, all ranks bit-identical" : "FAILED rows above");
+  for (const auto& a : evaluate_coll(crows)) acc.push_back(a);
+  for (const auto& a : acc)
+    if (a.evaluated)
+      std::printf("#   %-30s %-5s %s  [%s]\n", a.name.c_str(), a.pass ? "PASS" : "MISS", a.result.c_str(), a.target.c_str());
+  std::printf("# correctness: %s\n", ok ? "every row within tolerance, all ranks bit-identical" : "FAILED rows above");
   try {
     if (!o.json.empty()) {
       write_json(o, rows, crows, acc);
@@ -1250,5 +1004,5 @@ int main(int argc, char** argv) {
     std::printf("rcclx-bench: %s\n", e.what());
     return 1;
   }
-  return correct ? 0 : 1;
+  return ok ? 0 : 1;
 }

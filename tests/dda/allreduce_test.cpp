@@ -311,8 +311,8 @@ TEST_CASE("dda allreduce: 10^4 back-to-back calls with changing sizes", "[dda]")
     const int check_rank = k % n;
     const bool check = host || k % 16 == 0;
     if (check) rcclx::gpu::copy(buf.out[check_rank], poison.data(), max_count * 2);
-    using flat_k = rcclx::testing::detail::emulated_allreduce<rcclx::core::op_sum, algorithm::flat, rcclx::bf16, max_r>;
-    using tree_k = rcclx::testing::detail::emulated_allreduce<rcclx::core::op_sum, algorithm::tree, rcclx::bf16, max_r>;
+    using flat_k = rcclx::testing::emulated_allreduce<rcclx::core::op_sum, algorithm::flat, rcclx::bf16, max_r>;
+    using tree_k = rcclx::testing::emulated_allreduce<rcclx::core::op_sum, algorithm::tree, rcclx::bf16, max_r>;
     const algorithm a = (k % 3 == 0) ? algorithm::tree : algorithm::flat;
     const int threads = rcclx::testing::emulated_launch_config().threads;
     if (c > 0) {
@@ -364,10 +364,10 @@ TEMPLATE_TEST_CASE("dda allreduce: input and output aligned only to sizeof(T)", 
     }
     const int threads = rcclx::testing::emulated_launch_config().threads;
     if (algo == algorithm::flat) {
-      using k = rcclx::testing::detail::emulated_allreduce<rcclx::core::op_sum, algorithm::flat, T, max_r>;
+      using k = rcclx::testing::emulated_allreduce<rcclx::core::op_sum, algorithm::flat, T, max_r>;
       peers.run(peers.template emulated_blocks<k>(algo), threads, k{peers.device_tables(), buf, count});
     } else {
-      using k = rcclx::testing::detail::emulated_allreduce<rcclx::core::op_sum, algorithm::tree, T, max_r>;
+      using k = rcclx::testing::emulated_allreduce<rcclx::core::op_sum, algorithm::tree, T, max_r>;
       peers.run(peers.template emulated_blocks<k>(algo), threads, k{peers.device_tables(), buf, count});
     }
     for (int r = 0; r < n; ++r) {

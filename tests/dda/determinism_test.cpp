@@ -24,7 +24,7 @@
 #include <rcclx/fused/stages.hpp>
 #include <rcclx/fused/tile_allreduce.hpp>
 #include <rcclx/lpc/select.hpp>
-#include <rcclx/testing/detail/emulated_fused.hpp>
+#include <rcclx/testing/emulated_fused_kernels.hpp>
 #include <rcclx/testing/emulated_world.hpp>
 #include <rcclx/testing/launch.hpp>
 
@@ -769,7 +769,7 @@ TEMPLATE_TEST_CASE("determinism: AllReduce + residual + RMSNorm's new residual i
         fw.reset_residuals();
         std::vector<fz::rmsnorm_args<T>> args;
         for (int r = 0; r < n; ++r) args.push_back(fw.args(r));
-        const int used = rt::detail::launch_allreduce_rmsnorm<T, T, max_r>(fw.world, args.data(), fw.slots, a, blocks);
+        const int used = rt::launch_allreduce_rmsnorm<T, T, max_r>(fw.world, args.data(), fw.slots, a, blocks);
         rcclx::gpu::device_synchronize();
         fw.world.throw_if_error();
         check(case_name<T>("fused allreduce_rmsnorm (emulated)", n, w, reduce_op::sum, a) + ", tokens " +

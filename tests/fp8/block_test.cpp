@@ -409,7 +409,9 @@ using tuning_pairs = std::tuple<
     tuning_pair<bulk_tuning<1, 16, PF>, bulk_tuning<1, 16, SS>>,
     tuning_pair<bulk_tuning<2, 0, NL, 0>, bulk_tuning<2, 0, NL | PF, 0>>,
     tuning_pair<bulk_tuning<1, 0, PF, 2, 128>, bulk_tuning<4, 0, SS | PF, 2, 512>>,
-    tuning_pair<bulk_tuning<1, 0, PF, 1, 256, 8>, bulk_tuning<2, 0, SS | PF, 1, 256, 8>>>;
+    tuning_pair<bulk_tuning<1, 0, PF, 1, 256, 8>, bulk_tuning<2, 0, SS | PF, 1, 256, 8>>,
+    tuning_pair<f8::default_quantize_tuning<rcclx::bf16, scale_kind::fp32>,  // the defaults by their public names
+                f8::default_dequantize_tuning<float, scale_kind::e8m0>>>;
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("quantize_blocks / dequantize_blocks: every tuning equals the functor",

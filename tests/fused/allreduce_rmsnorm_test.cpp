@@ -6,8 +6,8 @@
 #include <rcclx/fused/add_rmsnorm.hpp>
 #include <rcclx/fused/allreduce_rmsnorm.hpp>
 #include <rcclx/gpu/cluster.hpp>
-#include <rcclx/testing/detail/emulated_collectives.hpp>
-#include <rcclx/testing/detail/emulated_fused.hpp>
+#include <rcclx/testing/emulated_kernels.hpp>
+#include <rcclx/testing/emulated_fused_kernels.hpp>
 #include <rcclx/testing/emulated_world.hpp>
 
 #include <cstdint>
@@ -142,7 +142,7 @@ template <class T, class F>
 results run_fused(bench_world<T, F>& w, const problem<T>& p, algorithm algo, int blocks = 0) {
   upload(w, p);
   const auto a = w.args(p.tokens, p.hidden, false);
-  rt::detail::launch_allreduce_rmsnorm<T, out_arg_t<T, F>, max_r>(w.world, a.data(), w.slots, algo, blocks);
+  rt::launch_allreduce_rmsnorm<T, out_arg_t<T, F>, max_r>(w.world, a.data(), w.slots, algo, blocks);
   rcclx::gpu::device_synchronize();
   w.world.throw_if_error();
   return download(w, p.tokens * p.hidden);
@@ -179,7 +179,7 @@ template <class T, class F>
 results run_unfused(bench_world<T, F>& w, const problem<T>& p) {
   upload(w, p);
   const std::size_t count = p.tokens * p.hidden;
-  using ar = rt::detail::emulated_allreduce<rcclx::core::op_sum, algorithm::flat, T, max_r>;
+  using ar = rt::emulated_allreduce<rcclx::core::op_sum, algorithm::flat, T, max_r>;
   rt::rank_buffers<T, max_r> b{};
   for (int r = 0; r < w.n; ++r) {
     b.in[r] = w.x[r];
@@ -190,7 +190,7 @@ results run_unfused(bench_world<T, F>& w, const problem<T>& p) {
   nb = std::max(1, std::min({nb, barrier_blocks, rt::max_blocks_per_rank<ar>(w.n, threads)}));
   rt::launch_emulated(w.n, nb, threads, ar{w.world.template device_tables<T>(), b, count});
   const auto a = w.args(p.tokens, p.hidden, true);
-  rt::detail::launch_add_rmsnorm<T, out_arg_t<T, F>, max_r>(w.n, a.data());
+  rt::launch_add_rmsnorm<T, out_arg_t<T, F>, max_r>(w.n, a.data());
   rcclx::gpu::device_synchronize();
   w.world.throw_if_error();
   return download(w, count);
@@ -303,9 +303,9 @@ void cluster_against_tile(int n, std::size_t tokens, std::size_t hidden) {
   const auto p = make_problem<T>(n, tokens, hidden, n * 31 + tokens * 7 + hidden);
   upload(w, p);
   const auto a = w.args(tokens, hidden, false);
-  rt::detail::fused_launch_info info;
+  rt::fused_launch_info info;
   const int used =
-      rt::detail::launch_allreduce_rmsnorm<T, T, max_r>(w.world, a.data(), w.slots, algorithm::flat, 0, {}, &info);
+      rt::launch_allreduce_rmsnorm<T, T, max_r>(w.world, a.data(), w.slots, algorithm::flat, 0, {}, &info);
   rcclx::gpu::device_synchronize();
   w.world.throw_if_error();
   // The cluster kernel ran: one cluster per row (or per two rows where one per row cannot all be
@@ -349,9 +349,9 @@ namespace {
 
 // The emulated cluster kernel of one shape, with the blocks of rank `absent` (if any) leaving at once.
 template <int VPT, int CB, int KS, class T>
-__global__ void __launch_bounds__(rt::detail::fused_threads * KS / CB)
-    cluster_kernel_without(rt::detail::emulated_cluster_params<T, T, max_r> p, int absent) {
-  if (static_cast<int>(blockIdx.x) / p.blocks_per_rank != absent) rt::detail::emulated_cluster_body<VPT, CB, KS>(p);
+__global__ void __launch_bounds__(rt::emulated_fused_threads * KS / CB)
+    cluster_kernel_without(rt::emulated_cluster_params<T, T, max_r> p, int absent) {
+  if (static_cast<int>(blockIdx.x) / p.blocks_per_rank != absent) rt::emulated_cluster_body<VPT, CB, KS>(p);
 }
 
 // Runs that shape with `groups` clusters per rank: cluster q takes rows q, q + groups, ..., so
@@ -360,13 +360,13 @@ template <int VPT, int CB, int KS, class T>
 void launch_cluster_shape(bench_world<T, void>& w, const problem<T>& p, int groups, int absent = -1) {
   upload(w, p);
   const auto a = w.args(p.tokens, p.hidden, false);
-  rt::detail::emulated_cluster_params<T, T, max_r> c{};
+  rt::emulated_cluster_params<T, T, max_r> c{};
   c.tables = w.world.template device_tables<T>();
   for (int r = 0; r < w.n; ++r) c.args[r] = a[r];
   c.blocks_per_rank = groups * CB;
   REQUIRE(fz::rmsnorm_cluster_fits<T>(w.world.template table<T>(0).signals, p.tokens, p.hidden, groups, CB));
   rcclx::gpu::launch_clusters(cluster_kernel_without<VPT, CB, KS, T>, w.n * c.blocks_per_rank,
-                              rt::detail::fused_threads * KS / CB, CB, rcclx::gpu::stream_t{}, c, absent);
+                              rt::emulated_fused_threads * KS / CB, CB, rcclx::gpu::stream_t{}, c, absent);
 }
 
 template <int VPT, int CB, int KS>
@@ -527,13 +527,13 @@ TEST_CASE("fused allreduce_rmsnorm: a rank that never arrives is a timeout error
     const auto p = make_problem<T>(n, tokens, hidden, 1);
     upload(w, p);
     const auto a = w.args(tokens, hidden, false);
-    rt::detail::with_emulated_rmsnorm<T, T, max_r>(algo, hidden, [&](auto k) {
+    rt::with_emulated_rmsnorm<T, T, max_r>(algo, hidden, [&](auto k) {
       using kernel = decltype(k);
       kernel f{};
       f.tables = w.world.template device_tables<T>();
       for (int r = 0; r < n; ++r) f.args[r] = a[r];
       f.slots = w.slots;
-      rt::launch_emulated(n, 2, rt::detail::fused_threads, without_rank<kernel>{f, absent});
+      rt::launch_emulated(n, 2, rt::emulated_fused_threads, without_rank<kernel>{f, absent});
     });
     require_timeout(w, "tile barrier", "waiting for rank 2");
     w.world.reset();

@@ -529,6 +529,47 @@ void topk_case(int n, const std::vector<float>& x, std::size_t rows, std::size_t
   }
 }
 
+// What the kernel's combine resolves automatic to, written by rank 0's block 0.
+template <class Record, class Op>
+struct resolved_of {
+  const rcclx::core::peer_table<Record, max_r>* tables;
+  fz::tile_slots slots;
+  std::size_t tile, records;
+  int* out;
+  template <class G>
+  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
+    const fz::combine<Record, Op, max_r, algorithm::automatic> c(tables[ix.rank], slots, tile, records);
+    if (ix.rank == 0 && ix.block == 0 && g.thread_rank() == 0) *out = static_cast<int>(c.resolved());
+  }
+};
+
+TEST_CASE("fused combine: resolve() is, before launch, the algorithm the kernel's combine resolves to",
+          "[fused][combine]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  using rec = fz::argmax::record;
+  using c_t = fz::combine<rec, fz::argmax, max_r, algorithm::automatic>;
+  REQUIRE(fz::combine<rec, fz::argmax, max_r, algorithm::tree>::resolve(1, 1, 8) == algorithm::tree);
+  REQUIRE(fz::combine<rec, fz::argmax, max_r, algorithm::flat>::resolve(1, 1 << 20, 8) == algorithm::flat);
+  rt::emulated_world<max_r> world(4, 16, 8);
+  int* out = static_cast<int*>(rcclx::gpu::device_malloc(sizeof(int)));
+  bool flat_seen = false, tree_seen = false;
+  for (const std::size_t records : {std::size_t{1}, std::size_t{64}, std::size_t{4096}, std::size_t{1} << 16}) {
+    CAPTURE(records);
+    const std::size_t tile = records / 4 + 1;  // a few tiles: within the 8 slots
+    const algorithm want = c_t::resolve(tile, records, 4);
+    (want == algorithm::flat ? flat_seen : tree_seen) = true;
+    rt::launch_emulated(4, 1, on_host ? 1 : 64,
+                        resolved_of<rec, fz::argmax>{world.device_tables<rec>(), {0, 8}, tile, records, out});
+    rcclx::gpu::device_synchronize();
+    int got = -1;
+    rcclx::gpu::copy(&got, out, sizeof(int));
+    REQUIRE(got == static_cast<int>(want));
+  }
+  rcclx::gpu::device_free(out);
+  CHECK(flat_seen);
+  CHECK((tree_seen || on_host));  // the host backend's table may pick flat for every size
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("fused combine: lse_merge of split-KV attention against float64 attention over the whole cache",

@@ -7,7 +7,7 @@
 #include <rcclx/fused/stages.hpp>
 #include <rcclx/fused/tile_allreduce.hpp>
 #include <rcclx/gpu/shared.hpp>
-#include <rcclx/testing/detail/emulated_fused.hpp>
+#include <rcclx/testing/emulated_fused_kernels.hpp>
 #include <rcclx/testing/emulated_world.hpp>
 #include <rcclx/testing/launch.hpp>
 
@@ -97,7 +97,7 @@ TEST_CASE("fused header snippets: a hand-built chain equals the ready-made kerne
   k.hidden = hidden;
   k.slots = slots;
   rcclx::testing::launch_emulated(n, 2, threads, k);
-  rcclx::testing::detail::launch_allreduce_rmsnorm<T, T, 8>(world, args.data(), slots, rcclx::algorithm::flat, 2);
+  rcclx::testing::launch_allreduce_rmsnorm<T, T, 8>(world, args.data(), slots, rcclx::algorithm::flat, 2);
   rcclx::gpu::device_synchronize();
   world.throw_if_error();
   for (int r = 0; r < n; ++r) {

@@ -9,6 +9,7 @@
 #include <rcclx/fused/shard_scan.hpp>
 #include <rcclx/gpu/warp_sort.hpp>
 #include <rcclx/testing/launch.hpp>
+#include <rcclx/testing/references.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -51,28 +52,9 @@ struct scan_rows {
   }
 };
 
-struct entry {
-  float value;
-  std::uint32_t index;
-};
-
-// The K best entries of the whole row, empty entries (-inf, 0xFFFFFFFF) after the real ones. The
-// combine's order (combine_ops.hpp) as a sort key, written independently of it: NaN first, then
-// larger values (-0 equal to +0), then lower indices.
-std::vector<entry> reference(const float* x, std::size_t len, std::size_t begin, int k) {
-  using key = std::tuple<int, double, std::uint32_t>;
-  std::vector<std::pair<key, entry>> e(len);
-  for (std::size_t j = 0; j < len; ++j) {
-    const entry v{x[j], static_cast<std::uint32_t>(begin + j)};
-    e[j] = {key{std::isnan(v.value) ? 0 : 1, std::isnan(v.value) ? 0.0 : -static_cast<double>(v.value), v.index}, v};
-  }
-  const std::size_t kk = std::min<std::size_t>(static_cast<std::size_t>(k), len);
-  std::partial_sort(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(kk), e.end(),
-                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<entry> best(static_cast<std::size_t>(k), entry{-std::numeric_limits<float>::infinity(), 0xFFFFFFFFu});
-  for (std::size_t i = 0; i < kk; ++i) best[i] = e[i].second;
-  return best;
-}
+// The K best entries of the whole row: testing::topk_reference (the combine's order as a sort key,
+// written independently of it: NaN first, then larger values, -0 equal to +0, then lower indices).
+using entry = rt::ranked_entry;
 
 // Row patterns: 0 random multiples of 2^-12 in [-8, 8) (ties), 1 the same with NaNs, -0, +0 and
 // infinities, 2 ascending, 3 all equal, 4 descending, 5 three values, 6 all -inf, 7 all NaN.
@@ -106,7 +88,7 @@ template <class Record>
 entry entry_at(const Record& r, int i) {
   return {r.value[i], r.index[i]};
 }
-bool same_entry(const entry& got, const entry& want) {
+bool same_bits(const entry& got, const entry& want) {
   return std::memcmp(&got.value, &want.value, sizeof(float)) == 0 && got.index == want.index;
 }
 template <class Combine>
@@ -165,9 +147,9 @@ TEMPLATE_TEST_CASE("shard_scan: a block's argmax / top-K of a row against a scan
   for (void* q : {static_cast<void*>(dx), static_cast<void*>(drows), static_cast<void*>(dout)}) rcclx::gpu::device_free(q);
   int wrong = 0;
   for (std::size_t r = 0; r < rows.size(); ++r) {
-    const std::vector<entry> want = reference(x.data() + rows[r].offset, rows[r].len, rows[r].begin, k);
+    const std::vector<entry> want = rt::topk_reference(x.data() + rows[r].offset, rows[r].len, rows[r].begin, k);
     bool ok = true;
-    for (int i = 0; i < k; ++i) ok = ok && same_entry(entry_at(got[r], i), want[static_cast<std::size_t>(i)]);
+    for (int i = 0; i < k; ++i) ok = ok && same_bits(entry_at(got[r], i), want[static_cast<std::size_t>(i)]);
     if (!ok && ++wrong <= 5)
       FAIL_CHECK("row " << r << ": pattern " << pattern_of[r] << ", length " << rows[r].len << ", offset "
                         << rows[r].offset % 4 << ", begin " << rows[r].begin << ": the record differs from the scan of "

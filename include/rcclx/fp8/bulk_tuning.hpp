@@ -111,5 +111,12 @@ RCCLX_HOST_DEVICE constexpr int dequantize_lane_elems() {
 }
 }  // namespace detail
 
+// The tunings quantize_blocks / dequantize_blocks of T with Scale use when none is given (the
+// measured defaults above), e.g. to compare a candidate tuning with the default.
+template <class T, scale_kind Scale>
+using default_quantize_tuning = typename detail::bulk_defaults<T, Scale>::quantize;
+template <class T, scale_kind Scale>
+using default_dequantize_tuning = typename detail::bulk_defaults<T, Scale>::dequantize;
+
 }  // namespace fp8
 RCCLX_NAMESPACE_END

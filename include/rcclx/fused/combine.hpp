@@ -142,6 +142,17 @@ class combine {
     return words::workspace_bytes(detail::combine_tile_words<Record>(tile_records), tiles_for(tile_records, num_records));
   }
 
+  // The algorithm a call of num_records records in tiles of tile_records runs on num_ranks ranks,
+  // known on the host before launch (what resolved() says in the kernel): Algo, or for automatic
+  // the built-in table's choice for the message (its tiles, each padded to 16-byte vectors).
+  RCCLX_HOST_DEVICE static constexpr algorithm resolve(std::size_t tile_records, std::size_t num_records,
+                                                      int num_ranks) {
+    if (Algo != algorithm::automatic) return Algo;
+    const std::size_t tile_bytes = detail::combine_tile_words<Record>(tile_records) * sizeof(float);
+    return dda::select_algorithm(static_cast<std::size_t>(tiles_for(tile_records, num_records)) * tile_bytes, num_ranks,
+                                 gpu::build_arch);
+  }
+
   // Host-side checks of a call (throws rcclx::error naming the argument and the limit).
   static void check(const char* who, const core::peer_table<Record, MaxRanks>& t, tile_slots slots,
                     std::size_t tile_records, std::size_t num_records) {

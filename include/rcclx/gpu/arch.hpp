@@ -1,8 +1,8 @@
-// rcclx/gpu/arch.hpp: the GPU architecture families rcclx tunes for, and a run-time query of the
-// current device's family (host code). Tuning tables (dda/select.hpp) are keyed on it.
+// rcclx/gpu/arch.hpp: the GPU architecture families rcclx tunes for, and run-time queries of the
+// current device's family and name (host code). Tuning tables (dda/select.hpp) are keyed on the family.
 //
 //   rcclx::gpu::arch a = rcclx::gpu::current_arch();   // e.g. arch::gfx942 on MI300X, arch::sm_90 on H100/H200
-//   std::printf("%s\n", rcclx::gpu::to_string(a));
+//   std::printf("%s on %s\n", rcclx::gpu::to_string(a), rcclx::gpu::device_name().c_str());
 #pragma once
 
 #include <cstring>
@@ -100,6 +100,26 @@ inline arch current_arch() {
   return arch_from_compute_capability(major, minor);
 #else
   return arch::host;
+#endif
+}
+
+// The current device's name (host code), e.g. for a report: "NVIDIA H100 80GB HBM3"; the host
+// backend: "host CPU (threads as ranks)".
+inline std::string device_name() {
+#if RCCLX_BACKEND_HIP
+  int d = 0;
+  check(hipGetDevice(&d), "hipGetDevice");
+  hipDeviceProp_t prop;
+  check(hipGetDeviceProperties(&prop, d), "hipGetDeviceProperties");
+  return prop.name;
+#elif RCCLX_BACKEND_CUDA
+  int d = 0;
+  check(cudaGetDevice(&d), "cudaGetDevice");
+  cudaDeviceProp prop;
+  check(cudaGetDeviceProperties(&prop, d), "cudaGetDeviceProperties");
+  return prop.name;
+#else
+  return "host CPU (threads as ranks)";
 #endif
 }
 

@@ -38,7 +38,7 @@
 #include "../kernel/layout.hpp"
 #include "../lpc/select.hpp"
 #include "../lpc/workspace.hpp"
-#include "detail/emulated_collectives.hpp"
+#include "emulated_kernels.hpp"
 #include "emulated_launch_config.hpp"
 #include "emulated_world.hpp"
 #include "launch.hpp"
@@ -291,7 +291,7 @@ class emulated_peers {
 
   template <class Op, algorithm Algo>
   void run_allreduce() {
-    using kernel = detail::emulated_allreduce<Op, Algo, T, MaxRanks>;
+    using kernel = emulated_allreduce<Op, Algo, T, MaxRanks>;
     const int nb = emulated_blocks<kernel>(Algo);
     last_blocks_ = nb;
     out_count_ = count_;
@@ -356,7 +356,7 @@ class emulated_peers {
                                                                  "the symmetric buffer: the input cannot live there "
                                                                  "(input_in_symmetric_buffer)");
         rcclx::kernel::check_schedule<typename Config::schedule>(who, num_ranks_);
-        using kernel = detail::emulated_collective_t<Coll, Algo, Config, Op, T, MaxRanks>;
+        using kernel = emulated_collective_t<Coll, Algo, Config, Op, T, MaxRanks>;
         launch_collective<Coll, Algo, Config, Op>(
             out_count, lpc::num_blocks_for<Config>(Coll, count_, num_ranks_,
                                                    lpc::launch_config{opt_.threads, resident_cap<kernel>()}));
@@ -365,7 +365,7 @@ class emulated_peers {
       static_assert(Coll != lpc::collective::allreduce, "the plain AllReduce is run_allreduce");
     } else {
       const std::size_t elems = Coll == lpc::collective::allgather ? count_ : count_ / static_cast<std::size_t>(num_ranks_);
-      using kernel = detail::emulated_collective_t<Coll, Algo, Config, Op, T, MaxRanks>;
+      using kernel = emulated_collective_t<Coll, Algo, Config, Op, T, MaxRanks>;
       launch_collective<Coll, Algo, Config, Op>(
           out_count, rcclx::kernel::blocks_for_elems<T>(elems, opt_.threads, resident_cap<kernel>()));
     }
@@ -373,7 +373,7 @@ class emulated_peers {
 
   template <lpc::collective Coll, algorithm Algo, class Config, class Op>
   void launch_collective(std::size_t out_count, int wanted_blocks) {
-    using kernel = detail::emulated_collective_t<Coll, Algo, Config, Op, T, MaxRanks>;
+    using kernel = emulated_collective_t<Coll, Algo, Config, Op, T, MaxRanks>;
     const int nb = fit_blocks<kernel>(wanted_blocks);
     last_algorithm_ = Algo;
     last_blocks_ = nb;

@@ -69,7 +69,7 @@ void check_all_modes(const std::vector<float>& inputs) {
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("fp8 traits match the format table of design.md", "[fp8]", formats) {
+TEMPLATE_LIST_TEST_CASE("fp8 traits match the format table of numerics.md", "[fp8]", formats) {
   using T = f8::format_traits<TestType>;
   const auto& t = fp8_ref::table_of<TestType>();
   REQUIRE(t.max_code == T::max_code);

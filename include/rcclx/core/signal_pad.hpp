@@ -6,7 +6,7 @@
 //   const auto L = rcclx::core::pad_layout<8>::of(slots, ll);   // where every region lies
 //
 // A rank's pad (gpu::signal_malloc: uncached on AMD) for S slots (max_blocks) and R = MaxRanks, in
-// this order, every offset from pad_layout::of and nothing else (docs/pad_layout.md):
+// this order, every offset from pad_layout::of and nothing else (docs/design.md):
 //
 //   region        words              owner (core/)        written by              read by
 //   tile_control  [S][4] u32         tile flags           this rank (its blocks)  this rank

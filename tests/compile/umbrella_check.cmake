@@ -1,0 +1,17 @@
+# cmake -DINCLUDE=<include dir> -P umbrella_check.cmake: every public header of the device-side
+# folders (core, dda, fp8, fused, gpu, lpc, mesh; not detail/) is included by rcclx/rcclx.hpp.
+file(READ ${INCLUDE}/rcclx/rcclx.hpp umbrella)
+set(missing)
+foreach(dir core dda fp8 fused gpu lpc mesh)
+  file(GLOB headers RELATIVE ${INCLUDE}/rcclx ${INCLUDE}/rcclx/${dir}/*.hpp)
+  foreach(h IN LISTS headers)
+    string(FIND "${umbrella}" "#include \"${h}\"" at)
+    if(at EQUAL -1)
+      list(APPEND missing ${h})
+    endif()
+  endforeach()
+endforeach()
+if(missing)
+  message(FATAL_ERROR "rcclx/rcclx.hpp (everything public of the device-side library) misses: ${missing}")
+endif()
+message(STATUS "rcclx/rcclx.hpp includes every public device-side header")

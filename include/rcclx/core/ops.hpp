@@ -15,6 +15,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "../gpu/convert.hpp"
 #include "../gpu/memory.hpp"
 #include "types.hpp"
 
@@ -198,60 +199,29 @@ struct value_traits<bf16> {
   }
 };
 
-namespace detail {
-// fp16 <-> fp32: the hardware converters on GPUs (v_cvt_f32_f16 / v_cvt_f16_f32, cvt.f32.f16 /
-// cvt.rn.f16.f32: IEEE round to nearest even, subnormals kept), the bit-exact software path on the
-// host. They agree on every non-NaN value; a NaN stays a NaN (its payload may differ).
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float half_bits_to_float(std::uint16_t h) {
-#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  return f;
-#elif RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
-  _Float16 x;
-  __builtin_memcpy(&x, &h, 2);
-  return static_cast<float>(x);
-#else
-  return fp16::to_float(h);
-#endif
-}
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint16_t float_to_half_bits(float f) {
-#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
-  std::uint16_t h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-  return h;
-#elif RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
-  const _Float16 x = static_cast<_Float16>(f);
-  std::uint16_t h;
-  __builtin_memcpy(&h, &x, 2);
-  return h;
-#else
-  return fp16::from_float(f);
-#endif
-}
-}  // namespace detail
-
+// fp16 <-> fp32: the hardware converters on GPUs, the bit-exact software codec on the host
+// (gpu/convert.hpp). They agree on every non-NaN value; a NaN stays a NaN (its payload may differ).
 template <>
 struct value_traits<fp16> {
   static constexpr bool supported = true;
   using acc_type = float;
   static constexpr int vec_elems = 8;
   static const char* name() { return "fp16"; }
-  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE acc_type load(fp16 x) { return detail::half_bits_to_float(x.bits); }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE acc_type load(fp16 x) { return gpu::half_bits_to_float(x.bits); }
   RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE fp16 store(acc_type a) {
-    return fp16::from_bits(detail::float_to_half_bits(a));
+    return fp16::from_bits(gpu::float_to_half_bits(a));
   }
   RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE void unpack(const gpu::vec16& v, acc_type (&out)[8]) {
     for (int i = 0; i < 4; ++i) {
-      out[2 * i] = detail::half_bits_to_float(static_cast<std::uint16_t>(v.w[i] & 0xFFFFu));
-      out[2 * i + 1] = detail::half_bits_to_float(static_cast<std::uint16_t>(v.w[i] >> 16));
+      out[2 * i] = gpu::half_bits_to_float(static_cast<std::uint16_t>(v.w[i] & 0xFFFFu));
+      out[2 * i + 1] = gpu::half_bits_to_float(static_cast<std::uint16_t>(v.w[i] >> 16));
     }
   }
   RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE gpu::vec16 pack(const acc_type (&in)[8]) {
     gpu::vec16 v;
     for (int i = 0; i < 4; ++i) {
-      v.w[i] = static_cast<std::uint32_t>(detail::float_to_half_bits(in[2 * i])) |
-               (static_cast<std::uint32_t>(detail::float_to_half_bits(in[2 * i + 1])) << 16);
+      v.w[i] = static_cast<std::uint32_t>(gpu::float_to_half_bits(in[2 * i])) |
+               (static_cast<std::uint32_t>(gpu::float_to_half_bits(in[2 * i + 1])) << 16);
     }
     return v;
   }

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "../gpu/convert.hpp"
 #include "../gpu/memory.hpp"
 #include "types.hpp"
 
@@ -137,124 +138,100 @@ struct value_traits {
   static constexpr bool supported = false;  // not an rcclx reduction type
 };
 
-template <>
-struct value_traits<float> {
+namespace detail {
+// A 32-bit type accumulated as itself: each word of a vector is one element, Word converts it.
+template <class T, class Word>
+struct word_traits {
   static constexpr bool supported = true;
-  using acc_type = float;
+  using acc_type = T;
   static constexpr int vec_elems = 4;
-  static const char* name() { return "float"; }
-  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE acc_type load(float x) { return x; }
-  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE float store(acc_type a) { return a; }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE acc_type load(T x) { return x; }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE T store(acc_type a) { return a; }
   RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE void unpack(const gpu::vec16& v, acc_type (&out)[4]) {
-    for (int i = 0; i < 4; ++i) out[i] = rcclx::detail::bits_float(v.w[i]);
+    for (int i = 0; i < 4; ++i) out[i] = Word::from_word(v.w[i]);
   }
   RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE gpu::vec16 pack(const acc_type (&in)[4]) {
     gpu::vec16 v;
-    for (int i = 0; i < 4; ++i) v.w[i] = rcclx::detail::float_bits(in[i]);
+    for (int i = 0; i < 4; ++i) v.w[i] = Word::to_word(in[i]);
     return v;
   }
 };
 
-template <>
-struct value_traits<std::int32_t> {
-  static constexpr bool supported = true;
-  using acc_type = std::int32_t;
-  static constexpr int vec_elems = 4;
-  static const char* name() { return "int32"; }
-  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE acc_type load(std::int32_t x) { return x; }
-  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE std::int32_t store(acc_type a) { return a; }
-  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE void unpack(const gpu::vec16& v, acc_type (&out)[4]) {
-    for (int i = 0; i < 4; ++i) out[i] = static_cast<std::int32_t>(v.w[i]);
-  }
-  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE gpu::vec16 pack(const acc_type (&in)[4]) {
-    gpu::vec16 v;
-    for (int i = 0; i < 4; ++i) v.w[i] = static_cast<std::uint32_t>(in[i]);
-    return v;
-  }
+struct float_word {
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE float from_word(std::uint32_t w) { return rcclx::detail::bits_float(w); }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE std::uint32_t to_word(float x) { return rcclx::detail::float_bits(x); }
+};
+struct int32_word {
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE std::int32_t from_word(std::uint32_t w) { return static_cast<std::int32_t>(w); }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE std::uint32_t to_word(std::int32_t x) { return static_cast<std::uint32_t>(x); }
 };
 
-template <>
-struct value_traits<bf16> {
+// A 16-bit float accumulated in fp32: two elements per word, the lower one in the low half. Half
+// widens an element or the low or high half of a word, and narrows a float to an element or bits.
+template <class T, class Half>
+struct half_traits {
   static constexpr bool supported = true;
   using acc_type = float;
   static constexpr int vec_elems = 8;
-  static const char* name() { return "bf16"; }
-  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE acc_type load(bf16 x) { return static_cast<float>(x); }
-  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE bf16 store(acc_type a) { return bf16(a); }
-  // A bf16 is the top half of a float: widening is a shift (low element) or a mask (high one).
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE acc_type load(T x) { return Half::load(x); }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE T store(acc_type a) { return Half::store(a); }
   RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE void unpack(const gpu::vec16& v, acc_type (&out)[8]) {
     for (int i = 0; i < 4; ++i) {
-      out[2 * i] = rcclx::detail::bits_float(v.w[i] << 16);
-      out[2 * i + 1] = rcclx::detail::bits_float(v.w[i] & 0xFFFF0000u);
+      out[2 * i] = Half::low(v.w[i]);
+      out[2 * i + 1] = Half::high(v.w[i]);
     }
   }
   RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE gpu::vec16 pack(const acc_type (&in)[8]) {
     gpu::vec16 v;
     for (int i = 0; i < 4; ++i) {
-      v.w[i] = static_cast<std::uint32_t>(bf16::from_float(in[2 * i])) |
-               (static_cast<std::uint32_t>(bf16::from_float(in[2 * i + 1])) << 16);
+      v.w[i] = static_cast<std::uint32_t>(Half::narrow(in[2 * i])) |
+               (static_cast<std::uint32_t>(Half::narrow(in[2 * i + 1])) << 16);
     }
     return v;
   }
 };
 
-namespace detail {
-// fp16 <-> fp32: the hardware converters on GPUs (v_cvt_f32_f16 / v_cvt_f16_f32, cvt.f32.f16 /
-// cvt.rn.f16.f32: IEEE round to nearest even, subnormals kept), the bit-exact software path on the
-// host. They agree on every non-NaN value; a NaN stays a NaN (its payload may differ).
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float half_bits_to_float(std::uint16_t h) {
-#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-  return f;
-#elif RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
-  _Float16 x;
-  __builtin_memcpy(&x, &h, 2);
-  return static_cast<float>(x);
-#else
-  return fp16::to_float(h);
-#endif
-}
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint16_t float_to_half_bits(float f) {
-#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
-  std::uint16_t h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-  return h;
-#elif RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
-  const _Float16 x = static_cast<_Float16>(f);
-  std::uint16_t h;
-  __builtin_memcpy(&h, &x, 2);
-  return h;
-#else
-  return fp16::from_float(f);
-#endif
-}
+// A bf16 is the top half of a float: widening is a shift (low half) or a mask (high half).
+struct bf16_half {
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE float load(bf16 x) { return static_cast<float>(x); }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE bf16 store(float a) { return bf16(a); }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE float low(std::uint32_t w) { return rcclx::detail::bits_float(w << 16); }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE float high(std::uint32_t w) {
+    return rcclx::detail::bits_float(w & 0xFFFF0000u);
+  }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE std::uint16_t narrow(float a) { return bf16::from_float(a); }
+};
+
+// fp16 <-> fp32: the hardware converters on GPUs, the bit-exact software codec on the host
+// (gpu/convert.hpp). They agree on every non-NaN value; a NaN stays a NaN (its payload may differ).
+struct fp16_half {
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE float load(fp16 x) { return gpu::half_bits_to_float(x.bits); }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE fp16 store(float a) { return fp16::from_bits(gpu::float_to_half_bits(a)); }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE float low(std::uint32_t w) {
+    return gpu::half_bits_to_float(static_cast<std::uint16_t>(w & 0xFFFFu));
+  }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE float high(std::uint32_t w) {
+    return gpu::half_bits_to_float(static_cast<std::uint16_t>(w >> 16));
+  }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE std::uint16_t narrow(float a) { return gpu::float_to_half_bits(a); }
+};
 }  // namespace detail
 
 template <>
-struct value_traits<fp16> {
-  static constexpr bool supported = true;
-  using acc_type = float;
-  static constexpr int vec_elems = 8;
+struct value_traits<float> : detail::word_traits<float, detail::float_word> {
+  static const char* name() { return "float"; }
+};
+template <>
+struct value_traits<std::int32_t> : detail::word_traits<std::int32_t, detail::int32_word> {
+  static const char* name() { return "int32"; }
+};
+template <>
+struct value_traits<bf16> : detail::half_traits<bf16, detail::bf16_half> {
+  static const char* name() { return "bf16"; }
+};
+template <>
+struct value_traits<fp16> : detail::half_traits<fp16, detail::fp16_half> {
   static const char* name() { return "fp16"; }
-  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE acc_type load(fp16 x) { return detail::half_bits_to_float(x.bits); }
-  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE fp16 store(acc_type a) {
-    return fp16::from_bits(detail::float_to_half_bits(a));
-  }
-  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE void unpack(const gpu::vec16& v, acc_type (&out)[8]) {
-    for (int i = 0; i < 4; ++i) {
-      out[2 * i] = detail::half_bits_to_float(static_cast<std::uint16_t>(v.w[i] & 0xFFFFu));
-      out[2 * i + 1] = detail::half_bits_to_float(static_cast<std::uint16_t>(v.w[i] >> 16));
-    }
-  }
-  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE gpu::vec16 pack(const acc_type (&in)[8]) {
-    gpu::vec16 v;
-    for (int i = 0; i < 4; ++i) {
-      v.w[i] = static_cast<std::uint32_t>(detail::float_to_half_bits(in[2 * i])) |
-               (static_cast<std::uint32_t>(detail::float_to_half_bits(in[2 * i + 1])) << 16);
-    }
-    return v;
-  }
 };
 
 // True for the element types rcclx collectives reduce: float, rcclx::bf16, rcclx::fp16, int32_t.

@@ -33,7 +33,7 @@
 #include <type_traits>
 
 #include "../core/types.hpp"
-#include "../gpu/vendor.hpp"
+#include "../gpu/warp.hpp"
 #include "block_layout.hpp"
 #include "packed.hpp"
 
@@ -42,20 +42,8 @@ namespace fp8 {
 
 namespace detail {
 
-template <int Mask>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t lane_xor(std::uint32_t v) {
-#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
-  return __shfl_xor_sync(0xFFFFFFFFu, v, Mask);
-#elif RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
-  // BitMode swizzle within 32 lanes: lane' = lane ^ Mask (and_mask 0x1F, or_mask 0). No LDS
-  // allocation and no address computation, unlike __shfl_xor's ds_bpermute.
-  return static_cast<std::uint32_t>(__builtin_amdgcn_ds_swizzle(static_cast<int>(v), (Mask << 10) | 0x1F));
-#else
-  return v;  // host pass: never executed with more than one lane
-#endif
-}
-
-// Max of v over `Lanes` consecutive aligned lanes (butterfly: every lane gets the result).
+// Max of v over `Lanes` consecutive aligned lanes (butterfly: every lane gets the result). The
+// masks are known at compile time: a ds_swizzle per step on AMD, not a ds_bpermute.
 template <int Lanes>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t lane_group_max(std::uint32_t v) {
   static_assert(Lanes >= 1 && Lanes <= 32 && (Lanes & (Lanes - 1)) == 0,
@@ -64,7 +52,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t lane_group_max(std::uint32_t v
   static_assert(Lanes == 1, "rcclx::fp8: on the host backend a thread must own its whole block (N == BlockSize)");
 #endif
   if constexpr (Lanes > 1) {
-    const std::uint32_t o = lane_xor<Lanes / 2>(v);
+    const std::uint32_t o = gpu::shuffle_xor<Lanes / 2>(v);
     return lane_group_max<Lanes / 2>(o > v ? o : v);
   } else {
     return v;

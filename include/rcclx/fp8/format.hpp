@@ -70,65 +70,69 @@ struct format_traits {
 };
 
 namespace detail {
-// Shared shape of a sign / exponent / mantissa byte. Codes 0x00..max_code are the non-negative
-// finite values in increasing order; code | 0x80 is the negated value (except fnuz 0x80 = NaN).
-template <int ExponentBits, int MantissaBits, int Bias, bool Fnuz, std::uint8_t MaxCode>
+// What a format does with the codes past its largest finite one.
+enum class specials {
+  ieee,  // e5m2: +-Inf at max_code + 1, NaNs above it, -0 exists
+  fn,    // e4m3 ("finite"): no Inf, S.1111.111 is NaN, -0 exists
+  fnuz,  // finite, unsigned zero: 0x80 is the only NaN, no -0
+};
+
+// 2^e, exact (constexpr: C++17 has no constexpr ldexp).
+constexpr float exp2i(int e) {
+  float r = 1.0f;
+  for (; e > 0; --e) r *= 2.0f;
+  for (; e < 0; ++e) r *= 0.5f;
+  return r;
+}
+
+// A sign / exponent / mantissa byte, every trait derived from its shape. Codes 0x00..max_code are
+// the non-negative finite values in increasing order; code | 0x80 is the negated value (except
+// fnuz 0x80 = NaN).
+template <int ExponentBits, int MantissaBits, int Bias, specials Specials, std::uint8_t MaxCode>
 struct format_shape {
   static constexpr int exponent_bits = ExponentBits;
   static constexpr int mantissa_bits = MantissaBits;
   static constexpr int bias = Bias;
-  static constexpr bool is_fnuz = Fnuz;                // finite, NaN = 0x80, unsigned zero
-  static constexpr bool has_negative_zero = !Fnuz;     // 0x80 is -0 in OCP formats
-  static constexpr std::uint8_t max_code = MaxCode;    // largest finite positive code
+  static constexpr bool is_fnuz = Specials == specials::fnuz;  // finite, NaN = 0x80, unsigned zero
+  static constexpr bool has_negative_zero = !is_fnuz;          // 0x80 is -0 in OCP formats
+  static constexpr bool has_inf = Specials == specials::ieee;
+  static constexpr std::uint8_t max_code = MaxCode;            // largest finite positive code
+  // The canonical NaN (e4m3 0xFF, e5m2 0x7D..0x7F and 0xFD..0xFF are NaN too).
+  static constexpr std::uint8_t nan_code = is_fnuz ? 0x80 : 0x7F;
+  // +Inf (0x80 | inf_code is -Inf); without Inf, propagate mode writes this NaN instead.
+  static constexpr std::uint8_t inf_code = has_inf ? MaxCode + 1 : nan_code;
   // Exponents of the normal range: min_normal = 2^min_exponent, max_finite < 2^(max_exponent+1).
   static constexpr int min_exponent = 1 - Bias;
   static constexpr int max_exponent = (MaxCode >> MantissaBits) - Bias;
+  static constexpr float max_finite =
+      exp2i(max_exponent) * (1.0f + float(MaxCode & ((1 << MantissaBits) - 1)) / float(1 << MantissaBits));
+  static constexpr float min_normal = exp2i(min_exponent);
+  static constexpr float min_subnormal = exp2i(min_exponent - MantissaBits);
+  // PyTorch's spelling without "float8_" (FP8 has these two shapes only).
+  static constexpr const char* name = ExponentBits == 4 ? (is_fnuz ? "e4m3_fnuz" : "e4m3") : (is_fnuz ? "e5m2_fnuz" : "e5m2");
 };
 }  // namespace detail
 
-template <>
-struct format_traits<e4m3> : detail::format_shape<4, 3, 7, false, 0x7E> {
-  static constexpr const char* name = "e4m3";
-  static constexpr bool has_inf = false;
-  static constexpr std::uint8_t nan_code = 0x7F;  // canonical (0xFF is NaN too)
-  static constexpr std::uint8_t inf_code = 0x7F;  // no Inf: propagate mode writes NaN instead
-  static constexpr float max_finite = 448.0f;
-  static constexpr float min_normal = 0x1p-6f;
-  static constexpr float min_subnormal = 0x1p-9f;
-};
+// The four formats: exponent bits, mantissa bits, bias, special codes, largest finite code.
+template <> struct format_traits<e4m3> : detail::format_shape<4, 3, 7, detail::specials::fn, 0x7E> {};
+template <> struct format_traits<e5m2> : detail::format_shape<5, 2, 15, detail::specials::ieee, 0x7B> {};
+template <> struct format_traits<e4m3_fnuz> : detail::format_shape<4, 3, 8, detail::specials::fnuz, 0x7F> {};
+template <> struct format_traits<e5m2_fnuz> : detail::format_shape<5, 2, 16, detail::specials::fnuz, 0x7F> {};
 
-template <>
-struct format_traits<e5m2> : detail::format_shape<5, 2, 15, false, 0x7B> {
-  static constexpr const char* name = "e5m2";
-  static constexpr bool has_inf = true;
-  static constexpr std::uint8_t nan_code = 0x7F;  // canonical (0x7D..0x7F, 0xFD..0xFF are NaN)
-  static constexpr std::uint8_t inf_code = 0x7C;  // +Inf; 0xFC is -Inf
-  static constexpr float max_finite = 57344.0f;
-  static constexpr float min_normal = 0x1p-14f;
-  static constexpr float min_subnormal = 0x1p-16f;
-};
-
-template <>
-struct format_traits<e4m3_fnuz> : detail::format_shape<4, 3, 8, true, 0x7F> {
-  static constexpr const char* name = "e4m3_fnuz";
-  static constexpr bool has_inf = false;
-  static constexpr std::uint8_t nan_code = 0x80;  // the only NaN
-  static constexpr std::uint8_t inf_code = 0x80;  // no Inf: propagate mode writes NaN instead
-  static constexpr float max_finite = 240.0f;
-  static constexpr float min_normal = 0x1p-7f;
-  static constexpr float min_subnormal = 0x1p-10f;
-};
-
-template <>
-struct format_traits<e5m2_fnuz> : detail::format_shape<5, 2, 16, true, 0x7F> {
-  static constexpr const char* name = "e5m2_fnuz";
-  static constexpr bool has_inf = false;
-  static constexpr std::uint8_t nan_code = 0x80;
-  static constexpr std::uint8_t inf_code = 0x80;
-  static constexpr float max_finite = 57344.0f;
-  static constexpr float min_normal = 0x1p-15f;
-  static constexpr float min_subnormal = 0x1p-17f;
-};
+// The shapes above against the formats' published values (a typo in a shape fails here).
+namespace detail {
+template <class Format>
+constexpr bool traits_are(float max_finite, float min_normal, float min_subnormal, int nan_code, int inf_code) {
+  using T = format_traits<Format>;
+  return T::max_finite == max_finite && T::min_normal == min_normal && T::min_subnormal == min_subnormal &&
+         T::nan_code == nan_code && T::inf_code == inf_code;
+}
+static_assert(traits_are<e4m3>(448.0f, 0x1p-6f, 0x1p-9f, 0x7F, 0x7F) &&
+                  traits_are<e5m2>(57344.0f, 0x1p-14f, 0x1p-16f, 0x7F, 0x7C) &&
+                  traits_are<e4m3_fnuz>(240.0f, 0x1p-7f, 0x1p-10f, 0x80, 0x80) &&
+                  traits_are<e5m2_fnuz>(57344.0f, 0x1p-15f, 0x1p-17f, 0x80, 0x80),
+              "fp8 format traits inconsistent");
+}  // namespace detail
 
 template <class Format>
 inline constexpr bool is_format_v = std::is_same<Format, e4m3>::value || std::is_same<Format, e5m2>::value ||
@@ -158,26 +162,6 @@ RCCLX_HOST_DEVICE constexpr bool is_inf_code(std::uint8_t c) {
     return false;
   }
 }
-
-// Sanity of the tables above, derived from the shape (a typo in a constant fails here).
-namespace detail {
-template <class Format>
-constexpr bool traits_consistent() {
-  using T = format_traits<Format>;
-  constexpr int m = T::mantissa_bits;
-  constexpr int max_mant = T::max_code & ((1 << m) - 1);
-  constexpr double max_value = double((1 << m) + max_mant) / double(1 << m) *
-                               (T::max_exponent >= 0 ? double(1ull << T::max_exponent)
-                                                     : 1.0 / double(1ull << -T::max_exponent));
-  return max_value == double(T::max_finite) &&
-         double(T::min_normal) * double(1ull << (T::max_exponent - T::min_exponent)) ==
-             double(1ull << T::max_exponent) &&
-         double(T::min_subnormal) * double(1 << m) == double(T::min_normal);
-}
-static_assert(traits_consistent<e4m3>() && traits_consistent<e5m2>() && traits_consistent<e4m3_fnuz>() &&
-                  traits_consistent<e5m2_fnuz>(),
-              "fp8 format traits inconsistent");
-}  // namespace detail
 
 }  // namespace fp8
 RCCLX_NAMESPACE_END

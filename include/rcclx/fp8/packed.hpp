@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "../core/types.hpp"
+#include "../gpu/convert.hpp"
 #include "../gpu/memory.hpp"
 #include "fp8.hpp"
 
@@ -131,24 +132,23 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T from_float(float x) {
 }
 
 // N floats -> N/2 words of bf16 pairs (element 2i in the low half of w[i]): round to nearest even,
-// NaN -> quiet NaN with its sign, as bf16(float). NVIDIA sm_80+ rounds two values per
-// cvt.rn.bf16x2.f32 (the same bits for every non-NaN input, subnormals and overflow included);
-// a fragment holding a NaN takes the software path for the whole fragment (one test per pair,
-// one branch per fragment), since the instruction writes the canonical NaN 0x7FFF.
+// NaN -> quiet NaN with its sign, as bf16(float). Where a pass rounds two values per instruction
+// (gpu::has_bf16x2_cvt: the same bits for every non-NaN input, subnormals and overflow included),
+// a fragment holding a NaN takes the software path for the whole fragment (one test per pair, one
+// branch per fragment), since the instruction writes the canonical NaN 0x7FFF.
 template <int N>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void floats_to_bf16_pairs(const float (&y)[N], std::uint32_t (&w)[N / 2]) {
   static_assert(N % 2 == 0, "floats_to_bf16_pairs: an even number of values");
-#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE && RCCLX_CUDA_ARCH >= 800
-  bool no_nan = true;
-  RCCLX_DETAIL_FP8_UNROLL
-  for (int i = 0; i < N; ++i) no_nan &= y[i] == y[i];
-  if (no_nan) {
+  if constexpr (gpu::has_bf16x2_cvt) {
+    bool no_nan = true;
     RCCLX_DETAIL_FP8_UNROLL
-    for (int i = 0; i < N / 2; ++i)  // the first source goes to the upper half
-      asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[i]) : "f"(y[2 * i + 1]), "f"(y[2 * i]));
-    return;
+    for (int i = 0; i < N; ++i) no_nan &= y[i] == y[i];
+    if (no_nan) {
+      RCCLX_DETAIL_FP8_UNROLL
+      for (int i = 0; i < N / 2; ++i) w[i] = gpu::float2_to_bf16x2(y[2 * i], y[2 * i + 1]);
+      return;
+    }
   }
-#endif
   RCCLX_DETAIL_FP8_UNROLL
   for (int i = 0; i < N / 2; ++i)
     w[i] = static_cast<std::uint32_t>(bf16::from_float(y[2 * i])) |

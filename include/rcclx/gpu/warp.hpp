@@ -4,6 +4,7 @@
 //   const unsigned lane = rcclx::gpu::thread_x() % RCCLX_WARP_SIZE;
 //   const float w = rcclx::gpu::shuffle(x, 0);               // lane 0's x, in every lane
 //   const float o = rcclx::gpu::shuffle_xor(x, 1);           // the neighbour's x
+//   const std::uint32_t m = rcclx::gpu::shuffle_xor<2>(bits); // a mask known at compile time
 //   if (rcclx::gpu::warp_any(failed)) ...                    // did any lane of the warp fail?
 //
 // Every lane of the warp calls a shuffle or the vote (all lanes active: the full mask on CUDA). On
@@ -57,6 +58,25 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T shuffle_xor(T x, int) {
 }
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool warp_any(bool v) { return v; }
 #endif
+
+// shuffle_xor<Mask>(x): shuffle_xor(x, Mask) with the mask known at compile time and below 32 (so
+// lane ^ Mask stays within the lane's aligned group of 32). On AMD it is a ds_swizzle in bit mode
+// (and_mask 0x1F, xor_mask Mask): no address computation and no LDS allocation, unlike the
+// ds_bpermute of a mask known only at run time. x is 4 bytes on AMD.
+template <int Mask, class T>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T shuffle_xor(T x) {
+  static_assert(Mask > 0 && Mask < 32, "rcclx::gpu::shuffle_xor<Mask>: Mask must be in [1, 31]");
+#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_HIP
+  static_assert(sizeof(T) == 4, "rcclx::gpu::shuffle_xor<Mask>: a 4-byte value (ds_swizzle moves one dword)");
+  int v;
+  __builtin_memcpy(&v, &x, 4);
+  v = __builtin_amdgcn_ds_swizzle(v, (Mask << 10) | 0x1F);
+  __builtin_memcpy(&x, &v, 4);
+  return x;
+#else
+  return shuffle_xor(x, Mask);
+#endif
+}
 
 }  // namespace gpu
 RCCLX_NAMESPACE_END

@@ -5,10 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
-#include "../../gpu/memory.hpp"
+#include "../../gpu/streaming.hpp"
 #include "../block_scale.hpp"
 #include "../bulk_tuning.hpp"
 
@@ -17,90 +16,22 @@ namespace fp8 {
 namespace detail {
 
 // ---- memory accesses with the tuning's hints (Words 32-bit words at p, aligned to their size) ----
+// Streaming wins over no-L1 where a tuning sets both; AMD has no no-L1 load (a plain one there).
 template <int Flags, int Words>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_words(const void* p, std::uint32_t (&w)[Words]) {
-  static_assert(Words == 1 || Words == 2 || Words == 4, "load_words: 4, 8 or 16 bytes");
-#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
-  if constexpr (Flags & bulk_load_streaming) {
-    if constexpr (Words == 4) {
-      asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(p));
-    } else if constexpr (Words == 2) {
-      asm volatile("ld.global.cs.v2.u32 {%0,%1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
-    } else {
-      asm volatile("ld.global.cs.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
-    }
-    return;
-  } else if constexpr (Flags & bulk_load_no_l1) {
-    if constexpr (Words == 4) {
-      asm volatile("ld.global.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                   : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3]) : "l"(p));
-    } else if constexpr (Words == 2) {
-      asm volatile("ld.global.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
-    } else {
-      asm volatile("ld.global.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
-    }
-    return;
-  }
-#elif RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
   if constexpr ((Flags & bulk_load_streaming) != 0) {
-    RCCLX_DETAIL_FP8_UNROLL
-    for (int i = 0; i < Words; ++i) w[i] = __builtin_nontemporal_load(static_cast<const std::uint32_t*>(p) + i);
-    return;
-  }
-#endif
-#if RCCLX_DEVICE_COMPILE
-  if constexpr (Words == 4) {
-    const gpu::vec16 v = gpu::load16(p);  // ld.global.v4 (never the read-only path)
-    RCCLX_DETAIL_FP8_UNROLL
-    for (int i = 0; i < 4; ++i) w[i] = v.w[i];
-  } else if constexpr (Words == 2) {
-    const std::uint64_t v = *static_cast<const std::uint64_t*>(p);
-    w[0] = static_cast<std::uint32_t>(v);
-    w[1] = static_cast<std::uint32_t>(v >> 32);
+    gpu::load_words<gpu::cache_hint::streaming>(p, w);
+  } else if constexpr ((Flags & bulk_load_no_l1) != 0) {
+    gpu::load_words_no_l1(p, w);
   } else {
-    w[0] = *static_cast<const std::uint32_t*>(p);
+    gpu::load_words<gpu::cache_hint::normal>(p, w);
   }
-#else
-  std::memcpy(w, p, 4 * Words);
-#endif
 }
 
 template <int Flags, int Words>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_words(void* p, const std::uint32_t (&w)[Words]) {
-  static_assert(Words == 1 || Words == 2 || Words == 4, "store_words: 4, 8 or 16 bytes");
-#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
-  if constexpr (Flags & bulk_store_streaming) {
-    if constexpr (Words == 4) {
-      asm volatile("st.global.cs.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
-                   : "memory");
-    } else if constexpr (Words == 2) {
-      asm volatile("st.global.cs.v2.u32 [%0], {%1,%2};" ::"l"(p), "r"(w[0]), "r"(w[1]) : "memory");
-    } else {
-      asm volatile("st.global.cs.u32 [%0], %1;" ::"l"(p), "r"(w[0]) : "memory");
-    }
-    return;
-  }
-#elif RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
-  if constexpr ((Flags & bulk_store_streaming) != 0) {
-    RCCLX_DETAIL_FP8_UNROLL
-    for (int i = 0; i < Words; ++i) __builtin_nontemporal_store(w[i], static_cast<std::uint32_t*>(p) + i);
-    return;
-  }
-#endif
-#if RCCLX_DEVICE_COMPILE
-  if constexpr (Words == 4) {
-    gpu::vec16 v;
-    RCCLX_DETAIL_FP8_UNROLL
-    for (int i = 0; i < 4; ++i) v.w[i] = w[i];
-    gpu::store16(p, v);
-  } else if constexpr (Words == 2) {
-    *static_cast<std::uint64_t*>(p) = static_cast<std::uint64_t>(w[0]) | (static_cast<std::uint64_t>(w[1]) << 32);
-  } else {
-    *static_cast<std::uint32_t*>(p) = w[0];
-  }
-#else
-  std::memcpy(p, w, 4 * Words);
-#endif
+  constexpr auto hint = (Flags & bulk_store_streaming) != 0 ? gpu::cache_hint::streaming : gpu::cache_hint::normal;
+  gpu::store_words<hint>(p, w);
 }
 
 // A whole fragment of E elements at p (16-byte aligned on GPUs).

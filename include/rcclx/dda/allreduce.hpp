@@ -150,23 +150,6 @@ inline void allreduce(const Table& table, const T* input, T* output, std::size_t
   });
 }
 
-// Former spellings, for code outside dda/ that still uses them (host/communicator.hpp): the
-// emulated shape with `threads` (checked), the call checks, the overlap test.
-inline launch_config with_threads(const char* who, int threads) {
-  check_threads(who, threads);
-  launch_config cfg = default_launch_config();
-#if RCCLX_BACKEND_GPU
-  if (threads > 0) cfg.threads = threads;
-#endif
-  return cfg;
-}
-template <class T>
-inline void validate_call(const char* who, int num_ranks, int max_ranks_of_table, const void* input,
-                          const void* output, std::size_t count, reduce_op op, algorithm algo, int num_blocks) {
-  check_allreduce_call<T>(who, num_ranks, max_ranks_of_table, input, output, count, op, algo, num_blocks);
-}
-using kernel::overlaps;
-
 }  // namespace detail
 
 // The device-side AllReduce with the algorithm chosen at compile time, for your kernels:

@@ -69,26 +69,6 @@ inline void launch_one_shot(const char* fn, const Table& table, const T* input, 
   else run(core::op_sum{});
 }
 
-// Former spellings of the call checks, for code outside dda/ that still uses them
-// (host/detail/one_shot.hpp): kernel::check_call with the collective's io_kind (and its op).
-template <kernel::io_kind Kind>
-struct former_call_check {
-  template <class T>
-  void operator()(const std::string& who, int n, int max_ranks, const T* input, T* output, std::size_t count,
-                  int num_blocks) const {
-    kernel::check_call<T>(who, Kind, n, max_ranks, input, output, count, num_blocks);
-  }
-  template <class T>
-  void operator()(const std::string& who, int n, int max_ranks, const T* input, T* output, std::size_t count,
-                  reduce_op op, int num_blocks) const {
-    kernel::check_op(who, op);
-    (*this)(who, n, max_ranks, input, output, count, num_blocks);
-  }
-};
-inline constexpr former_call_check<kernel::io_kind::gather> validate_allgather{};
-inline constexpr former_call_check<kernel::io_kind::exchange> validate_alltoall{};
-inline constexpr former_call_check<kernel::io_kind::scatter> validate_reduce_scatter{};
-
 }  // namespace detail
 }  // namespace dda
 RCCLX_NAMESPACE_END

@@ -54,14 +54,6 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_owned(const kernel::layout<T>& l
   reduce_owned<ReduceOp>(l, tid, r, kernel::peer_ptrs<T, MaxRanks>(t), true, out, out2);
 }
 
-// Former spellings of the kernel layer's names, for code outside dda/ that still uses them
-// (bench/, fused/tile_allreduce.hpp); the library itself uses rcclx::kernel.
-using kernel::blocks_for_elems;
-using kernel::layout;
-using kernel::peer_ptrs;
-using kernel::reduce_vec;
-using kernel::tile_range;
-
 }  // namespace detail
 }  // namespace dda
 RCCLX_NAMESPACE_END

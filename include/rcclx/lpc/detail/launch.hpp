@@ -40,10 +40,6 @@ RCCLX_HOST_DEVICE constexpr launch_config default_launch_config(collective c,
   return {a.threads, a.tree_max_blocks};
 }
 
-// The emulated-ranks shape under its former name ({512, 32}): testing::emulated_lpc_launch_config()
-// is its home. Not the library's default; kept while code outside the library still spells it so.
-RCCLX_HOST_DEVICE constexpr launch_config default_launch_config() { return default_launch_config(collective::alltoall); }
-
 // Blocks per rank of a call: one tile (threads units of 16 elements; a block's worth on the host) of
 // the largest chunk per block up to the cap, then as few blocks as keep the tiles per block equal.
 // A pure function of its arguments, so every rank launches the same grid.
@@ -107,14 +103,6 @@ inline void launch(const char* fn, const Table& table, const T* input, T* output
   };
   if constexpr (reduces) core::with_op(op, run);
   else run(core::op_sum{});
-}
-
-// Former spellings, for code outside lpc/ that still uses them (host/communicator.hpp).
-inline void validate_op(const std::string& who, reduce_op op) { kernel::check_op(who, op); }
-template <class T>
-inline void validate_call(const std::string& who, collective c, int n, int max_ranks, const T* input, T* output,
-                          std::size_t count, int num_blocks) {
-  kernel::check_call<T>(who, io_of(c), n, max_ranks, input, output, count, num_blocks);
 }
 
 }  // namespace detail

@@ -106,17 +106,11 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool run_block(const Group& g, const core::p
   else return tree_allreduce<ReduceOp>(g, t, in, out, count, block, num_blocks);
 }
 
-template <class ReduceOp, algorithm Algo>
-struct allreduce_fn {
-  template <class... A>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return run_block<ReduceOp, Algo>(a...); }
-};
-
 // The kernels' body; flat calls that run the LL one-shot need no symmetric buffer (kernel/launch.hpp
 // checks a table in device memory with this).
-template <class ReduceOp, algorithm Algo, class T>
-struct allreduce_body : kernel::io_body<allreduce_fn<ReduceOp, Algo>, T> {
-  template <int MaxRanks>
+template <class ReduceOp, algorithm Algo, class T, int MaxRanks>
+struct allreduce_body
+    : kernel::io_body<kernel::device_fn<&run_block<ReduceOp, Algo, T, MaxRanks, kernel::launch_group>>, T> {
   RCCLX_HOST_DEVICE std::size_t buffer_bytes(const core::signal_pads<MaxRanks>& s, int threads, int blocks) const {
     const bool ll = Algo == algorithm::flat && flat_uses_ll<T>(s, this->count, threads, blocks);
     return ll ? 0 : this->count * sizeof(T);
@@ -140,8 +134,8 @@ inline void allreduce(const Table& table, const T* input, T* output, std::size_t
   if (count == 0) return;
   const kernel::table_need need{n, count * sizeof(T)};
   core::with_op(op, [&](auto op_tag) {
-    using flat_body = allreduce_body<decltype(op_tag), algorithm::flat, T>;
-    using tree_body = allreduce_body<decltype(op_tag), algorithm::tree, T>;
+    using flat_body = allreduce_body<decltype(op_tag), algorithm::flat, T, MaxRanks>;
+    using tree_body = allreduce_body<decltype(op_tag), algorithm::tree, T, MaxRanks>;
     // Both algorithms' kernels loaded before the first launch of either (kernel/launch.hpp).
     if (a == algorithm::flat)
       kernel::launch(who, table, need, shape, flat_body{{input, output, count}}, stream, kernel::also_preload<tree_body>{});

@@ -79,6 +79,13 @@ struct device_table {
 template <class... Bodies>
 struct also_preload {};
 
+// A constant a body (or functor) may declare, Get<Body> (an integral_constant of it), where Body
+// declares it, else Default: how the launchers read a body's launch bounds.
+template <template <class> class Get, class Body, auto Default, class = void>
+struct declared_or : std::integral_constant<decltype(Default), Default> {};
+template <template <class> class Get, class Body, auto Default>
+struct declared_or<Get, Body, Default, std::void_t<Get<Body>>> : Get<Body> {};
+
 namespace detail {
 // The element type and rank bound of a launcher's table form.
 template <class Table>
@@ -96,20 +103,20 @@ struct table_form<device_table<T, MaxRanks>> {
   static constexpr bool in_device_memory = true;
 };
 
-template <class Body, class = void>
-struct max_threads_of : std::integral_constant<int, default_max_threads> {};
 template <class Body>
-struct max_threads_of<Body, std::void_t<decltype(Body::max_threads)>> : std::integral_constant<int, Body::max_threads> {};
+using declared_max_threads = std::integral_constant<int, Body::max_threads>;
+template <class Body>
+using max_threads_of = declared_or<declared_max_threads, Body, default_max_threads>;
 // Body::min_blocks > 0 (CUDA): __launch_bounds__(max_threads, min_blocks).
-template <class Body, class = void>
-struct min_blocks_of : std::integral_constant<int, 0> {};
 template <class Body>
-struct min_blocks_of<Body, std::void_t<decltype(Body::min_blocks)>> : std::integral_constant<int, Body::min_blocks> {};
+using declared_min_blocks = std::integral_constant<int, Body::min_blocks>;
+template <class Body>
+using min_blocks_of = declared_or<declared_min_blocks, Body, 0>;
 // Body::bounded == false: no __launch_bounds__ at all (the compiler's own register heuristics).
-template <class Body, class = void>
-struct bounded_of : std::true_type {};
 template <class Body>
-struct bounded_of<Body, std::void_t<decltype(Body::bounded)>> : std::integral_constant<bool, Body::bounded> {};
+using declared_bounded = std::integral_constant<bool, Body::bounded>;
+template <class Body>
+using bounded_of = declared_or<declared_bounded, Body, true>;
 // Does the body say how many symmetric buffer bytes it needs of given pads and grid?
 template <class Body, class Signals, class = void>
 struct has_buffer_bytes : std::false_type {};

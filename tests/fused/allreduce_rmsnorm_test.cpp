@@ -185,7 +185,7 @@ results run_unfused(bench_world<T, F>& w, const problem<T>& p) {
     b.in[r] = w.x[r];
     b.out[r] = w.sum[r];
   }
-  const int threads = rcclx::dda::default_launch_config().threads;
+  const int threads = rt::emulated_launch_config().threads;
   int nb = rcclx::dda::num_blocks_for<T>(count, algorithm::flat, w.n);
   nb = std::max(1, std::min({nb, barrier_blocks, rt::max_blocks_per_rank<ar>(w.n, threads)}));
   rt::launch_emulated(w.n, nb, threads, ar{w.world.template device_tables<T>(), b, count});

@@ -63,11 +63,8 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_allgather(const Group& g, const co
 }
 
 namespace detail {
-template <class Op, class Schedule>
-struct allgather_fn {
-  template <class... A>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return flat_allgather<Schedule>(a...); }
-};
+template <class Op, class Schedule, class T, int MaxRanks>
+using allgather_fn = kernel::device_fn<&flat_allgather<Schedule, T, MaxRanks, kernel::launch_group>>;
 }  // namespace detail
 
 // Blocks per rank the launcher uses for `count` elements (identical on every rank).
@@ -84,7 +81,7 @@ RCCLX_HOST_DEVICE constexpr int allgather_blocks(std::size_t count, const launch
 template <class Schedule = mesh::default_schedule, class T, int MaxRanks>
 void allgather(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch_one_shot<kernel::io_kind::gather, detail::allgather_fn, Schedule, T, MaxRanks>(
+  kernel::launch_io<detail::one_shot<kernel::io_kind::gather, detail::allgather_fn, Schedule>>(
       "rcclx::dda::allgather", table, input, output, count, reduce_op::sum, stream, num_blocks);
 }
 
@@ -92,7 +89,7 @@ void allgather(const core::peer_table<T, MaxRanks>& table, const T* input, T* ou
 template <class Schedule = mesh::default_schedule, class T, int MaxRanks>
 void allgather(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                std::size_t count, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch_one_shot<kernel::io_kind::gather, detail::allgather_fn, Schedule, T, MaxRanks>(
+  kernel::launch_io<detail::one_shot<kernel::io_kind::gather, detail::allgather_fn, Schedule>>(
       "rcclx::dda::allgather", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count,
       reduce_op::sum, stream, num_blocks);
 }

@@ -106,17 +106,11 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool run_block(const Group& g, const core::p
   else return tree_allreduce<ReduceOp>(g, t, in, out, count, block, num_blocks);
 }
 
-template <class ReduceOp, algorithm Algo>
-struct allreduce_fn {
-  template <class... A>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return run_block<ReduceOp, Algo>(a...); }
-};
-
 // The kernels' body; flat calls that run the LL one-shot need no symmetric buffer (kernel/launch.hpp
 // checks a table in device memory with this).
-template <class ReduceOp, algorithm Algo, class T>
-struct allreduce_body : kernel::io_body<allreduce_fn<ReduceOp, Algo>, T> {
-  template <int MaxRanks>
+template <class ReduceOp, algorithm Algo, class T, int MaxRanks>
+struct allreduce_body
+    : kernel::io_body<kernel::device_fn<&run_block<ReduceOp, Algo, T, MaxRanks, kernel::launch_group>>, T> {
   RCCLX_HOST_DEVICE std::size_t buffer_bytes(const core::signal_pads<MaxRanks>& s, int threads, int blocks) const {
     const bool ll = Algo == algorithm::flat && flat_uses_ll<T>(s, this->count, threads, blocks);
     return ll ? 0 : this->count * sizeof(T);
@@ -140,8 +134,8 @@ inline void allreduce(const Table& table, const T* input, T* output, std::size_t
   if (count == 0) return;
   const kernel::table_need need{n, count * sizeof(T)};
   core::with_op(op, [&](auto op_tag) {
-    using flat_body = allreduce_body<decltype(op_tag), algorithm::flat, T>;
-    using tree_body = allreduce_body<decltype(op_tag), algorithm::tree, T>;
+    using flat_body = allreduce_body<decltype(op_tag), algorithm::flat, T, MaxRanks>;
+    using tree_body = allreduce_body<decltype(op_tag), algorithm::tree, T, MaxRanks>;
     // Both algorithms' kernels loaded before the first launch of either (kernel/launch.hpp).
     if (a == algorithm::flat)
       kernel::launch(who, table, need, shape, flat_body{{input, output, count}}, stream, kernel::also_preload<tree_body>{});
@@ -149,23 +143,6 @@ inline void allreduce(const Table& table, const T* input, T* output, std::size_t
       kernel::launch(who, table, need, shape, tree_body{{input, output, count}}, stream, kernel::also_preload<flat_body>{});
   });
 }
-
-// Former spellings, for code outside dda/ that still uses them (host/communicator.hpp): the
-// emulated shape with `threads` (checked), the call checks, the overlap test.
-inline launch_config with_threads(const char* who, int threads) {
-  check_threads(who, threads);
-  launch_config cfg = default_launch_config();
-#if RCCLX_BACKEND_GPU
-  if (threads > 0) cfg.threads = threads;
-#endif
-  return cfg;
-}
-template <class T>
-inline void validate_call(const char* who, int num_ranks, int max_ranks_of_table, const void* input,
-                          const void* output, std::size_t count, reduce_op op, algorithm algo, int num_blocks) {
-  check_allreduce_call<T>(who, num_ranks, max_ranks_of_table, input, output, count, op, algo, num_blocks);
-}
-using kernel::overlaps;
 
 }  // namespace detail
 

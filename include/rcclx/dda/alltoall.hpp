@@ -66,11 +66,8 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_alltoall(const Group& g, const cor
 }
 
 namespace detail {
-template <class Op, class Schedule>
-struct alltoall_fn {
-  template <class... A>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return flat_alltoall<Schedule>(a...); }
-};
+template <class Op, class Schedule, class T, int MaxRanks>
+using alltoall_fn = kernel::device_fn<&flat_alltoall<Schedule, T, MaxRanks, kernel::launch_group>>;
 }  // namespace detail
 
 // Blocks per rank the launcher uses (identical on every rank).
@@ -85,7 +82,7 @@ RCCLX_HOST_DEVICE constexpr int alltoall_blocks(std::size_t count, int num_ranks
 template <class Schedule = mesh::default_schedule, class T, int MaxRanks>
 void alltoall(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
               gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch_one_shot<kernel::io_kind::exchange, detail::alltoall_fn, Schedule, T, MaxRanks>(
+  kernel::launch_io<detail::one_shot<kernel::io_kind::exchange, detail::alltoall_fn, Schedule>>(
       "rcclx::dda::alltoall", table, input, output, count, reduce_op::sum, stream, num_blocks);
 }
 
@@ -93,7 +90,7 @@ void alltoall(const core::peer_table<T, MaxRanks>& table, const T* input, T* out
 template <class Schedule = mesh::default_schedule, class T, int MaxRanks>
 void alltoall(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
               std::size_t count, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch_one_shot<kernel::io_kind::exchange, detail::alltoall_fn, Schedule, T, MaxRanks>(
+  kernel::launch_io<detail::one_shot<kernel::io_kind::exchange, detail::alltoall_fn, Schedule>>(
       "rcclx::dda::alltoall", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count,
       reduce_op::sum, stream, num_blocks);
 }

@@ -203,16 +203,12 @@ RCCLX_HOST_DEVICE bool flat_allreduce_ll(const Group& g, const core::peer_table<
 template <class ReduceOp, class T, int MaxRanks, class Group>
 RCCLX_HOST_DEVICE bool flat_allreduce_barrier(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
                                               T* output, std::size_t count, int block, int num_blocks) {
-  static_assert(core::is_reducible_v<T>, "dda::flat_allreduce_barrier: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
   if (count == 0) return true;  // the same on every rank: no barrier needed
   const kernel::layout<T> l(count, g.size(), block, num_blocks);
   const int tid = g.thread_rank();
   const kernel::tile_range all{0, l.tiles};
-  T* own = t.data[t.rank()];
-  if (!detail::allreduce_call_matches<T, ReduceOp>(g, t.signals, algorithm::flat, count, block, num_blocks))
+  if (!detail::stage_input<ReduceOp>(g, t, algorithm::flat, l, tid, t.data[t.rank()], input, count, block, num_blocks))
     return false;
-  if (input != own) kernel::copy_owned(l, tid, all, input, own);
-  if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
   detail::reduce_owned<ReduceOp>(l, tid, all, t, output, static_cast<T*>(nullptr));
   return core::barrier(g, t.signals, block, core::barrier_kind::end);
 }

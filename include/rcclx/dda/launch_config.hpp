@@ -66,11 +66,6 @@ RCCLX_HOST_DEVICE constexpr launch_config one_shot_launch_config() {
 #endif
 }
 
-// The emulated-ranks shape under its former name ({512, 32, 32}: 8 emulated ranks resident on one
-// GPU; the one-shots' shape too): testing::emulated_launch_config() is its home. Not the library's
-// AllReduce default; kept while code outside the library still spells it so.
-RCCLX_HOST_DEVICE constexpr launch_config default_launch_config() { return one_shot_launch_config(); }
-
 // Refuses threads per block that are not 0 (the default) or a multiple of 32 in [32, 512] (the
 // tile size: ranks with different tiles would pair up wrong vectors, so it must be the same on
 // every rank; above 512 the kernels, compiled with __launch_bounds__(512), could not run). Every

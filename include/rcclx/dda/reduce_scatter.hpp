@@ -65,11 +65,8 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_reduce_scatter(const Group& g, con
 }
 
 namespace detail {
-template <class Op, class Schedule>
-struct reduce_scatter_fn {
-  template <class... A>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return flat_reduce_scatter<Op>(a...); }
-};
+template <class Op, class Schedule, class T, int MaxRanks>
+using reduce_scatter_fn = kernel::device_fn<&flat_reduce_scatter<Op, T, MaxRanks, kernel::launch_group>>;
 }  // namespace detail
 
 // Blocks per rank the launcher uses (identical on every rank).
@@ -84,8 +81,7 @@ RCCLX_HOST_DEVICE constexpr int reduce_scatter_blocks(std::size_t count, int num
 template <class T, int MaxRanks>
 void reduce_scatter(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                     reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
-  static_assert(core::is_reducible_v<T>, "rcclx::dda::reduce_scatter: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
-  detail::launch_one_shot<kernel::io_kind::scatter, detail::reduce_scatter_fn, mesh::default_schedule, T, MaxRanks>(
+  kernel::launch_io<detail::one_shot<kernel::io_kind::scatter, detail::reduce_scatter_fn, mesh::default_schedule>>(
       "rcclx::dda::reduce_scatter", table, input, output, count, op, stream, num_blocks);
 }
 
@@ -93,8 +89,7 @@ void reduce_scatter(const core::peer_table<T, MaxRanks>& table, const T* input, 
 template <class T, int MaxRanks>
 void reduce_scatter(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                     std::size_t count, reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
-  static_assert(core::is_reducible_v<T>, "rcclx::dda::reduce_scatter: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
-  detail::launch_one_shot<kernel::io_kind::scatter, detail::reduce_scatter_fn, mesh::default_schedule, T, MaxRanks>(
+  kernel::launch_io<detail::one_shot<kernel::io_kind::scatter, detail::reduce_scatter_fn, mesh::default_schedule>>(
       "rcclx::dda::reduce_scatter", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count,
       op, stream, num_blocks);
 }

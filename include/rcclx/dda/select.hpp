@@ -90,13 +90,10 @@ inline constexpr algorithm resolve_algorithm_v =
     Algo == algorithm::automatic ? select_algorithm_v<T, NumRanks, Count, Arch> : Algo;
 
 namespace detail {
-// (kernel/checks.hpp; also spelled dda::detail::parse_bytes, as code outside the library does.)
-using kernel::parse_bytes;
-
 // The first of the two variables that is set, parsed; or `fallback`.
 inline std::size_t env_bytes(const char* name, const char* alias, std::size_t fallback) {
-  if (const char* v = std::getenv(name)) return parse_bytes(name, v);
-  if (const char* v = std::getenv(alias)) return parse_bytes(alias, v);
+  if (const char* v = std::getenv(name)) return kernel::parse_bytes(name, v);
+  if (const char* v = std::getenv(alias)) return kernel::parse_bytes(alias, v);
   return fallback;
 }
 

@@ -45,16 +45,11 @@ namespace dda {
 template <class ReduceOp, class T, int MaxRanks, class Group>
 RCCLX_HOST_DEVICE bool tree_allreduce(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
                                       T* output, std::size_t count, int block, int num_blocks) {
-  static_assert(core::is_reducible_v<T>, "dda::tree_allreduce: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
   if (count == 0) return true;  // the same on every rank: no barrier needed
   const kernel::layout<T> l(count, g.size(), block, num_blocks);
   const int tid = g.thread_rank(), r = t.rank(), n = t.num_ranks();
   T* own = t.data[r];
-  // Before the copy: the output may be this rank's symmetric buffer, and it stays untouched.
-  if (!detail::allreduce_call_matches<T, ReduceOp>(g, t.signals, algorithm::tree, count, block, num_blocks))
-    return false;
-  if (input != own) kernel::copy_owned(l, tid, kernel::tile_range{0, l.tiles}, input, own);
-  if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
+  if (!detail::stage_input<ReduceOp>(g, t, algorithm::tree, l, tid, own, input, count, block, num_blocks)) return false;
   // Reduce-scatter: this rank's chunk, into its own buffer (for the peers) and its output.
   detail::reduce_owned<ReduceOp>(l, tid, kernel::chunk_tiles(l.tiles, n, r), t, output,
                                  output == own ? static_cast<T*>(nullptr) : own);

@@ -87,14 +87,12 @@ inline constexpr arch build_arch = arch::gfx942;
 // Family of the current device (host code; one runtime query per call).
 inline arch current_arch() {
 #if RCCLX_BACKEND_HIP
-  int d = 0;
-  check(hipGetDevice(&d), "hipGetDevice");
   hipDeviceProp_t prop;
-  check(hipGetDeviceProperties(&prop, d), "hipGetDeviceProperties");
+  check(hipGetDeviceProperties(&prop, current_device()), "hipGetDeviceProperties");
   return arch_from_gfx_name(prop.gcnArchName);
 #elif RCCLX_BACKEND_CUDA
-  int d = 0, major = 0, minor = 0;
-  check(cudaGetDevice(&d), "cudaGetDevice");
+  const int d = current_device();
+  int major = 0, minor = 0;
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d), "cudaDeviceGetAttribute");
   check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d), "cudaDeviceGetAttribute");
   return arch_from_compute_capability(major, minor);
@@ -107,16 +105,12 @@ inline arch current_arch() {
 // backend: "host CPU (threads as ranks)".
 inline std::string device_name() {
 #if RCCLX_BACKEND_HIP
-  int d = 0;
-  check(hipGetDevice(&d), "hipGetDevice");
   hipDeviceProp_t prop;
-  check(hipGetDeviceProperties(&prop, d), "hipGetDeviceProperties");
+  check(hipGetDeviceProperties(&prop, current_device()), "hipGetDeviceProperties");
   return prop.name;
 #elif RCCLX_BACKEND_CUDA
-  int d = 0;
-  check(cudaGetDevice(&d), "cudaGetDevice");
   cudaDeviceProp prop;
-  check(cudaGetDeviceProperties(&prop, d), "cudaGetDeviceProperties");
+  check(cudaGetDeviceProperties(&prop, current_device()), "cudaGetDeviceProperties");
   return prop.name;
 #else
   return "host CPU (threads as ranks)";

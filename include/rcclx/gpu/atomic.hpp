@@ -20,48 +20,63 @@ namespace gpu {
 
 // ---- system scope -----------------------------------------------------------------------------
 
+// The order of a flag access: relaxed, acquire (loads) or release (stores).
+enum class memory_order { relaxed, acquire, release };
+
+#if !(RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE)
+namespace detail {
+// The __atomic / __hip_atomic builtins' spelling of an order.
+RCCLX_HOST_DEVICE constexpr int builtin_order(memory_order o) {
+  return o == memory_order::acquire   ? __ATOMIC_ACQUIRE
+         : o == memory_order::release ? __ATOMIC_RELEASE
+                                      : __ATOMIC_RELAXED;
+}
+}  // namespace detail
+#endif
+
+template <memory_order Order>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t load_system(const std::uint32_t* p) {
+  static_assert(Order != memory_order::release, "a load is relaxed or acquire");
+#if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
+  return __hip_atomic_load(p, detail::builtin_order(Order), RCCLX_DETAIL_HIP_FLAG_SCOPE);
+#elif RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+  std::uint32_t v;
+  if constexpr (Order == memory_order::acquire)
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  else
+    asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+#else
+  return __atomic_load_n(p, detail::builtin_order(Order));
+#endif
+}
+
+template <memory_order Order>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_system(std::uint32_t* p, std::uint32_t v) {
+  static_assert(Order != memory_order::acquire, "a store is relaxed or release");
+#if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
+  __hip_atomic_store(p, v, detail::builtin_order(Order), RCCLX_DETAIL_HIP_FLAG_SCOPE);
+#elif RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+  if constexpr (Order == memory_order::release)
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+  else
+    asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+#else
+  __atomic_store_n(p, v, detail::builtin_order(Order));
+#endif
+}
+
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t load_acquire_system(const std::uint32_t* p) {
-#if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
-  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, RCCLX_DETAIL_HIP_FLAG_SCOPE);
-#elif RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
-  std::uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-#else
-  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-#endif
+  return load_system<memory_order::acquire>(p);
 }
-
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t load_relaxed_system(const std::uint32_t* p) {
-#if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
-  return __hip_atomic_load(p, __ATOMIC_RELAXED, RCCLX_DETAIL_HIP_FLAG_SCOPE);
-#elif RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
-  std::uint32_t v;
-  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-#else
-  return __atomic_load_n(p, __ATOMIC_RELAXED);
-#endif
+  return load_system<memory_order::relaxed>(p);
 }
-
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_release_system(std::uint32_t* p, std::uint32_t v) {
-#if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
-  __hip_atomic_store(p, v, __ATOMIC_RELEASE, RCCLX_DETAIL_HIP_FLAG_SCOPE);
-#elif RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-#else
-  __atomic_store_n(p, v, __ATOMIC_RELEASE);
-#endif
+  store_system<memory_order::release>(p, v);
 }
-
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_relaxed_system(std::uint32_t* p, std::uint32_t v) {
-#if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
-  __hip_atomic_store(p, v, __ATOMIC_RELAXED, RCCLX_DETAIL_HIP_FLAG_SCOPE);
-#elif RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
-  asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-#else
-  __atomic_store_n(p, v, __ATOMIC_RELAXED);
-#endif
+  store_system<memory_order::relaxed>(p, v);
 }
 
 // ---- 16-byte packets of two 64-bit words ------------------------------------------------------

@@ -31,9 +31,8 @@ namespace gpu {
 // Does the current device run cluster kernels? (CUDA, compute capability 9.0 or later.)
 inline bool clusters_available() {
 #if RCCLX_BACKEND_CUDA
-  int d = 0, major = 0;
-  check(cudaGetDevice(&d), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d), "cudaDeviceGetAttribute");
+  int major = 0;
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, current_device()), "cudaDeviceGetAttribute");
   return major >= 9;
 #else
   return false;

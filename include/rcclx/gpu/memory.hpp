@@ -33,14 +33,37 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool is_aligned(const void* p, std::size_t a
   return (reinterpret_cast<std::uintptr_t>(p) & (alignment - 1)) == 0;
 }
 
+// Cache policy of a load or store, for templates that take it as a parameter. streaming: the data
+// is touched once (evict-first: ld/st.global.cs on NVIDIA, nontemporal on AMD), so it does not push
+// out of L2 what a concurrent phase of the same kernel reuses, e.g. a GEMM main loop's operands
+// while finished tiles are reduced (docs/fusion.md). normal: the default policy.
+enum class cache_hint { normal, streaming };
+
+#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+namespace detail {
+// The NVIDIA 16-byte load of either policy, ld.global.v4 or ld.global.cs.v4: coherent, never the
+// read-only .nc path (a peer may have written the data during this kernel).
+template <cache_hint Hint>
+RCCLX_DEVICE RCCLX_FORCEINLINE vec16 ld_global_v4(const void* p) {
+  vec16 v;
+  if constexpr (Hint == cache_hint::streaming)
+    asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+                 : "l"(p)
+                 : "memory");
+  else
+    asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
+                 : "l"(p)
+                 : "memory");
+  return v;
+}
+}  // namespace detail
+#endif
+
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE vec16 load16(const void* p) {
 #if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
-  vec16 v;
-  asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
-               : "l"(p)
-               : "memory");
-  return v;
+  return detail::ld_global_v4<cache_hint::normal>(p);
 #elif RCCLX_BACKEND_GPU && RCCLX_DEVICE_COMPILE
   return *static_cast<const vec16*>(p);
 #else
@@ -70,12 +93,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE vec16 load16_nontemporal(const void* p) {
   v.w[3] = __builtin_nontemporal_load(q + 3);
   return v;
 #elif RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
-  vec16 v;
-  asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3])
-               : "l"(p)
-               : "memory");
-  return v;
+  return detail::ld_global_v4<cache_hint::streaming>(p);
 #else
   return load16(p);
 #endif
@@ -96,12 +114,6 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store16_nontemporal(void* p, const vec1
   store16(p, v);
 #endif
 }
-
-// Cache policy of a load or store, for templates that take it as a parameter. streaming: the data
-// is touched once (evict-first: ld/st.global.cs on NVIDIA, nontemporal on AMD), so it does not push
-// out of L2 what a concurrent phase of the same kernel reuses, e.g. a GEMM main loop's operands
-// while finished tiles are reduced (docs/fusion.md). normal: the default policy.
-enum class cache_hint { normal, streaming };
 
 template <cache_hint Hint>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE vec16 load16(const void* p) {

@@ -200,16 +200,23 @@ inline void set_device(int d) {
 #endif
 }
 
+// The calling thread's current device (0 on the host backend).
+inline int current_device() {
+  int d = 0;
+#if RCCLX_BACKEND_HIP
+  check(hipGetDevice(&d), "hipGetDevice");
+#elif RCCLX_BACKEND_CUDA
+  check(cudaGetDevice(&d), "cudaGetDevice");
+#endif
+  return d;
+}
+
 inline int multiprocessor_count() {
   int n = 1;
 #if RCCLX_BACKEND_HIP
-  int d = 0;
-  check(hipGetDevice(&d), "hipGetDevice");
-  check(hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, d), "hipDeviceGetAttribute");
+  check(hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, current_device()), "hipDeviceGetAttribute");
 #elif RCCLX_BACKEND_CUDA
-  int d = 0;
-  check(cudaGetDevice(&d), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, d), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, current_device()), "cudaDeviceGetAttribute");
 #endif
   return n;
 }

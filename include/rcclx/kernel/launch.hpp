@@ -14,6 +14,7 @@
 //   namespace k = rcclx::kernel;
 //   k::launch("my_collective", table, k::table_need{n, bytes}, {blocks, threads}, my_body{in, out, count}, stream);
 //   k::launch("my_collective", k::device_table<float, 8>{dev_table, n}, need, shape, body, stream);
+//   k::launch_io<my_call>("my_collective", table, in, out, count, op, stream, num_blocks);  // checks too
 //
 // Every launch first checks its shape against the body's bound (more threads than max_threads:
 // rcclx::error invalid_argument naming both; the compiled kernel could not run them), and loads
@@ -35,11 +36,13 @@
 #include <type_traits>
 
 #include "../core/error.hpp"
+#include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
 #include "../gpu/atomic.hpp"
 #include "../gpu/group.hpp"
 #include "../gpu/host_blocks.hpp"
 #include "../gpu/runtime.hpp"
+#include "checks.hpp"
 #if RCCLX_BACKEND_CUDA
 #  include "../gpu/cluster.hpp"
 #endif
@@ -76,6 +79,13 @@ struct device_table {
 template <class... Bodies>
 struct also_preload {};
 
+// A constant a body (or functor) may declare, Get<Body> (an integral_constant of it), where Body
+// declares it, else Default: how the launchers read a body's launch bounds.
+template <template <class> class Get, class Body, auto Default, class = void>
+struct declared_or : std::integral_constant<decltype(Default), Default> {};
+template <template <class> class Get, class Body, auto Default>
+struct declared_or<Get, Body, Default, std::void_t<Get<Body>>> : Get<Body> {};
+
 namespace detail {
 // The element type and rank bound of a launcher's table form.
 template <class Table>
@@ -93,20 +103,20 @@ struct table_form<device_table<T, MaxRanks>> {
   static constexpr bool in_device_memory = true;
 };
 
-template <class Body, class = void>
-struct max_threads_of : std::integral_constant<int, default_max_threads> {};
 template <class Body>
-struct max_threads_of<Body, std::void_t<decltype(Body::max_threads)>> : std::integral_constant<int, Body::max_threads> {};
+using declared_max_threads = std::integral_constant<int, Body::max_threads>;
+template <class Body>
+using max_threads_of = declared_or<declared_max_threads, Body, default_max_threads>;
 // Body::min_blocks > 0 (CUDA): __launch_bounds__(max_threads, min_blocks).
-template <class Body, class = void>
-struct min_blocks_of : std::integral_constant<int, 0> {};
 template <class Body>
-struct min_blocks_of<Body, std::void_t<decltype(Body::min_blocks)>> : std::integral_constant<int, Body::min_blocks> {};
+using declared_min_blocks = std::integral_constant<int, Body::min_blocks>;
+template <class Body>
+using min_blocks_of = declared_or<declared_min_blocks, Body, 0>;
 // Body::bounded == false: no __launch_bounds__ at all (the compiler's own register heuristics).
-template <class Body, class = void>
-struct bounded_of : std::true_type {};
 template <class Body>
-struct bounded_of<Body, std::void_t<decltype(Body::bounded)>> : std::integral_constant<bool, Body::bounded> {};
+using declared_bounded = std::integral_constant<bool, Body::bounded>;
+template <class Body>
+using bounded_of = declared_or<declared_bounded, Body, true>;
 // Does the body say how many symmetric buffer bytes it needs of given pads and grid?
 template <class Body, class Signals, class = void>
 struct has_buffer_bytes : std::false_type {};
@@ -138,8 +148,27 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::size_t buffer_bytes(const Body& body, c
     return (void)s, (void)threads, (void)blocks, need.bytes;
 }
 
+// The group a launch hands a block body: the whole block on GPUs, the block's one thread on the host.
+#if RCCLX_BACKEND_GPU
+using launch_group = gpu::block_group;
+#else
+using launch_group = gpu::thread_group;
+#endif
+
+// A device template instantiated for the launch group, as a type, so that a body can name in its
+// type the function its kernel calls (directly: Fn is a constant, the call is inlined):
+//   template <class Op, class Schedule, class T, int MaxRanks>
+//   using allgather_fn = device_fn<&dda::flat_allgather<Schedule, T, MaxRanks, launch_group>>;
+template <auto Fn>
+struct device_fn {
+  template <class... A>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const {
+    return Fn(a...);
+  }
+};
+
 // The body of a collective over (input, output, count): Fn{}(g, t, input, output, count, block,
-// num_blocks), Fn an empty function object that names the collective's device template.
+// num_blocks), Fn an empty function object (a device_fn) that names the collective's device template.
 template <class Fn, class T>
 struct io_body {
   const T* input;
@@ -336,6 +365,42 @@ inline void launch(const std::string& who, grid_shape shape, const Body& body, g
   const int nb = shape.blocks;
   gpu::run_host_blocks(nb, [&](int b) { (void)body(gpu::thread_group{}, b, nb); });
 #endif
+}
+
+// ---- the host side of a collective over (input, output, count) ------------------------------------
+
+// The whole host-side sequence of such a launcher (dda's one-shots, lpc's collectives), for both
+// table forms: the checks that need no table (op, rank count, count, buffers, schedule), the grid,
+// the checks of a table the host can read, then one launch of io_body<Call::fn<Op, T, MaxRanks>, T>,
+// Op the type of `op` (core::op_sum for a collective that does not reduce). Call says what differs:
+//   static constexpr io_kind io;                           // the output's shape (check_call)
+//   using schedule = ...;                                  // its mesh schedule (check_schedule)
+//   template <class Op, class T, int MaxRanks> using fn;   // its device template (a device_fn)
+//   template <class T> static grid_shape grid(count, num_ranks, pad_blocks, num_blocks);
+//                                                          // pad_blocks: the pads' max_blocks, 0 unknown
+//   template <class T> static std::size_t buffer_bytes(count, num_ranks);   // per symmetric buffer
+//   static void check_table(who, const core::peer_table<T, MaxRanks>&, input, output, count, blocks);
+template <class Call, class T, class Table>
+inline void launch_io(const char* fn, const Table& table, const T* input, T* output, std::size_t count, reduce_op op,
+                      gpu::stream_t stream, int num_blocks) {
+  constexpr int max_ranks = detail::table_form<Table>::max_ranks;
+  constexpr bool reduces = Call::io == io_kind::reduce || Call::io == io_kind::scatter;
+  const std::string who = name_of(fn, table);
+  const int n = num_ranks_of(table);
+  if (reduces) check_op(who, op);
+  check_call<T>(who, Call::io, n, max_ranks, input, output, count, num_blocks);
+  check_schedule<typename Call::schedule>(who, n);
+  const core::peer_table<T, max_ranks>* t = readable(who, table);
+  const grid_shape shape = Call::template grid<T>(count, n, t ? t->signals.max_blocks : 0, num_blocks);
+  if (t) Call::check_table(who, *t, input, output, count, shape.blocks);
+  if (count == 0) return;  // nothing to move (the same on every rank: no barrier needed)
+  const table_need need{n, Call::template buffer_bytes<T>(count, n)};
+  const auto run = [&](auto op_tag) {
+    using body = io_body<typename Call::template fn<decltype(op_tag), T, max_ranks>, T>;
+    launch(who, table, need, shape, body{input, output, count}, stream);
+  };
+  if constexpr (reduces) core::with_op(op, run);
+  else run(core::op_sum{});
 }
 
 #if RCCLX_BACKEND_CUDA

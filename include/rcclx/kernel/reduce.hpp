@@ -38,17 +38,9 @@
 
 // Peers whose 16-byte loads are issued together before any arithmetic. A macro only so that the
 // gfx942 ISA check (tests/compile/isa/dda.cmake) can prove it detects unbatched loads; never change
-// it in real code. RCCLX_DETAIL_DDA_PEER_BATCH is its former spelling: still honoured when defined,
-// and defined here for code that reads it.
+// it in real code.
 #ifndef RCCLX_DETAIL_PEER_BATCH
-#  ifdef RCCLX_DETAIL_DDA_PEER_BATCH
-#    define RCCLX_DETAIL_PEER_BATCH RCCLX_DETAIL_DDA_PEER_BATCH
-#  else
-#    define RCCLX_DETAIL_PEER_BATCH 8
-#  endif
-#endif
-#ifndef RCCLX_DETAIL_DDA_PEER_BATCH
-#  define RCCLX_DETAIL_DDA_PEER_BATCH RCCLX_DETAIL_PEER_BATCH
+#  define RCCLX_DETAIL_PEER_BATCH 8
 #endif
 
 // Loops over ranks have compile-time trip counts and are unrolled, so every per-rank array (loads,

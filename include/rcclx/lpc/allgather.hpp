@@ -60,11 +60,8 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fp8_allgather(const Group& g, const cor
 }
 
 namespace detail {
-template <class Op, class Config>
-struct allgather_fn {
-  template <class... A>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return fp8_allgather<Config>(a...); }
-};
+template <class Op, class Config, class T, int MaxRanks>
+using allgather_fn = kernel::device_fn<&fp8_allgather<Config, T, MaxRanks, kernel::launch_group>>;
 }  // namespace detail
 
 // Low-precision AllGather for this rank: output[p * count + i] = FP8 round trip of rank p's input[i].
@@ -72,15 +69,15 @@ struct allgather_fn {
 template <class Config = default_config, class T, int MaxRanks>
 void allgather(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<collective::allgather, detail::allgather_fn, Config, T, MaxRanks>("rcclx::lpc::allgather", table, input,
-      output, count, reduce_op::sum, stream, num_blocks);
+  kernel::launch_io<detail::fp8_call<collective::allgather, detail::allgather_fn, Config>>(
+      "rcclx::lpc::allgather", table, input, output, count, reduce_op::sum, stream, num_blocks);
 }
 
 // The same with the table in device memory.
 template <class Config = default_config, class T, int MaxRanks>
 void allgather(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                std::size_t count, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<collective::allgather, detail::allgather_fn, Config, T, MaxRanks>(
+  kernel::launch_io<detail::fp8_call<collective::allgather, detail::allgather_fn, Config>>(
       "rcclx::lpc::allgather", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count, reduce_op::sum,
       stream, num_blocks);
 }

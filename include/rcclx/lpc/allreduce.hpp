@@ -109,11 +109,8 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fp8_allreduce(const Group& g, const cor
 }
 
 namespace detail {
-template <class Op, class Config>
-struct allreduce_fn {
-  template <class... A>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return fp8_allreduce<Op, Config>(a...); }
-};
+template <class Op, class Config, class T, int MaxRanks>
+using allreduce_fn = kernel::device_fn<&fp8_allreduce<Op, Config, T, MaxRanks, kernel::launch_group>>;
 }  // namespace detail
 
 // Low-precision AllReduce of `count` elements for this rank (table.rank()). T: float or rcclx::bf16.
@@ -125,8 +122,8 @@ struct allreduce_fn {
 template <class Config = default_config, class T, int MaxRanks>
 void allreduce(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<collective::allreduce, detail::allreduce_fn, Config, T, MaxRanks>("rcclx::lpc::allreduce", table, input,
-      output, count, op, stream, num_blocks);
+  kernel::launch_io<detail::fp8_call<collective::allreduce, detail::allreduce_fn, Config>>(
+      "rcclx::lpc::allreduce", table, input, output, count, op, stream, num_blocks);
 }
 
 // The same with the table in device memory (e.g. a captured graph whose table is patched later): the
@@ -134,7 +131,7 @@ void allreduce(const core::peer_table<T, MaxRanks>& table, const T* input, T* ou
 template <class Config = default_config, class T, int MaxRanks>
 void allreduce(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                std::size_t count, reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<collective::allreduce, detail::allreduce_fn, Config, T, MaxRanks>(
+  kernel::launch_io<detail::fp8_call<collective::allreduce, detail::allreduce_fn, Config>>(
       "rcclx::lpc::allreduce", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count, op,
       stream, num_blocks);
 }

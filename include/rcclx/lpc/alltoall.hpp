@@ -75,11 +75,8 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fp8_alltoall(const Group& g, const core
 }
 
 namespace detail {
-template <class Op, class Config>
-struct alltoall_fn {
-  template <class... A>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const { return fp8_alltoall<Config>(a...); }
-};
+template <class Op, class Config, class T, int MaxRanks>
+using alltoall_fn = kernel::device_fn<&fp8_alltoall<Config, T, MaxRanks, kernel::launch_group>>;
 }  // namespace detail
 
 // Low-precision AlltoAll for this rank: output[p * C + i] = FP8 round trip of rank p's input[r * C + i]
@@ -87,15 +84,15 @@ struct alltoall_fn {
 template <class Config = default_config, class T, int MaxRanks>
 void alltoall(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
               gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<collective::alltoall, detail::alltoall_fn, Config, T, MaxRanks>("rcclx::lpc::alltoall", table, input,
-      output, count, reduce_op::sum, stream, num_blocks);
+  kernel::launch_io<detail::fp8_call<collective::alltoall, detail::alltoall_fn, Config>>(
+      "rcclx::lpc::alltoall", table, input, output, count, reduce_op::sum, stream, num_blocks);
 }
 
 // The same with the table in device memory.
 template <class Config = default_config, class T, int MaxRanks>
 void alltoall(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
               std::size_t count, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<collective::alltoall, detail::alltoall_fn, Config, T, MaxRanks>(
+  kernel::launch_io<detail::fp8_call<collective::alltoall, detail::alltoall_fn, Config>>(
       "rcclx::lpc::alltoall", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count, reduce_op::sum,
       stream, num_blocks);
 }

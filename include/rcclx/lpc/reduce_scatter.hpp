@@ -71,13 +71,8 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fp8_reduce_scatter(const Group& g, cons
 }
 
 namespace detail {
-template <class Op, class Config>
-struct reduce_scatter_fn {
-  template <class... A>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool operator()(const A&... a) const {
-    return fp8_reduce_scatter<Op, Config>(a...);
-  }
-};
+template <class Op, class Config, class T, int MaxRanks>
+using reduce_scatter_fn = kernel::device_fn<&fp8_reduce_scatter<Op, Config, T, MaxRanks, kernel::launch_group>>;
 }  // namespace detail
 
 // Low-precision ReduceScatter for this rank: output[i] = op over ranks p of the FP8 round trip of
@@ -85,15 +80,15 @@ struct reduce_scatter_fn {
 template <class Config = default_config, class T, int MaxRanks>
 void reduce_scatter(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                     reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<collective::reduce_scatter, detail::reduce_scatter_fn, Config, T, MaxRanks>("rcclx::lpc::reduce_scatter", table, input,
-      output, count, op, stream, num_blocks);
+  kernel::launch_io<detail::fp8_call<collective::reduce_scatter, detail::reduce_scatter_fn, Config>>(
+      "rcclx::lpc::reduce_scatter", table, input, output, count, op, stream, num_blocks);
 }
 
 // The same with the table in device memory.
 template <class Config = default_config, class T, int MaxRanks>
 void reduce_scatter(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                     std::size_t count, reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
-  detail::launch<collective::reduce_scatter, detail::reduce_scatter_fn, Config, T, MaxRanks>(
+  kernel::launch_io<detail::fp8_call<collective::reduce_scatter, detail::reduce_scatter_fn, Config>>(
       "rcclx::lpc::reduce_scatter", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count, op,
       stream, num_blocks);
 }

@@ -45,14 +45,13 @@ inline constexpr std::size_t default_min_bytes = 16 * dda::mib;
 
 namespace detail {
 
-inline const char* enable_variable(collective c) {
-  switch (c) {
-    case collective::allreduce: return "RCCL_LOW_PRECISION_ENABLE_ALLREDUCE";
-    case collective::allgather: return "RCCL_LOW_PRECISION_ENABLE_ALLGATHER";
-    case collective::reduce_scatter: return "RCCL_LOW_PRECISION_ENABLE_REDUCESCATTER";
-    case collective::alltoall: return "RCCL_LOW_PRECISION_ENABLE_ALLTOALL";
-  }
-  return "RCCL_LOW_PRECISION_ENABLE";
+// RCCL's per-collective switch: RCCL_LOW_PRECISION_ENABLE_ and the collective's name in capitals,
+// without the underscore (..._ALLREDUCE, _ALLGATHER, _REDUCESCATTER, _ALLTOALL).
+inline std::string enable_variable(collective c) {
+  std::string v = "RCCL_LOW_PRECISION_ENABLE_";
+  for (const char* p = to_string(c); *p; ++p)
+    if (*p != '_') v += static_cast<char>(std::toupper(static_cast<unsigned char>(*p)));
+  return v;
 }
 
 // -1: unset; 0 / 1: the switch's value. Throws on anything that is not a switch value.
@@ -71,7 +70,7 @@ inline int env_switch(const char* name) {
 
 // Is low precision enabled for collective c (the per-collective variable, else the global one)?
 inline bool enabled(collective c) {
-  const int one = detail::env_switch(detail::enable_variable(c));
+  const int one = detail::env_switch(detail::enable_variable(c).c_str());
   if (one >= 0) return one == 1;
   return detail::env_switch("RCCL_LOW_PRECISION_ENABLE") == 1;
 }

@@ -93,34 +93,34 @@ constexpr bool starts_at_self(int r, int n) {
   return S::peer(r, 0, n) == r;
 }
 
-// Every rank visits every peer exactly once over the N steps.
+namespace detail {
+// Is every row of S's n x n table of peers (indexed [rank][step], or [step][rank] when by_step) a
+// permutation of 0..n-1?
 template <class S>
-constexpr bool visits_every_peer_once(int n) {
+constexpr bool rows_are_permutations(int n, bool by_step) {
   if (!S::supports(n)) return false;
-  for (int r = 0; r < n; ++r) {
+  for (int a = 0; a < n; ++a) {
     unsigned seen = 0;
-    for (int s = 0; s < n; ++s) {
-      const int p = S::peer(r, s, n);
+    for (int b = 0; b < n; ++b) {
+      const int p = by_step ? S::peer(b, a, n) : S::peer(a, b, n);
       if (p < 0 || p >= n || (seen >> p & 1u)) return false;
       seen |= 1u << p;
     }
   }
   return true;
 }
+}  // namespace detail
+
+// Every rank visits every peer exactly once over the N steps.
+template <class S>
+constexpr bool visits_every_peer_once(int n) {
+  return detail::rows_are_permutations<S>(n, false);
+}
 
 // At every step the peers read by ranks 0..N-1 are all different (no rank is read twice).
 template <class S>
 constexpr bool is_permutation_at_every_step(int n) {
-  if (!S::supports(n)) return false;
-  for (int s = 0; s < n; ++s) {
-    unsigned seen = 0;
-    for (int r = 0; r < n; ++r) {
-      const int p = S::peer(r, s, n);
-      if (p < 0 || p >= n || (seen >> p & 1u)) return false;
-      seen |= 1u << p;
-    }
-  }
-  return true;
+  return detail::rows_are_permutations<S>(n, true);
 }
 
 static_assert(is_permutation_at_every_step<rotating>(8), "rotating spreads the load at every step");

@@ -30,6 +30,7 @@
 #include "../gpu/group.hpp"
 #include "../gpu/host_blocks.hpp"
 #include "../gpu/runtime.hpp"
+#include "../kernel/launch.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace testing {
@@ -50,25 +51,15 @@ struct launch_index {
 };
 
 namespace detail {
-// Does F bound its block size (static constexpr int max_threads_per_block)?
-template <class F, class = void>
-struct max_threads_of {
-  static constexpr int value = 0;  // no bound declared
-};
+// F's bounds (0: none declared): static constexpr int max_threads_per_block, min_blocks_per_multiprocessor.
 template <class F>
-struct max_threads_of<F, std::void_t<decltype(F::max_threads_per_block)>> {
-  static constexpr int value = F::max_threads_per_block;
-};
-template <class F, class = void>
-struct min_blocks_of {
-  static constexpr int value = 0;  // no bound declared
-};
+using declared_max_threads = std::integral_constant<int, F::max_threads_per_block>;
 template <class F>
-struct min_blocks_of<F, std::void_t<decltype(F::min_blocks_per_multiprocessor)>> {
-  static constexpr int value = F::min_blocks_per_multiprocessor;
-  static_assert(max_threads_of<F>::value > 0, "min_blocks_per_multiprocessor needs max_threads_per_block");
-};
-
+using declared_min_blocks = std::integral_constant<int, F::min_blocks_per_multiprocessor>;
+template <class F>
+using max_threads_of = kernel::declared_or<declared_max_threads, F, 0>;
+template <class F>
+using min_blocks_of = kernel::declared_or<declared_min_blocks, F, 0>;
 
 #if RCCLX_BACKEND_GPU
 template <class F>
@@ -124,6 +115,8 @@ template <class F>
 inline void launch_emulated(int num_ranks, int blocks_per_rank, int threads_per_block, const F& f,
                             gpu::stream_t stream = gpu::stream_t{}) {
   static_assert(std::is_trivially_copyable<F>::value, "an emulated kernel functor must be trivially copyable");
+  static_assert(detail::min_blocks_of<F>::value == 0 || detail::max_threads_of<F>::value > 0,
+                "min_blocks_per_multiprocessor needs max_threads_per_block");
   if (num_ranks < 1 || blocks_per_rank < 1)
     throw error(errc::invalid_argument, "launch_emulated: num_ranks and blocks_per_rank must be >= 1");
 #if RCCLX_BACKEND_GPU

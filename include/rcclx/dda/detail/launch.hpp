@@ -1,7 +1,6 @@
-// rcclx/dda/detail/launch.hpp: the host side of the one-shot AllGather, AlltoAll and ReduceScatter,
-// written once for both table forms (by value, in device memory): the checks that name the
-// argument and the limit (kernel/checks.hpp), the block count (identical on every rank), and the
-// launch of a block body (kernel/launch.hpp).
+// rcclx/dda/detail/launch.hpp: what the host side of the one-shot AllGather, AlltoAll and
+// ReduceScatter adds to kernel::launch_io (kernel/launch.hpp): the block count (identical on every
+// rank), the one-shot shape and the checks of a table the host can read.
 #pragma once
 
 #include <cstddef>
@@ -19,21 +18,6 @@ RCCLX_NAMESPACE_BEGIN
 namespace dda {
 namespace detail {
 
-// Checks of a readable table for a one-shot call of kind k: buffers, capacity for the input, the
-// grid; the input is this rank's symmetric buffer or disjoint from it; the output is disjoint from
-// it (peers read it).
-template <class T, int MaxRanks>
-inline void check_one_shot_table(const std::string& who, kernel::io_kind k, const core::peer_table<T, MaxRanks>& t,
-                                 const T* input, const T* output, std::size_t count, int num_blocks) {
-  kernel::check_table(who, t, count, count * sizeof(T), "the input", num_blocks);
-  if (count == 0) return;
-  const T* own = t.data[t.rank()];
-  if (input != own && kernel::overlaps(input, count * sizeof(T), own, t.capacity_bytes))
-    throw error(errc::invalid_argument, who + ": input overlaps this rank's symmetric buffer without being it");
-  if (kernel::overlaps(output, kernel::output_elems(k, count, t.num_ranks()) * sizeof(T), own, t.capacity_bytes))
-    throw error(errc::invalid_argument, who + ": output overlaps this rank's symmetric buffer (peers read it)");
-}
-
 // Blocks per rank of a one-shot call: one tile of the elements each rank moves per peer (the
 // input, or one of its num_ranks blocks) per block, balanced (kernel::blocks_for_elems).
 template <class T>
@@ -43,51 +27,42 @@ RCCLX_HOST_DEVICE constexpr int one_shot_blocks(kernel::io_kind k, std::size_t c
   return kernel::blocks_for_elems<T>(elems, cfg.threads, cfg.flat_max_blocks);
 }
 
-// The whole host-side sequence of a one-shot launcher: checks, block count, launch of the body
-// kernel::io_body<Fn<Op, Schedule>, T> (Fn names the collective's device template; Op the operator,
-// core::op_sum for the collectives without one).
-template <kernel::io_kind Kind, template <class, class> class Fn, class Schedule, class T, int MaxRanks, class Table>
-inline void launch_one_shot(const char* fn, const Table& table, const T* input, T* output, std::size_t count,
-                            reduce_op op, gpu::stream_t stream, int num_blocks) {
-  constexpr bool reduces = Kind == kernel::io_kind::scatter;
-  const std::string who = kernel::name_of(fn, table);
-  const int n = kernel::num_ranks_of(table);
-  if (reduces) kernel::check_op(who, op);
-  kernel::check_call<T>(who, Kind, n, MaxRanks, input, output, count, num_blocks);
-  kernel::check_schedule<Schedule>(who, n);
-  const launch_config cfg = one_shot_launch_config();
-  const kernel::grid_shape shape{num_blocks > 0 ? num_blocks : one_shot_blocks<T>(Kind, count, n, cfg), cfg.threads};
-  if (const core::peer_table<T, MaxRanks>* t = kernel::readable(who, table))
-    check_one_shot_table(who, Kind, *t, input, output, count, shape.blocks);
-  if (count == 0) return;
-  const kernel::table_need need{n, count * sizeof(T)};
-  const auto run = [&](auto op_tag) {
-    kernel::launch(who, table, need, shape, kernel::io_body<Fn<decltype(op_tag), Schedule>, T>{input, output, count},
-                   stream);
-  };
-  if constexpr (reduces) core::with_op(op, run);
-  else run(core::op_sum{});
-}
+// A one-shot collective for kernel::launch_io: its output shape Kind and its device template
+// Fn<Op, Schedule, T, MaxRanks> (a kernel::device_fn; Op unused but by ReduceScatter).
+template <kernel::io_kind Kind, template <class, class, class, int> class Fn, class Schedule>
+struct one_shot {
+  static constexpr kernel::io_kind io = Kind;
+  using schedule = Schedule;
+  template <class Op, class T, int MaxRanks>
+  using fn = Fn<Op, Schedule, T, MaxRanks>;
 
-// Former spellings of the call checks, for code outside dda/ that still uses them
-// (host/detail/one_shot.hpp): kernel::check_call with the collective's io_kind (and its op).
-template <kernel::io_kind Kind>
-struct former_call_check {
   template <class T>
-  void operator()(const std::string& who, int n, int max_ranks, const T* input, T* output, std::size_t count,
-                  int num_blocks) const {
-    kernel::check_call<T>(who, Kind, n, max_ranks, input, output, count, num_blocks);
+  static kernel::grid_shape grid(std::size_t count, int num_ranks, int, int num_blocks) {
+    static_assert(Kind != kernel::io_kind::scatter || core::is_reducible_v<T>,
+                  "rcclx::dda::reduce_scatter: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
+    const launch_config cfg = one_shot_launch_config();
+    return {num_blocks > 0 ? num_blocks : one_shot_blocks<T>(Kind, count, num_ranks, cfg), cfg.threads};
   }
+
   template <class T>
-  void operator()(const std::string& who, int n, int max_ranks, const T* input, T* output, std::size_t count,
-                  reduce_op op, int num_blocks) const {
-    kernel::check_op(who, op);
-    (*this)(who, n, max_ranks, input, output, count, num_blocks);
+  static std::size_t buffer_bytes(std::size_t count, int) {
+    return count * sizeof(T);
+  }
+
+  // Buffers, capacity for the input, the grid; the input is this rank's symmetric buffer or
+  // disjoint from it; the output is disjoint from it (peers read it).
+  template <class T, int MaxRanks>
+  static void check_table(const std::string& who, const core::peer_table<T, MaxRanks>& t, const T* input,
+                          const T* output, std::size_t count, int num_blocks) {
+    kernel::check_table(who, t, count, count * sizeof(T), "the input", num_blocks);
+    if (count == 0) return;
+    const T* own = t.data[t.rank()];
+    if (input != own && kernel::overlaps(input, count * sizeof(T), own, t.capacity_bytes))
+      throw error(errc::invalid_argument, who + ": input overlaps this rank's symmetric buffer without being it");
+    if (kernel::overlaps(output, kernel::output_elems(Kind, count, t.num_ranks()) * sizeof(T), own, t.capacity_bytes))
+      throw error(errc::invalid_argument, who + ": output overlaps this rank's symmetric buffer (peers read it)");
   }
 };
-inline constexpr former_call_check<kernel::io_kind::gather> validate_allgather{};
-inline constexpr former_call_check<kernel::io_kind::exchange> validate_alltoall{};
-inline constexpr former_call_check<kernel::io_kind::scatter> validate_reduce_scatter{};
 
 }  // namespace detail
 }  // namespace dda

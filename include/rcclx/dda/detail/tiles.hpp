@@ -1,20 +1,39 @@
-// rcclx/dda/detail/tiles.hpp: the reduction phase of the DDA collectives over the tile partition
-// of kernel/layout.hpp (tile t of a range belongs to block t % num_blocks in every phase, so block
-// b only reads what block b of a peer wrote), on the rank-order reducer of kernel/reduce.hpp.
+// rcclx/dda/detail/tiles.hpp: the phases of the DDA collectives over the tile partition of
+// kernel/layout.hpp (tile t of a range belongs to block t % num_blocks in every phase, so block b
+// only reads what block b of a peer wrote): the barrier AllReduces' staging of the input, and the
+// reduction on the rank-order reducer of kernel/reduce.hpp.
 #pragma once
 
 #include <cstddef>
 
+#include "../../core/barrier.hpp"
 #include "../../core/ops.hpp"
 #include "../../core/peer_table.hpp"
 #include "../../gpu/memory.hpp"
 #include "../../kernel/layout.hpp"
 #include "../../kernel/reduce.hpp"
 #include "../../kernel/vector_io.hpp"
+#include "call_check.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace dda {
 namespace detail {
+
+// The first phase of the barrier AllReduces (flat above the LL size, tree), group-collective: the
+// call check (before the first store: the output may be this rank's symmetric buffer, and it stays
+// untouched), own input into own symmetric buffer (skipped when the input is that buffer), the start
+// barrier. False: a peer's call differs or never arrived (recorded; leave the kernel).
+// tid: g.thread_rank(); own: this rank's symmetric buffer.
+template <class ReduceOp, class T, int MaxRanks, class Group>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool stage_input(const Group& g, const core::peer_table<T, MaxRanks>& t,
+                                                     algorithm algo, const kernel::layout<T>& l, int tid, T* own,
+                                                     const T* input, std::size_t count, int block, int num_blocks) {
+  static_assert(core::is_reducible_v<T>,
+                "rcclx::dda::flat_allreduce / tree_allreduce: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
+  if (!allreduce_call_matches<T, ReduceOp>(g, t.signals, algo, count, block, num_blocks)) return false;
+  if (input != own) kernel::copy_owned(l, tid, kernel::tile_range{0, l.tiles}, input, own);
+  return core::barrier(g, t.signals, block, core::barrier_kind::start);
+}
 
 // Reduces the owned vectors of tiles r across src.p[0..n) (in rank order) into out, and into out2
 // too when out2 is not null (tree: the rank's own symmetric buffer). src_aligned false (chunks of a
@@ -53,14 +72,6 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_owned(const kernel::layout<T>& l
                                                       const core::peer_table<T, MaxRanks>& t, T* out, T* out2) {
   reduce_owned<ReduceOp>(l, tid, r, kernel::peer_ptrs<T, MaxRanks>(t), true, out, out2);
 }
-
-// Former spellings of the kernel layer's names, for code outside dda/ that still uses them
-// (bench/, fused/tile_allreduce.hpp); the library itself uses rcclx::kernel.
-using kernel::blocks_for_elems;
-using kernel::layout;
-using kernel::peer_ptrs;
-using kernel::reduce_vec;
-using kernel::tile_range;
 
 }  // namespace detail
 }  // namespace dda

@@ -1,7 +1,6 @@
-// rcclx/lpc/detail/launch.hpp: what the four LPC host launchers share, written once for both table
-// forms (by value, in device memory): the launch shape, the block count of a call (identical on
-// every rank), the argument checks, each naming the argument, its value and the limit, and the
-// launch of a block body (kernel/launch.hpp).
+// rcclx/lpc/detail/launch.hpp: what the host side of the four LPC collectives adds to
+// kernel::launch_io (kernel/launch.hpp): the launch shape, the block count of a call (identical on
+// every rank) and the checks of a table the host can read.
 #pragma once
 
 #include <cstddef>
@@ -40,10 +39,6 @@ RCCLX_HOST_DEVICE constexpr launch_config default_launch_config(collective c,
   return {a.threads, a.tree_max_blocks};
 }
 
-// The emulated-ranks shape under its former name ({512, 32}): testing::emulated_lpc_launch_config()
-// is its home. Not the library's default; kept while code outside the library still spells it so.
-RCCLX_HOST_DEVICE constexpr launch_config default_launch_config() { return default_launch_config(collective::alltoall); }
-
 // Blocks per rank of a call: one tile (threads units of 16 elements; a block's worth on the host) of
 // the largest chunk per block up to the cap, then as few blocks as keep the tiles per block equal.
 // A pure function of its arguments, so every rank launches the same grid.
@@ -63,59 +58,48 @@ RCCLX_HOST_DEVICE constexpr int num_blocks_for(collective c, std::size_t count, 
 
 namespace detail {
 
-// Checks of a table the host can read: buffers, capacity for the FP8 slots, pads, and that neither
-// input nor output lies in this rank's symmetric buffer (it holds the FP8 data peers read).
-template <class Config, class T, int MaxRanks>
-inline void check_table(const std::string& who, collective c, const core::peer_table<T, MaxRanks>& t, const T* input,
-                        const T* output, std::size_t count, int num_blocks) {
-  const int n = t.num_ranks();
-  kernel::check_table(who, t, count, workspace_bytes<Config>(c, count, n),
-                      std::string("FP8 codes and scales of ") + to_string(c) + ", see rcclx::lpc::workspace_bytes",
-                      num_blocks);
-  if (count == 0) return;
-  const void* own = t.data[t.rank()];
-  if (kernel::overlaps(input, count * sizeof(T), own, t.capacity_bytes))
-    throw error(errc::invalid_argument, who + ": input lies in this rank's symmetric buffer, which holds the FP8 "
-                                              "data of the call: pass the input in other memory");
-  if (kernel::overlaps(output, kernel::output_elems(io_of(c), count, n) * sizeof(T), own, t.capacity_bytes))
-    throw error(errc::invalid_argument, who + ": output lies in this rank's symmetric buffer, which holds the FP8 "
-                                              "data of the call (peers read it)");
-}
-
-// The whole host-side sequence of a launcher: checks, block count, launch of the body
-// kernel::io_body<Fn<Op, Config>, T> (Fn names the collective's device template; Op the operator,
-// core::op_sum for the collectives without one).
-template <collective C, template <class, class> class Fn, class Config, class T, int MaxRanks, class Table>
-inline void launch(const char* fn, const Table& table, const T* input, T* output, std::size_t count, reduce_op op,
-                   gpu::stream_t stream, int num_blocks) {
+// A low-precision collective for kernel::launch_io: C and its device template
+// Fn<Op, Config, T, MaxRanks> (a kernel::device_fn; Op unused but by the reducing ones).
+template <collective C, template <class, class, class, int> class Fn, class Config>
+struct fp8_call {
   static_assert(is_config_v<Config>, "rcclx::lpc: Config must be an rcclx::lpc::config");
-  static_assert(is_element_v<T>, "rcclx::lpc: element type must be float or rcclx::bf16");
-  constexpr bool reduces = C == collective::allreduce || C == collective::reduce_scatter;
-  const std::string who = kernel::name_of(fn, table);
-  const int n = kernel::num_ranks_of(table);
-  if (reduces) kernel::check_op(who, op);
-  kernel::check_call<T>(who, io_of(C), n, MaxRanks, input, output, count, num_blocks);
-  kernel::check_schedule<typename Config::schedule>(who, n);
-  const core::peer_table<T, MaxRanks>* t = kernel::readable(who, table);
-  const launch_config cfg = default_launch_config(C, t ? t->signals.max_blocks : dda::default_max_blocks);
-  const kernel::grid_shape shape{num_blocks > 0 ? num_blocks : num_blocks_for<Config>(C, count, n, cfg), cfg.threads};
-  if (t) check_table<Config>(who, C, *t, input, output, count, shape.blocks);
-  if (count == 0) return;  // nothing to move (the same on every rank: no barrier needed)
-  const kernel::table_need need{n, workspace_bytes<Config>(C, count, n)};
-  const auto run = [&](auto op_tag) {
-    kernel::launch(who, table, need, shape, kernel::io_body<Fn<decltype(op_tag), Config>, T>{input, output, count}, stream);
-  };
-  if constexpr (reduces) core::with_op(op, run);
-  else run(core::op_sum{});
-}
+  static constexpr kernel::io_kind io = io_of(C);
+  using schedule = typename Config::schedule;
+  template <class Op, class T, int MaxRanks>
+  using fn = Fn<Op, Config, T, MaxRanks>;
 
-// Former spellings, for code outside lpc/ that still uses them (host/communicator.hpp).
-inline void validate_op(const std::string& who, reduce_op op) { kernel::check_op(who, op); }
-template <class T>
-inline void validate_call(const std::string& who, collective c, int n, int max_ranks, const T* input, T* output,
-                          std::size_t count, int num_blocks) {
-  kernel::check_call<T>(who, io_of(c), n, max_ranks, input, output, count, num_blocks);
-}
+  // The AllReduce's block cap follows the pads (dda::default_max_blocks when the host cannot read them).
+  template <class T>
+  static kernel::grid_shape grid(std::size_t count, int num_ranks, int pad_blocks, int num_blocks) {
+    static_assert(is_element_v<T>, "rcclx::lpc: element type must be float or rcclx::bf16");
+    const launch_config cfg = default_launch_config(C, pad_blocks > 0 ? pad_blocks : dda::default_max_blocks);
+    return {num_blocks > 0 ? num_blocks : num_blocks_for<Config>(C, count, num_ranks, cfg), cfg.threads};
+  }
+
+  template <class T>
+  static std::size_t buffer_bytes(std::size_t count, int num_ranks) {
+    return workspace_bytes<Config>(C, count, num_ranks);
+  }
+
+  // Buffers, capacity for the FP8 slots, pads, and that neither input nor output lies in this
+  // rank's symmetric buffer (it holds the FP8 data peers read).
+  template <class T, int MaxRanks>
+  static void check_table(const std::string& who, const core::peer_table<T, MaxRanks>& t, const T* input,
+                          const T* output, std::size_t count, int num_blocks) {
+    const int n = t.num_ranks();
+    kernel::check_table(who, t, count, workspace_bytes<Config>(C, count, n),
+                        std::string("FP8 codes and scales of ") + to_string(C) + ", see rcclx::lpc::workspace_bytes",
+                        num_blocks);
+    if (count == 0) return;
+    const void* own = t.data[t.rank()];
+    if (kernel::overlaps(input, count * sizeof(T), own, t.capacity_bytes))
+      throw error(errc::invalid_argument, who + ": input lies in this rank's symmetric buffer, which holds the FP8 "
+                                                "data of the call: pass the input in other memory");
+    if (kernel::overlaps(output, kernel::output_elems(io, count, n) * sizeof(T), own, t.capacity_bytes))
+      throw error(errc::invalid_argument, who + ": output lies in this rank's symmetric buffer, which holds the FP8 "
+                                                "data of the call (peers read it)");
+  }
+};
 
 }  // namespace detail
 }  // namespace lpc

@@ -365,7 +365,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void gather_chunks(int tid, const unit_tiles
   using cd = unit_codec<Config, T>;
   using scale_type = typename cd::scale_type;
   constexpr int E = cd::elems;
-  constexpr int batch = MaxRanks < RCCLX_DETAIL_LPC_GATHER_BATCH ? MaxRanks : RCCLX_DETAIL_LPC_GATHER_BATCH;
+  constexpr int batch = kernel::peer_batch<MaxRanks, RCCLX_DETAIL_LPC_GATHER_BATCH>;
   const int n = list.n;
   const std::size_t tiles = ut.tiles<E>(elems);
   RCCLX_DETAIL_LPC_NO_UNROLL

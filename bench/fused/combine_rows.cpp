@@ -490,45 +490,23 @@ class runner : rt::emulated_bench<max_r> {
         [&](const std::vector<unsigned char>& got) { check_attention(parts, got, o_bytes, r); }, [](auto&&) {});
   }
 
-  // Rank 0's O and L against the merge of the partials in float64. Bounds: the FP32 merge (the
-  // weights' exp and rescaling, N terms) relative to sum_r w_r |O_r|, and O's rounding to bf16.
+  // Rank 0's O and L against the merge of the partials in float64 (testing::lse_merge_reference).
   void check_attention(const std::vector<std::vector<attn_rec>>& parts, const std::vector<unsigned char>& got,
                        std::size_t o_bytes, row& r) const {
-    const std::size_t records = parts[0].size();
-    // e32: each weight exp(L_r - m) carries the rounding of L_r - m (|L_r - m| < 12) and of up to N
-    // rescalings, then N products and sums and the division by the sum.
-    const double u = 0x1p-8, e32 = (16.0 * n_ + 64) * 0x1p-24;
-    for (std::size_t i = 0; i < records; ++i) {
+    for (std::size_t i = 0; i < parts[0].size(); ++i) {
+      const rt::lse_merge_row ref = rt::lse_merge_reference<T>(
+          n_, head_dim, [&](int q) { return parts[q][i].lse; },
+          [&](int q, int d) { return static_cast<double>(static_cast<float>(parts[q][i].o[d])); });
+      const bool empty = ref.lse == -INFINITY;  // no rank has keys: O = +0 exactly, L = -inf
       float l;
       std::memcpy(&l, got.data() + o_bytes + i * sizeof(float), sizeof(float));
-      auto o_at = [&](int d) {
-        T t;
-        std::memcpy(&t, got.data() + (i * head_dim + d) * sizeof(T), sizeof(T));
-        return t;
-      };
-      double m = -INFINITY;
-      for (int q = 0; q < n_; ++q) m = std::max(m, static_cast<double>(parts[q][i].lse));
-      if (m == -INFINITY) {  // no rank has keys: O = +0 exactly, L = -inf
-        for (int d = 0; d < head_dim; ++d) r.ref_ok = r.ref_ok && o_at(d).bits == 0;
-        r.ref_ok = r.ref_ok && l == -std::numeric_limits<float>::infinity();
-        continue;
-      }
-      double sum = 0;
-      for (int q = 0; q < n_; ++q)
-        if (parts[q][i].lse != -std::numeric_limits<float>::infinity()) sum += std::exp(parts[q][i].lse - m);
-      const double lref = m + std::log(sum);
-      if (!(std::fabs(l - lref) <= 2 * e32 * (std::fabs(lref) + 1))) r.ref_ok = false;
+      r.ref_ok = r.ref_ok && (empty ? l == -INFINITY : std::fabs(l - ref.lse) <= ref.lse_tol);
       for (int d = 0; d < head_dim; ++d) {
-        double ref = 0, mag = 0;
-        for (int q = 0; q < n_; ++q) {
-          if (parts[q][i].lse == -std::numeric_limits<float>::infinity()) continue;
-          const double w = std::exp(parts[q][i].lse - lref), v = static_cast<float>(parts[q][i].o[d]);
-          ref += w * v;
-          mag += w * std::fabs(v);
-        }
-        const double e = std::fabs(static_cast<float>(o_at(d)) - ref);
-        r.max_err = std::max(r.max_err, e);
-        if (!(e <= 2 * (u * (std::fabs(ref) + e32 * mag) + e32 * mag) + 1e-30)) r.ref_ok = false;
+        T o;
+        std::memcpy(&o, got.data() + (i * head_dim + d) * sizeof(T), sizeof(T));
+        const double e = std::fabs(static_cast<float>(o) - ref.o[d]);
+        if (!empty) r.max_err = std::max(r.max_err, e);
+        r.ref_ok = r.ref_ok && (empty ? o.bits == 0 : e <= ref.tol[d]);
       }
     }
   }

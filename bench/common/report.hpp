@@ -102,11 +102,25 @@ inline std::ofstream open_output(const std::string& path) {
   return f;
 }
 
-// A target measured against a floor of the same run.
+// A target measured against a floor of the same run: `worst` is the worst value among the rows in
+// its range (see: the lowest, or the highest where higher_is_worse), `at` where it was seen.
 struct target {
-  std::string name, target, result;
+  std::string name, target, result{};
   double worst = 0;
-  bool evaluated = false, pass = false;
+  bool evaluated = false, pass = false, higher_is_worse = false;
+  std::string at{};
+
+  void see(double v, const std::string& where = "") {
+    if (!evaluated || (higher_is_worse ? v > worst : v < worst)) worst = v, at = where;
+    evaluated = true;
+  }
+  // After the rows: pass = ok once evaluated; result = fmt's text of (scale * worst, at), or `none`.
+  void close(bool ok, const char* fmt, double scale = 1.0, const char* none = "not measured (no row in range)") {
+    char buf[256];
+    std::snprintf(buf, sizeof(buf), fmt, scale * worst, at.c_str());
+    pass = evaluated && ok;
+    result = evaluated ? buf : none;
+  }
 };
 
 // The end of a JSON report: its "acceptance" array (the targets), and the closing brace.

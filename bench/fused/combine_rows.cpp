@@ -683,28 +683,13 @@ void print_row(const row& r) {
 std::vector<bench::target> evaluate(const std::vector<row>& rows) {
   bench::target attn{"fused_attention_merge",
                      "fused attention merge (fused::combine + lse_merge) >= 1.25x faster than the AllGather of the "
-                     "partials + a merge kernel, every decode row (batch <= 64)", ""};
+                     "partials + a merge kernel, every decode row (batch <= 64)"};
   bench::target sample{"fused_argmax_topk",
                        "fused argmax / top-k (local scan + fused::combine) >= 1.25x faster than the local scan + "
-                       "AllGather + a merge kernel, every decode row (batch <= 64)", ""};
-  double worst_attn = 1e30, worst_sample = 1e30;
-  for (const row& r : rows) {
-    if (!r.error.empty() || r.batch > 64) continue;
-    if (r.kind == "attn_merge") {
-      attn.evaluated = true;
-      worst_attn = std::min(worst_attn, r.speedup);
-    } else {
-      sample.evaluated = true;
-      worst_sample = std::min(worst_sample, r.speedup);
-    }
-  }
-  char buf[96];
-  std::snprintf(buf, sizeof(buf), "worst speedup %.2fx", worst_attn);
-  attn.result = attn.evaluated ? buf : "not measured";
-  attn.pass = attn.evaluated && worst_attn >= 1.25;
-  std::snprintf(buf, sizeof(buf), "worst speedup %.2fx", worst_sample);
-  sample.result = sample.evaluated ? buf : "not measured";
-  sample.pass = sample.evaluated && worst_sample >= 1.25;
+                       "AllGather + a merge kernel, every decode row (batch <= 64)"};
+  for (const row& r : rows)
+    if (r.error.empty() && r.batch <= 64) (r.kind == "attn_merge" ? attn : sample).see(r.speedup);
+  for (bench::target* t : {&attn, &sample}) t->close(t->worst >= 1.25, "worst speedup %.2fx", 1.0, "not measured");
   return {attn, sample};
 }
 

@@ -770,8 +770,7 @@ using acceptance = bench::target;
 // The checked mode's cost: flat AllReduce (the latency path) with RCCLX_CHECKS=1 against the same
 // call without, timed alternately in this process (checks_cost.hpp). Target: <= 5% at 8 KiB.
 acceptance run_checks_cost(const options& o) {
-  acceptance a{"checks_cost_8KiB", "flat AllReduce at 8 KiB with RCCLX_CHECKS=1 within 1.05x of the same call without",
-               "", 0};
+  acceptance a{"checks_cost_8KiB", "flat AllReduce at 8 KiB with RCCLX_CHECKS=1 within 1.05x of the same call without"};
   const bench::checks_cost_args args{"", std::min(o.num_ranks, 8), bench::checks_cost_bytes(), o.timing.warmup,
                                      o.timing.iters, o.timing.calls_per_graph};
   std::string type;
@@ -789,37 +788,22 @@ acceptance run_checks_cost(const options& o) {
 // (Emulated ranks share one GPU: an empty kernel or a multi-GPU speedup is not a floor here.)
 std::vector<acceptance> evaluate(const std::vector<row>& rows) {
   acceptance flat{"flat_vs_exchange_floor", "flat at <= 64 KiB within 1.3x of the exchange floor (same LL packets and grid, "
-                                            "no input, reduction or output; input copied by the kernel)", "", 0};
-  acceptance flat_sym{"flat_vs_exchange_floor_sym", "the same with the input already in the symmetric buffer", "", 0};
+                                            "no input, reduction or output; input copied by the kernel)"};
+  acceptance flat_sym{"flat_vs_exchange_floor_sym", "the same with the input already in the symmetric buffer"};
   acceptance tree{"tree_vs_copy_bandwidth", "tree at >= 16 MiB moves its required HBM traffic at >= 90% of the copy "
-                                            "bandwidth", "", 1e30};
-  std::string flat_at, flat_sym_at, tree_at;
-  const auto where = [](const row& r) { return r.type + " " + std::to_string(r.bytes) + " B"; };
+                                            "bandwidth"};
+  flat.higher_is_worse = flat_sym.higher_is_worse = true;
   for (const auto& r : rows) {
     if (!r.error.empty()) continue;
+    const std::string where = r.type + " " + std::to_string(r.bytes) + " B";
     // Flat rows not on the LL one-shot have no floor of that kind (ratio_exchange 0).
-    if (r.resolved == "flat" && r.algo != "automatic" && r.bytes <= 64 * 1024 && r.ratio_exchange > 0) {
-      acceptance& a = r.input == "sym" ? flat_sym : flat;
-      a.evaluated = true;
-      if (r.ratio_exchange > a.worst) a.worst = r.ratio_exchange, (r.input == "sym" ? flat_sym_at : flat_at) = where(r);
-    }
-    if (r.algo == "tree" && r.input == "copy" && r.bytes >= 16u * 1024 * 1024) {
-      tree.evaluated = true;
-      if (r.hbm_eff < tree.worst) tree.worst = r.hbm_eff, tree_at = where(r);
-    }
+    if (r.resolved == "flat" && r.algo != "automatic" && r.bytes <= 64 * 1024 && r.ratio_exchange > 0)
+      (r.input == "sym" ? flat_sym : flat).see(r.ratio_exchange, where);
+    if (r.algo == "tree" && r.input == "copy" && r.bytes >= 16u * 1024 * 1024) tree.see(r.hbm_eff, where);
   }
-  flat.pass = flat.worst <= 1.3;
-  flat_sym.pass = flat_sym.worst <= 1.3;
-  tree.pass = tree.worst >= 0.90;
-  char buf[160];
-  std::snprintf(buf, sizeof(buf), "worst x_xchg %.2f (%s)", flat.worst, flat_at.c_str());
-  flat.result = buf;
-  std::snprintf(buf, sizeof(buf), "worst x_xchg %.2f (%s)", flat_sym.worst, flat_sym_at.c_str());
-  flat_sym.result = buf;
-  std::snprintf(buf, sizeof(buf), "worst hbm%% %.1f (%s)", 100.0 * tree.worst, tree_at.c_str());
-  tree.result = buf;
-  for (acceptance* a : {&flat, &flat_sym, &tree})
-    if (!a->evaluated) a->result = "not measured (no row in range)";
+  flat.close(flat.worst <= 1.3, "worst x_xchg %.2f (%s)");
+  flat_sym.close(flat_sym.worst <= 1.3, "worst x_xchg %.2f (%s)");
+  tree.close(tree.worst >= 0.90, "worst hbm%% %.1f (%s)", 100.0);
   return {flat, flat_sym, tree};
 }
 
@@ -828,33 +812,25 @@ std::vector<acceptance> evaluate(const std::vector<row>& rows) {
 // within its error bound.
 std::vector<acceptance> evaluate_coll(const std::vector<coll_row>& rows) {
   acceptance f{"lpc_vs_hbm_floor", "every LPC collective at >= 16 MiB moves its required HBM traffic at >= 75% of the "
-                                   "copy bandwidth", "", 1e30};
+                                   "copy bandwidth"};
   acceptance e{"lpc_error_bound", "every LPC row's max error within the documented bound, AllReduce/AllGather ranks "
-                                  "bit-identical", "", 0};
-  std::map<std::string, double> worst_of;  // per collective
-  std::string at;
+                                  "bit-identical"};
+  std::map<std::string, acceptance> per_coll;
   for (const auto& r : rows) {
     if (!r.error.empty() || r.algo != "lpc") continue;
     e.evaluated = true;
-    if (!(r.tol_ok && r.identical)) e.worst += 1;
+    e.worst += r.tol_ok && r.identical ? 0 : 1;  // rows outside
     if (r.bytes < 16u * 1024 * 1024) continue;
-    f.evaluated = true;
-    auto it = worst_of.find(r.coll);
-    if (it == worst_of.end() || r.hbm_eff < it->second) worst_of[r.coll] = r.hbm_eff;
-    if (r.hbm_eff < f.worst) f.worst = r.hbm_eff, at = r.coll + " " + r.type + " " + std::to_string(r.bytes >> 20) + " MiB";
+    f.see(r.hbm_eff, r.coll + " " + r.type + " " + std::to_string(r.bytes >> 20) + " MiB");
+    per_coll[r.coll].see(r.hbm_eff);
   }
-  f.pass = f.worst >= 0.75;
-  e.pass = e.worst == 0;
-  char buf[96];
-  std::snprintf(buf, sizeof(buf), "worst hbm%% %.1f (%s);", 100.0 * f.worst, at.c_str());
-  f.result = buf;
-  for (const auto& [c, w] : worst_of) {
-    std::snprintf(buf, sizeof(buf), " %s %.1f", c.c_str(), 100.0 * w);
+  f.close(f.worst >= 0.75, "worst hbm%% %.1f (%s);", 100.0);
+  for (const auto& [c, w] : per_coll) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), " %s %.1f", c.c_str(), 100.0 * w.worst);
     f.result += buf;
   }
-  e.result = std::to_string(static_cast<int>(e.worst)) + " rows outside";
-  for (acceptance* a : {&f, &e})
-    if (!a->evaluated) a->result = "not measured (no row in range)";
+  e.close(e.worst == 0, "%.0f rows outside");
   return {f, e};
 }
 

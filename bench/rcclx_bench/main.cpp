@@ -272,20 +272,13 @@ const char* verdict(const Row& r) {
   return r.tol_ok && r.identical ? "ok" : (r.identical ? "TOL" : "DIFF");
 }
 
-// Max error of out[0, count) against the float64 reference over `n` ranks' inputs (input_value),
-// and whether every element is within the plain AllReduce's tolerance or, for LPC rows
-// (abs_bound > 0), within that absolute bound. Used by the emulated runner and by --procs.
-template <class T>
-void check_against_reference(const T* out, std::size_t count, int n, reduce_op op, row& r, double abs_bound = 0) {
-  const rt::error_summary s = rt::summarize_errors(count, [&](std::size_t i, rt::error_summary& e) {
-    double acc = 0, mag = 0;
-    for (int p = 0; p < n; ++p) {
-      const double x = input_of<T>(p, i);
-      mag += std::fabs(x);
-      acc = p == 0 ? x : op == reduce_op::sum ? acc + x : op == reduce_op::min ? std::min(acc, x) : std::max(acc, x);
-    }
-    e.add(static_cast<float>(out[i]), acc, abs_bound > 0 ? abs_bound : rt::allreduce_tolerance<T>(op, n, acc, mag));
-  });
+// Rank 0's output of collective c over n ranks against the float64 result of their inputs
+// (testing::check_collective: within `bound`, or the plain collective's tolerance when 0). Used by
+// the emulated runners and by --procs.
+template <class T, class Row>
+void check_output(lpc::collective c, const T* out, std::size_t count, int n, Row& r, double bound = 0,
+                  reduce_op op = reduce_op::sum) {
+  const rt::error_summary s = rt::check_collective(c, out, n, count, 0, input_of<T>, bound, op);
   r.max_err = s.max_error;
   r.tol_ok = s.within;
 }
@@ -497,7 +490,7 @@ class runner : public rank_rig<T, MaxR> {
     if (registered)
       for (int q = 0; q < n_; ++q) in[q] = static_cast<T*>(this->world().buffer(q));
     const std::vector<T> out = this->run_once(in, count, count, nb, k);
-    check_against_reference(out.data(), count, n_, o_.op, r);
+    check_output(lpc::collective::allreduce, out.data(), count, n_, r, 0, o_.op);
     r.identical = this->ranks_identical(count);
     bool fell_back = false;
     r.time_us = this->time(mode, o_.timing, [&](rcclx::gpu::stream_t s) { this->launch(nb, k, s); }, fell_back);
@@ -735,20 +728,11 @@ class coll_runner : public rank_rig<T, MaxR> {
     r.blocks = nb;
     const rt::timing_mode mode = this->mode_for(r.bytes);
     r.timing = rt::to_string(mode);
-    const std::size_t nn = static_cast<std::size_t>(n_), blk = count / nn;
-    const std::size_t total = c == lpc::collective::allgather ? count * nn : c == lpc::collective::reduce_scatter ? blk : count;
+    const std::size_t nn = static_cast<std::size_t>(n_);
+    const std::size_t total = c == lpc::collective::allgather ? count * nn : c == lpc::collective::reduce_scatter ? count / nn : count;
     const std::vector<T> out = this->run_once(this->in_, count, total, nb, k);
     r.bound = rt::lpc_error_bound<T>(c, n_, 1.0, r.algo == "lpc");
-    const rt::error_summary s = rt::summarize_errors(total, [&](std::size_t i, rt::error_summary& e) {
-      double want = 0;
-      if (c == lpc::collective::allreduce || c == lpc::collective::reduce_scatter)  // RS: rank 0's block of every rank
-        for (int p = 0; p < n_; ++p) want += input_of<T>(p, i);
-      else if (c == lpc::collective::allgather) want = input_of<T>(static_cast<int>(i / count), i % count);
-      else want = input_of<T>(static_cast<int>(i / blk), i % blk);
-      e.add(static_cast<float>(out[i]), want, r.bound);
-    });
-    r.max_err = s.max_error;
-    r.tol_ok = s.within;
+    check_output(c, out.data(), count, n_, r, r.bound);
     if (c == lpc::collective::allreduce || c == lpc::collective::allgather) r.identical = this->ranks_identical(total);
     bool fell_back = false;
     r.time_us = this->time(mode, o_.timing, [&](rcclx::gpu::stream_t s) { this->launch(nb, k, s); }, fell_back);

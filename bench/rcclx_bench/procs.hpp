@@ -158,8 +158,8 @@ class rank_runner {
           [&](rcclx::gpu::stream_t s) { comm_.allreduce(x, y, count, o_.op, a, s); }, [&] { comm_.synchronize(stream_); },
           y, count, [&](const std::vector<T>& out) {
             if (rank == 0)
-              check_against_reference(out.data(), count, n, o_.op, r,
-                                      low ? rt::lpc_error_bound<T>(lpc::collective::allreduce, n) : 0.0);
+              check_output(lpc::collective::allreduce, out.data(), count, n, r,
+                           low ? rt::lpc_error_bound<T>(lpc::collective::allreduce, n) : 0.0, o_.op);
             return true;
           });
       timed(r, mode, t);

@@ -26,6 +26,7 @@
 #include <rcclx/gpu/shared.hpp>
 #include <rcclx/testing/emulated_bench.hpp>
 #include <rcclx/testing/launch.hpp>
+#include <rcclx/testing/rank_inputs.hpp>
 #include <rcclx/testing/references.hpp>
 
 #include <algorithm>
@@ -39,14 +40,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "../common/inputs.hpp"
 #include "../common/report.hpp"
 
 namespace combine_bench {
 namespace {
 
-using bench::mix;
-using bench::unit;
 using rcclx::algorithm;
 namespace fz = rcclx::fused;
 namespace rt = rcclx::testing;
@@ -442,10 +440,10 @@ class runner : rt::emulated_bench<max_r> {
       for (std::size_t i = 0; i < records; ++i) {
         attn_rec& p = parts[q][i];
         const std::uint64_t seed = (static_cast<std::uint64_t>(s.batch) << 40) ^ (static_cast<std::uint64_t>(q) << 32) ^ i;
-        const bool empty = i % 13 == 5 || mix(seed ^ 0xE0) % 8 == 0;
-        p.lse = empty ? -std::numeric_limits<float>::infinity() : static_cast<float>(12.0 * unit(seed ^ 0x1E) - 6.0);
+        const bool empty = i % 13 == 5 || rt::splitmix64(seed ^ 0xE0) % 8 == 0;
+        p.lse = empty ? -std::numeric_limits<float>::infinity() : static_cast<float>(12.0 * rt::unit_uniform(seed ^ 0x1E) - 6.0);
         for (int d = 0; d < head_dim; ++d)
-          p.o[d] = empty ? T::from_bits(0x7FC0) : T(static_cast<float>(2.0 * unit(seed * 131 + d) - 1.0));
+          p.o[d] = empty ? T::from_bits(0x7FC0) : T(static_cast<float>(2.0 * rt::unit_uniform(seed * 131 + d) - 1.0));
       }
       rcclx::gpu::copy(part_[q], parts[q].data(), records * sizeof(attn_rec));
     }
@@ -526,7 +524,7 @@ class runner : rt::emulated_bench<max_r> {
     // Logits: multiples of 2^-12 in [-8, 8); row 0 has a -inf, row 1 two NaNs (on different ranks).
     std::vector<float> all(rows * V);
     for (std::size_t i = 0; i < all.size(); ++i)
-      all[i] = static_cast<float>(std::floor(unit((static_cast<std::uint64_t>(rows) << 44) ^ (V << 8) ^ i) * 65536.0) - 32768.0) *
+      all[i] = static_cast<float>(std::floor(rt::unit_uniform((static_cast<std::uint64_t>(rows) << 44) ^ (V << 8) ^ i) * 65536.0) - 32768.0) *
                0x1p-12f;
     if (V > 2) all[V - 2] = -INFINITY;
     if (rows > 1) {

@@ -144,7 +144,7 @@ class runner {
   void fill(T* x, std::size_t count) {
     std::vector<T> h(count);
     const int p = j_.topo.rank();
-    rt::parallel_indices(count, [&](unsigned, std::size_t i) { h[i] = make<T>(input_value(p, i)); });
+    rt::parallel_indices(count, [&](unsigned, std::size_t i) { h[i] = rt::rank_input<T>(p, i); });
     rcclx::gpu::copy(x, h.data(), count * sizeof(T));
   }
 
@@ -177,8 +177,7 @@ class runner {
           },
           out, count, [&](const std::vector<T>& h) {
             if (j_.topo.rank() == 0) {  // rank 0 against the documented result of `check`'s hop
-              const rt::error_summary e = rt::check_hierarchical_allreduce(h.data(), count, j_.topo, check, chunk,
-                  [](int p, std::size_t i) { return static_cast<float>(make<T>(input_value(p, i))); });
+              const rt::error_summary e = rt::check_hierarchical_allreduce(h.data(), count, j_.topo, check, chunk, input_of<T>);
               r.max_err = e.max_error;
               r.tol_ok = e.within;
             }

@@ -24,6 +24,7 @@
 #include <rcclx/testing/emulated_kernels.hpp>
 #include <rcclx/testing/error_bounds.hpp>
 #include <rcclx/testing/launch.hpp>
+#include <rcclx/testing/rank_inputs.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -40,13 +41,11 @@
 #include <vector>
 
 #include "../common/cli.hpp"
-#include "../common/inputs.hpp"
 #include "../common/report.hpp"
 #include "checks_cost.hpp"
 
 namespace {
 
-using bench::input_value;
 using bench::on_host;
 using rcclx::algorithm;
 using rcclx::reduce_op;
@@ -212,39 +211,10 @@ void with_type(const std::string& type, F&& f) {
   else f(rcclx::fp16{});
 }
 
-// ---- inputs, poison, comparison: emulated functors ---------------------------------------------
-
-template <class T>
-RCCLX_HOST_DEVICE inline T make(float x) {
-  return T(x);
-}
-
-template <class T>
-RCCLX_HOST_DEVICE inline T poison_value() {
-  T x;
-  const std::uint32_t p = 0x5A5A5A5Au;
-  __builtin_memcpy(&x, &p, sizeof(T));
-  return x;
-}
-
-// Element loops over (rank, block, thread): what each emulated block writes does not matter here.
-template <class T, int MaxR>
-struct fill_kernel {
-  T* dst[MaxR];
-  std::size_t count;
-  bool poison;  // write the poison pattern instead of the inputs
-  template <class G>
-  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
-    const std::size_t stride = static_cast<std::size_t>(ix.num_blocks) * static_cast<std::size_t>(g.size());
-    for (std::size_t i = static_cast<std::size_t>(ix.block) * g.size() + g.thread_rank(); i < count; i += stride)
-      dst[ix.rank][i] = poison ? poison_value<T>() : make<T>(input_value(ix.rank, i));
-  }
-};
-
-// Input element i of rank p as the rows' reference reads it (rounded to T).
+// Input element i of rank p as the rows' reference reads it (testing::rank_input, rounded to T).
 template <class T>
 double input_of(int p, std::size_t i) {
-  return static_cast<float>(make<T>(input_value(p, i)));
+  return static_cast<float>(rt::rank_input<T>(p, i));
 }
 
 // ---- results -------------------------------------------------------------------------------------
@@ -391,9 +361,9 @@ class rank_rig : public rt::emulated_bench<MaxR> {
   // and rank 0's out_count outputs once no rank recorded an error.
   template <class F>
   std::vector<T> run_once(const std::vector<T*>& in, std::size_t count, std::size_t out_count, int blocks, const F& f) {
-    fill(in, count, false, fit_elems<fill_kernel<T, MaxR>>(count));
+    fill(in, count, false, fit_elems<rt::emulated_fill<T, MaxR>>(count));
     rcclx::gpu::stream_synchronize(this->stream());
-    fill(out_, out_count, true, fit_elems<fill_kernel<T, MaxR>>(out_count));
+    fill(out_, out_count, true, fit_elems<rt::emulated_fill<T, MaxR>>(out_count));
     rcclx::gpu::stream_synchronize(this->stream());
     launch(blocks, f, this->stream());
     rcclx::gpu::device_synchronize();
@@ -405,10 +375,8 @@ class rank_rig : public rt::emulated_bench<MaxR> {
 
   // count elements of every rank's inputs (dst[r]), or of the poison pattern.
   void fill(const std::vector<T*>& dst, std::size_t count, bool poison, int blocks) {
-    fill_kernel<T, MaxR> f{};
-    for (int r = 0; r < n_; ++r) f.dst[r] = dst[r];
-    f.count = count;
-    f.poison = poison;
+    rt::emulated_fill<T, MaxR> f{{}, count, poison};
+    std::copy(dst.begin(), dst.end(), f.dst);
     launch(blocks, f, this->stream());
   }
 

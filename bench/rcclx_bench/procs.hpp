@@ -146,7 +146,7 @@ class rank_runner {
     T* y = registered && resolved == algorithm::tree ? reg_ : out_;
     try {
       std::vector<T> h(count);
-      rt::parallel_indices(count, [&](unsigned, std::size_t i) { h[i] = make<T>(input_value(rank, i)); });
+      rt::parallel_indices(count, [&](unsigned, std::size_t i) { h[i] = rt::rank_input<T>(rank, i); });
       rcclx::gpu::copy(x, h.data(), count * sizeof(T));
       rcclx::gpu::memset_zero(y == x ? out_ : y, count * sizeof(T));
       rcclx::gpu::device_synchronize();  // the memset is on the legacy stream, the call on stream_

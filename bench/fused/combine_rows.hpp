@@ -4,12 +4,12 @@
 //
 //   std::vector<combine_bench::shape> shapes{{combine_bench::kind::attention, 8, 0},
 //                                            {combine_bench::kind::topk, 64, 131072}};
-//   const auto rows = combine_bench::run({8, 5, 20, 32}, shapes, combine_bench::print_row);
+//   const auto rows = combine_bench::run(8, rcclx::testing::timing_options{}, shapes, combine_bench::print_row);
 //
 // A translation unit of its own: its kernels compile in parallel with main.cpp's.
 #pragma once
 
-#include <rcclx/config.hpp>
+#include <rcclx/testing/timing.hpp>
 
 #include <cstddef>
 #include <ostream>
@@ -42,11 +42,6 @@ struct shape {
   std::size_t vocab;  // argmax, top-k: the vocabulary, split over the ranks (attention: unused)
 };
 
-struct settings {
-  int num_ranks;
-  int warmup, iters, calls_per_graph;  // rt::timing_options
-};
-
 struct row {
   std::string kind;   // "attn_merge", "argmax" or "topk50"
   std::string shape;  // attn_merge: tokens x heads x head_dim; argmax, topk: rows x vocabulary
@@ -68,7 +63,8 @@ struct row {
 };
 
 // Every row of `shapes`, each passed to `print` as soon as it is measured.
-std::vector<row> run(const settings& s, const std::vector<shape>& shapes, void (*print)(const row&));
+std::vector<row> run(int num_ranks, const rcclx::testing::timing_options& t, const std::vector<shape>& shapes,
+                     void (*print)(const row&));
 
 bool correct(const row& r);
 void print_header();

@@ -691,8 +691,7 @@ int main(int argc, char** argv) {
                   "rank; speedup = unfused / fused (automatic), x_best = unfused / best fused; g_blk = the "
                   "AllGather's blocks per rank\n");
       combine_bench::print_header();
-      combines = combine_bench::run({o.num_ranks, o.timing.warmup, o.timing.iters, o.timing.calls_per_graph},
-                                    o.combines, combine_bench::print_row);
+      combines = combine_bench::run(o.num_ranks, o.timing, o.combines, combine_bench::print_row);
     }
   } catch (const std::exception& e) {
     std::printf("rcclx-bench-fused: %s\n", e.what());

@@ -206,26 +206,6 @@ struct row {
   std::string timing, error;
 };
 
-// A row's timings once its outputs are checked, each call by time(f) and each on the state the
-// previous left: fused(algorithm, stream) flat and tree (automatic: the one the row reports),
-// unfused(algorithm, stream) flat and tree, and the faster unfused path's first kernel alone
-// (first(algorithm, stream)); then the speedups.
-template <class Time, class Fused, class Unfused, class First>
-void time_paths(row& r, algorithm automatic, Time&& time, Fused&& fused, Unfused&& unfused, First&& first) {
-  r.fused_flat_us = time([&](stream_t st) { fused(algorithm::flat, st); });
-  r.fused_tree_us = time([&](stream_t st) { fused(algorithm::tree, st); });
-  r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
-  r.unfused_flat_us = time([&](stream_t st) { unfused(algorithm::flat, st); });
-  r.unfused_tree_us = time([&](stream_t st) { unfused(algorithm::tree, st); });
-  const bool flat_best = r.unfused_flat_us <= r.unfused_tree_us;
-  r.unfused_best_us = flat_best ? r.unfused_flat_us : r.unfused_tree_us;
-  r.unfused_best_algo = flat_best ? "flat" : "tree";
-  r.first_kernel_us = time([&](stream_t st) { first(flat_best ? algorithm::flat : algorithm::tree, st); });
-  r.speedup = r.fused_auto_us > 0 ? r.unfused_best_us / r.fused_auto_us : 0;
-  const double f = r.fused_tree_us > 0 ? std::min(r.fused_flat_us, r.fused_tree_us) : r.fused_flat_us;
-  r.speedup_best = f > 0 ? r.unfused_best_us / f : 0;
-}
-
 // What both runners stand on: the rig, the row's timing (fell back to events: "events*"), and the
 // unfused paths' DDA AllReduce of count elements per rank (in[q] -> out[q]) on the emulated DDA
 // launch shape.
@@ -242,10 +222,26 @@ class fused_rig : public rt::emulated_bench<max_r> {
     return alloc<U>(count * sizeof(U) + 64);
   }
 
+  // A row's timings once its outputs are checked, each call on the state the previous left:
+  // fused(algorithm, stream) flat and tree (automatic: the one the row reports), unfused(algorithm,
+  // stream) flat and tree, and the faster unfused path's first kernel alone (first(algorithm,
+  // stream)); then the speedups.
   template <class Fused, class Unfused, class First>
   void time_row(row& r, rt::timing_mode mode, algorithm automatic, Fused&& fused, Unfused&& unfused, First&& first) {
     bool fell_back = false;
-    time_paths(r, automatic, [&](auto&& f) { return time(mode, o_.timing, f, fell_back); }, fused, unfused, first);
+    const auto time = [&](auto&& f) { return this->time(mode, o_.timing, f, fell_back); };
+    r.fused_flat_us = time([&](stream_t st) { fused(algorithm::flat, st); });
+    r.fused_tree_us = time([&](stream_t st) { fused(algorithm::tree, st); });
+    r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
+    r.unfused_flat_us = time([&](stream_t st) { unfused(algorithm::flat, st); });
+    r.unfused_tree_us = time([&](stream_t st) { unfused(algorithm::tree, st); });
+    const bool flat_best = r.unfused_flat_us <= r.unfused_tree_us;
+    r.unfused_best_us = flat_best ? r.unfused_flat_us : r.unfused_tree_us;
+    r.unfused_best_algo = flat_best ? "flat" : "tree";
+    r.first_kernel_us = time([&](stream_t st) { first(flat_best ? algorithm::flat : algorithm::tree, st); });
+    r.speedup = r.fused_auto_us > 0 ? r.unfused_best_us / r.fused_auto_us : 0;
+    const double f = r.fused_tree_us > 0 ? std::min(r.fused_flat_us, r.fused_tree_us) : r.fused_flat_us;
+    r.speedup_best = f > 0 ? r.unfused_best_us / f : 0;
     if (fell_back) r.timing = "events*";
   }
 

@@ -1,6 +1,6 @@
 // testing/rank_inputs.hpp: splitmix64 against its published sequences (seeds 0 and 1234567), the
 // inputs' range and grid, and emulated_fill on emulated ranks: every rank's elements the host's
-// rank_input bit for bit, or the poison bytes, and nothing past the count.
+// rank_input bit for bit, or the poison bytes, and nothing past the count; copy_rank_inputs the same.
 #include <rcclx/core/types.hpp>
 #include <rcclx/testing/emulated_bench.hpp>
 #include <rcclx/testing/rank_inputs.hpp>
@@ -67,6 +67,15 @@ TEMPLATE_TEST_CASE("emulated_fill: every rank's inputs or the poison, on the dev
       CHECK(all);
     }
   }
+  std::vector<T> h(count + 1, T(7.0f));
+  rt::copy_rank_inputs(out[2], count, 2);
+  rcclx::gpu::copy(h.data(), out[2], (count + 1) * sizeof(T));
+  for (std::size_t i = 0; i < count; ++i) {
+    const T want = rt::rank_input<T>(2, i);
+    REQUIRE(std::memcmp(&want, &h[i], sizeof(T)) == 0);
+  }
+  const unsigned char* past = reinterpret_cast<const unsigned char*>(&h[count]);
+  CHECK((past[0] == 0x5A && past[sizeof(T) - 1] == 0x5A));  // the poison fill's, untouched
 }
 
 }  // namespace

@@ -2,18 +2,23 @@
 // (where a reference reads them) and on the device (where a fill kernel writes them): element i of
 // rank r is uniform in [-1, 1) with 24 random bits (splitmix64), so that each element type rounds
 // it alike on both sides; emulated_fill writes them, or a poison pattern, into every emulated
-// rank's buffer with one launch.
+// rank's buffer with one launch; copy_rank_inputs puts a process's own in device memory.
 //
 //   namespace rt = rcclx::testing;
 //   rt::emulated_fill<rcclx::bf16, 8> f{{in0, in1, in2, in3}, count, false};   // poison = true: bytes 0x5A
 //   rt::launch_emulated(4, blocks, threads, f, stream);
 //   const float x = static_cast<float>(rt::rank_input<rcclx::bf16>(rank, i));   // what in<rank>[i] holds
+//   rt::copy_rank_inputs(x_dev, count, my_rank);                                 // a process per rank
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include <vector>
+
 #include "../config.hpp"
+#include "../gpu/runtime.hpp"
+#include "error_bounds.hpp"
 #include "launch.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -57,6 +62,15 @@ struct emulated_fill {
       dst[ix.rank][i] = poison ? p : rank_input<T>(ix.rank, i);
   }
 };
+
+// rank_input<T>(rank, i) for i < count, computed on the host's threads (parallel_indices), copied
+// to dst (device memory).
+template <class T>
+void copy_rank_inputs(T* dst, std::size_t count, int rank) {
+  std::vector<T> h(count);
+  parallel_indices(count, [&](unsigned, std::size_t i) { h[i] = rank_input<T>(rank, i); });
+  gpu::copy(dst, h.data(), count * sizeof(T));
+}
 
 }  // namespace testing
 RCCLX_NAMESPACE_END

@@ -89,12 +89,6 @@ void write_json_rows(std::ostream& o, const std::vector<Row>& rows, Fields&& fie
     o << indent << json_object(fields_of(rows[i])) << (i + 1 < rows.size() ? "," : "") << "\n";
 }
 
-// A CSV file: the header `columns` (comma-separated names), then a line per row with the value of
-// each column: the field of that name (`name=key`: the field `key`), strings unquoted except in a
-// column written "name" in quotes (quoted and escaped as in JSON).
-template <class Row, class Fields>
-void write_csv(const std::string& path, const std::string& columns, const std::vector<Row>& rows, Fields&& fields_of);
-
 // A file to write a report to (rcclx::error if it cannot be opened).
 inline std::ofstream open_output(const std::string& path) {
   std::ofstream f(path);
@@ -133,6 +127,9 @@ inline void end_json_report(std::ostream& f, const std::vector<target>& acc) {
   f << "  ]\n}\n";
 }
 
+// A CSV file: the header `columns` (comma-separated names), then a line per row with the value of
+// each column: the field of that name (`name=key`: the field `key`), strings unquoted except in a
+// column written "name" in quotes (quoted and escaped as in JSON).
 template <class Row, class Fields>
 void write_csv(const std::string& path, const std::string& columns, const std::vector<Row>& rows, Fields&& fields_of) {
   struct column {

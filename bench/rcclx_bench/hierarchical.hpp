@@ -54,11 +54,11 @@ using job = rt::node_job<max_local>;
 
 struct hrow {
   std::size_t bytes = 0, count = 0;
-  std::string type, path, hop, reg, timing;
+  std::string type, path, hop, reg, timing{};
   double time_us = 0, algbw = 0, busbw = 0, vs_engine = 0, max_err = 0;
   std::uint64_t new_reg = 0;
   bool tol_ok = true, identical = true;
-  std::string error;
+  std::string error{};
 };
 
 inline void print_hier_header() {
@@ -115,8 +115,8 @@ class runner {
     const bool unreg_rows = j_.across->registers_buffers();
     for (std::size_t bytes = o_.min_bytes; bytes <= o_.max_bytes; bytes *= 2) {
       const std::size_t count = std::max<std::size_t>(1, bytes / sizeof(T));
-      fill(in_, count);
-      fill(in_u_, count);
+      rt::copy_rank_inputs(in_, count, j_.topo.rank());
+      rt::copy_rank_inputs(in_u_, count, j_.topo.rank());
       double engine_us = 0;
       std::vector<hrow*> mine;
       // The engine's own AllReduce over every rank first (the rows' x_engine is its time / theirs).
@@ -141,23 +141,9 @@ class runner {
   }
 
  private:
-  void fill(T* x, std::size_t count) {
-    std::vector<T> h(count);
-    const int p = j_.topo.rank();
-    rt::parallel_indices(count, [&](unsigned, std::size_t i) { h[i] = rt::rank_input<T>(p, i); });
-    rcclx::gpu::copy(x, h.data(), count * sizeof(T));
-  }
-
   hrow* start_row(std::size_t count, const char* path, const char* hop, const char* reg) {
-    rows_.emplace_back();
-    hrow& r = rows_.back();
-    r.bytes = count * sizeof(T);
-    r.count = count;
-    r.type = type_;
-    r.path = path;
-    r.hop = hop;
-    r.reg = reg;
-    return &r;
+    rows_.push_back({count * sizeof(T), count, type_, path, hop, reg});
+    return &rows_.back();
   }
 
   // Runs `call` once and checks it, then times it (testing/rank_timing.hpp); errors become the row's.

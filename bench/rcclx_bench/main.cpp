@@ -221,16 +221,16 @@ double input_of(int p, std::size_t i) {
 
 struct row {
   std::size_t bytes = 0, count = 0;
-  std::string type, op, algo, resolved, input;
+  std::string type, op, algo, input, resolved{};
   int blocks = 0;
-  std::string timing;
+  std::string timing{};
   double time_us = 0, empty_us = 0, copy_us = 0, copy_memcpy_us = 0, copy_kernel_us = 0;
   double algbw = 0, busbw = 0, ratio_empty = 0, ratio_copy = 0;
   double required_bytes = 0, hbm_gbps = 0, hbm_eff = 0;
   double exchange_us = 0, ratio_exchange = 0;  // the LL one-shot's exchange floor (flat rows it runs): 0 = n/a
   double max_err = 0;
   bool tol_ok = true, identical = true;
-  std::string error;
+  std::string error{};
 };
 
 template <class Row>
@@ -495,13 +495,7 @@ class runner : public rank_rig<T, MaxR> {
 
   void run_size(std::size_t count, bool registered, const std::vector<algorithm>& algos, std::vector<row>& rows) {
     for (const algorithm a : algos) {
-      row r;
-      r.bytes = count * sizeof(T);
-      r.count = count;
-      r.type = this->type_;
-      r.op = rcclx::to_string(o_.op);
-      r.algo = rcclx::to_string(a);
-      r.input = registered ? "sym" : "copy";
+      row r{count * sizeof(T), count, this->type_, rcclx::to_string(o_.op), rcclx::to_string(a), registered ? "sym" : "copy"};
       this->guard(r, [&] {
         const algorithm resolved = rcclx::dda::resolve_algorithm<T>(a, count, n_);
         r.resolved = rcclx::to_string(resolved);
@@ -539,12 +533,12 @@ struct coll_row {
   std::size_t bytes = 0, count = 0;  // input bytes / elements per rank
   std::string type, coll, algo, format;
   int blocks = 0;
-  std::string timing;
+  std::string timing{};
   double time_us = 0, copy_us = 0, x_plain = 0;
   double wire_bytes = 0, required_bytes = 0, hbm_gbps = 0, hbm_eff = 0;
   double max_err = 0, bound = 0;
   bool tol_ok = true, identical = true;
-  std::string error;
+  std::string error{};
 };
 
 // Per rank, S = count * sizeof(T) bytes, Q = count * (1 + scale bytes / block) bytes of FP8 codes
@@ -635,13 +629,9 @@ class coll_runner : public rank_rig<T, MaxR> {
   }
 
   coll_row run_one(lpc::collective c, bool low, std::size_t count, double copy_us) {
-    coll_row r;
-    r.bytes = count * sizeof(T);
-    r.count = count;
-    r.type = this->type_;
-    r.coll = lpc::to_string(c);
-    r.algo = low ? "lpc" : (c == lpc::collective::allreduce ? "tree" : "direct");
-    r.format = low ? rcclx::fp8::format_traits<cfg::format>::name : "";
+    coll_row r{count * sizeof(T), count, this->type_, lpc::to_string(c),
+               low ? "lpc" : (c == lpc::collective::allreduce ? "tree" : "direct"),
+               low ? rcclx::fp8::format_traits<cfg::format>::name : ""};
     const double q = static_cast<double>(count) * (1.0 + static_cast<double>(sizeof(cfg::scale_type)) / cfg::block_size);
     const byte_model b = bytes_of(c, low, n_, static_cast<double>(r.bytes), q);
     r.wire_bytes = b.wire;
@@ -849,13 +839,6 @@ void write_csv(const std::string& path, const std::vector<row>& rows) {
                    rows, [](const row& r) { return with_ok(row_fields(r), r); });
 }
 
-void write_coll_csv(const std::string& path, const std::vector<coll_row>& rows) {
-  bench::write_csv(path,
-                   "size_bytes,count,type,collective,algorithm,format,blocks=blocks_per_rank,timing,time_us,x_plain,"
-                   "wire_bytes,required_bytes,hbm_GBps,hbm_efficiency,max_abs_error,error_bound,ok,\"error\"",
-                   rows, [](const coll_row& r) { return with_ok(coll_fields(r), r); });
-}
-
 // The PNG comes from plot.py (matplotlib), copied next to this executable by the build.
 void plot(const std::string& exe, const options& o) {
   const std::string dir = exe.find('/') == std::string::npos ? "." : exe.substr(0, exe.rfind('/'));
@@ -926,7 +909,11 @@ int main(int argc, char** argv) {
       std::printf("# json: %s\n", o.json.c_str());
     }
     if (!o.csv.empty()) write_csv(o.csv, rows);
-    if (!o.coll_csv.empty() && !crows.empty()) write_coll_csv(o.coll_csv, crows);
+    if (!o.coll_csv.empty() && !crows.empty())
+      bench::write_csv(o.coll_csv,
+                       "size_bytes,count,type,collective,algorithm,format,blocks=blocks_per_rank,timing,time_us,x_plain,"
+                       "wire_bytes,required_bytes,hbm_GBps,hbm_efficiency,max_abs_error,error_bound,ok,\"error\"",
+                       crows, [](const coll_row& r) { return with_ok(coll_fields(r), r); });
     if (!o.png.empty() && !o.json.empty()) plot(argv[0], o);
   } catch (const std::exception& e) {
     std::printf("rcclx-bench: %s\n", e.what());

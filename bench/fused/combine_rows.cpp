@@ -2,9 +2,9 @@
 // 12). Fused: one kernel whose epilogue is fused::combine (flat, tree; automatic = the built-in
 // table's). Unfused, the way an engine does it today: rcclx's AllGather (dda::flat_allgather) of
 // every rank's partial records, then a merge kernel running the combine's own arithmetic in rank
-// order. Floor: that AllGather alone (the unfused kernels and floors: testing/emulated_combine_
-// baselines.hpp). Per call, all emulated ranks in one launch per kernel; graphs of K back-to-back
-// calls on GPUs, the unfused kernels captured together.
+// order. Floor: that AllGather alone. The unfused kernels and floors: testing/emulated_combine_baselines.hpp.
+// Per call, all emulated ranks in one launch per kernel; graphs of K back-to-back calls on GPUs, the
+// unfused kernels captured together.
 //   attn_merge (B tokens x 32 heads x 128, bf16): fused copies each rank's partial records (O_r, L_r
 //     in ordinary memory, where the attention kernel left them) into the combine's input, as that
 //     kernel's epilogue would, and merges with reduce_slices (a thread per 16-byte slice); L_r in
@@ -19,7 +19,11 @@
 // a float64 merge of the partials (FP32 and bf16 rounding bounds) or testing::topk_reference.
 #include "combine_rows.hpp"
 
+#include <rcclx/dda/allgather.hpp>
 #include <rcclx/dda/select.hpp>
+#include <rcclx/fused/combine.hpp>
+#include <rcclx/fused/combine_ops.hpp>
+#include <rcclx/fused/shard_scan.hpp>
 #include <rcclx/gpu/shared.hpp>
 #include <rcclx/testing/emulated_bench.hpp>
 #include <rcclx/testing/emulated_combine_baselines.hpp>
@@ -205,13 +209,10 @@ class runner : rt::emulated_bench<max_r> {
   }
 
   row run(const shape& s) {
-    row r;
-    r.kind = to_string(s.what);
-    r.batch = s.batch;
-    r.vocab = s.what == kind::attention ? 0 : s.vocab;
-    r.shape = s.what == kind::attention
-                  ? std::to_string(s.batch) + "x" + std::to_string(heads) + "x" + std::to_string(head_dim)
-                  : std::to_string(s.batch) + "x" + std::to_string(s.vocab);
+    const bool attn = s.what == kind::attention;
+    row r{to_string(s.what), std::to_string(s.batch) + "x" + (attn ? std::to_string(heads) + "x" + std::to_string(head_dim)
+                                                                   : std::to_string(s.vocab)),
+          s.batch, attn ? 0 : s.vocab};
     const rt::timing_mode mode = on_host ? rt::timing_mode::wall : rt::timing_mode::graph;
     r.timing = rt::to_string(mode);
     guard(r, [&] {

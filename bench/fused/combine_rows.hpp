@@ -48,7 +48,7 @@ struct row {
   std::size_t batch = 0, vocab = 0;
   std::size_t records = 0;         // records per rank per call
   std::size_t exchange_bytes = 0;  // partial records per rank: what the AllGather gathers from each rank
-  std::string fused_auto_algo;     // flat or tree: algorithm::automatic for this message
+  std::string fused_auto_algo{};   // flat or tree: algorithm::automatic for this message
   int fused_blocks = 0, gather_blocks = 0;  // blocks per rank: the fused kernel, the AllGather
   double fused_flat_us = 0, fused_tree_us = 0, fused_auto_us = 0;
   double unfused_us = 0;  // (argmax, topk: the local scan kernel +) AllGather + merge kernel
@@ -59,7 +59,7 @@ struct row {
   double speedup_best = 0;  // unfused / min(fused_flat, fused_tree)
   double max_err = 0;       // attn_merge: |O - float64| (argmax, topk: exact, 0)
   bool identical = true, ref_ok = true;
-  std::string timing, error;
+  std::string timing{}, error{};
 };
 
 // Every row of `shapes`, each passed to `print` as soon as it is measured.

@@ -192,7 +192,7 @@ struct row {
   std::string kind;  // "rmsnorm" or "gemm"
   std::string shape, out;
   std::size_t tokens = 0, hidden = 0, bytes = 0;  // bytes: the AllReduce's message per rank
-  std::string fused_auto_algo, unfused_best_algo;
+  std::string fused_auto_algo{}, unfused_best_algo{};
   int fused_blocks = 0, unfused_blocks = 0;  // blocks per rank (gemm: fused kernel, plain GEMM)
   std::string fused_kernel = "-";  // rmsnorm: the kernel the automatic choice launched (kernel_label)
   int split = 1;  // gemm: parts of K per last-round tile in the fused kernels (gemm_example::split_plan)
@@ -203,7 +203,7 @@ struct row {
   double speedup_best = 0;     // unfused_best / the faster fused algorithm
   double max_err = 0;
   bool identical = true, tol_ok = true;
-  std::string timing, error;
+  std::string timing{}, error{};
 };
 
 // What both runners stand on: the rig, the row's timing (fell back to events: "events*"), and the
@@ -288,13 +288,8 @@ class rmsnorm_runner : public fused_rig {
   }
 
   row run(const shape& s) {
-    row r;
-    r.kind = "rmsnorm";
-    r.tokens = s.tokens;
-    r.hidden = s.hidden;
-    r.bytes = s.tokens * s.hidden * sizeof(T);
-    r.out = fz::rmsnorm_args<T, Out>::fp8_output ? "e4m3" : "bf16";
-    r.shape = std::to_string(s.tokens) + "x" + std::to_string(s.hidden);
+    row r{"rmsnorm", std::to_string(s.tokens) + "x" + std::to_string(s.hidden),
+          fz::rmsnorm_args<T, Out>::fp8_output ? "e4m3" : "bf16", s.tokens, s.hidden, s.tokens * s.hidden * sizeof(T)};
     const rt::timing_mode mode = on_host ? rt::timing_mode::wall
                                          : r.bytes <= o_.graph_max_bytes ? rt::timing_mode::graph : rt::timing_mode::events;
     r.timing = rt::to_string(mode);
@@ -432,13 +427,8 @@ class gemm_runner : public fused_rig {
   }
 
   row run(const gemm_shape& s) {
-    row r;
-    r.kind = "gemm";
-    r.out = "bf16";
-    r.tokens = s.M;
-    r.hidden = s.N;
-    r.bytes = s.M * s.N * sizeof(T);
-    r.shape = std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K);
+    row r{"gemm", std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K), "bf16", s.M, s.N,
+          s.M * s.N * sizeof(T)};
     const rt::timing_mode mode = on_host ? rt::timing_mode::wall : rt::timing_mode::graph;
     r.timing = rt::to_string(mode);
     guard(r, [&] {

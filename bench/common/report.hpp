@@ -89,12 +89,6 @@ void write_json_rows(std::ostream& o, const std::vector<Row>& rows, Fields&& fie
     o << indent << json_object(fields_of(rows[i])) << (i + 1 < rows.size() ? "," : "") << "\n";
 }
 
-// A CSV file: the header `columns` (comma-separated names), then a line per row with the value of
-// each column: the field of that name (`name=key`: the field `key`), strings unquoted except in a
-// column written "name" in quotes (quoted and escaped as in JSON).
-template <class Row, class Fields>
-void write_csv(const std::string& path, const std::string& columns, const std::vector<Row>& rows, Fields&& fields_of);
-
 // A file to write a report to (rcclx::error if it cannot be opened).
 inline std::ofstream open_output(const std::string& path) {
   std::ofstream f(path);
@@ -102,11 +96,25 @@ inline std::ofstream open_output(const std::string& path) {
   return f;
 }
 
-// A target measured against a floor of the same run.
+// A target measured against a floor of the same run: `worst` is the worst value among the rows in
+// its range (see: the lowest, or the highest where higher_is_worse), `at` where it was seen.
 struct target {
-  std::string name, target, result;
+  std::string name, target, result{};
   double worst = 0;
-  bool evaluated = false, pass = false;
+  bool evaluated = false, pass = false, higher_is_worse = false;
+  std::string at{};
+
+  void see(double v, const std::string& where = "") {
+    if (!evaluated || (higher_is_worse ? v > worst : v < worst)) worst = v, at = where;
+    evaluated = true;
+  }
+  // After the rows: pass = ok once evaluated; result = fmt's text of (scale * worst, at), or `none`.
+  void close(bool ok, const char* fmt, double scale = 1.0, const char* none = "not measured (no row in range)") {
+    char buf[256];
+    std::snprintf(buf, sizeof(buf), fmt, scale * worst, at.c_str());
+    pass = evaluated && ok;
+    result = evaluated ? buf : none;
+  }
 };
 
 // The end of a JSON report: its "acceptance" array (the targets), and the closing brace.
@@ -119,6 +127,9 @@ inline void end_json_report(std::ostream& f, const std::vector<target>& acc) {
   f << "  ]\n}\n";
 }
 
+// A CSV file: the header `columns` (comma-separated names), then a line per row with the value of
+// each column: the field of that name (`name=key`: the field `key`), strings unquoted except in a
+// column written "name" in quotes (quoted and escaped as in JSON).
 template <class Row, class Fields>
 void write_csv(const std::string& path, const std::string& columns, const std::vector<Row>& rows, Fields&& fields_of) {
   struct column {

@@ -402,18 +402,9 @@ int main(int argc, char** argv) {
       gpu::device_synchronize();
       // The best candidate per kernel, spelled as fp8/bulk_tuning.hpp spells its defaults.
       std::printf("\nbest tuning per kernel (vs same-bytes copy; only candidates whose output equals the default's):\n");
-      for (std::size_t i = 0; i < tune_rows.size();) {
-        std::size_t j = i, best = i, def = i;
-        for (; j < tune_rows.size() && tune_rows[j].kernel == tune_rows[i].kernel; ++j) {
-          const auto ratio = [&](std::size_t k) { return tune_rows[k].copy_ms / tune_rows[k].ms; };
-          if (tune_rows[j].same_output && ratio(j) > ratio(best)) best = j;
-          if (tune_rows[j].is_default) def = j;
-        }
-        std::printf("  %-26s best %6.1f%% %-24s default %6.1f%%   %s\n", tune_rows[i].kernel.c_str(),
-                    100 * tune_rows[best].copy_ms / tune_rows[best].ms, tune_rows[best].label.c_str(),
-                    100 * tune_rows[def].copy_ms / tune_rows[def].ms, tune_rows[best].cpp.c_str());
-        i = j;
-      }
+      for (const auto& [best, def] : rt::best_bulk_tunings(tune_rows))
+        std::printf("  %-26s best %6.1f%% %-24s default %6.1f%%   %s\n", best->kernel.c_str(), 100 * best->copy_ms / best->ms,
+                    best->label.c_str(), 100 * def->copy_ms / def->ms, best->cpp.c_str());
     }
 
     std::printf("\n%-48s %10s %10s %9s %11s %8s\n", "kernel", "time (us)", "GB/s", "vs copy", "vs same-B", "target");

@@ -4,12 +4,12 @@
 //
 //   std::vector<combine_bench::shape> shapes{{combine_bench::kind::attention, 8, 0},
 //                                            {combine_bench::kind::topk, 64, 131072}};
-//   const auto rows = combine_bench::run({8, 5, 20, 32}, shapes, combine_bench::print_row);
+//   const auto rows = combine_bench::run(8, rcclx::testing::timing_options{}, shapes, combine_bench::print_row);
 //
 // A translation unit of its own: its kernels compile in parallel with main.cpp's.
 #pragma once
 
-#include <rcclx/config.hpp>
+#include <rcclx/testing/timing.hpp>
 
 #include <cstddef>
 #include <ostream>
@@ -42,18 +42,13 @@ struct shape {
   std::size_t vocab;  // argmax, top-k: the vocabulary, split over the ranks (attention: unused)
 };
 
-struct settings {
-  int num_ranks;
-  int warmup, iters, calls_per_graph;  // rt::timing_options
-};
-
 struct row {
   std::string kind;   // "attn_merge", "argmax" or "topk50"
   std::string shape;  // attn_merge: tokens x heads x head_dim; argmax, topk: rows x vocabulary
   std::size_t batch = 0, vocab = 0;
   std::size_t records = 0;         // records per rank per call
   std::size_t exchange_bytes = 0;  // partial records per rank: what the AllGather gathers from each rank
-  std::string fused_auto_algo;     // flat or tree: algorithm::automatic for this message
+  std::string fused_auto_algo{};   // flat or tree: algorithm::automatic for this message
   int fused_blocks = 0, gather_blocks = 0;  // blocks per rank: the fused kernel, the AllGather
   double fused_flat_us = 0, fused_tree_us = 0, fused_auto_us = 0;
   double unfused_us = 0;  // (argmax, topk: the local scan kernel +) AllGather + merge kernel
@@ -64,11 +59,12 @@ struct row {
   double speedup_best = 0;  // unfused / min(fused_flat, fused_tree)
   double max_err = 0;       // attn_merge: |O - float64| (argmax, topk: exact, 0)
   bool identical = true, ref_ok = true;
-  std::string timing, error;
+  std::string timing{}, error{};
 };
 
 // Every row of `shapes`, each passed to `print` as soon as it is measured.
-std::vector<row> run(const settings& s, const std::vector<shape>& shapes, void (*print)(const row&));
+std::vector<row> run(int num_ranks, const rcclx::testing::timing_options& t, const std::vector<shape>& shapes,
+                     void (*print)(const row&));
 
 bool correct(const row& r);
 void print_header();

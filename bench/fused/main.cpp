@@ -192,7 +192,7 @@ struct row {
   std::string kind;  // "rmsnorm" or "gemm"
   std::string shape, out;
   std::size_t tokens = 0, hidden = 0, bytes = 0;  // bytes: the AllReduce's message per rank
-  std::string fused_auto_algo, unfused_best_algo;
+  std::string fused_auto_algo{}, unfused_best_algo{};
   int fused_blocks = 0, unfused_blocks = 0;  // blocks per rank (gemm: fused kernel, plain GEMM)
   std::string fused_kernel = "-";  // rmsnorm: the kernel the automatic choice launched (kernel_label)
   int split = 1;  // gemm: parts of K per last-round tile in the fused kernels (gemm_example::split_plan)
@@ -203,28 +203,8 @@ struct row {
   double speedup_best = 0;     // unfused_best / the faster fused algorithm
   double max_err = 0;
   bool identical = true, tol_ok = true;
-  std::string timing, error;
+  std::string timing{}, error{};
 };
-
-// A row's timings once its outputs are checked, each call by time(f) and each on the state the
-// previous left: fused(algorithm, stream) flat and tree (automatic: the one the row reports),
-// unfused(algorithm, stream) flat and tree, and the faster unfused path's first kernel alone
-// (first(algorithm, stream)); then the speedups.
-template <class Time, class Fused, class Unfused, class First>
-void time_paths(row& r, algorithm automatic, Time&& time, Fused&& fused, Unfused&& unfused, First&& first) {
-  r.fused_flat_us = time([&](stream_t st) { fused(algorithm::flat, st); });
-  r.fused_tree_us = time([&](stream_t st) { fused(algorithm::tree, st); });
-  r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
-  r.unfused_flat_us = time([&](stream_t st) { unfused(algorithm::flat, st); });
-  r.unfused_tree_us = time([&](stream_t st) { unfused(algorithm::tree, st); });
-  const bool flat_best = r.unfused_flat_us <= r.unfused_tree_us;
-  r.unfused_best_us = flat_best ? r.unfused_flat_us : r.unfused_tree_us;
-  r.unfused_best_algo = flat_best ? "flat" : "tree";
-  r.first_kernel_us = time([&](stream_t st) { first(flat_best ? algorithm::flat : algorithm::tree, st); });
-  r.speedup = r.fused_auto_us > 0 ? r.unfused_best_us / r.fused_auto_us : 0;
-  const double f = r.fused_tree_us > 0 ? std::min(r.fused_flat_us, r.fused_tree_us) : r.fused_flat_us;
-  r.speedup_best = f > 0 ? r.unfused_best_us / f : 0;
-}
 
 // What both runners stand on: the rig, the row's timing (fell back to events: "events*"), and the
 // unfused paths' DDA AllReduce of count elements per rank (in[q] -> out[q]) on the emulated DDA
@@ -242,10 +222,26 @@ class fused_rig : public rt::emulated_bench<max_r> {
     return alloc<U>(count * sizeof(U) + 64);
   }
 
+  // A row's timings once its outputs are checked, each call on the state the previous left:
+  // fused(algorithm, stream) flat and tree (automatic: the one the row reports), unfused(algorithm,
+  // stream) flat and tree, and the faster unfused path's first kernel alone (first(algorithm,
+  // stream)); then the speedups.
   template <class Fused, class Unfused, class First>
   void time_row(row& r, rt::timing_mode mode, algorithm automatic, Fused&& fused, Unfused&& unfused, First&& first) {
     bool fell_back = false;
-    time_paths(r, automatic, [&](auto&& f) { return time(mode, o_.timing, f, fell_back); }, fused, unfused, first);
+    const auto time = [&](auto&& f) { return this->time(mode, o_.timing, f, fell_back); };
+    r.fused_flat_us = time([&](stream_t st) { fused(algorithm::flat, st); });
+    r.fused_tree_us = time([&](stream_t st) { fused(algorithm::tree, st); });
+    r.fused_auto_us = automatic == algorithm::flat ? r.fused_flat_us : r.fused_tree_us;
+    r.unfused_flat_us = time([&](stream_t st) { unfused(algorithm::flat, st); });
+    r.unfused_tree_us = time([&](stream_t st) { unfused(algorithm::tree, st); });
+    const bool flat_best = r.unfused_flat_us <= r.unfused_tree_us;
+    r.unfused_best_us = flat_best ? r.unfused_flat_us : r.unfused_tree_us;
+    r.unfused_best_algo = flat_best ? "flat" : "tree";
+    r.first_kernel_us = time([&](stream_t st) { first(flat_best ? algorithm::flat : algorithm::tree, st); });
+    r.speedup = r.fused_auto_us > 0 ? r.unfused_best_us / r.fused_auto_us : 0;
+    const double f = r.fused_tree_us > 0 ? std::min(r.fused_flat_us, r.fused_tree_us) : r.fused_flat_us;
+    r.speedup_best = f > 0 ? r.unfused_best_us / f : 0;
     if (fell_back) r.timing = "events*";
   }
 
@@ -292,13 +288,8 @@ class rmsnorm_runner : public fused_rig {
   }
 
   row run(const shape& s) {
-    row r;
-    r.kind = "rmsnorm";
-    r.tokens = s.tokens;
-    r.hidden = s.hidden;
-    r.bytes = s.tokens * s.hidden * sizeof(T);
-    r.out = fz::rmsnorm_args<T, Out>::fp8_output ? "e4m3" : "bf16";
-    r.shape = std::to_string(s.tokens) + "x" + std::to_string(s.hidden);
+    row r{"rmsnorm", std::to_string(s.tokens) + "x" + std::to_string(s.hidden),
+          fz::rmsnorm_args<T, Out>::fp8_output ? "e4m3" : "bf16", s.tokens, s.hidden, s.tokens * s.hidden * sizeof(T)};
     const rt::timing_mode mode = on_host ? rt::timing_mode::wall
                                          : r.bytes <= o_.graph_max_bytes ? rt::timing_mode::graph : rt::timing_mode::events;
     r.timing = rt::to_string(mode);
@@ -436,13 +427,8 @@ class gemm_runner : public fused_rig {
   }
 
   row run(const gemm_shape& s) {
-    row r;
-    r.kind = "gemm";
-    r.out = "bf16";
-    r.tokens = s.M;
-    r.hidden = s.N;
-    r.bytes = s.M * s.N * sizeof(T);
-    r.shape = std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K);
+    row r{"gemm", std::to_string(s.M) + "x" + std::to_string(s.N) + "x" + std::to_string(s.K), "bf16", s.M, s.N,
+          s.M * s.N * sizeof(T)};
     const rt::timing_mode mode = on_host ? rt::timing_mode::wall : rt::timing_mode::graph;
     r.timing = rt::to_string(mode);
     guard(r, [&] {
@@ -576,22 +562,14 @@ bool correct(const row& r) { return r.error.empty() && r.tol_ok && r.identical; 
 
 std::vector<bench::target> evaluate(const std::vector<row>& rows, const std::vector<combine_bench::row>& combines) {
   bench::target norm{"fused_rmsnorm_decode", "fused AllReduce+residual+RMSNorm >= 1.3x faster than unfused "
-                                             "(best of dda flat/tree + add_rmsnorm) for tokens <= 128, bf16 output", "", 1e30};
-  bench::target gemm{"fused_gemm_allreduce", "fused GEMM+AllReduce faster than the GEMM followed by the best dda AllReduce",
-                     "", 1e30};
+                                             "(best of dda flat/tree + add_rmsnorm) for tokens <= 128, bf16 output"};
+  bench::target gemm{"fused_gemm_allreduce", "fused GEMM+AllReduce faster than the GEMM followed by the best dda AllReduce"};
   for (const auto& r : rows) {
-    bench::target* t = !r.error.empty() ? nullptr
-                       : r.kind == "gemm" ? &gemm
-                       : r.kind == "rmsnorm" && r.out == "bf16" && r.tokens <= 128 ? &norm : nullptr;
-    if (t) t->evaluated = true, t->worst = std::min(t->worst, r.speedup);
+    if (r.error.empty() && r.kind == "gemm") gemm.see(r.speedup);
+    if (r.error.empty() && r.kind == "rmsnorm" && r.out == "bf16" && r.tokens <= 128) norm.see(r.speedup);
   }
-  norm.pass = norm.worst >= 1.3;
-  gemm.pass = gemm.worst > 1.0;
-  for (bench::target* t : {&norm, &gemm}) {
-    char buf[96];
-    std::snprintf(buf, sizeof(buf), "worst speedup %.2fx", t->worst);
-    t->result = t->evaluated ? buf : "not measured";
-  }
+  norm.close(norm.worst >= 1.3, "worst speedup %.2fx", 1.0, "not measured");
+  gemm.close(gemm.worst > 1.0, "worst speedup %.2fx", 1.0, "not measured");
   std::vector<bench::target> all{norm, gemm};
   for (const auto& t : combine_bench::evaluate(combines)) all.push_back(t);
   return all;
@@ -699,8 +677,7 @@ int main(int argc, char** argv) {
                   "rank; speedup = unfused / fused (automatic), x_best = unfused / best fused; g_blk = the "
                   "AllGather's blocks per rank\n");
       combine_bench::print_header();
-      combines = combine_bench::run({o.num_ranks, o.timing.warmup, o.timing.iters, o.timing.calls_per_graph},
-                                    o.combines, combine_bench::print_row);
+      combines = combine_bench::run(o.num_ranks, o.timing, o.combines, combine_bench::print_row);
     }
   } catch (const std::exception& e) {
     std::printf("rcclx-bench-fused: %s\n", e.what());

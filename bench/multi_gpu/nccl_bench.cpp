@@ -20,9 +20,9 @@
 // rank times; a row's time is the slowest rank's median; busbw = algbw * 2(N-1)/N.
 // Exit status: 0 when every row is correct, 1 on a wrong row or an NCCL / CUDA error, 2 on bad
 // arguments or fewer GPUs than ranks.
-#include <cuda_bf16.h>
 #include <nccl.h>
 
+#include <rcclx/core/types.hpp>
 #include <rcclx/host/socket_bootstrap.hpp>
 #include <rcclx/testing/rank_timing.hpp>
 
@@ -215,21 +215,10 @@ class runner {
   }
 
   template <class T>
-  static T make(float x) {
-    if constexpr (std::is_same<T, float>::value) return x;
-    else return __float2bfloat16(x);
-  }
-  template <class T>
-  static float value(T x) {
-    if constexpr (std::is_same<T, float>::value) return x;
-    else return __bfloat162float(x);
-  }
-
-  template <class T>
   void fill(void* dst, std::size_t count) {
     std::vector<T> h(count);
     for (std::size_t i = 0; i < count; ++i)
-      h[i] = make<T>(static_cast<float>(input_value(bs_.rank(), i % pattern_period)));
+      h[i] = T(static_cast<float>(input_value(bs_.rank(), i % pattern_period)));
     rcclx::gpu::copy(dst, h.data(), count * sizeof(T));
   }
 
@@ -243,7 +232,7 @@ class runner {
       expected[i] = static_cast<float>(sum);
     }
     for (std::size_t i = 0; i < h.size(); ++i)
-      if (!(value(h[i]) == expected[i % pattern_period])) return false;
+      if (!(static_cast<float>(h[i]) == expected[i % pattern_period])) return false;
     return true;
   }
 
@@ -349,7 +338,7 @@ int main(int argc, char** argv) {
       runner run(o, bs, comm);
       if (rank == 0) print_header();
       for (const auto& t : o.types) {
-        if (t == "bf16") run.run<__nv_bfloat16>(t, rows);
+        if (t == "bf16") run.run<rcclx::bf16>(t, rows);
         else run.run<float>(t, rows);
       }
       run.release();

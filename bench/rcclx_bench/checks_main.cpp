@@ -2,42 +2,29 @@
 // `rcclx-bench --checks-cost-only`, in a tool that builds in seconds).
 //   rcclx-bench-checks [--ranks N] [--type float,bf16] [--rounds R]
 #include <cstdio>
-#include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include <rcclx/gpu/runtime.hpp>
-
+#include "../common/cli.hpp"
 #include "checks_cost.hpp"
 
+namespace {
+constexpr const char* usage_text = "usage: rcclx-bench-checks [--ranks N (2..8)] [--type float,bf16] [--rounds R]\n";
+[[noreturn]] void usage(const std::string& why) { bench::usage_exit("rcclx-bench-checks", usage_text, why); }
+}  // namespace
+
 int main(int argc, char** argv) {
-  bench::checks_cost_args args;
-  args.num_ranks = 8;
-  args.warmup = 20;
-  args.iters = 50;
-  args.calls_per_graph = 20;
+  bench::checks_cost_args args{"", 8, bench::checks_cost_bytes(), 20, 50, 20};  // warm-up, iterations, calls per graph
   std::vector<std::string> types{"bf16", "float"};
   int rounds = 3;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
-    if (a == "--ranks" && v) args.num_ranks = std::atoi(argv[++i]);
-    else if (a == "--rounds" && v) rounds = std::atoi(argv[++i]);
-    else if (a == "--type" && v) {
-      types.clear();
-      std::stringstream ss(argv[++i]);
-      for (std::string t; std::getline(ss, t, ',');) types.push_back(t);
-    } else {
-      std::fprintf(stderr, "usage: rcclx-bench-checks [--ranks N (2..8)] [--type float,bf16] [--rounds R]\n");
-      return 2;
-    }
+  std::string command;
+  for (bench::args a(argc, argv, usage, command); a.next();) {
+    if (a.is("--ranks")) args.num_ranks = a.integer();
+    else if (a.is("--rounds")) rounds = a.integer();
+    else if (a.is("--type")) types = a.list();
+    else a.unknown();
   }
-  if (args.num_ranks < 2 || args.num_ranks > 8 || rounds < 1) {
-    std::fprintf(stderr, "rcclx-bench-checks: --ranks takes 2..8, --rounds at least 1\n");
-    return 2;
-  }
-  args.bytes = bench::checks_cost_bytes();
+  if (args.num_ranks < 2 || args.num_ranks > 8 || rounds < 1) usage("--ranks takes 2..8, --rounds at least 1");
   std::string type;
   const double worst = bench::print_checks_cost(args, types, rounds, &type);
   std::printf("# checks_cost_8KiB: target on/off <= 1.05: %s (worst %.3f, %s)\n",

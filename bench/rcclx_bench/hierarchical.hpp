@@ -31,6 +31,7 @@
 #include <rcclx/host/fork_ranks.hpp>
 #include <rcclx/host/socket_bootstrap.hpp>
 #include <rcclx/multinode/hierarchical.hpp>
+#include <rcclx/testing/hierarchical_reference.hpp>
 #include <rcclx/testing/node_job.hpp>
 
 #include <unistd.h>
@@ -53,11 +54,11 @@ using job = rt::node_job<max_local>;
 
 struct hrow {
   std::size_t bytes = 0, count = 0;
-  std::string type, path, hop, reg, timing;
+  std::string type, path, hop, reg, timing{};
   double time_us = 0, algbw = 0, busbw = 0, vs_engine = 0, max_err = 0;
   std::uint64_t new_reg = 0;
   bool tol_ok = true, identical = true;
-  std::string error;
+  std::string error{};
 };
 
 inline void print_hier_header() {
@@ -77,78 +78,6 @@ inline void print_hier_row(const hrow& r) {
                 vs, static_cast<unsigned long long>(r.new_reg), r.max_err, verdict(r));
   }
   std::fflush(stdout);
-}
-
-// ---- the reference ------------------------------------------------------------------------------
-
-enum class check_kind { exact, reduce, low_precision };
-
-// Quantization runs of an AllReduce of `count` elements (each node partial is quantized from the
-// start of its shard, chunk by chunk): [start, length) in element indices, as hierarchical cuts the call.
-inline std::vector<std::pair<std::size_t, std::size_t>> shards(std::size_t count, std::size_t l, std::size_t chunk) {
-  std::vector<std::pair<std::size_t, std::size_t>> s;
-  const std::size_t main = count / l * l;
-  for (std::size_t off = 0; off < main; off += chunk) {
-    const std::size_t c = std::min(chunk, main - off) / l;
-    for (std::size_t q = 0; q < l; ++q) s.emplace_back(off + q * c, c);
-  }
-  if (count > main) s.emplace_back(main, count - main);
-  return s;
-}
-
-// Checks rank 0's output against the inputs of every rank (input_value, rounded to T): sets max_err
-// (against the float64 sum) and tol_ok.
-template <class T>
-void check_output(const std::vector<T>& out, const mn::node_topology& t, check_kind kind, std::size_t chunk, hrow& r) {
-  const std::size_t count = out.size(), l = static_cast<std::size_t>(t.local_ranks);
-  const int g_n = t.num_nodes, n = t.num_ranks();
-  const double u = rt::unit_roundoff<T>();
-  // Work in quantization blocks (32 elements of a shard) so low_precision sees each block's amax.
-  std::vector<std::pair<std::size_t, std::size_t>> blocks;
-  for (const auto& s : shards(count, l, chunk))
-    for (std::size_t b = 0; b < s.second; b += cfg::block_size) blocks.emplace_back(s.first + b, std::min<std::size_t>(cfg::block_size, s.second - b));
-  const auto x = [](int p, std::size_t i) { return static_cast<float>(make<T>(input_value(p, i))); };
-  if (g_n > 64) throw rcclx::error(rcclx::errc::unsupported, "the bench's reference takes at most 64 nodes");
-  const rt::error_summary s = rt::summarize_errors(blocks.size(), [&](std::size_t bi, rt::error_summary& e) {
-    const std::size_t first = blocks[bi].first, len = blocks[bi].second;
-    float part[cfg::block_size][64];  // node partials s_g, g < 64
-    double amax[64] = {}, ref[cfg::block_size] = {}, mag[cfg::block_size] = {};
-    for (std::size_t k = 0; k < len; ++k)
-      for (int g = 0; g < g_n; ++g) {
-        float s = x(g * static_cast<int>(l), first + k);
-        for (std::size_t q = 1; q < l; ++q) s += x(g * static_cast<int>(l) + static_cast<int>(q), first + k);
-        for (std::size_t q = 0; q < l; ++q) {
-          const double v = x(g * static_cast<int>(l) + static_cast<int>(q), first + k);
-          ref[k] += v;
-          mag[k] += std::fabs(v);
-        }
-        part[k][g] = static_cast<float>(make<T>(s));
-        amax[g] = std::max(amax[g], std::fabs(static_cast<double>(part[k][g])));
-      }
-    for (std::size_t k = 0; k < len; ++k) {
-      const double got = static_cast<double>(static_cast<float>(out[first + k]));
-      bool good = true;
-      if (kind == check_kind::exact) {  // the documented order: the node partials summed in node order
-        float order = part[k][0];
-        for (int g = 1; g < g_n; ++g) order += part[k][g];
-        const T want = make<T>(order);
-        good = std::memcmp(&want, &out[first + k], sizeof(T)) == 0;
-      } else if (kind == check_kind::reduce) {  // the engine's sum, in an order of its own
-        good = std::fabs(got - ref[k]) <= (2 * n * u + n * 0x1p-23) * mag[k] + u * std::fabs(ref[k]);
-      } else {  // the node partials quantized per block, then summed in FP32 (docs/multinode.md)
-        double q = 0, psum = 0, pabs = 0;
-        for (int g = 0; g < g_n; ++g) {
-          q += rt::fp8_block_error<cfg::format, cfg::scale>(amax[g]);
-          psum += part[k][g];
-          pabs += std::fabs(part[k][g]);
-        }
-        good = std::fabs(got - psum) <= q + g_n * 0x1p-23 * (pabs + q) + u * (std::fabs(psum) + q);
-      }
-      e.add(std::fabs(got - ref[k]), good);
-    }
-  });
-  r.max_err = s.max_error;
-  r.tol_ok = s.within;
 }
 
 // ---- one element type ---------------------------------------------------------------------------
@@ -186,8 +115,8 @@ class runner {
     const bool unreg_rows = j_.across->registers_buffers();
     for (std::size_t bytes = o_.min_bytes; bytes <= o_.max_bytes; bytes *= 2) {
       const std::size_t count = std::max<std::size_t>(1, bytes / sizeof(T));
-      fill(in_, count);
-      fill(in_u_, count);
+      rt::copy_rank_inputs(in_, count, j_.topo.rank());
+      rt::copy_rank_inputs(in_u_, count, j_.topo.rank());
       double engine_us = 0;
       std::vector<hrow*> mine;
       // The engine's own AllReduce over every rank first (the rows' x_engine is its time / theirs).
@@ -212,28 +141,14 @@ class runner {
   }
 
  private:
-  void fill(T* x, std::size_t count) {
-    std::vector<T> h(count);
-    const int p = j_.topo.rank();
-    rt::parallel_indices(count, [&](unsigned, std::size_t i) { h[i] = make<T>(input_value(p, i)); });
-    rcclx::gpu::copy(x, h.data(), count * sizeof(T));
-  }
-
   hrow* start_row(std::size_t count, const char* path, const char* hop, const char* reg) {
-    rows_.emplace_back();
-    hrow& r = rows_.back();
-    r.bytes = count * sizeof(T);
-    r.count = count;
-    r.type = type_;
-    r.path = path;
-    r.hop = hop;
-    r.reg = reg;
-    return &r;
+    rows_.push_back({count * sizeof(T), count, type_, path, hop, reg});
+    return &rows_.back();
   }
 
   // Runs `call` once and checks it, then times it (testing/rank_timing.hpp); errors become the row's.
   template <class Call>
-  void measure(hrow& r, std::size_t count, T* out, check_kind kind, std::size_t chunk, Call&& call) {
+  void measure(hrow& r, std::size_t count, T* out, mn::inter_node check, std::size_t chunk, Call&& call) {
     const auto opens = [&] { return j_.across->registrations().opens + (j_.everyone ? j_.everyone->registrations().opens : 0); };
     std::uint64_t before = 0;
     try {
@@ -247,7 +162,11 @@ class runner {
             if (j_.comm) j_.comm->check_errors();
           },
           out, count, [&](const std::vector<T>& h) {
-            if (j_.topo.rank() == 0) check_output(h, j_.topo, kind, chunk, r);
+            if (j_.topo.rank() == 0) {  // rank 0 against the documented result of `check`'s hop
+              const rt::error_summary e = rt::check_hierarchical_allreduce(h.data(), count, j_.topo, check, chunk, input_of<T>);
+              r.max_err = e.max_error;
+              r.tol_ok = e.within;
+            }
             before = opens();  // after the first call: what the timed calls register
             return true;
           });
@@ -266,14 +185,11 @@ class runner {
     hier_t& h = registered ? *reg_ : *unreg_;
     const T* x = registered ? in_ : in_u_;
     T* y = registered ? out_ : out_u_;
-    const check_kind kind = hop == mn::inter_node::exact           ? check_kind::exact
-                            : hop == mn::inter_node::low_precision ? check_kind::low_precision
-                                                                   : check_kind::reduce;
     const std::size_t l = static_cast<std::size_t>(j_.topo.local_ranks);
     // The call's chunks (hierarchical's cut): L > 1, whole rows within the communicator's workspace.
     const std::size_t chunk = j_.comm ? std::max<std::size_t>(j_.comm->options().buffer_bytes / sizeof(T) / l, 1) * l
                                       : std::max<std::size_t>(chunk_bytes(o_) / sizeof(T) / 16 * 16, 16);
-    measure(*r, count, y, kind, chunk, [&](rcclx::gpu::stream_t s) { h.allreduce(x, y, count, hop, s); });
+    measure(*r, count, y, hop, chunk, [&](rcclx::gpu::stream_t s) { h.allreduce(x, y, count, hop, s); });
     return r;
   }
 
@@ -287,14 +203,14 @@ class runner {
       pins.push_back(e.register_buffer(const_cast<T*>(x), count * sizeof(T)));
       pins.push_back(e.register_buffer(y, count * sizeof(T)));
     }
-    measure(*r, count, y, check_kind::reduce, count,
+    measure(*r, count, y, mn::inter_node::engine_reduce, count,  // the engine's order: engine_reduce's bound
             [&](rcclx::gpu::stream_t s) { e.allreduce(x, y, count, mn::data_type_of<T>::value, s); });
     return r;
   }
 
   hrow* node_row(std::size_t count) {  // G = 1: the node's rcclx AllReduce, the whole job
     hrow* r = start_row(count, "rcclx_node", "-", "-");
-    measure(*r, count, out_, check_kind::exact, std::max<std::size_t>(count, 1) * 2,
+    measure(*r, count, out_, mn::inter_node::exact, std::max<std::size_t>(count, 1) * 2,
             [&](rcclx::gpu::stream_t s) { j_.comm->allreduce(in_, out_, count, rcclx::reduce_op::sum, rcclx::algorithm::automatic, s); });
     return r;
   }

@@ -24,6 +24,7 @@
 #include <rcclx/testing/emulated_kernels.hpp>
 #include <rcclx/testing/error_bounds.hpp>
 #include <rcclx/testing/launch.hpp>
+#include <rcclx/testing/rank_inputs.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -40,13 +41,11 @@
 #include <vector>
 
 #include "../common/cli.hpp"
-#include "../common/inputs.hpp"
 #include "../common/report.hpp"
 #include "checks_cost.hpp"
 
 namespace {
 
-using bench::input_value;
 using bench::on_host;
 using rcclx::algorithm;
 using rcclx::reduce_op;
@@ -212,55 +211,26 @@ void with_type(const std::string& type, F&& f) {
   else f(rcclx::fp16{});
 }
 
-// ---- inputs, poison, comparison: emulated functors ---------------------------------------------
-
-template <class T>
-RCCLX_HOST_DEVICE inline T make(float x) {
-  return T(x);
-}
-
-template <class T>
-RCCLX_HOST_DEVICE inline T poison_value() {
-  T x;
-  const std::uint32_t p = 0x5A5A5A5Au;
-  __builtin_memcpy(&x, &p, sizeof(T));
-  return x;
-}
-
-// Element loops over (rank, block, thread): what each emulated block writes does not matter here.
-template <class T, int MaxR>
-struct fill_kernel {
-  T* dst[MaxR];
-  std::size_t count;
-  bool poison;  // write the poison pattern instead of the inputs
-  template <class G>
-  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
-    const std::size_t stride = static_cast<std::size_t>(ix.num_blocks) * static_cast<std::size_t>(g.size());
-    for (std::size_t i = static_cast<std::size_t>(ix.block) * g.size() + g.thread_rank(); i < count; i += stride)
-      dst[ix.rank][i] = poison ? poison_value<T>() : make<T>(input_value(ix.rank, i));
-  }
-};
-
-// Input element i of rank p as the rows' reference reads it (rounded to T).
+// Input element i of rank p as the rows' reference reads it (testing::rank_input, rounded to T).
 template <class T>
 double input_of(int p, std::size_t i) {
-  return static_cast<float>(make<T>(input_value(p, i)));
+  return static_cast<float>(rt::rank_input<T>(p, i));
 }
 
 // ---- results -------------------------------------------------------------------------------------
 
 struct row {
   std::size_t bytes = 0, count = 0;
-  std::string type, op, algo, resolved, input;
+  std::string type, op, algo, input, resolved{};
   int blocks = 0;
-  std::string timing;
+  std::string timing{};
   double time_us = 0, empty_us = 0, copy_us = 0, copy_memcpy_us = 0, copy_kernel_us = 0;
   double algbw = 0, busbw = 0, ratio_empty = 0, ratio_copy = 0;
   double required_bytes = 0, hbm_gbps = 0, hbm_eff = 0;
   double exchange_us = 0, ratio_exchange = 0;  // the LL one-shot's exchange floor (flat rows it runs): 0 = n/a
   double max_err = 0;
   bool tol_ok = true, identical = true;
-  std::string error;
+  std::string error{};
 };
 
 template <class Row>
@@ -272,20 +242,13 @@ const char* verdict(const Row& r) {
   return r.tol_ok && r.identical ? "ok" : (r.identical ? "TOL" : "DIFF");
 }
 
-// Max error of out[0, count) against the float64 reference over `n` ranks' inputs (input_value),
-// and whether every element is within the plain AllReduce's tolerance or, for LPC rows
-// (abs_bound > 0), within that absolute bound. Used by the emulated runner and by --procs.
-template <class T>
-void check_against_reference(const T* out, std::size_t count, int n, reduce_op op, row& r, double abs_bound = 0) {
-  const rt::error_summary s = rt::summarize_errors(count, [&](std::size_t i, rt::error_summary& e) {
-    double acc = 0, mag = 0;
-    for (int p = 0; p < n; ++p) {
-      const double x = input_of<T>(p, i);
-      mag += std::fabs(x);
-      acc = p == 0 ? x : op == reduce_op::sum ? acc + x : op == reduce_op::min ? std::min(acc, x) : std::max(acc, x);
-    }
-    e.add(static_cast<float>(out[i]), acc, abs_bound > 0 ? abs_bound : rt::allreduce_tolerance<T>(op, n, acc, mag));
-  });
+// Rank 0's output of collective c over n ranks against the float64 result of their inputs
+// (testing::check_collective: within `bound`, or the plain collective's tolerance when 0). Used by
+// the emulated runners and by --procs.
+template <class T, class Row>
+void check_output(lpc::collective c, const T* out, std::size_t count, int n, Row& r, double bound = 0,
+                  reduce_op op = reduce_op::sum) {
+  const rt::error_summary s = rt::check_collective(c, out, n, count, 0, input_of<T>, bound, op);
   r.max_err = s.max_error;
   r.tol_ok = s.within;
 }
@@ -398,9 +361,9 @@ class rank_rig : public rt::emulated_bench<MaxR> {
   // and rank 0's out_count outputs once no rank recorded an error.
   template <class F>
   std::vector<T> run_once(const std::vector<T*>& in, std::size_t count, std::size_t out_count, int blocks, const F& f) {
-    fill(in, count, false, fit_elems<fill_kernel<T, MaxR>>(count));
+    fill(in, count, false, fit_elems<rt::emulated_fill<T, MaxR>>(count));
     rcclx::gpu::stream_synchronize(this->stream());
-    fill(out_, out_count, true, fit_elems<fill_kernel<T, MaxR>>(out_count));
+    fill(out_, out_count, true, fit_elems<rt::emulated_fill<T, MaxR>>(out_count));
     rcclx::gpu::stream_synchronize(this->stream());
     launch(blocks, f, this->stream());
     rcclx::gpu::device_synchronize();
@@ -412,10 +375,8 @@ class rank_rig : public rt::emulated_bench<MaxR> {
 
   // count elements of every rank's inputs (dst[r]), or of the poison pattern.
   void fill(const std::vector<T*>& dst, std::size_t count, bool poison, int blocks) {
-    fill_kernel<T, MaxR> f{};
-    for (int r = 0; r < n_; ++r) f.dst[r] = dst[r];
-    f.count = count;
-    f.poison = poison;
+    rt::emulated_fill<T, MaxR> f{{}, count, poison};
+    std::copy(dst.begin(), dst.end(), f.dst);
     launch(blocks, f, this->stream());
   }
 
@@ -497,7 +458,7 @@ class runner : public rank_rig<T, MaxR> {
     if (registered)
       for (int q = 0; q < n_; ++q) in[q] = static_cast<T*>(this->world().buffer(q));
     const std::vector<T> out = this->run_once(in, count, count, nb, k);
-    check_against_reference(out.data(), count, n_, o_.op, r);
+    check_output(lpc::collective::allreduce, out.data(), count, n_, r, 0, o_.op);
     r.identical = this->ranks_identical(count);
     bool fell_back = false;
     r.time_us = this->time(mode, o_.timing, [&](rcclx::gpu::stream_t s) { this->launch(nb, k, s); }, fell_back);
@@ -534,13 +495,7 @@ class runner : public rank_rig<T, MaxR> {
 
   void run_size(std::size_t count, bool registered, const std::vector<algorithm>& algos, std::vector<row>& rows) {
     for (const algorithm a : algos) {
-      row r;
-      r.bytes = count * sizeof(T);
-      r.count = count;
-      r.type = this->type_;
-      r.op = rcclx::to_string(o_.op);
-      r.algo = rcclx::to_string(a);
-      r.input = registered ? "sym" : "copy";
+      row r{count * sizeof(T), count, this->type_, rcclx::to_string(o_.op), rcclx::to_string(a), registered ? "sym" : "copy"};
       this->guard(r, [&] {
         const algorithm resolved = rcclx::dda::resolve_algorithm<T>(a, count, n_);
         r.resolved = rcclx::to_string(resolved);
@@ -578,12 +533,12 @@ struct coll_row {
   std::size_t bytes = 0, count = 0;  // input bytes / elements per rank
   std::string type, coll, algo, format;
   int blocks = 0;
-  std::string timing;
+  std::string timing{};
   double time_us = 0, copy_us = 0, x_plain = 0;
   double wire_bytes = 0, required_bytes = 0, hbm_gbps = 0, hbm_eff = 0;
   double max_err = 0, bound = 0;
   bool tol_ok = true, identical = true;
-  std::string error;
+  std::string error{};
 };
 
 // Per rank, S = count * sizeof(T) bytes, Q = count * (1 + scale bytes / block) bytes of FP8 codes
@@ -674,13 +629,9 @@ class coll_runner : public rank_rig<T, MaxR> {
   }
 
   coll_row run_one(lpc::collective c, bool low, std::size_t count, double copy_us) {
-    coll_row r;
-    r.bytes = count * sizeof(T);
-    r.count = count;
-    r.type = this->type_;
-    r.coll = lpc::to_string(c);
-    r.algo = low ? "lpc" : (c == lpc::collective::allreduce ? "tree" : "direct");
-    r.format = low ? rcclx::fp8::format_traits<cfg::format>::name : "";
+    coll_row r{count * sizeof(T), count, this->type_, lpc::to_string(c),
+               low ? "lpc" : (c == lpc::collective::allreduce ? "tree" : "direct"),
+               low ? rcclx::fp8::format_traits<cfg::format>::name : ""};
     const double q = static_cast<double>(count) * (1.0 + static_cast<double>(sizeof(cfg::scale_type)) / cfg::block_size);
     const byte_model b = bytes_of(c, low, n_, static_cast<double>(r.bytes), q);
     r.wire_bytes = b.wire;
@@ -735,20 +686,11 @@ class coll_runner : public rank_rig<T, MaxR> {
     r.blocks = nb;
     const rt::timing_mode mode = this->mode_for(r.bytes);
     r.timing = rt::to_string(mode);
-    const std::size_t nn = static_cast<std::size_t>(n_), blk = count / nn;
-    const std::size_t total = c == lpc::collective::allgather ? count * nn : c == lpc::collective::reduce_scatter ? blk : count;
+    const std::size_t nn = static_cast<std::size_t>(n_);
+    const std::size_t total = c == lpc::collective::allgather ? count * nn : c == lpc::collective::reduce_scatter ? count / nn : count;
     const std::vector<T> out = this->run_once(this->in_, count, total, nb, k);
     r.bound = rt::lpc_error_bound<T>(c, n_, 1.0, r.algo == "lpc");
-    const rt::error_summary s = rt::summarize_errors(total, [&](std::size_t i, rt::error_summary& e) {
-      double want = 0;
-      if (c == lpc::collective::allreduce || c == lpc::collective::reduce_scatter)  // RS: rank 0's block of every rank
-        for (int p = 0; p < n_; ++p) want += input_of<T>(p, i);
-      else if (c == lpc::collective::allgather) want = input_of<T>(static_cast<int>(i / count), i % count);
-      else want = input_of<T>(static_cast<int>(i / blk), i % blk);
-      e.add(static_cast<float>(out[i]), want, r.bound);
-    });
-    r.max_err = s.max_error;
-    r.tol_ok = s.within;
+    check_output(c, out.data(), count, n_, r, r.bound);
     if (c == lpc::collective::allreduce || c == lpc::collective::allgather) r.identical = this->ranks_identical(total);
     bool fell_back = false;
     r.time_us = this->time(mode, o_.timing, [&](rcclx::gpu::stream_t s) { this->launch(nb, k, s); }, fell_back);
@@ -770,8 +712,7 @@ using acceptance = bench::target;
 // The checked mode's cost: flat AllReduce (the latency path) with RCCLX_CHECKS=1 against the same
 // call without, timed alternately in this process (checks_cost.hpp). Target: <= 5% at 8 KiB.
 acceptance run_checks_cost(const options& o) {
-  acceptance a{"checks_cost_8KiB", "flat AllReduce at 8 KiB with RCCLX_CHECKS=1 within 1.05x of the same call without",
-               "", 0};
+  acceptance a{"checks_cost_8KiB", "flat AllReduce at 8 KiB with RCCLX_CHECKS=1 within 1.05x of the same call without"};
   const bench::checks_cost_args args{"", std::min(o.num_ranks, 8), bench::checks_cost_bytes(), o.timing.warmup,
                                      o.timing.iters, o.timing.calls_per_graph};
   std::string type;
@@ -789,37 +730,22 @@ acceptance run_checks_cost(const options& o) {
 // (Emulated ranks share one GPU: an empty kernel or a multi-GPU speedup is not a floor here.)
 std::vector<acceptance> evaluate(const std::vector<row>& rows) {
   acceptance flat{"flat_vs_exchange_floor", "flat at <= 64 KiB within 1.3x of the exchange floor (same LL packets and grid, "
-                                            "no input, reduction or output; input copied by the kernel)", "", 0};
-  acceptance flat_sym{"flat_vs_exchange_floor_sym", "the same with the input already in the symmetric buffer", "", 0};
+                                            "no input, reduction or output; input copied by the kernel)"};
+  acceptance flat_sym{"flat_vs_exchange_floor_sym", "the same with the input already in the symmetric buffer"};
   acceptance tree{"tree_vs_copy_bandwidth", "tree at >= 16 MiB moves its required HBM traffic at >= 90% of the copy "
-                                            "bandwidth", "", 1e30};
-  std::string flat_at, flat_sym_at, tree_at;
-  const auto where = [](const row& r) { return r.type + " " + std::to_string(r.bytes) + " B"; };
+                                            "bandwidth"};
+  flat.higher_is_worse = flat_sym.higher_is_worse = true;
   for (const auto& r : rows) {
     if (!r.error.empty()) continue;
+    const std::string where = r.type + " " + std::to_string(r.bytes) + " B";
     // Flat rows not on the LL one-shot have no floor of that kind (ratio_exchange 0).
-    if (r.resolved == "flat" && r.algo != "automatic" && r.bytes <= 64 * 1024 && r.ratio_exchange > 0) {
-      acceptance& a = r.input == "sym" ? flat_sym : flat;
-      a.evaluated = true;
-      if (r.ratio_exchange > a.worst) a.worst = r.ratio_exchange, (r.input == "sym" ? flat_sym_at : flat_at) = where(r);
-    }
-    if (r.algo == "tree" && r.input == "copy" && r.bytes >= 16u * 1024 * 1024) {
-      tree.evaluated = true;
-      if (r.hbm_eff < tree.worst) tree.worst = r.hbm_eff, tree_at = where(r);
-    }
+    if (r.resolved == "flat" && r.algo != "automatic" && r.bytes <= 64 * 1024 && r.ratio_exchange > 0)
+      (r.input == "sym" ? flat_sym : flat).see(r.ratio_exchange, where);
+    if (r.algo == "tree" && r.input == "copy" && r.bytes >= 16u * 1024 * 1024) tree.see(r.hbm_eff, where);
   }
-  flat.pass = flat.worst <= 1.3;
-  flat_sym.pass = flat_sym.worst <= 1.3;
-  tree.pass = tree.worst >= 0.90;
-  char buf[160];
-  std::snprintf(buf, sizeof(buf), "worst x_xchg %.2f (%s)", flat.worst, flat_at.c_str());
-  flat.result = buf;
-  std::snprintf(buf, sizeof(buf), "worst x_xchg %.2f (%s)", flat_sym.worst, flat_sym_at.c_str());
-  flat_sym.result = buf;
-  std::snprintf(buf, sizeof(buf), "worst hbm%% %.1f (%s)", 100.0 * tree.worst, tree_at.c_str());
-  tree.result = buf;
-  for (acceptance* a : {&flat, &flat_sym, &tree})
-    if (!a->evaluated) a->result = "not measured (no row in range)";
+  flat.close(flat.worst <= 1.3, "worst x_xchg %.2f (%s)");
+  flat_sym.close(flat_sym.worst <= 1.3, "worst x_xchg %.2f (%s)");
+  tree.close(tree.worst >= 0.90, "worst hbm%% %.1f (%s)", 100.0);
   return {flat, flat_sym, tree};
 }
 
@@ -828,33 +754,25 @@ std::vector<acceptance> evaluate(const std::vector<row>& rows) {
 // within its error bound.
 std::vector<acceptance> evaluate_coll(const std::vector<coll_row>& rows) {
   acceptance f{"lpc_vs_hbm_floor", "every LPC collective at >= 16 MiB moves its required HBM traffic at >= 75% of the "
-                                   "copy bandwidth", "", 1e30};
+                                   "copy bandwidth"};
   acceptance e{"lpc_error_bound", "every LPC row's max error within the documented bound, AllReduce/AllGather ranks "
-                                  "bit-identical", "", 0};
-  std::map<std::string, double> worst_of;  // per collective
-  std::string at;
+                                  "bit-identical"};
+  std::map<std::string, acceptance> per_coll;
   for (const auto& r : rows) {
     if (!r.error.empty() || r.algo != "lpc") continue;
     e.evaluated = true;
-    if (!(r.tol_ok && r.identical)) e.worst += 1;
+    e.worst += r.tol_ok && r.identical ? 0 : 1;  // rows outside
     if (r.bytes < 16u * 1024 * 1024) continue;
-    f.evaluated = true;
-    auto it = worst_of.find(r.coll);
-    if (it == worst_of.end() || r.hbm_eff < it->second) worst_of[r.coll] = r.hbm_eff;
-    if (r.hbm_eff < f.worst) f.worst = r.hbm_eff, at = r.coll + " " + r.type + " " + std::to_string(r.bytes >> 20) + " MiB";
+    f.see(r.hbm_eff, r.coll + " " + r.type + " " + std::to_string(r.bytes >> 20) + " MiB");
+    per_coll[r.coll].see(r.hbm_eff);
   }
-  f.pass = f.worst >= 0.75;
-  e.pass = e.worst == 0;
-  char buf[96];
-  std::snprintf(buf, sizeof(buf), "worst hbm%% %.1f (%s);", 100.0 * f.worst, at.c_str());
-  f.result = buf;
-  for (const auto& [c, w] : worst_of) {
-    std::snprintf(buf, sizeof(buf), " %s %.1f", c.c_str(), 100.0 * w);
+  f.close(f.worst >= 0.75, "worst hbm%% %.1f (%s);", 100.0);
+  for (const auto& [c, w] : per_coll) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), " %s %.1f", c.c_str(), 100.0 * w.worst);
     f.result += buf;
   }
-  e.result = std::to_string(static_cast<int>(e.worst)) + " rows outside";
-  for (acceptance* a : {&f, &e})
-    if (!a->evaluated) a->result = "not measured (no row in range)";
+  e.close(e.worst == 0, "%.0f rows outside");
   return {f, e};
 }
 
@@ -919,13 +837,6 @@ void write_csv(const std::string& path, const std::vector<row>& rows) {
                    "copy_us,algbw_GBps,busbw_GBps,ratio_empty,ratio_exchange,ratio_copy,hbm_GBps,hbm_efficiency,"
                    "max_abs_error,ok,\"error\"",
                    rows, [](const row& r) { return with_ok(row_fields(r), r); });
-}
-
-void write_coll_csv(const std::string& path, const std::vector<coll_row>& rows) {
-  bench::write_csv(path,
-                   "size_bytes,count,type,collective,algorithm,format,blocks=blocks_per_rank,timing,time_us,x_plain,"
-                   "wire_bytes,required_bytes,hbm_GBps,hbm_efficiency,max_abs_error,error_bound,ok,\"error\"",
-                   rows, [](const coll_row& r) { return with_ok(coll_fields(r), r); });
 }
 
 // The PNG comes from plot.py (matplotlib), copied next to this executable by the build.
@@ -998,7 +909,11 @@ int main(int argc, char** argv) {
       std::printf("# json: %s\n", o.json.c_str());
     }
     if (!o.csv.empty()) write_csv(o.csv, rows);
-    if (!o.coll_csv.empty() && !crows.empty()) write_coll_csv(o.coll_csv, crows);
+    if (!o.coll_csv.empty() && !crows.empty())
+      bench::write_csv(o.coll_csv,
+                       "size_bytes,count,type,collective,algorithm,format,blocks=blocks_per_rank,timing,time_us,x_plain,"
+                       "wire_bytes,required_bytes,hbm_GBps,hbm_efficiency,max_abs_error,error_bound,ok,\"error\"",
+                       crows, [](const coll_row& r) { return with_ok(coll_fields(r), r); });
     if (!o.png.empty() && !o.json.empty()) plot(argv[0], o);
   } catch (const std::exception& e) {
     std::printf("rcclx-bench: %s\n", e.what());

@@ -126,13 +126,7 @@ class rank_runner {
 
   bool run_row(std::size_t count, algorithm a, bool registered, std::vector<row>& rows) {
     const int n = comm_.num_ranks(), rank = comm_.rank();
-    row r;
-    r.bytes = count * sizeof(T);
-    r.count = count;
-    r.type = type_;
-    r.op = rcclx::to_string(o_.op);
-    r.algo = rcclx::to_string(a);
-    r.input = registered ? "reg" : "copy";
+    row r{count * sizeof(T), count, type_, rcclx::to_string(o_.op), rcclx::to_string(a), registered ? "reg" : "copy"};
     const bool low = a == algorithm::low_precision;  // LPC (rcclx::lpc::allreduce through the communicator)
     const algorithm resolved = low ? a : rcclx::dda::resolve_algorithm<T>(a, count, n);
     r.resolved = rcclx::to_string(resolved);
@@ -145,9 +139,7 @@ class rank_runner {
     T* x = registered ? reg_ : in_;
     T* y = registered && resolved == algorithm::tree ? reg_ : out_;
     try {
-      std::vector<T> h(count);
-      rt::parallel_indices(count, [&](unsigned, std::size_t i) { h[i] = make<T>(input_value(rank, i)); });
-      rcclx::gpu::copy(x, h.data(), count * sizeof(T));
+      rt::copy_rank_inputs(x, count, rank);
       rcclx::gpu::memset_zero(y == x ? out_ : y, count * sizeof(T));
       rcclx::gpu::device_synchronize();  // the memset is on the legacy stream, the call on stream_
       const rt::timing_mode mode = on_host ? rt::timing_mode::wall
@@ -158,8 +150,8 @@ class rank_runner {
           [&](rcclx::gpu::stream_t s) { comm_.allreduce(x, y, count, o_.op, a, s); }, [&] { comm_.synchronize(stream_); },
           y, count, [&](const std::vector<T>& out) {
             if (rank == 0)
-              check_against_reference(out.data(), count, n, o_.op, r,
-                                      low ? rt::lpc_error_bound<T>(lpc::collective::allreduce, n) : 0.0);
+              check_output(lpc::collective::allreduce, out.data(), count, n, r,
+                           low ? rt::lpc_error_bound<T>(lpc::collective::allreduce, n) : 0.0, o_.op);
             return true;
           });
       timed(r, mode, t);

@@ -2,19 +2,15 @@
 #pragma once
 
 #include <rcclx/config.hpp>
+#include <rcclx/testing/rank_inputs.hpp>
 
 #include <cstdint>
 #include <cstring>
 
 namespace rcclx_test {
 
-// splitmix64's finaliser: a well-mixed 64-bit value of x (the tests' inputs and seeds).
-RCCLX_HOST_DEVICE inline std::uint64_t mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+// splitmix64: a well-mixed 64-bit value of x (the tests' inputs and seeds).
+RCCLX_HOST_DEVICE inline std::uint64_t mix(std::uint64_t x) { return rcclx::testing::splitmix64(x); }
 
 inline float float_of_bits(std::uint32_t u) {
   float f;

@@ -1,6 +1,7 @@
 // testing/bulk_tuning_sweep.hpp: the spelling of a tuning, and a sweep of candidates on both kernels:
 // a row per candidate in order, the default marked, every candidate's output the default's (every
-// tuning gives the same bits), each timed through the caller's timer (launches alternate the sets).
+// tuning gives the same bits), each timed through the caller's timer (launches alternate the sets);
+// the pick per kernel on hand-made rows.
 #include <rcclx/testing/bulk_tuning_sweep.hpp>
 
 #include <vector>
@@ -69,6 +70,25 @@ TEST_CASE("sweep_bulk_tunings: a row per candidate, the default marked, the defa
   sweep_once<true, rcclx::bf16, f8::scale_kind::e8m0>();
   sweep_once<false, float, f8::scale_kind::e8m0>();
   sweep_once<false, rcclx::bf16, f8::scale_kind::fp32>();
+}
+
+TEST_CASE("best_bulk_tunings: per kernel the fastest against its copy among the default's outputs", "[testing][fp8]") {
+  const auto row = [](const char* kernel, const char* label, bool def, double ms, double copy_ms, bool same) {
+    return rt::bulk_tuning_row{kernel, label, "", def, 1e6, ms, copy_ms, same};
+  };
+  const std::vector<rt::bulk_tuning_row> rows{
+      row("a", "a0", false, 2.0, 1.0, true), row("a", "a1", true, 1.5, 1.0, true),
+      row("a", "a2", false, 1.0, 1.0, false),  // the fastest, but not the default's output
+      row("a", "a3", false, 1.2, 1.0, true),   row("b", "b0", false, 1.0, 0.5, false),
+      row("b", "b1", false, 3.0, 1.0, true),   row("c", "c0", false, 1.0, 0.9, false)};
+  const auto picks = rt::best_bulk_tunings(rows);
+  REQUIRE(picks.size() == 3);
+  CHECK(picks[0].best->label == "a3");
+  CHECK(picks[0].default_row->label == "a1");
+  CHECK(picks[1].best->label == "b1");         // b0 is faster against its copy, but its output differs
+  CHECK(picks[1].default_row->label == "b0");  // none marked: the first
+  CHECK(picks[2].best->label == "c0");         // no candidate with the default's output: the first
+  CHECK(rt::best_bulk_tunings({}).empty());
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // testing/references.hpp: the top-k reference on hand-made rows (NaN first, ties by index, -0 equal
 // to +0, padding) and against a full sort; the RMSNorm reference and its tolerances against the
-// fused tests' own float64 model (tests/fused/reference.hpp, bf16 and FP8 outputs).
+// fused tests' own float64 model (tests/fused/reference.hpp, bf16 and FP8 outputs); the lse_merge
+// reference on hand-made merges and against fused::lse_merge's own FP32 merge of random records.
+#include <rcclx/fused/combine_ops.hpp>
 #include <rcclx/testing/references.hpp>
 
 #include <algorithm>
@@ -76,6 +78,60 @@ void same_as_the_fused_model(double scale) {
 TEST_CASE("rmsnorm_reference and rmsnorm_tolerance: the fused tests' model", "[testing][references]") {
   same_as_the_fused_model<rcclx::bf16>(1.0);
   same_as_the_fused_model<rcclx::fp8::e4m3>(0.03);
+}
+
+TEST_CASE("lse_merge_reference: hand-made merges", "[testing][references]") {
+  using T = rcclx::bf16;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // Equal L: the mean of the O's, L + log 2.
+  const auto two = rt::lse_merge_reference<T>(2, 2, [](int) { return 0.5f; }, [](int q, int d) { return q == 0 ? 1.0 : (d ? -1.0 : 3.0); });
+  CHECK(two.lse == Approx(0.5 + std::log(2.0)).epsilon(1e-15));
+  CHECK(two.o[0] == Approx(2.0).epsilon(1e-15));
+  CHECK(two.o[1] == Approx(0.0).margin(1e-15));
+  // A rank without keys (L = -inf, O NaN) adds nothing.
+  const auto one = rt::lse_merge_reference<T>(2, 1, [](int q) { return q ? -inf_f : 2.0f; }, [&](int q, int) { return q ? nan : 0.25; });
+  CHECK(one.lse == 2.0);
+  CHECK(one.o[0] == 0.25);
+  CHECK(one.tol[0] > 0);
+  // No rank with keys: L = -inf, O = 0 exactly.
+  const auto none = rt::lse_merge_reference<T>(3, 2, [](int) { return -inf_f; }, [&](int, int) { return nan; });
+  CHECK(none.lse == -inf_f);
+  CHECK(none.o == std::vector<double>{0.0, 0.0});
+}
+
+TEST_CASE("lse_merge_reference: fused::lse_merge's FP32 merge within the tolerances, which are tight", "[testing][references]") {
+  using T = rcclx::bf16;
+  using merge = rcclx::fused::lse_merge<T, 16>;
+  std::mt19937 g(11);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  for (const int n : {2, 5, 8}) {
+    for (int trial = 0; trial < 50; ++trial) {
+      std::vector<merge::record> rec(n);
+      for (auto& r : rec) {
+        const bool empty = g() % 4 == 0;
+        r.lse = empty ? -inf_f : 6.0f * d(g);
+        for (auto& o : r.o) o = empty ? T::from_bits(0x7FC0) : T(d(g));
+      }
+      const merge op{};
+      auto acc = op.init(rec[0]);
+      for (int q = 1; q < n; ++q) op.fold(acc, rec[q]);
+      const merge::record got = op.finalize(acc);
+      const auto ref = rt::lse_merge_reference<T>(
+          n, merge::head_dim, [&](int q) { return rec[q].lse; },
+          [&](int q, int j) { return static_cast<double>(static_cast<float>(rec[q].o[j])); });
+      CAPTURE(n, trial);
+      if (ref.lse == -inf_f) {
+        CHECK(got.lse == -inf_f);
+        for (const T& o : got.o) CHECK(o.bits == 0);
+        continue;
+      }
+      CHECK(std::fabs(got.lse - ref.lse) <= ref.lse_tol);
+      for (int j = 0; j < merge::head_dim; ++j) {
+        CHECK(std::fabs(static_cast<float>(got.o[j]) - ref.o[j]) <= ref.tol[j]);
+        CHECK(ref.tol[j] <= 4 * 0x1p-8 * (std::fabs(ref.o[j]) + 0.25));  // a bound, not a blanket
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 //   rt::sweep_bulk_tunings<true>("quant f32", b, candidates{}, median_ms, copy_ms, rows);
 //   // median_ms(launch): the caller's timing of launch(i), i = 0, 1, ... (set i % 2);
 //   // copy_ms(bytes): a device copy of that many bytes; each row: label, cpp, is_default, ms, copy_ms, same_output
+//   for (const rt::bulk_tuning_pick& p : rt::best_bulk_tunings(rows)) use(p.best->cpp, p.default_row->ms);
 #pragma once
 
 #include <cstddef>
@@ -117,6 +118,28 @@ void sweep_bulk_tunings(const std::string& kernel, const bulk_sweep_buffers<T, S
     if (on_row) on_row(rows.back());
   };
   (one(Tn{}), ...);
+}
+
+// One kernel's outcome of a sweep: the candidate closest to its copy's time (the highest copy_ms / ms)
+// among those whose output is the default's (the kernel's first row if none is), and the default.
+struct bulk_tuning_pick {
+  const bulk_tuning_row* best;
+  const bulk_tuning_row* default_row;
+};
+
+// A pick per kernel of `rows`, in order; a kernel's rows are consecutive (as sweep_bulk_tunings
+// appends them), its default the first if none is marked. The rows must outlive the picks.
+inline std::vector<bulk_tuning_pick> best_bulk_tunings(const std::vector<bulk_tuning_row>& rows) {
+  std::vector<bulk_tuning_pick> picks;
+  const auto ratio = [](const bulk_tuning_row* r) { return r->copy_ms / r->ms; };
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const bulk_tuning_row* r = &rows[i];
+    if (i == 0 || r->kernel != rows[i - 1].kernel) picks.push_back({r, r});
+    bulk_tuning_pick& p = picks.back();
+    if (r->same_output && (!p.best->same_output || ratio(r) > ratio(p.best))) p.best = r;
+    if (r->is_default && !p.default_row->is_default) p.default_row = r;
+  }
+  return picks;
 }
 
 }  // namespace testing

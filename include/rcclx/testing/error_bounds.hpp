@@ -1,14 +1,16 @@
 // rcclx/testing/error_bounds.hpp: how far a result of rcclx may be from the exact one, as numbers
 // a test or a benchmark compares its float64 errors with: the documented bounds of the plain
 // AllReduce (an FP32 rank-order sum rounded to T) and of the low-precision collectives
-// (docs/numerics.md sections 7 and 8: FP8 blocks with a scale each, FP32 sums), and a summary of
-// many elements' errors, computed on several host threads (parallel_indices).
+// (docs/numerics.md sections 7 and 8: FP8 blocks with a scale each, FP32 sums), a summary of many
+// elements' errors, computed on several host threads (parallel_indices), and a rank's output of a
+// collective checked against the float64 result of every rank's inputs (check_collective).
 //
 //   namespace rt = rcclx::testing;
 //   rt::error_summary s = rt::summarize_errors(count, [&](std::size_t i, rt::error_summary& e) {
 //     e.add(out[i], exact[i], rt::allreduce_tolerance<rcclx::bf16>(rcclx::reduce_op::sum, n, exact[i], sum_abs[i]));
 //   });                                                   // s.max_error, s.within
 //   double b = rt::lpc_error_bound<rcclx::bf16>(rcclx::lpc::collective::allreduce, n);   // inputs in [-1, 1]
+//   s = rt::check_collective(rcclx::lpc::collective::allgather, out, n, count, rank, [&](int p, std::size_t j) { return x(p, j); });
 #pragma once
 
 #include <algorithm>
@@ -139,6 +141,35 @@ error_summary summarize_errors(std::size_t items, Check&& check, unsigned max_wo
   error_summary all;
   for (unsigned w = 0; w < workers; ++w) all.merge(part[w]);
   return all;
+}
+
+// Rank `rank`'s output out of collective c over num_ranks ranks of `count` input elements each,
+// against x(p, j) (rank p's input element j as T decodes it): AllReduce out[i] = op over p of x(p, i)
+// (count elements); AllGather out[p * count + j] = x(p, j); ReduceScatter out[i] = sum over p of
+// x(p, rank * count / N + i) (count / N); AlltoAll out[p * b + j] = x(p, rank * b + j), b = count / N.
+// Each element within `bound` of the float64 result, or (bound 0) the plain collective's: the
+// FP32 rank-order sum's allreduce_tolerance, copies exact.
+template <class T, class X>
+error_summary check_collective(lpc::collective c, const T* out, int num_ranks, std::size_t count, int rank, X&& x,
+                               double bound = 0, reduce_op op = reduce_op::sum) {
+  using lc = lpc::collective;
+  const std::size_t n = static_cast<std::size_t>(num_ranks), b = count / n, r = static_cast<std::size_t>(rank);
+  const std::size_t elems = c == lc::allgather ? count * n : c == lc::reduce_scatter ? b : count;
+  return summarize_errors(elems, [&](std::size_t i, error_summary& e) {
+    double want = 0, mag = 0;
+    if (c == lc::allreduce || c == lc::reduce_scatter) {
+      const std::size_t j = c == lc::allreduce ? i : r * b + i;
+      for (int p = 0; p < num_ranks; ++p) {
+        const double v = x(p, j);
+        mag += std::fabs(v);
+        want = p == 0 ? v : op == reduce_op::sum ? want + v : op == reduce_op::min ? std::min(want, v) : std::max(want, v);
+      }
+    } else {
+      want = c == lc::allgather ? x(static_cast<int>(i / count), i % count) : x(static_cast<int>(i / b), r * b + i % b);
+    }
+    const bool reduced = c == lc::allreduce || c == lc::reduce_scatter;
+    e.add(static_cast<float>(out[i]), want, bound > 0 ? bound : reduced ? allreduce_tolerance<T>(op, num_ranks, want, mag) : 0.0);
+  });
 }
 
 }  // namespace testing

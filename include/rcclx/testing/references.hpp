@@ -1,14 +1,16 @@
 // rcclx/testing/references.hpp: what rcclx's fused operations must produce, computed on the host
 // from their documentation and independently of their code, for tests and benchmarks of kernels
 // built on them: the best entries of a whole row in the combine's order (fused::shard_scan,
-// fused::argmax, fused::topk: vocabulary-parallel sampling), and one row of AllReduce + residual +
-// RMSNorm in float64 with the bound of docs/fusion.md "Numerics" (first order, doubled).
+// fused::argmax, fused::topk: vocabulary-parallel sampling), one row of AllReduce + residual +
+// RMSNorm in float64 with the bound of docs/fusion.md "Numerics" (first order, doubled), and one
+// record of fused::lse_merge (split-KV attention partials merged across ranks) in float64.
 //
 //   namespace rt = rcclx::testing;
 //   const auto best = rt::topk_reference(logits, vocab, 0, 50);       // 50 entries, padded with (-inf, ~0u)
 //   bool ok = rt::same_entry(got.value[i], got.index[i], best[i]);
 //   const rt::rmsnorm_row ref = rt::rmsnorm_reference<rcclx::bf16>(n, hidden, x_of, residual_of, weight_of, 1e-6);
 //   ok = std::fabs(out_j - ref.y[j]) <= rt::rmsnorm_tolerance<rcclx::bf16>(ref.y[j], ref.err[j]);
+//   const rt::lse_merge_row m = rt::lse_merge_reference<rcclx::bf16>(n, 128, lse_of, o_of);   // m.lse, m.o[d], m.tol[d]
 #pragma once
 
 #include <algorithm>
@@ -111,6 +113,43 @@ double rmsnorm_tolerance(double y, double err, double scale = 1.0) {
     return 2 * (err + std::ldexp(1.0, -(tr::mantissa_bits + 1)) * (std::fabs(y) + err) +
                 scale * static_cast<double>(tr::min_subnormal) / 2 + 0x1p-24 * std::fabs(y));
   }
+}
+
+// One record of fused::lse_merge over N partials (O_r: attention output normalised over rank r's
+// keys, L_r: the log-sum-exp of its scores, -inf for a rank without keys, whose O_r is not read):
+// L = m + log(sum_r exp(L_r - m)), O = sum_r exp(L_r - L) O_r; no rank with keys: L = -inf and O
+// is +0 exactly. Tolerances: the FP32 merge (each weight carries the rounding of L_r - m, |L_r - m|
+// < 12, and of up to N rescalings; then N products and sums and the division) relative to
+// sum_r w_r |O_r[d]|, and O's rounding to T; doubled.
+struct lse_merge_row {
+  double lse, lse_tol;
+  std::vector<double> o, tol;
+};
+
+// lse(r) = L_r, o(r, d) = O_r[d] as T decodes it.
+template <class T, class Lse, class O>
+lse_merge_row lse_merge_reference(int num_ranks, int head_dim, Lse&& lse, O&& o) {
+  const double u = unit_roundoff<T>(), e32 = (16.0 * num_ranks + 64) * 0x1p-24, inf = std::numeric_limits<double>::infinity();
+  const std::size_t h = static_cast<std::size_t>(head_dim);
+  lse_merge_row r{-inf, 0, std::vector<double>(h, 0.0), std::vector<double>(h, 0.0)};
+  double m = -inf, sum = 0;
+  for (int q = 0; q < num_ranks; ++q) m = std::max(m, static_cast<double>(lse(q)));
+  if (m == -inf) return r;
+  for (int q = 0; q < num_ranks; ++q)
+    if (lse(q) != -inf) sum += std::exp(lse(q) - m);
+  r.lse = m + std::log(sum);
+  r.lse_tol = 2 * e32 * (std::fabs(r.lse) + 1);
+  for (std::size_t d = 0; d < h; ++d) {
+    double mag = 0;
+    for (int q = 0; q < num_ranks; ++q) {
+      if (lse(q) == -inf) continue;
+      const double w = std::exp(lse(q) - r.lse), v = o(q, static_cast<int>(d));
+      r.o[d] += w * v;
+      mag += w * std::fabs(v);
+    }
+    r.tol[d] = 2 * (u * (std::fabs(r.o[d]) + e32 * mag) + e32 * mag) + 1e-30;
+  }
+  return r;
 }
 
 }  // namespace testing

@@ -128,7 +128,7 @@ TEST_CASE("shareable memory (host): interior pointers export their segment base 
   m.close(q, e.handle);
   int on_stack = 0;
   REQUIRE_THROWS_WITH(rcclx::host::export_memory(&on_stack),
-                      Catch::Matchers::Contains("not in memory from rcclx::host::shareable_malloc"));
+                      RCCLX_CONTAINS("not in memory from rcclx::host::shareable_malloc"));
   rcclx::host::shareable_free(p);
   REQUIRE_THROWS_AS(m.open(e.handle), rcclx::error);  // freed: its name is gone
   REQUIRE_THROWS_AS(rcclx::host::shareable_free(&on_stack), rcclx::error);

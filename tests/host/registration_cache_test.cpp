@@ -209,6 +209,6 @@ TEST_CASE("hierarchical, one node of one rank: every engine buffer registered, o
     REQUIRE(eng.registrations().opens == before);
   }
   // A topology of several ranks per node needs their communicator.
-  REQUIRE_THROWS_WITH((mn::hierarchical<>(eng, mn::node_topology{0, 1, 0, 2})), Catch::Matchers::Contains("no intra-node communicator"));
+  REQUIRE_THROWS_WITH((mn::hierarchical<>(eng, mn::node_topology{0, 1, 0, 2})), RCCLX_CONTAINS("no intra-node communicator"));
 }
 #endif

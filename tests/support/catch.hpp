@@ -12,6 +12,12 @@
 #  include <catch2/catch.hpp>
 #  define RCCLX_CATCH_V3 0
 #endif
+// A matcher of messages that contain `s` (Catch2 v3 renamed Contains to ContainsSubstring).
+#if RCCLX_CATCH_V3
+#  define RCCLX_CONTAINS(s) Catch::Matchers::ContainsSubstring(s)
+#else
+#  define RCCLX_CONTAINS(s) Catch::Matchers::Contains(s)
+#endif
 
 // Tests that need a GPU call this first: it skips (visibly) when the build is for a GPU but none
 // is present. Host-backend builds always run.

@@ -543,6 +543,8 @@ struct resolved_of {
   }
 };
 
+}  // namespace
+
 TEST_CASE("fused combine: resolve() is, before launch, the algorithm the kernel's combine resolves to",
           "[fused][combine]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
@@ -570,7 +572,6 @@ TEST_CASE("fused combine: resolve() is, before launch, the algorithm the kernel'
   CHECK((tree_seen || on_host));  // the host backend's table may pick flat for every size
 }
 
-}  // namespace
 
 TEMPLATE_TEST_CASE("fused combine: lse_merge of split-KV attention against float64 attention over the whole cache",
                    "[fused][combine]", float, rcclx::bf16, rcclx::fp16) {

@@ -8,6 +8,7 @@
 #  include <catch2/generators/catch_generators.hpp>
 #  include <catch2/matchers/catch_matchers_string.hpp>
 #  define RCCLX_CATCH_V3 1
+using Catch::Approx;  // (Catch2 v2 spells it at global scope)
 #else
 #  include <catch2/catch.hpp>
 #  define RCCLX_CATCH_V3 0

@@ -36,6 +36,8 @@ struct row {
   std::string error;
 };
 
+}  // namespace
+
 TEST_CASE("emulated_bench: outputs, the ranks' comparison, a failed row, a timing", "[testing][emulated]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
   rt::emulated_bench<4> b(3, 1024, 4);
@@ -68,6 +70,8 @@ TEST_CASE("emulated_bench: outputs, the ranks' comparison, a failed row, a timin
 }
 
 // A baseline on every rank but `absent`.
+namespace {
+
 template <class F>
 struct without {
   F f;
@@ -77,6 +81,8 @@ struct without {
     if (ix.rank != absent) f(g, ix);
   }
 };
+
+}  // namespace
 
 TEST_CASE("emulated_ll_probe and emulated_ll_exchange: every rank's packets land, a missing rank times out",
           "[testing][emulated]") {
@@ -99,4 +105,3 @@ TEST_CASE("emulated_ll_probe and emulated_ll_exchange: every rank's packets land
   CHECK_FALSE(r.error.empty());
 }
 
-}  // namespace

@@ -29,7 +29,7 @@ TEST_CASE("splitmix64: the published sequences", "[testing]") {
   }
 }
 
-TEST_CASE("rank_input: in [-1, 1) on a grid of 2^-23, different per rank", "[testing]") {
+TEST_CASE("rank_input: in -1 <= x < 1 on a grid of 2^-23, different per rank", "[testing]") {
   int same = 0;
   double sum = 0;
   for (std::size_t i = 0; i < 4096; ++i) {

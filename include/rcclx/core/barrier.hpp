@@ -6,8 +6,9 @@
 //   ... read peers' buffers ...
 //   if (!rcclx::core::barrier(g, pads, blockIdx.x, rcclx::core::barrier_kind::end)) return;
 //
-// core::barrier is barrier_session(g, pads, block).sync(kind); the session splits it into arrive()
-// and wait(). Words: slot b's row of the pad's counters and flags (core/signal_pad.hpp).
+// core::barrier is barrier_session(g, pads, block).sync(kind); barrier_session also offers its two
+// halves, arrive() and wait(). Words: slot b's row of the pad's counters and flags
+// (core/signal_pad.hpp).
 // Protocol (thread p of the group serves peer p): counters[b][p] += 1 -> e; store-release e into
 // peer p's inbox[b][r]; then spin (load-acquire) until own inbox[b][p] has reached e. The counters live
 // in device memory and are advanced by the device, so a replayed graph continues the sequence

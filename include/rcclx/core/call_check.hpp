@@ -10,7 +10,7 @@
 //   const core::check_session<8> check(g, pads, block, fp);   // group-collective: publish
 //   ... publish data, issue loads ...
 //   if (g.sync_or(!check.verify(g, block))) return false;     // before any output
-// (core::check_begin and check_verify are the session's parts, for callers that keep the flag.)
+// (core::check_begin and check_verify are check_session's parts, for callers that keep the flag.)
 //
 // Protocol: the packet of (rank, slot) for calls of parity k % 2 lives in the rank's own pad
 // (signal_pads::check_packet); block `slot` of every rank makes the same sequence of checked calls,
@@ -214,9 +214,9 @@ RCCLX_HOST_DEVICE inline bool check_verify(const Group& g, const signal_pads<Max
 }
 
 // One checked call of slot `slot` (a block, or a tile call's control slot), over the words it
-// owns: the slot's check epoch (check_epochs[slot]: its checked calls, advanced when the session
-// begins) and its fingerprint packets. The fingerprint is kept by reference: it must outlive the
-// session.
+// owns: the slot's check epoch (check_epochs[slot]: its checked calls, advanced by the
+// constructor) and its fingerprint packets. The fingerprint is kept by reference: it must outlive
+// the object.
 //
 //   const core::check_session<8> check(g, pads, block, fp);   // group-collective: publish
 //   ... publish data, issue loads ...

@@ -212,7 +212,7 @@ RCCLX_HOST_DEVICE inline bool ll_wait_from(const signal_pads<MaxRanks>& s, const
 }
 
 // One LL call of block `block`, over the words it owns: the block's epoch (ll_epochs[block]: its
-// LL calls, advanced when the session begins) and its region of every rank's pad.
+// LL calls, advanced by the constructor) and its region of every rank's pad.
 //
 //   const core::ll_session<8> ll(g, pads, block);        // group-collective: the call's flag
 //   ll.write(i, v);                                       // packet i of this rank's region

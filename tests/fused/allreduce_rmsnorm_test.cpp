@@ -148,18 +148,6 @@ results run_fused(bench_world<T, F>& w, const problem<T>& p, algorithm algo, int
   return download(w, p.tokens * p.hidden);
 }
 
-// K on every rank but `absent`, which never runs: the others wait for its flags or packets.
-template <class K>
-struct without_rank {
-  static constexpr int max_threads_per_block = K::max_threads_per_block;
-  K inner;
-  int absent;
-  template <class G>
-  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
-    if (ix.rank != absent) inner(g, ix);
-  }
-};
-
 // After a launch with a rank missing: the recorded error is a timeout of `what` naming `missing`.
 template <class T, class F>
 void require_timeout(const bench_world<T, F>& w, const char* what, const char* missing) {
@@ -533,7 +521,7 @@ TEST_CASE("fused allreduce_rmsnorm: a rank that never arrives is a timeout error
       f.tables = w.world.template device_tables<T>();
       for (int r = 0; r < n; ++r) f.args[r] = a[r];
       f.slots = w.slots;
-      rt::launch_emulated(n, 2, rt::emulated_fused_threads, without_rank<kernel>{f, absent});
+      rt::launch_emulated(n, 2, rt::emulated_fused_threads, rt::without_rank(f, absent));
     });
     require_timeout(w, "tile barrier", "waiting for rank 2");
     w.world.reset();

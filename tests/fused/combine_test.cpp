@@ -71,15 +71,6 @@ bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
-template <class K>
-struct without_rank {
-  K inner;
-  int absent;
-  template <class G>
-  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
-    if (ix.rank != absent) inner(g, ix);
-  }
-};
 
 // ---- attention ------------------------------------------------------------------------------------
 // Record i = one (token, head): query q[i], keys and values k[i][s], v[i][s] for s < keys[i]; rank r
@@ -221,7 +212,7 @@ std::pair<std::vector<std::vector<T>>, std::vector<std::vector<float>>> run_atte
   k.max_keys = a.max_keys;
   k.scale = 1.0f / std::sqrt(static_cast<float>(D));
   if (absent >= 0) {
-    rt::launch_emulated(a.n, blocks, threads, without_rank<kernel>{k, absent});
+    rt::launch_emulated(a.n, blocks, threads, rt::without_rank(k, absent));
     rcclx::gpu::device_synchronize();
     const auto errors = world.errors();
     // Every other rank times out, waiting for the absent rank or (tree) for an owner that itself

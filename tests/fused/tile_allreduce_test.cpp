@@ -528,17 +528,6 @@ TEST_CASE("fused tile_allreduce: a user row-wide stage sees the whole row", "[fu
   }
 }
 
-namespace {
-template <class K>
-struct without_rank {
-  K inner;
-  int absent;
-  template <class G>
-  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
-    if (ix.rank != absent) inner(g, ix);
-  }
-};
-}  // namespace
 
 TEST_CASE("fused tile_allreduce: a rank that never publishes is a timeout error naming it", "[fused]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
@@ -559,7 +548,7 @@ TEST_CASE("fused tile_allreduce: a rank that never publishes is a timeout error 
       k.map = map;
       k.call = 0;
       k.lag = 0;
-      rt::launch_emulated(n, 2, threads, without_rank<decltype(k)>{k, absent});
+      rt::launch_emulated(n, 2, threads, rt::without_rank(k, absent));
       rcclx::gpu::device_synchronize();
     };
     if (tree) launch(tile_kernel<T, algorithm::tree, 1>{});

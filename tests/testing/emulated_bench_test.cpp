@@ -70,20 +70,6 @@ TEST_CASE("emulated_bench: outputs, the ranks' comparison, a failed row, a timin
 }
 
 // A baseline on every rank but `absent`.
-namespace {
-
-template <class F>
-struct without {
-  F f;
-  int absent;
-  template <class G>
-  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
-    if (ix.rank != absent) f(g, ix);
-  }
-};
-
-}  // namespace
-
 TEST_CASE("emulated_ll_probe and emulated_ll_exchange: every rank's packets land, a missing rank times out",
           "[testing][emulated]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
@@ -98,7 +84,7 @@ TEST_CASE("emulated_ll_probe and emulated_ll_exchange: every rank's packets land
   }
   row r;
   b.guard(r, [&] {
-    rt::launch_emulated(3, 1, threads, without<rt::emulated_ll_probe<4>>{probe, 1}, b.stream());
+    rt::launch_emulated(3, 1, threads, rt::without_rank(probe, 1), b.stream());
     rcclx::gpu::device_synchronize();
     b.world().throw_if_error();
   });

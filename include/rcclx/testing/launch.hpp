@@ -163,8 +163,21 @@ inline void launch_emulated(int num_ranks, int blocks_per_rank, int threads_per_
 // residency is checked for one rank (blocks_per_rank <= max_blocks_per_rank<F>(1, threads)); host
 // backend: one thread per block, joined before returning.
 namespace detail {
+// A wrapper of F declares F's bounds (if any), so its kernel is compiled as F's would be.
+template <class F, int MaxThreads = max_threads_of<F>::value, int MinBlocks = min_blocks_of<F>::value>
+struct bounds_like {
+  static constexpr int max_threads_per_block = MaxThreads;
+  static constexpr int min_blocks_per_multiprocessor = MinBlocks;
+};
+template <class F, int MaxThreads>
+struct bounds_like<F, MaxThreads, 0> {
+  static constexpr int max_threads_per_block = MaxThreads;
+};
 template <class F>
-struct as_rank {
+struct bounds_like<F, 0, 0> {};
+
+template <class F>
+struct as_rank : bounds_like<F> {
   F f;
   int rank, num_ranks;
   template <class Group>
@@ -174,18 +187,16 @@ struct as_rank {
     f(g, ix);
   }
 };
-// The wrapper declares F's bounds (if any), so its kernel is compiled as F's would be.
-template <class F, int MaxThreads = max_threads_of<F>::value, int MinBlocks = min_blocks_of<F>::value>
-struct as_rank_bounded : as_rank<F> {
-  static constexpr int max_threads_per_block = MaxThreads;
-  static constexpr int min_blocks_per_multiprocessor = MinBlocks;
-};
-template <class F, int MaxThreads>
-struct as_rank_bounded<F, MaxThreads, 0> : as_rank<F> {
-  static constexpr int max_threads_per_block = MaxThreads;
-};
+
 template <class F>
-struct as_rank_bounded<F, 0, 0> : as_rank<F> {};
+struct without_rank : bounds_like<F> {
+  F f;
+  int absent;
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const Group& g, launch_index ix) const {
+    if (ix.rank != absent) f(g, ix);
+  }
+};
 }  // namespace detail
 
 template <class F>
@@ -194,11 +205,22 @@ inline void launch_rank(int rank, int num_ranks, int blocks_per_rank, int thread
   if (num_ranks < 1 || rank < 0 || rank >= num_ranks)
     throw error(errc::invalid_argument, "launch_rank: rank = " + std::to_string(rank) + " is outside [0, num_ranks = " +
                                             std::to_string(num_ranks) + ")");
-  detail::as_rank_bounded<F> w{};
+  detail::as_rank<F> w{};
   w.f = f;
   w.rank = rank;
   w.num_ranks = num_ranks;
   launch_emulated(1, blocks_per_rank, threads_per_block, w, stream);
+}
+
+// F on every emulated rank but `absent`, whose blocks return at once: the others wait for a peer
+// that never arrives (its flags, packets or barrier arrivals), which is how a timeout is tested.
+//   rcclx::testing::launch_emulated(n, blocks, threads, rcclx::testing::without_rank(my_kernel{...}, 2));
+template <class F>
+detail::without_rank<F> without_rank(const F& f, int absent) {
+  detail::without_rank<F> w{};
+  w.f = f;
+  w.absent = absent;
+  return w;
 }
 
 }  // namespace testing

@@ -112,6 +112,41 @@ enum class misuse : std::uint32_t {
   map_vector_width = 2,   // a tile map's columns are not whole 16-byte vectors
   map_tile_too_large = 3,  // a tile map's tile holds more elements than the tile
   map_too_many_tiles = 4,  // a tile map has more tiles than the call
+  // A call's arguments, checked on the device in checked builds (the host check() throws the same
+  // text). (observed, reserved) = (a, b) below; block = the tile (or the first slot).
+  arg_tile_elems = 5,          // (tile_elems, vector width in elements): not whole 16-byte vectors
+  arg_num_tiles = 6,           // (num_tiles, max_tiles of the slot range)
+  arg_slots = 7,               // (end of the slot range, slots the pads hold)
+  arg_buffer = 8,              // (rank, 0 null | 1 misaligned): a table's buffer pointer
+  region_outside_buffer = 9,   // (region end, buffer capacity)
+  region_too_small = 10,       // (bytes the resolved algorithm needs, region bytes); call = sized_for << 8 | algo
+  region_overlap_bytes = 11,   // (the other call's region id / first slot, this call's): bytes shared
+  region_overlap_slots = 12,   // (the other call's first slot, this call's first slot): pad slots shared
+  tile_out_of_range = 13,      // (tile, num_tiles)
+  published_twice = 14,        // (first publishing block, second)
+  reducer_not_publisher = 15,  // (publishing block, reducing block) under tile_reducer::same_block
+  reduced_before_publish = 16, // (tile, reducing block): this rank's own tile not yet published
+  input_changed = 17,          // (tile, call): the symmetric input changed while peers could read it
+  tile_not_published = 18,     // (tile, call): the call finished without publishing the tile
+  tile_not_reduced = 19,       // (tile, call): the call finished without reducing the tile
+  finish_count = 20,           // (num_blocks passed to finish, blocks of the grid)
+  finish_twice = 21,           // (arrivals, num_blocks)
+  stage_misaligned = 22,       // (address low bits, alignment needed); call = stage_id << 8 | index
+  stage_ld_short = 23,         // (ld, columns)
+  stage_scale = 24,            // (the scale's float bits, 0)
+  stage_cols = 25,             // (the stage's columns, the map's columns)
+  stage_writes_symmetric = 26, // (offset into the symmetric buffer, rank)
+  stage_eps = 27,              // (epsilon's float bits, 0)
+  wrong_rank_table = 28,       // (the table's rank, the launch's rank)
+};
+
+// What the host knows about where a record came from, for describe(): one_binary: every rank is
+// this program (emulated ranks, or a communicator whose set-up compared the checked setting), so a
+// call-check timeout cannot mean "built without RCCLX_CHECKS"; one_launch: all ranks ran in this
+// launch (emulated), so a rank that never published ran with another table or slot range.
+struct describe_context {
+  bool one_binary = false;
+  bool one_launch = false;
 };
 
 namespace detail {
@@ -164,7 +199,8 @@ inline std::string field_value(std::uint32_t f, std::uint32_t v) {
 }
 }  // namespace detail
 
-inline std::string describe(const error_record& r) {
+inline std::string describe(const error_record& r, const describe_context& ctx = {}) {
+  (void)ctx;
   const std::string rank = "rank " + std::to_string(r.waiting_rank);
   if (r.code == static_cast<std::uint32_t>(errc::mismatch)) {
     if (r.kind == 0)

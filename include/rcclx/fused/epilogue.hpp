@@ -26,10 +26,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 #include "../config.hpp"
 #include "../gpu/memory.hpp"
+#include "stage_check.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
@@ -150,11 +152,30 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void apply_stage(const Stage& s, const Group
   }
 }
 
+template <class S, class = void>
+struct stage_id_of : std::integral_constant<std::uint32_t, 0> {};
+template <class S>
+struct stage_id_of<S, std::void_t<decltype(S::stage_id)>> : std::integral_constant<std::uint32_t, S::stage_id> {};
+
+// A stage's checked-mode verdict with its place: stage = index | stage_id << 8; {} without check().
+template <class Stage>
+RCCLX_HOST_DEVICE stage_fault check_stage(const Stage& s, const stage_context& ctx, std::uint32_t index) {
+  if constexpr (has_stage_check<Stage>::value) {
+    stage_fault f = s.check(ctx);
+    if (f) f.stage = index | stage_id_of<Stage>::value << 8;
+    return f;
+  } else {
+    (void)s, (void)ctx, (void)index;
+    return {};
+  }
+}
+
 template <class... Stages>
 struct stage_list;
 
 template <>
 struct stage_list<> {
+  RCCLX_HOST_DEVICE stage_fault check(const stage_context&, std::uint32_t) const { return {}; }
   template <int VPT, int E, class Group, class Held>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void run(const Group&, float (&)[VPT][E], const Held&) const {}
 };
@@ -171,6 +192,10 @@ struct stage_list<S0, Rest...> {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void run(const Group& g, float (&v)[VPT][E], const Held& h) const {
     apply_stage(head, g, v, h);
     tail.run(g, v, h);
+  }
+  RCCLX_HOST_DEVICE stage_fault check(const stage_context& ctx, std::uint32_t index) const {
+    if (stage_fault f = check_stage(head, ctx, index)) return f;
+    return tail.check(ctx, index + 1);
   }
 };
 
@@ -194,6 +219,10 @@ class epilogue {
                                                       const held_vectors<Map, E>& h) const {
     stages_.run(g, v, h);
   }
+
+  // Checked mode (fused/stage_check.hpp): the first stage's fault, with stage = its index |
+  // stage_id << 8; {} when every stage is fine (a stage without check() is).
+  RCCLX_HOST_DEVICE stage_fault check(const stage_context& ctx) const { return stages_.check(ctx, 0); }
 
  private:
   detail::stage_list<Stages...> stages_;

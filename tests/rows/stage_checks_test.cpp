@@ -1,6 +1,7 @@
 // The checked mode's stage checks (fused/stage_check.hpp), called directly on the host: every
 // library stage's check() on good arguments gives no fault, and each bad argument gives its misuse
 // with both values; fused::epilogue::check names the first bad stage (index | stage_id << 8).
+#include <rcclx/fused/fp8_per_token.hpp>
 #include <rcclx/fused/rmsnorm_epilogue.hpp>
 #include <rcclx/fused/stages.hpp>
 
@@ -199,4 +200,25 @@ TEST_CASE("stage checks: epilogue::check names the first bad stage", "[rows][sta
   f = re.check(c);
   expect(f, misuse::stage_cols, 72, 64);
   REQUIRE(f.stage == (1u | 2u << 8));
+}
+
+TEST_CASE("stage checks: fp8_out_per_token", "[rows][stage_check]") {
+  arena m;
+  using pt = fz::fp8_out_per_token<rcclx::fp8::e4m3, 256>;
+  auto c = ctx(4, 64);
+  REQUIRE(pt::stage_id == 7u);
+  REQUIRE_FALSE(pt{m.at<std::uint8_t>(0), 64, m.at<float>(4096)}.check(c));
+  REQUIRE(pt{m.at<std::uint8_t>(0), 64, m.at<float>(4096)}.qmax == 448.0f);
+  expect(pt{m.at<std::uint8_t>(0), 64, nullptr}.check(c), misuse::stage_misaligned, 0, 4);
+  expect(pt{m.at<std::uint8_t>(0), 64, m.at<float>(4098)}.check(c), misuse::stage_misaligned, 2, 4);
+  expect(pt{m.at<std::uint8_t>(4), 64, m.at<float>(4096)}.check(c), misuse::stage_misaligned, 4, 8);
+  expect(pt{m.at<std::uint8_t>(0), 62, m.at<float>(4096)}.check(ctx(4, 63, 1, false)), misuse::stage_ld_short, 62, 63);
+  for (float q : {0.0f, -448.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    CAPTURE(q);
+    expect(pt{m.at<std::uint8_t>(0), 64, m.at<float>(4096), q}.check(c), misuse::stage_scale, bits(q), 0);
+  }
+  c.forbidden[0][0] = m.at<unsigned char>(8192);
+  c.forbidden[0][1] = m.at<unsigned char>(12288);
+  expect(pt{m.at<std::uint8_t>(0), 64, m.at<float>(8192 + 64)}.check(c), misuse::stage_writes_symmetric, 64, 0);
+  expect(pt{m.at<std::uint8_t>(8192 - 128), 64, m.at<float>(0)}.check(c), misuse::stage_writes_symmetric, 0, 0);
 }

@@ -78,6 +78,11 @@ RCCLX_HOST_DEVICE constexpr std::size_t access_bytes(const stage_context& ctx, i
              : sizeof(T);
 }
 
+// The access width of E FP8 codes on ctx's path (fp8::packed<E>: min(E, 16) bytes).
+RCCLX_HOST_DEVICE constexpr std::size_t fp8_access_bytes(const stage_context& ctx) {
+  return !ctx.vector_path ? 1u : ctx.vec_elems == 0 ? 16u : static_cast<std::size_t>(ctx.vec_elems < 16 ? ctx.vec_elems : 16);
+}
+
 // An output of element size `elem` at `out` with leading dimension `ld` (in elements) whose rows
 // are `row_elems` wide (ctx.cols, or what the stage writes per row): alignment (pointer and row
 // stride), ld against the row, and the bytes [out, out + rows * ld) against ctx.forbidden.

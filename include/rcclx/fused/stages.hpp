@@ -210,11 +210,14 @@ struct fp8_out {
   // Checked mode: out aligned to the vector's E codes, ld >= cols, the output outside the
   // symmetric bytes, *scale finite and > 0 (0, a negative, NaN or inf scale: stage_scale).
   RCCLX_HOST_DEVICE stage_fault check(const stage_context& ctx) const {
-    const std::size_t need = !ctx.vector_path ? 1u : ctx.vec_elems == 0 ? 16u : static_cast<std::size_t>(ctx.vec_elems < 16 ? ctx.vec_elems : 16);
-    if (stage_fault f = detail::check_output(ctx, out, ld, ctx.cols, 1, need)) return f;
-    if (stage_fault f = detail::check_pointer(scale, alignof(float))) return f;
+    if (stage_fault f = check_layout(ctx)) return f;
     if (!detail::finite_at_least(*scale, true)) return {core::misuse::stage_scale, 0, detail::float_bits(*scale), 0};
     return {};
+  }
+  // The pointers and ld alone (no load).
+  RCCLX_HOST_DEVICE stage_fault check_layout(const stage_context& ctx) const {
+    if (stage_fault f = detail::check_output(ctx, out, ld, ctx.cols, 1, detail::fp8_access_bytes(ctx))) return f;
+    return detail::check_pointer(scale, alignof(float));
   }
 
   template <int E>
@@ -289,6 +292,7 @@ template <class T>
 struct swiglu_store {
   static_assert(core::is_float_type_v<T>, "rcclx::fused::swiglu_store: T must be float, rcclx::bf16 or rcclx::fp16");
   static constexpr std::uint32_t stage_id = 5;
+  static constexpr int min_lanes = 2;  // ragged rows: element calls take gate/up pairs
   T* out;
   std::size_t ld;
 

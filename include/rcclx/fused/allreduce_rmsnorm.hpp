@@ -55,6 +55,7 @@
 #include "../kernel/checks.hpp"
 #include "../kernel/launch.hpp"
 #include "allreduce_rmsnorm_cluster.hpp"
+#include "detail/rmsnorm_rows.hpp"
 #include "detail/row_copy.hpp"
 #include "rmsnorm_args.hpp"
 #include "rmsnorm_epilogue.hpp"
@@ -72,12 +73,14 @@ RCCLX_HOST_DEVICE constexpr std::size_t tree_results_bytes(std::size_t tokens, s
 }
 }  // namespace detail
 
-// Bytes of symmetric buffer one rank needs for a call (both halves).
+// Bytes of symmetric buffer one rank needs for a call (both halves). Rows are padded to whole
+// vectors (padded_cols<T>(hidden): the same for rows of whole vectors).
 template <class T, class Out = T>
 RCCLX_HOST_DEVICE constexpr std::size_t allreduce_rmsnorm_workspace_bytes(std::size_t tokens, std::size_t hidden,
                                                                           algorithm algo) {
-  const std::size_t s = detail::round16(tokens * hidden * sizeof(T));
-  return algo == algorithm::tree ? 2 * (s + detail::tree_results_bytes<T>(tokens, hidden)) : 2 * s;
+  const std::size_t padded = padded_cols<T>(hidden);
+  const std::size_t s = detail::round16(tokens * padded * sizeof(T));
+  return algo == algorithm::tree ? 2 * (s + detail::tree_results_bytes<T>(tokens, padded)) : 2 * s;
 }
 
 namespace detail {
@@ -294,11 +297,12 @@ inline void check_rmsnorm_table(const std::string& w, const core::peer_table<T, 
   const std::size_t s = round16(a.tokens * a.hidden * sizeof(T));
   const std::size_t s_out = round16(a.tokens * a.hidden * sizeof(output_t<T, Out>));
   const int rows = static_cast<int>(a.tokens);
+  const std::size_t padded = padded_cols<T>(a.hidden);
   if (resolved == algorithm::flat)
-    tile_allreduce<T, MaxRanks, algorithm::flat>::check(w.c_str(), t, slots, a.hidden, rows);
+    tile_allreduce<T, MaxRanks, algorithm::flat>::check(w.c_str(), t, slots, padded, rows);
   else
-    tile_allreduce<T, MaxRanks, algorithm::tree>::check(w.c_str(), t, slots, a.hidden, rows,
-                                                        tree_results_bytes<T>(a.tokens, a.hidden));
+    tile_allreduce<T, MaxRanks, algorithm::tree>::check(w.c_str(), t, slots, padded, rows,
+                                                        tree_results_bytes<T>(a.tokens, padded));
   const void* own = t.data[t.rank()];
   const std::size_t cap = t.capacity_bytes;
   if (overlap(a.input, s, own, cap) || overlap(a.residual, s, own, cap) || overlap(a.output, s_out, own, cap))
@@ -316,6 +320,19 @@ struct rmsnorm_body {
   RCCLX_HOST_DEVICE bool operator()(const Group& g, const core::peer_table<T, MaxRanks>& t, int block,
                                     int num_blocks) const {
     return allreduce_rmsnorm_block<Algo, VPT, max_threads>(g, t, a, slots, block, num_blocks);
+  }
+};
+
+// The rows kernels' body (rows of any length, per-token output; fused/detail/rmsnorm_rows.hpp).
+template <algorithm Algo, int VPT, class T, class Out>
+struct rmsnorm_rows_body {
+  static constexpr int max_threads = RCCLX_BACKEND_GPU ? default_rmsnorm_launch_config().threads : 1;
+  rmsnorm_args<T, Out> a;
+  tile_slots slots;
+  template <class Group, int MaxRanks>
+  RCCLX_HOST_DEVICE bool operator()(const Group& g, const core::peer_table<T, MaxRanks>& t, int block,
+                                    int num_blocks) const {
+    return allreduce_rmsnorm_rows_block<Algo, VPT, max_threads>(g, t, a, slots, block, num_blocks);
   }
 };
 
@@ -351,7 +368,13 @@ inline bool try_launch_rmsnorm_cluster(const std::string& who, const core::peer_
 #endif
 }
 
-// Both table forms: checks, the cluster kernel where it applies, else the tile-flag kernel.
+template <class T, class Out, int MaxRanks, bool by_value, class Table>
+inline void launch_vector_rows(const std::string& who, const Table& table, const rmsnorm_args<T, Out>& args,
+                               tile_slots slots, algorithm a, gpu::stream_t stream, int num_blocks,
+                               const kernel::grid_shape& shape, const kernel::table_need& need);
+
+// Both table forms: checks, then the rows kernels (rows of any length, per-token output) or the
+// vector kernels (the cluster kernel where it applies, else the tile-flag kernel).
 template <class T, class Out, int MaxRanks, class Table>
 inline void allreduce_rmsnorm(const Table& table, const rmsnorm_args<T, Out>& args, tile_slots slots, algorithm algo,
                               gpu::stream_t stream, int num_blocks) {
@@ -367,11 +390,34 @@ inline void allreduce_rmsnorm(const Table& table, const rmsnorm_args<T, Out>& ar
   const algorithm a = resolve_rmsnorm_algorithm<T>(algo, args.tokens, args.hidden, n);
   if (const core::peer_table<T, MaxRanks>* t = kernel::readable(who, table)) check_rmsnorm_table(who, *t, args, slots, a);
   if (args.tokens == 0) return;
-  if constexpr (by_value)
-    if (a == algorithm::flat && num_blocks == 0 && try_launch_rmsnorm_cluster(who, table, args, stream)) return;
   const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
   const kernel::grid_shape shape{num_blocks > 0 ? num_blocks : rmsnorm_blocks_for(args.tokens, cfg), cfg.threads};
   const kernel::table_need need{n, allreduce_rmsnorm_workspace_bytes<T, Out>(args.tokens, args.hidden, a), slots.end()};
+  if (uses_rows_kernel<T, Out>(args.hidden)) {  // rows of any length, per-token output
+    with_vecs_per_thread<T>(vecs_per_thread<T>(args.hidden, cfg.threads), [&](auto vpt_tag) {
+      constexpr int vpt = decltype(vpt_tag)::value;
+      using flat_body = rmsnorm_rows_body<algorithm::flat, vpt, T, Out>;
+      using tree_body = rmsnorm_rows_body<algorithm::tree, vpt, T, Out>;
+      if (a == algorithm::flat)
+        kernel::launch(who, table, need, shape, flat_body{args, slots}, stream, kernel::also_preload<tree_body>{});
+      else
+        kernel::launch(who, table, need, shape, tree_body{args, slots}, stream, kernel::also_preload<flat_body>{});
+    });
+    return;
+  }
+  if constexpr (!is_per_token<Out>::value) launch_vector_rows<T, Out, MaxRanks, by_value>(who, table, args, slots, a, stream,
+                                                                                          num_blocks, shape, need);
+}
+
+// Rows of whole vectors, Out = T or a per-tensor FP8 format: the cluster kernel where it applies,
+// else the tile-flag kernel.
+template <class T, class Out, int MaxRanks, bool by_value, class Table>
+inline void launch_vector_rows(const std::string& who, const Table& table, const rmsnorm_args<T, Out>& args,
+                               tile_slots slots, algorithm a, gpu::stream_t stream, int num_blocks,
+                               const kernel::grid_shape& shape, const kernel::table_need& need) {
+  if constexpr (by_value)
+    if (a == algorithm::flat && num_blocks == 0 && try_launch_rmsnorm_cluster(who, table, args, stream)) return;
+  const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
   with_vecs_per_thread<T>(vecs_per_thread<T>(args.hidden, cfg.threads), [&](auto vpt_tag) {
     constexpr int vpt = decltype(vpt_tag)::value;
     using flat_body = rmsnorm_body<algorithm::flat, vpt, T, Out>;

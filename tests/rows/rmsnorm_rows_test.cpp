@@ -247,3 +247,20 @@ TEST_CASE("per-token FP8: allreduce_rmsnorm with Out = per_token<F>", "[rows][rm
       rows_case<rcclx::bf16, fz::per_token<f8::e4m3_fnuz>>(n, h);
     }
 }
+
+TEST_CASE("rows of any length: workspace sizes and region needs", "[rows][rmsnorm]") {
+  using bf = rcclx::bf16;
+  // Whole vectors: 2 * round16(S) flat, 2 * (S + round16(S) + round16(4 tokens)) tree, as before.
+  REQUIRE(fz::allreduce_rmsnorm_workspace_bytes<bf>(4, 1024, algorithm::flat) == 2u * 8192u);
+  REQUIRE(fz::allreduce_rmsnorm_workspace_bytes<bf>(4, 1024, algorithm::tree) == 2u * (8192u + 8192u + 16u));
+  // hidden 7 (bf16): rows padded to 8 elements.
+  REQUIRE(fz::allreduce_rmsnorm_workspace_bytes<bf>(4, 7, algorithm::flat) == 2u * 64u);
+  REQUIRE(fz::allreduce_rmsnorm_workspace_bytes<bf>(4, 7, algorithm::tree) == 2u * (64u + 64u + 16u));
+  // hidden 4097 (float): padded to 4100.
+  REQUIRE(fz::allreduce_rmsnorm_workspace_bytes<float>(3, 4097, algorithm::flat) == 2u * 49200u);
+  const auto a = fz::allreduce_rmsnorm_need<bf>(4, 7, algorithm::automatic);
+  REQUIRE((a.bytes == 2u * (64u + 64u + 16u) && a.max_tiles == 4 && a.sized_for == 3u));
+  const auto f = fz::allreduce_rmsnorm_need<bf, fz::per_token<rcclx::fp8::e4m3>>(4, 7, algorithm::flat);
+  REQUIRE((f.bytes == 128u && f.sized_for == 1u));
+  REQUIRE(fz::allreduce_rmsnorm_need<bf>(4, 7, algorithm::tree).sized_for == 2u);
+}

@@ -222,3 +222,13 @@ TEST_CASE("stage checks: fp8_out_per_token", "[rows][stage_check]") {
   expect(pt{m.at<std::uint8_t>(0), 64, m.at<float>(8192 + 64)}.check(c), misuse::stage_writes_symmetric, 64, 0);
   expect(pt{m.at<std::uint8_t>(8192 - 128), 64, m.at<float>(0)}.check(c), misuse::stage_writes_symmetric, 0, 0);
 }
+
+TEST_CASE("stage checks: make_stage_context from the maps", "[rows][stage_check]") {
+  const auto a = fz::make_stage_context<rcclx::bf16>(fz::tile_map{5, 64, 2, 32});
+  REQUIRE((a.rows == 5 && a.cols == 64 && a.vector_path && a.vec_elems == 8));
+  const auto b = fz::make_stage_context<float>(fz::ragged_row_tiles{3, 7});
+  REQUIRE((b.rows == 3 && b.cols == 7 && !b.vector_path && b.vec_elems == 4));
+  const auto c = fz::make_stage_context<float>(fz::ragged_tile_map{3, 4097, 2, 256});
+  REQUIRE((c.rows == 3 && c.cols == 4097 && !c.vector_path));
+  // allreduce_rmsnorm's region need: padded rows (the same bytes for rows of whole vectors).
+}

@@ -48,6 +48,7 @@
 #include "../core/ll.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
+#include "../core/region.hpp"
 #include "../dda/select.hpp"
 #include "../gpu/group.hpp"
 #include "../gpu/host_blocks.hpp"
@@ -81,6 +82,17 @@ RCCLX_HOST_DEVICE constexpr std::size_t allreduce_rmsnorm_workspace_bytes(std::s
   const std::size_t padded = padded_cols<T>(hidden);
   const std::size_t s = detail::round16(tokens * padded * sizeof(T));
   return algo == algorithm::tree ? 2 * (s + detail::tree_results_bytes<T>(tokens, padded)) : 2 * s;
+}
+
+// A call's share of a region plan (fused/region_plan.hpp): the workspace of up to max_tokens rows of
+// `hidden` elements for `algo` (automatic: the tree's, which also covers flat), one tile per row.
+template <class T, class Out = T>
+inline core::region_need allreduce_rmsnorm_need(std::size_t max_tokens, std::size_t hidden, algorithm algo) {
+  const bool flat = algo == algorithm::flat;
+  return core::region_need{
+      allreduce_rmsnorm_workspace_bytes<T, Out>(max_tokens, hidden, flat ? algorithm::flat : algorithm::tree),
+      static_cast<int>(max_tokens),
+      flat ? core::sized_for_flat : (algo == algorithm::tree ? core::sized_for_tree : core::sized_for_any)};
 }
 
 namespace detail {

@@ -21,8 +21,14 @@
 //   the group (group-collective: every thread calls it), and each vector is then transformed with
 //   the total. A group must then hold the whole row: one row per tile, and all of the tile's
 //   vectors in registers (VecsPerThread x group size >= vectors per tile; see tile_allreduce).
+//   It may declare row_identity() / row_accumulate(a, b) (default 0 / a + b): the driver then
+//   folds row_partial with them (fp8_out_per_token's row maximum).
 // Stages run one after another over all the vectors a thread holds (stage-major), so a stage sees
 // the outputs of every earlier stage for the whole row.
+// On a ragged map (ragged_tile_map, ragged_row_tiles: rows of any length) the stages are also
+// called with E = 1 (pairs for `static constexpr int min_lanes = 2`), for a row's last partial
+// vector and wherever a stage's check() finds its operands misaligned for E-wide calls.
+// Checked mode: a stage may declare check(stage_context) and stage_id (fused/stage_check.hpp).
 #pragma once
 
 #include <cstddef>
@@ -392,6 +398,25 @@ struct stage_list<S0, Rest...> {
 };
 
 }  // namespace detail
+
+// The stage_context of a call on `map` for tiles of T (fused/stage_check.hpp), without the
+// forbidden ranges (the caller adds its region's): rows and cols of tile_map, row_tiles and the
+// ragged maps (0, 0 for a map of your own: shapes unchecked); vector_path false on ragged maps (the
+// epilogue makes E-wide calls there only where the operands are aligned: element alignment
+// suffices).
+template <class T, class Map>
+RCCLX_HOST_DEVICE stage_context make_stage_context(const Map& map) {
+  stage_context c;
+  if constexpr (std::is_same<Map, tile_map>::value || std::is_same<Map, row_tiles>::value || is_ragged_map_v<Map>) {
+    c.rows = map.rows;
+    c.cols = map.cols;
+  } else {
+    (void)map;
+  }
+  c.vector_path = !is_ragged_map_v<Map>;
+  c.vec_elems = gpu::elems_per_vec16<T>;
+  return c;
+}
 
 // A chain of stages, applied in the order given. Trivially copyable when its stages are.
 template <class... Stages>

@@ -232,3 +232,13 @@ TEST_CASE("stage checks: make_stage_context from the maps", "[rows][stage_check]
   REQUIRE((c.rows == 3 && c.cols == 4097 && !c.vector_path));
   // allreduce_rmsnorm's region need: padded rows (the same bytes for rows of whole vectors).
 }
+
+TEST_CASE("stage checks: epilogue_fault of a plain callable and of an epilogue", "[rows][stage_check]") {
+  arena m;
+  const auto plain = [](int) {};
+  REQUIRE_FALSE(fz::detail::epilogue_fault(plain, ctx(1, 8)));
+  const fz::epilogue<fz::silu, fz::store<float>> e{{}, {m.at<float>(4), 8}};
+  const auto f = fz::detail::epilogue_fault(e, ctx(1, 8, 4));
+  expect(f, misuse::stage_misaligned, 4, 16);
+  REQUIRE(f.stage == (1u | 6u << 8));
+}

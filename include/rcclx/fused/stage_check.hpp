@@ -48,6 +48,19 @@ template <class Stage>
 struct has_stage_check<Stage, std::void_t<decltype(std::declval<const Stage&>().check(std::declval<const stage_context&>()))>>
     : std::true_type {};
 
+// The verdict of a whole epilogue as the collectives ask for it before any output: epi.check(ctx)
+// (fused::epilogue, rmsnorm_epilogue: the first bad stage, stage = index | stage_id << 8) where
+// the epilogue has one, else {} (a plain callable).
+template <class Epilogue>
+RCCLX_HOST_DEVICE stage_fault epilogue_fault(const Epilogue& epi, const stage_context& ctx) {
+  if constexpr (has_stage_check<Epilogue>::value) {
+    return epi.check(ctx);
+  } else {
+    (void)epi, (void)ctx;
+    return {};
+  }
+}
+
 // Does [lo, hi) overlap a forbidden range of ctx?
 RCCLX_HOST_DEVICE inline bool touches_forbidden(const stage_context& ctx, const void* lo, const void* hi) {
   const auto* l = static_cast<const unsigned char*>(lo);

@@ -84,7 +84,7 @@ struct ragged_kernel {
       T* in = ar.input(t);
       for (std::size_t e = static_cast<std::size_t>(g.thread_rank()); e < tile_elems; e += static_cast<std::size_t>(g.size())) {
         const fz::position p = map.at(static_cast<std::size_t>(t), e);
-        in[e] = T(map.contains(p) ? value(ix.rank, p.row, p.col) : std::numeric_limits<float>::quiet_NaN());
+        in[e] = T(map.contains(p) ? value(ix.rank, p.row, p.col) : rcclx::gpu::bit_cast<float>(0x7fc00000u));  // NaN
       }
       ar.publish(g, t);
     }

@@ -23,7 +23,6 @@ namespace {
 namespace fz = rcclx::fused;
 using rcclx::algorithm;
 constexpr int max_r = 8;
-constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
 
 // Each rank's launch from its own host thread (host backend) or stream (GPU).
 void on_ranks(int n, const std::function<void(int, rcclx::gpu::stream_t)>& fn) {

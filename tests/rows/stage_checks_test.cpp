@@ -59,14 +59,14 @@ void expect(const fz::stage_fault& f, misuse what, std::uint32_t a, std::uint32_
 namespace rows_test {
 struct user_stage {
   template <int E>
-  void operator()(const rcclx::fused::position&, float (&)[E]) const {}
+  RCCLX_HOST_DEVICE void operator()(const rcclx::fused::position&, float (&)[E]) const {}
 };
 struct user_checked {
-  rcclx::fused::stage_fault check(const rcclx::fused::stage_context&) const {
+  RCCLX_HOST_DEVICE rcclx::fused::stage_fault check(const rcclx::fused::stage_context&) const {
     return {rcclx::core::misuse::stage_ld_short, 0, 1, 2};
   }
   template <int E>
-  void operator()(const rcclx::fused::position&, float (&)[E]) const {}
+  RCCLX_HOST_DEVICE void operator()(const rcclx::fused::position&, float (&)[E]) const {}
 };
 }  // namespace rows_test
 

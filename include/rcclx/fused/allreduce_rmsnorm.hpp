@@ -123,6 +123,8 @@ struct tree_owner_epilogue {
     const float total = stages.add_residual_and_sum(g, v, h);
     if (g.thread_rank() == 0) totals[h.tile] = total;
   }
+  // Checked mode: the stages' verdict (the output stage's too: every rank runs it after).
+  RCCLX_HOST_DEVICE stage_fault check(const stage_context& ctx) const { return stages.check(ctx); }
 };
 
 // The tree's last step for a block's rows: each row's new residual and sum of squares loaded from

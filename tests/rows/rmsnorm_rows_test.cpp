@@ -245,6 +245,10 @@ TEST_CASE("per-token FP8: allreduce_rmsnorm with Out = per_token<F>", "[rows][rm
       rows_case<float, fz::per_token<f8::e5m2>>(n, h);
       rows_case<rcclx::bf16, fz::per_token<f8::e4m3_fnuz>>(n, h);
     }
+  for (const std::size_t h : {std::size_t(7), std::size_t(4097)}) {
+    rows_case<rcclx::bf16, fz::per_token<f8::e5m2_fnuz>>(8, h);
+    rows_case<float, float>(8, h);
+  }
 }
 
 TEST_CASE("rows of any length: workspace sizes and region needs", "[rows][rmsnorm]") {

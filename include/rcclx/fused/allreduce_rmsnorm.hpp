@@ -445,15 +445,18 @@ inline void launch_vector_rows(const std::string& who, const Table& table, const
 
 }  // namespace detail
 
-// AllReduce + residual add + RMSNorm for this rank (table.rank()). Out: T, or an rcclx::fp8 format
-// (then args.output holds codes and args.scale the scale). slots: the signal-pad slots of the tile
+// AllReduce + residual add + RMSNorm for this rank (table.rank()). Out: T, an rcclx::fp8 format
+// (then args.output holds codes and args.scale the scale), or per_token<F> (codes, and each row's
+// scale in args.token_scales: fused/fp8_per_token.hpp). hidden: any in [1, max_hidden]; rows of
+// whole 16-byte vectors run the vector kernels, others (and per-token output) the rows kernels of
+// fused/detail/rmsnorm_rows.hpp (RMS over the true hidden). slots: the signal-pad slots of the tile
 // flags, slots.max_tiles >= args.tokens, apart from barrier blocks used on the same pads.
 // GPU backends: enqueues one kernel on `stream`; a peer that never arrives is recorded in the rank's
 // pad. Host backend: runs this rank's blocks as threads and throws rcclx::error(timeout) naming the
 // missing rank. Errors before launch: invalid algorithm (invalid_argument) or low_precision
-// (unsupported); hidden not a positive multiple of 16 / sizeof(T) (invalid_argument) or above
-// max_hidden (unsupported); eps negative or not finite; a null or non-16-byte-aligned pointer
-// (invalid_argument / misaligned); input, residual and output overlapping each other or the
+// (unsupported); hidden 0 (invalid_argument) or above max_hidden (unsupported); eps negative or
+// not finite; a null pointer or one not aligned to 16 bytes (rows of whole vectors) or to an
+// element (invalid_argument / misaligned); per-token: token_scales null, qmax not finite and > 0; input, residual and output overlapping each other or the
 // symmetric buffer; tokens above slots.max_tiles; slots beyond the pads' max_blocks; a symmetric
 // buffer too small for the call (allreduce_rmsnorm_workspace_bytes). tokens == 0 does nothing.
 template <class T, class Out, int MaxRanks>

@@ -10,8 +10,12 @@
 //       {weight, 1e-6f, hidden, &tmp},     // v = v / sqrt(mean(v^2) + eps) * weight
 //       {out, hidden}};                    // out = bf16(v)
 //
-// Every pointer is 16-byte aligned and every leading dimension (ld, in elements) a multiple of the
-// vector width E, so each vector is one aligned access. Arithmetic is FP32 throughout; a value is
+// With tile_map / row_tiles every pointer is 16-byte aligned and every leading dimension (ld, in
+// elements) a multiple of the vector width E, so each vector is one aligned access; with the ragged
+// maps (rows of any length, fused/epilogue.hpp) pointers and ld need only be element-aligned (the
+// stages are then called element by element). Each stage's check() states its rules for the
+// checked mode (fused/stage_check.hpp); stage_id: 1 residual_add, 2 rms_norm, 3 fp8_out, 4 bias,
+// 5 swiglu_store, 6 store, 7 fp8_out_per_token (fused/fp8_per_token.hpp), 8 silu, 9 gelu. Arithmetic is FP32 throughout; a value is
 // rounded only where a stage writes it to memory (and residual_add's result, see below), so a
 // chain computes exactly what separate kernels reading and writing those arrays would.
 #pragma once

@@ -151,8 +151,11 @@ struct rms_norm {
     if (cols == 0 || (ctx.cols != 0 && cols != ctx.cols))
       return {core::misuse::stage_cols, 0, detail::saturate_u32(cols), detail::saturate_u32(ctx.cols)};
     if (!detail::finite_at_least(eps, false)) return {core::misuse::stage_eps, 0, detail::float_bits(eps), 0};
-    if (weight) return detail::check_pointer(weight, detail::access_bytes<T>(ctx));
-    return {};
+    return check_layout(ctx);
+  }
+  // The weight's alignment alone.
+  RCCLX_HOST_DEVICE stage_fault check_layout(const stage_context& ctx) const {
+    return weight ? detail::check_pointer(weight, detail::access_bytes<T>(ctx)) : stage_fault{};
   }
 
   template <int E>

@@ -42,6 +42,7 @@
 #include "fused/combine.hpp"
 #include "fused/combine_ops.hpp"
 #include "fused/epilogue.hpp"
+#include "fused/fp8_per_token.hpp"
 #include "fused/merge_entries.hpp"
 #include "fused/rmsnorm_args.hpp"
 #include "fused/rmsnorm_epilogue.hpp"

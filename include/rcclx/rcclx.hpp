@@ -43,6 +43,7 @@
 #include "fused/combine_ops.hpp"
 #include "fused/epilogue.hpp"
 #include "fused/merge_entries.hpp"
+#include "fused/region_plan.hpp"
 #include "fused/rmsnorm_args.hpp"
 #include "fused/rmsnorm_epilogue.hpp"
 #include "fused/shard_scan.hpp"

@@ -93,6 +93,8 @@ class emulated_world {
   core::tile_slots reserve_tile_slots(int max_tiles, const std::string& owner = "a tile-flag kernel") {
     return slots_.reserve_tiles(max_tiles, owner);
   }
+  // Gives a range from reserve_tile_slots back (its pad words are left as they are).
+  void release_tile_slots(core::tile_slots s, const std::string& owner = {}) { slots_.release_tiles(s, owner); }
   // Records slots [0, blocks) as used by barrier-based grids of up to `blocks` blocks (block b uses
   // slot b), so no tile range is handed out over them.
   void reserve_blocks(int blocks, const std::string& owner = "barrier-based grids") { slots_.record(0, blocks, owner); }

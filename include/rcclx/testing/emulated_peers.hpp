@@ -172,6 +172,7 @@ class emulated_peers {
                                               " exceeds count = " + std::to_string(count_) +
                                               " with in_place (the output is the input)");
     out_count_ = opt_.output_count ? opt_.output_count : count_;
+    world_.check_clean("emulated_peers::run");
     before_call();
     launch_emulated(num_ranks_, blocks_per_rank, threads, f);
     after_call();

@@ -31,6 +31,7 @@
 #include "../gpu/host_blocks.hpp"
 #include "../gpu/runtime.hpp"
 #include "../kernel/launch.hpp"
+#include "emulated_world.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace testing {
@@ -155,6 +156,20 @@ inline void launch_emulated(int num_ranks, int blocks_per_rank, int threads_per_
       },
       &g);
 #endif
+}
+
+// f on every rank of `world` (launch_emulated with world.num_ranks()), checked before and after:
+// refuses to launch (invalid_argument "the pads still hold an earlier error ... reset them") when a
+// pad holds an error record, waits for the launch, then throws every recorded error, the root cause
+// first (emulated_world::throw_if_error).
+//   rcclx::testing::launch_emulated(world, blocks_per_rank, 256, my_kernel{...});
+template <int MaxRanks, class F>
+inline void launch_emulated(const emulated_world<MaxRanks>& world, int blocks_per_rank, int threads_per_block,
+                            const F& f, gpu::stream_t stream = gpu::stream_t{}) {
+  world.check_clean("launch_emulated");
+  launch_emulated(world.num_ranks(), blocks_per_rank, threads_per_block, f, stream);
+  gpu::device_synchronize();
+  world.throw_if_error();
 }
 
 // One rank of an emulated functor in a real job (a process per rank, e.g. rcclx::host::run_ranks):

@@ -193,7 +193,7 @@ TEST_CASE("region_plan: 200 random plans give pairwise disjoint bytes and slots"
   }
 }
 
-TEST_CASE("region_plan: place refuses a small buffer, taken slots, a bad block; release hands slots out again",
+TEST_CASE("region_plan: place refuses a small buffer, taken slots, a bad block, and release hands slots out again",
           "[regions]") {
   fz::region_plan plan;
   const auto h = plan.add(tile_need(4, 256, 4, false), "first");

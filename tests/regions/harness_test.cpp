@@ -258,7 +258,7 @@ TEST_CASE("harness: a world left with an error refuses the next launch until res
   REQUIRE(w.outputs_are(3.0f));
 }
 
-TEST_CASE("harness: emulated_peers::run refuses pads that still hold an error", "[regions]") {
+TEST_CASE("harness: emulated_peers run and collectives refuse pads that still hold an error", "[regions]") {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
   rt::emulated_options o;
   o.timeout_ns = rcclx_test::absent_timeout_ns;
@@ -269,8 +269,16 @@ TEST_CASE("harness: emulated_peers::run refuses pads that still hold an error", 
   REQUIRE_THROWS_WITH(peers.run(1, threads, harness_kernels::nothing{}),
                       RCCLX_CONTAINS("emulated_peers::run: the pads still hold an earlier error (rank 1: num_tiles = 9") &&
                           RCCLX_CONTAINS("reset them"));
+  REQUIRE_THROWS_WITH(peers.allreduce(rcclx::algorithm::flat),
+                      RCCLX_CONTAINS("emulated_peers: the pads still hold an earlier error") &&
+                          RCCLX_CONTAINS("reset them"));
   peers.world().reset();
   peers.run(1, threads, harness_kernels::nothing{});
+  for (int r = 0; r < 2; ++r)
+    for (auto& x : peers.input(r)) x = static_cast<float>(r + 1);
+  peers.allreduce(rcclx::algorithm::flat);
+  for (int r = 0; r < 2; ++r)
+    for (float x : peers.output(r)) REQUIRE(x == 3.0f);
 }
 
 TEST_CASE("harness: a rank that refuses its call is reported before the peers' timeouts", "[regions]") {

@@ -263,7 +263,8 @@ inline std::string misuse_text(const error_record& r) {
       return rank + ": the slot range from slot " + at + " ends at slot " + a + " but the pads hold " + b +
              " slots (max_blocks)" + none + " and no flag was raised";
     case misuse::arg_buffer:
-      return rank + ": table.data[" + a + "] is " + (r.reserved == 0 ? "null" : "not 16-byte aligned") + none;
+      return rank + ": table.data[" + a + "] is " +
+             (r.reserved == 0 ? "null" : "not 16-byte aligned (or the region's offset is not)") + none;
     case misuse::region_outside_buffer:
       return rank + ": the call's region (slots from " + at + ") ends " + bytes_text(r.observed) +
              " into the buffer but the buffer holds " + bytes_text(r.reserved) + " (capacity)" + none;
@@ -272,11 +273,11 @@ inline std::string misuse_text(const error_record& r) {
              bytes_text(r.observed) + " but its region has " + bytes_text(r.reserved) + " (sized for " +
              sized_for_name(r.call >> 8) + "): size the region with the class's need() for its algorithm" + none;
     case misuse::region_overlap_bytes:
-      return rank + ": the call's region (region or first slot " + b + ") shares buffer bytes with another call in "
-             "flight (region or first slot " + a + "): give each call its own region (fused::region_plan)" + none;
+      return rank + ": the call on slots from " + b + " shares buffer bytes with another call in flight (on slots "
+             "from " + a + "): give each call its own region (fused::region_plan)" + none;
     case misuse::region_overlap_slots:
-      return rank + ": the call's pad slots (from slot " + b + ") overlap another call in flight (from slot " + a +
-             "): give each call its own slots (fused::region_plan)" + none;
+      return rank + ": the call on slots from " + b + " shares pad slots with another call in flight (on slots "
+             "from " + a + "): give each call its own slots (fused::region_plan)" + none;
     case misuse::tile_out_of_range:
       return rank + ": tile " + a + " is outside [0, num_tiles = " + b + "); nothing was written for it";
     case misuse::published_twice:
@@ -294,10 +295,12 @@ inline std::string misuse_text(const error_record& r) {
              "outputs of that call may be wrong";
     case misuse::tile_not_published:
       return rank + ": call " + b + " finished without publishing tile " + a +
-             " (a grid-stride loop that skips tiles?): the peers' outputs of that tile were not written";
+             " (a grid-stride loop that skips tiles?): the peers' outputs of that tile were not written; found by "
+             "the next call on these slots, refused before any output";
     case misuse::tile_not_reduced:
       return rank + ": call " + b + " finished without reducing tile " + a +
-             " (a grid-stride loop that skips tiles?): this rank's output of that tile was not written";
+             " (a grid-stride loop that skips tiles?): this rank's output of that tile was not written; found by "
+             "the next call on these slots, refused before any output";
     case misuse::finish_count:
       return rank + ": finish() was passed num_blocks = " + a + " but the grid has " + b +
              " blocks: the call counter would not advance once per call (found in finish(): the call's outputs were written)";

@@ -44,6 +44,7 @@
 #include "fused/epilogue.hpp"
 #include "fused/fp8_per_token.hpp"
 #include "fused/merge_entries.hpp"
+#include "fused/region_plan.hpp"
 #include "fused/rmsnorm_args.hpp"
 #include "fused/rmsnorm_epilogue.hpp"
 #include "fused/shard_scan.hpp"

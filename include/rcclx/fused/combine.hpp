@@ -340,9 +340,11 @@ class combine {
   }
 
   // Rank p's record i of `tile`, by address: a fold reads the fields it needs where they lie (a
-  // whole record copied into registers first would spill for the large ones, topk's).
+  // whole record copied into registers first would spill for the large ones, topk's). A loop up to
+  // n: several ranks' records in flight at once (the loop tested per rank waits for each in turn).
   struct record_source : kernel::source_base {
     static constexpr bool one_at_a_time = true;
+    static constexpr bool up_to_n = true;
     using loaded = const Record*;
     const combine& c;
     int tile;

@@ -17,6 +17,7 @@
 //   check_epochs  [S] u32            call check           this rank (block b)     this rank
 //   check         [2][S] x 32 B      call check           this rank (packet)      every peer
 //   ll            [2][ll.blocks][2 x ll.block_bytes]  LL  this rank, block b      block b of every peer
+//   audit         1 KiB + [S][8] u32 tile audit        this rank (checked)     this rank, its host
 //
 // Slots. A slot is a block's place in the flag, counter and check regions: block b of a
 // barrier-based grid uses slot b (core/barrier.hpp); a tile-flag call uses a range
@@ -29,6 +30,9 @@
 // the hot paths add to a peer's flags (signal_pads::inbox) do not depend on it.
 // check: 32-aligned, one LL packet each (a call's fingerprint, core/call_check.hpp) by call parity.
 // ll: 256-aligned, two halves by call parity, 2 bytes of packet per byte of data (core/ll.hpp).
+// audit: 256-aligned, after everything else (no other offset depends on it): the checked mode's
+// directory of the byte and slot ranges of tile calls in flight and a row of words per slot
+// (core/tile_audit.hpp); written only by checked builds, present in every build.
 // The layout is a function of (S, ll) alone: the same on every rank and in every build
 // (RCCLX_CHECKS included). An LL layout with either field 0 has no LL region and no LL epochs.
 //
@@ -83,6 +87,9 @@ inline void check_ll_layout(ll_layout ll) {
 // Words of a slot's tile control row (core/tile_flags.hpp) and bytes of a check packet.
 inline constexpr int tile_control_words = 4;
 inline constexpr std::size_t check_packet_bytes = 32;
+// The audit region (core/tile_audit.hpp): a directory, then a row of audit_row_words per slot.
+inline constexpr std::size_t audit_directory_bytes = 1024;
+inline constexpr int audit_row_words = 8;
 
 // Byte offsets of one rank's pad regions (the table above), from the slot count and the LL layout:
 // the one formula every accessor, allocator and reset reads.
@@ -96,6 +103,7 @@ struct pad_layout {
   std::size_t check_epochs;  // [slots] u32: checked calls of each slot
   std::size_t check;         // [2][slots] check packets (32-aligned)
   std::size_t ll;            // [2][ll_blocks] regions of 2 x ll_block_bytes (256-aligned)
+  std::size_t audit;         // the tile audit: directory, then [slots][audit_row_words] u32 (256-aligned)
   std::size_t bytes;         // the whole pad: a multiple of 256, so pads pack in one allocation
 
   // ll_blocks and ll_block_bytes both 0 (no LL region) or both positive (as a handle holds them).
@@ -109,7 +117,9 @@ struct pad_layout {
     const std::size_t check_epochs = error + sizeof(error_record);
     const std::size_t check = (check_epochs + s * w + 31) / 32 * 32;
     const std::size_t ll = (check + 2 * s * check_packet_bytes + 255) / 256 * 256;
-    const std::size_t end = ll + 4 * static_cast<std::size_t>(ll_blocks) * ll_block_bytes;
+    const std::size_t ll_end = ll + 4 * static_cast<std::size_t>(ll_blocks) * ll_block_bytes;
+    const std::size_t audit = (ll_end + 255) / 256 * 256;
+    const std::size_t end = audit + (audit_directory_bytes + s * audit_row_words * w + 255) / 256 * 256;
     pad_layout l{};
     l.tile_control = 0;
     l.flags = (s * tile_control_words * w + 255) / 256 * 256;
@@ -119,6 +129,7 @@ struct pad_layout {
     l.check_epochs = l.flags + check_epochs;
     l.check = l.flags + check;
     l.ll = l.flags + ll;
+    l.audit = l.flags + audit;
     l.bytes = l.flags + end;
     return l;
   }
@@ -190,6 +201,11 @@ struct signal_pads {
     const pad_layout<MaxRanks> l = layout();
     return counters - (l.counters - l.tile_control) / sizeof(std::uint32_t) +
            static_cast<std::size_t>(slot) * tile_control_words;
+  }
+  // This rank's audit region (core/tile_audit.hpp): the directory, then a row per slot.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* audit_base() const {
+    const pad_layout<MaxRanks> l = layout();
+    return detail::word_at(err, l.audit - l.error);
   }
   // The fingerprint packet (32 bytes) of `owner` for `slot` (a block, or a tile call's slot) and
   // calls of this parity.

@@ -131,6 +131,23 @@ class tile_flags {
     }
   }
 
+  // finish() with the checked mode's audit (fused/detail/tile_exchange.hpp): thread 0 runs
+  // audit(arrivals) after counting the block (arrivals: blocks of this call counted so far, this
+  // one included).
+  template <class Group, class Audit>
+  RCCLX_HOST_DEVICE void finish(const Group& g, int num_blocks, Audit&& audit) const {
+    g.sync();
+    if (g.thread_rank() == 0) {
+      std::uint32_t* w = control_;
+      const std::uint32_t now = gpu::fetch_add_local(w + arrived_word, 1u) + 1u;
+      audit(now - arrived_before_);
+      if (now - arrived_before_ == static_cast<std::uint32_t>(num_blocks)) {
+        gpu::store_relaxed_system(w + began_word, now);
+        gpu::store_relaxed_system(w + calls_word, epoch_);
+      }
+    }
+  }
+
   // Checked mode: did the previous call on these slots leave its call counter where it was (a block
   // that skipped finish())? Its flags would then pass this call's waits; the answer yes is recorded
   // (misuse::missing_finish). launch_word holds the launch and the call (low 15 and 16 bits) of the
@@ -140,6 +157,12 @@ class tile_flags {
   // the call any number of times. Every thread gets the same answer; typically a warp's worth of
   // compare-and-swaps per call. Unknown launches pass.
   RCCLX_HOST_DEVICE bool previous_call_unfinished() const {
+    return previous_call_unfinished([] { return false; });
+  }
+  // The same; the thread that decides for its launch, when the previous call did finish, then runs
+  // on_new_launch() (true: it found and recorded a problem, this thread's answer is yes).
+  template <class OnNewLaunch>
+  RCCLX_HOST_DEVICE bool previous_call_unfinished(OnNewLaunch&& on_new_launch) const {
     const std::uint32_t launch = gpu::launch_id() & 0x7FFFu;
     if (launch == 0) return false;
     constexpr std::uint32_t yes = 0x80000000u;
@@ -156,7 +179,7 @@ class tile_flags {
         if (bad)
           record_error(*s_, errc::invalid_argument, s_->rank, static_cast<std::uint32_t>(misuse::missing_finish),
                        slots_.first, 0u, epoch_, 0u);
-        return bad;
+        return bad || on_new_launch();
       }
       prev = got;
     }

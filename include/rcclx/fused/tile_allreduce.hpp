@@ -82,9 +82,23 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
   // a table in device memory). Reads the call counter: construct once per block per call. The
   // rest of the call's API (publish, the waits, finish, input, results, owner, check,
   // workspace_bytes) is the exchange's (fused/detail/tile_exchange.hpp).
+  // results_bytes: the tree results the kernel lays out (reduce_owned + publish_result), only
+  // checked (RCCLX_CHECKS) against the buffer.
   RCCLX_HOST_DEVICE tile_allreduce(const core::peer_table<T, MaxRanks>& t, tile_slots slots, std::size_t tile_elems,
-                                   int num_tiles, tile_reducer reducer = tile_reducer::same_block)
-      : base(t, slots, tile_elems, num_tiles, reducer) {}
+                                   int num_tiles, tile_reducer reducer = tile_reducer::same_block,
+                                   std::size_t results_bytes = detail::default_results)
+      : base(t, slots, tile_elems, num_tiles, reducer, results_bytes) {}
+
+  // The call in region `r` of the buffers and pads (core/region.hpp; a region_plan hands them out,
+  // sized by need()): its halves lie in [r.offset, r.offset + r.bytes), its flags in r.slots.
+  RCCLX_HOST_DEVICE tile_allreduce(const core::peer_table<T, MaxRanks>& t, const core::region& r, std::size_t tile_elems,
+                                   int num_tiles, tile_reducer reducer = tile_reducer::same_block,
+                                   std::size_t results_bytes = detail::default_results)
+      : base(t, r, tile_elems, num_tiles, reducer, results_bytes) {}
+
+  // What a call of up to max_tiles tiles of tile_elems elements needs of its region: workspace_bytes
+  // of Algo (automatic: the tree formula), sized_for 1 (flat), 2 (tree) or 3 (automatic).
+  using base::need;
 
   // Group-collective: the AllReduce of `tile`, handed to `epi` (a fused::epilogue, or any callable
   // with its signature) in chunks of VecsPerThread vectors per thread (thread i holds vectors

@@ -25,12 +25,15 @@
 #include "../../core/error.hpp"
 #include "../../core/ops.hpp"
 #include "../../core/peer_table.hpp"
+#include "../../core/region.hpp"
 #include "../../core/slot_ranges.hpp"
+#include "../../core/tile_audit.hpp"
 #include "../../core/tile_flags.hpp"
 #include "../../dda/select.hpp"
 #include "../../gpu/group.hpp"
 #include "../../gpu/memory.hpp"
 #include "../../kernel/reduce.hpp"
+#include "call_checks.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
@@ -105,10 +108,19 @@ class tile_exchange {
 
   // This rank's view `t` (kept by reference: it must outlive the object, e.g. a kernel argument or
   // a table in device memory). Reads the call counter: construct once per block per call.
+  // Checked mode (RCCLX_CHECKS): the arguments are checked as check() does, against
+  // core::whole_buffer(t.capacity_bytes, slots) (results_bytes: the tree results the caller lays out);
+  // a problem is recorded and the call refused (bad_) before it touches a flag or a buffer.
   RCCLX_HOST_DEVICE tile_exchange(const core::peer_table<T, MaxRanks>& t, tile_slots slots, std::size_t tile_elems,
-                                  int num_tiles, tile_reducer reducer = tile_reducer::same_block)
-      : t_(&t), flags_(t.signals, slots), tile_elems_(tile_elems), num_tiles_(num_tiles),
-        any_block_(reducer == tile_reducer::any_block) {
+                                  int num_tiles, tile_reducer reducer = tile_reducer::same_block,
+                                  std::size_t results_bytes = detail::default_results)
+      : t_(&t),
+#if RCCLX_CHECKS
+        flags_(t.signals, detail::slots_in_pads(t.signals, slots)),
+#else
+        flags_(t.signals, slots),
+#endif
+        tile_elems_(tile_elems), num_tiles_(num_tiles), any_block_(reducer == tile_reducer::any_block) {
     base_ = (flags_.calls() & 1u) ? half_bytes(t.capacity_bytes) : 0;
     results_ = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
     if constexpr (Algo == algorithm::automatic)  // the same choice on every rank: same tiles, same build
@@ -117,8 +129,46 @@ class tile_exchange {
 #if RCCLX_CHECKS
     fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
                                          static_cast<std::size_t>(num_tiles), 0, tile_elems);
-    if (num_tiles > 0) bad_ = flags_.previous_call_unfinished();
+    check_call(core::whole_buffer(t.capacity_bytes, slots), results_bytes);
+#else
+    (void)results_bytes;
 #endif
+  }
+
+  // The call in region `r` (core/region.hpp): its bytes [r.offset, r.offset + r.bytes) of every
+  // rank's buffer, in two halves, and its pad slots r.slots. Otherwise the constructor above.
+  RCCLX_HOST_DEVICE tile_exchange(const core::peer_table<T, MaxRanks>& t, const core::region& r, std::size_t tile_elems,
+                                  int num_tiles, tile_reducer reducer = tile_reducer::same_block,
+                                  std::size_t results_bytes = detail::default_results)
+      : t_(&t),
+#if RCCLX_CHECKS
+        flags_(t.signals, detail::slots_in_pads(t.signals, r.slots)),
+#else
+        flags_(t.signals, r.slots),
+#endif
+        tile_elems_(tile_elems), num_tiles_(num_tiles), any_block_(reducer == tile_reducer::any_block) {
+    base_ = r.offset + ((flags_.calls() & 1u) ? half_bytes(r.bytes) : 0);
+    results_ = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
+    if constexpr (Algo == algorithm::automatic)
+      tree_ = dda::select_algorithm(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T), t.num_ranks(),
+                                    gpu::build_arch) == algorithm::tree;
+#if RCCLX_CHECKS
+    fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
+                                         static_cast<std::size_t>(num_tiles), 0, tile_elems);
+    check_call(r, results_bytes);
+#else
+    (void)results_bytes;
+#endif
+  }
+
+  // What a call of up to max_tiles tiles of tile_elems elements needs of a region (core/region.hpp):
+  // workspace_bytes of Algo (automatic: the tree formula, which covers either choice).
+  RCCLX_HOST_DEVICE static constexpr core::region_need need(std::size_t tile_elems, int max_tiles,
+                                                            std::size_t results_bytes = detail::default_results) {
+    return core::region_need{workspace_bytes(tile_elems, max_tiles, results_bytes), max_tiles,
+                             Algo == algorithm::flat   ? core::sized_for_flat
+                             : Algo == algorithm::tree ? core::sized_for_tree
+                                                       : core::sized_for_any};
   }
 
   // The algorithm this call runs: Algo, or for automatic the built-in table's choice for the whole
@@ -164,10 +214,14 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE void publish_part(const Group& g, int slot, int tile) const {
 #if RCCLX_CHECKS
+    if (bad_ || !tile_in_range(g, slot)) return;
     if (g.thread_rank() == 0) flags_.publish_check(0, fp_);
 #endif
     g.sync();  // the group's writes of the slot happen before the release below
     for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(slot, tile, p);
+#if RCCLX_CHECKS
+    if (g.thread_rank() == 0) audit_publish(slot);
+#endif
   }
 
   // Group-collective: publish(g, t) for every tile t = first, first + step, ... below num_tiles(),
@@ -178,6 +232,7 @@ class tile_exchange {
     const int n = num_ranks();
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
 #if RCCLX_CHECKS
+    if (bad_ || (count > 0 && !tile_in_range(g, first))) return;
     if (g.thread_rank() == 0 && count > 0) flags_.publish_check(0, fp_);
 #endif
     g.sync();
@@ -185,18 +240,27 @@ class tile_exchange {
       const int tile = first + (i / n) * step;
       announce(tile, tile, i % n);
     }
+#if RCCLX_CHECKS
+    for (int i = g.thread_rank(); i < count; i += g.size()) audit_publish(first + i * step);
+#endif
   }
 
   // Group-collective: waits until every rank published `tile` (flat, or tree on the owner).
   // False if a wait expired (the error is recorded): leave without touching peer memory.
   template <class Group>
   RCCLX_HOST_DEVICE bool wait_inputs(const Group& g, int tile) const {
+#if RCCLX_CHECKS
+    if (bad_ || !tile_in_range(g, tile)) return false;
+#endif
     const core::signal_pads<MaxRanks>& s = t_->signals;
     bool failed = false;
     for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
       if (!flags_between(s.rank, p)) continue;
       failed = !flags_.wait(tile, p, tile);
     }
+#if RCCLX_CHECKS
+    if (!failed && g.thread_rank() == 0) failed = !audit_reduce(tile);
+#endif
     return !g.sync_or(failed || !call_agrees(g, tile));
   }
 
@@ -209,12 +273,19 @@ class tile_exchange {
     const core::signal_pads<MaxRanks>& s = t_->signals;
     const int n = s.num_ranks;
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
+#if RCCLX_CHECKS
+    if (bad_ || (count > 0 && !tile_in_range(g, first))) return false;
+#endif
     bool failed = false;
     for (int i = g.thread_rank(); i < count * n && !failed; i += g.size()) {
       const int tile = first + (i / n) * step, p = i % n;
       if (!flags_between(s.rank, p) || owner(tile) != s.rank) continue;
       failed = !flags_.wait(tile, p, tile);
     }
+#if RCCLX_CHECKS
+    for (int i = g.thread_rank(); i < count && !failed; i += g.size())
+      if (owner(first + i * step) == s.rank) failed = !audit_reduce(first + i * step);
+#endif
     return !g.sync_or(failed || !call_agrees(g, first));
   }
 
@@ -222,6 +293,9 @@ class tile_exchange {
   // result flag on every other rank.
   template <class Group>
   RCCLX_HOST_DEVICE void publish_result(const Group& g, int tile) const {
+#if RCCLX_CHECKS
+    if (bad_ || !tile_in_range(g, tile)) return;
+#endif
     const core::signal_pads<MaxRanks>& s = t_->signals;
     g.sync();
     for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
@@ -233,6 +307,9 @@ class tile_exchange {
   // Tree, group-collective: waits for the owner's result of `tile` (returns true at once on the owner).
   template <class Group>
   RCCLX_HOST_DEVICE bool wait_result(const Group& g, int tile) const {
+#if RCCLX_CHECKS
+    if (bad_ || !tile_in_range(g, tile)) return false;
+#endif
     const core::signal_pads<MaxRanks>& s = t_->signals;
     const int o = owner(tile);
     bool failed = false;
@@ -252,6 +329,9 @@ class tile_exchange {
   RCCLX_HOST_DEVICE bool wait_results_strided(const Group& g, int first, int step) const {
     const core::signal_pads<MaxRanks>& s = t_->signals;
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
+#if RCCLX_CHECKS
+    if (bad_ || (count > 0 && !tile_in_range(g, first))) return false;
+#endif
     bool failed = false;
     for (int i = g.thread_rank(); i < count && !failed; i += g.size()) {
       const int tile = first + i * step, o = owner(tile);
@@ -271,8 +351,10 @@ class tile_exchange {
     // A call refused for a missing finish() before it counts nothing: its blocks all keep the
     // call number they were refused with (the pads need a reset, as after any error).
     if (bad_) return;
-#endif
+    flags_.finish(g, num_blocks, [&](std::uint32_t arrivals) { audit_finish(num_blocks, arrivals); });
+#else
     flags_.finish(g, num_blocks);
+#endif
   }
 
  protected:
@@ -299,6 +381,127 @@ class tile_exchange {
     return true;
 #endif
   }
+
+#if RCCLX_CHECKS
+  // The constructors' checks: the arguments (detail::find_call_problem, against the resolved
+  // algorithm's bytes), then the missing-finish detector.
+  RCCLX_HOST_DEVICE void check_call(const core::region& r, std::size_t results_bytes) {
+    const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles_ > 0 ? num_tiles_ : 0) * tile_elems_ * sizeof(T));
+    const std::size_t half =
+        in + (is_tree() ? detail::round16(results_bytes == detail::default_results ? in : results_bytes) : 0);
+    const detail::call_problem p =
+        detail::find_call_problem(*t_, r, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems), half,
+                                  half_bytes(r.bytes), is_tree());
+    if (p) {
+      bad_ = true;
+      detail::record_call_problem(t_->signals, p, r.slots.first);
+      return;
+    }
+    if (num_tiles_ > 0) bad_ = flags_.previous_call_unfinished([&] { return audit_launch(r); });
+  }
+
+  // The thread that decides for a new launch (tile_flags::previous_call_unfinished), after the
+  // previous call on the slot range finished: that call's tile rows (the control row says which
+  // call, how many tiles, which algorithm), every tile published on this rank
+  // (tile_not_published) and, flat, reduced (tile_not_reduced); then this call's control row.
+  // True if a problem was recorded. (finish() may come before the call's work, so the call's own
+  // finish cannot look.)
+  RCCLX_HOST_DEVICE bool audit_launch(const core::region& r) const {
+    std::uint32_t* c = core::audit_row(t_->signals, flags_.slots().first);
+    const std::uint32_t epoch = flags_.epoch();
+    const std::uint32_t magic = gpu::load_relaxed_system(c + core::audit_magic_word);
+    bool found = false;
+    if ((magic & 0xFFFF0000u) == core::audit_magic &&
+        gpu::load_relaxed_system(c + core::audit_epoch_word) == epoch - 1u) {
+      const std::uint32_t prev = epoch - 1u, tiles = gpu::load_relaxed_system(c + core::audit_tiles_word);
+      const bool flat = (magic & 1u) == 0u;
+      const int n = tiles < static_cast<std::uint32_t>(flags_.slots().max_tiles) ? static_cast<int>(tiles)
+                                                                                 : flags_.slots().max_tiles;
+      for (int t = 0; t < n && !found; ++t) {
+        const std::uint32_t* row = audit_row_of(t);
+        if (!core::audit_mark_of(gpu::load_relaxed_system(row + core::audit_mark_word), prev)) {
+          record(core::misuse::tile_not_published, t, static_cast<std::uint32_t>(t), prev);
+          found = true;
+        } else if (flat && gpu::load_relaxed_system(row + core::audit_consumed_word) != prev) {
+          record(core::misuse::tile_not_reduced, t, static_cast<std::uint32_t>(t), prev);
+          found = true;
+        }
+      }
+    }
+    gpu::store_relaxed_system(c + core::audit_epoch_word, epoch);
+    gpu::store_relaxed_system(c + core::audit_tiles_word, static_cast<std::uint32_t>(num_tiles_));
+    gpu::store_relaxed_system(c + core::audit_region_word, r.id);
+    gpu::store_relaxed_system(c + core::audit_per_owner_word, static_cast<std::uint32_t>(tiles_per_owner()));
+    gpu::store_relaxed_system(c + core::audit_magic_word, core::audit_magic | (is_tree() ? 1u : 0u));
+    return found;
+  }
+
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record(core::misuse m, int block, std::uint32_t a, std::uint32_t b,
+                                                  std::uint32_t call = 0) const {
+    core::record_error(t_->signals, errc::invalid_argument, t_->signals.rank, static_cast<std::uint32_t>(m), block, call,
+                       a, b);
+  }
+
+  // Group-uniform: is `tile` one of the call's (otherwise recorded: tile_out_of_range)?
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool tile_in_range(const Group& g, int tile) const {
+    if (tile >= 0 && tile < num_tiles_) return true;
+    if (g.thread_rank() == 0)
+      record(core::misuse::tile_out_of_range, tile, static_cast<std::uint32_t>(tile), static_cast<std::uint32_t>(num_tiles_));
+    return false;
+  }
+
+  // This rank's audit row of `tile` (core/tile_audit.hpp).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* audit_row_of(int tile) const {
+    return core::audit_row(t_->signals, flags_.slots().first + 1 + tile);
+  }
+
+  // One thread, after the flags of `tile` went up: this block's publish mark; a mark of this call
+  // already there is a second publisher (published_twice: another block, or another rank's blocks
+  // on this rank's table).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_publish(int tile) const {
+    const int block = gpu::block_id();
+    const std::uint32_t old = gpu::exchange_local(audit_row_of(tile) + core::audit_mark_word,
+                                                  core::audit_mark(flags_.epoch(), block));
+    if (core::audit_mark_of(old, flags_.epoch()))
+      record(core::misuse::published_twice, tile, old & 0xFFFFu, static_cast<std::uint32_t>(block) & 0xFFFFu);
+  }
+
+  // One thread, after the waits for `tile`'s inputs and before any output: under same_block this
+  // block published the tile in this call (reduced_before_publish, reducer_not_publisher); the tile
+  // is marked consumed; false also when this rank recorded an error (a misuse found by another
+  // block: every block refuses from then on).
+  RCCLX_HOST_DEVICE bool audit_reduce(int tile) const {
+    std::uint32_t* row = audit_row_of(tile);
+    if (!any_block_) {
+      const int block = gpu::block_id();
+      const std::uint32_t mark = gpu::load_relaxed_system(row + core::audit_mark_word);
+      if (!core::audit_mark_of(mark, flags_.epoch())) {
+        record(core::misuse::reduced_before_publish, tile, static_cast<std::uint32_t>(tile),
+               static_cast<std::uint32_t>(block) & 0xFFFFu);
+        return false;
+      }
+      if ((mark & 0xFFFFu) != (static_cast<std::uint32_t>(block) & 0xFFFFu)) {
+        record(core::misuse::reducer_not_publisher, tile, mark & 0xFFFFu, static_cast<std::uint32_t>(block) & 0xFFFFu);
+        return false;
+      }
+    }
+    gpu::store_relaxed_system(row + core::audit_consumed_word, flags_.epoch());
+    return gpu::load_acquire_system(&t_->signals.err->code) == 0u;
+  }
+
+  // Thread 0 of each block in finish(), after counting the block (arrivals: this call's blocks
+  // counted so far, this one included): the count against the grid where it is known
+  // (finish_count) and against the call (finish_twice).
+  RCCLX_HOST_DEVICE void audit_finish(int num_blocks, std::uint32_t arrivals) const {
+    const int grid = gpu::grid_blocks();
+    const int first = flags_.slots().first;
+    if (grid > 0 && num_blocks != grid)
+      record(core::misuse::finish_count, first, static_cast<std::uint32_t>(num_blocks), static_cast<std::uint32_t>(grid));
+    else if (arrivals > static_cast<std::uint32_t>(num_blocks))
+      record(core::misuse::finish_twice, first, arrivals, static_cast<std::uint32_t>(num_blocks));
+  }
+#endif
 
   // Do input flags pass between ranks a and b? Between two ranks always; from a rank to itself only
   // under any_block (with same_block the block that wrote a tile is the one that reduces it).

@@ -157,29 +157,36 @@ class tile_flags {
   // the call any number of times. Every thread gets the same answer; typically a warp's worth of
   // compare-and-swaps per call. Unknown launches pass.
   RCCLX_HOST_DEVICE bool previous_call_unfinished() const {
-    return previous_call_unfinished([] { return false; });
+    return previous_call_unfinished([] { return false; }, [] {});
   }
-  // The same; the thread that decides for its launch, when the previous call did finish, then runs
-  // on_new_launch() (true: it found and recorded a problem, this thread's answer is yes).
-  template <class OnNewLaunch>
-  RCCLX_HOST_DEVICE bool previous_call_unfinished(OnNewLaunch&& on_new_launch) const {
+  // The same, with the checked mode's look at the previous call (fused/detail/tile_exchange.hpp):
+  // a thread about to decide for a new launch whose previous call did finish first runs
+  // on_new_launch() (at most once; true: it recorded a problem), and a yes from it is the
+  // launch's answer too, so every block of the launch refuses; the thread that decided then runs
+  // on_decided() (e.g. notes this call for the next launch's look).
+  template <class OnNewLaunch, class OnDecided>
+  RCCLX_HOST_DEVICE bool previous_call_unfinished(OnNewLaunch&& on_new_launch, OnDecided&& on_decided) const {
     const std::uint32_t launch = gpu::launch_id() & 0x7FFFu;
     if (launch == 0) return false;
     constexpr std::uint32_t yes = 0x80000000u;
     std::uint32_t* w = control_ + launch_word;
     const std::uint32_t mine = (launch << 16) | (epoch_ & 0xFFFFu);
     std::uint32_t prev = gpu::load_relaxed_system(w);
+    int found = -1;  // on_new_launch's answer, once asked
     for (;;) {
       const bool same_call = (prev & 0xFFFFu) == (epoch_ & 0xFFFFu);
       if (same_call && ((prev >> 16) & 0x7FFFu) == launch) return (prev & yes) != 0;  // this launch decided
       const bool bad = same_call;  // a new launch with the call number of the previous one
-      const std::uint32_t want = mine | (bad ? yes : 0u);
+      if (!bad && found < 0) found = on_new_launch() ? 1 : 0;
+      const std::uint32_t want = mine | (bad || found > 0 ? yes : 0u);
       const std::uint32_t got = gpu::compare_exchange_local(w, prev, want);
       if (got == prev) {
         if (bad)
           record_error(*s_, errc::invalid_argument, s_->rank, static_cast<std::uint32_t>(misuse::missing_finish),
                        slots_.first, 0u, epoch_, 0u);
-        return bad || on_new_launch();
+        else
+          on_decided();
+        return bad || found > 0;
       }
       prev = got;
     }

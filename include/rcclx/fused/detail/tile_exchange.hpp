@@ -397,43 +397,46 @@ class tile_exchange {
       detail::record_call_problem(t_->signals, p, r.slots.first);
       return;
     }
-    if (num_tiles_ > 0) bad_ = flags_.previous_call_unfinished([&] { return audit_launch(r); });
+    if (num_tiles_ > 0) bad_ = flags_.previous_call_unfinished([&] { return audit_previous(); }, [&] { audit_note(r); });
   }
 
-  // The thread that decides for a new launch (tile_flags::previous_call_unfinished), after the
-  // previous call on the slot range finished: that call's tile rows (the control row says which
+  // A thread about to decide for a new launch (tile_flags::previous_call_unfinished), when the
+  // previous call on the slot range finished: that call's tile rows (its control row says which
   // call, how many tiles, which algorithm), every tile published on this rank
-  // (tile_not_published) and, flat, reduced (tile_not_reduced); then this call's control row.
-  // True if a problem was recorded. (finish() may come before the call's work, so the call's own
-  // finish cannot look.)
-  RCCLX_HOST_DEVICE bool audit_launch(const core::region& r) const {
-    std::uint32_t* c = core::audit_row(t_->signals, flags_.slots().first);
-    const std::uint32_t epoch = flags_.epoch();
+  // (tile_not_published) and, flat, reduced (tile_not_reduced). True if a problem was recorded.
+  // (finish() may come before the call's work, so the call's own finish cannot look.)
+  RCCLX_HOST_DEVICE bool audit_previous() const {
+    const std::uint32_t* c = core::audit_row(t_->signals, flags_.slots().first);
+    const std::uint32_t prev = flags_.epoch() - 1u;
     const std::uint32_t magic = gpu::load_relaxed_system(c + core::audit_magic_word);
-    bool found = false;
-    if ((magic & 0xFFFF0000u) == core::audit_magic &&
-        gpu::load_relaxed_system(c + core::audit_epoch_word) == epoch - 1u) {
-      const std::uint32_t prev = epoch - 1u, tiles = gpu::load_relaxed_system(c + core::audit_tiles_word);
-      const bool flat = (magic & 1u) == 0u;
-      const int n = tiles < static_cast<std::uint32_t>(flags_.slots().max_tiles) ? static_cast<int>(tiles)
-                                                                                 : flags_.slots().max_tiles;
-      for (int t = 0; t < n && !found; ++t) {
-        const std::uint32_t* row = audit_row_of(t);
-        if (!core::audit_mark_of(gpu::load_relaxed_system(row + core::audit_mark_word), prev)) {
-          record(core::misuse::tile_not_published, t, static_cast<std::uint32_t>(t), prev);
-          found = true;
-        } else if (flat && gpu::load_relaxed_system(row + core::audit_consumed_word) != prev) {
-          record(core::misuse::tile_not_reduced, t, static_cast<std::uint32_t>(t), prev);
-          found = true;
-        }
+    if ((magic & 0xFFFF0000u) != core::audit_magic || gpu::load_relaxed_system(c + core::audit_epoch_word) != prev)
+      return false;
+    const std::uint32_t tiles = gpu::load_relaxed_system(c + core::audit_tiles_word);
+    const bool flat = (magic & 1u) == 0u;
+    const int n = tiles < static_cast<std::uint32_t>(flags_.slots().max_tiles) ? static_cast<int>(tiles)
+                                                                               : flags_.slots().max_tiles;
+    for (int t = 0; t < n; ++t) {
+      const std::uint32_t* row = audit_row_of(t);
+      if (!core::audit_mark_of(gpu::load_relaxed_system(row + core::audit_mark_word), prev)) {
+        record(core::misuse::tile_not_published, t, static_cast<std::uint32_t>(t), prev);
+        return true;
+      }
+      if (flat && gpu::load_relaxed_system(row + core::audit_consumed_word) != prev) {
+        record(core::misuse::tile_not_reduced, t, static_cast<std::uint32_t>(t), prev);
+        return true;
       }
     }
-    gpu::store_relaxed_system(c + core::audit_epoch_word, epoch);
+    return false;
+  }
+
+  // The thread that decided for the launch: this call's control row, for the next launch's look.
+  RCCLX_HOST_DEVICE void audit_note(const core::region& r) const {
+    std::uint32_t* c = core::audit_row(t_->signals, flags_.slots().first);
+    gpu::store_relaxed_system(c + core::audit_epoch_word, flags_.epoch());
     gpu::store_relaxed_system(c + core::audit_tiles_word, static_cast<std::uint32_t>(num_tiles_));
     gpu::store_relaxed_system(c + core::audit_region_word, r.id);
     gpu::store_relaxed_system(c + core::audit_per_owner_word, static_cast<std::uint32_t>(tiles_per_owner()));
     gpu::store_relaxed_system(c + core::audit_magic_word, core::audit_magic | (is_tree() ? 1u : 0u));
-    return found;
   }
 
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record(core::misuse m, int block, std::uint32_t a, std::uint32_t b,

@@ -83,6 +83,49 @@ struct misuse_kernel {
   }
 };
 
+// Two calls in one kernel (two_args). The second call's values are the first's + 100.
+struct two_kernel {
+  const core::peer_table<float, max_r>* tables;
+  float* out[2][max_r];
+  two_args a;
+
+  template <class G, class AR>
+  RCCLX_HOST_DEVICE void call(const G& g, rt::launch_index ix, const AR& ar, int c) const {
+    const int r = ix.rank, nb = ix.num_blocks;
+    const fz::row_tiles map{8, 64};
+    const fz::epilogue<fz::store<float>> epi{{out[c][r], 64}};
+    for (int t = ix.block; t < 8; t += nb) {
+      float* in = ar.input(t);
+      for (int e = g.thread_rank(); e < 64; e += g.size())
+        in[e] = static_cast<float>(r + 1) * 0.5f + static_cast<float>(t) + 100.0f * static_cast<float>(c);
+      ar.publish(g, t);
+    }
+    for (int t = ix.block; t < 8; t += nb)
+      if (!ar.template reduce<4>(g, t, map, epi)) break;
+  }
+
+  template <class G, class AR>
+  RCCLX_HOST_DEVICE void both(const G& g, rt::launch_index ix, const AR& a0, const AR& a1) const {
+    call(g, ix, a0, 0);
+    call(g, ix, a1, 1);
+    a0.finish(g, ix.num_blocks);
+    a1.finish(g, ix.num_blocks);
+  }
+
+  template <class G>
+  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
+    using ar_t = fz::tile_allreduce<float, max_r>;
+    const auto& t = tables[ix.rank];
+    if (a.use_region) {
+      const ar_t a0(t, a.region[0], 64, 8), a1(t, a.region[1], 64, 8);
+      both(g, ix, a0, a1);
+    } else {
+      const ar_t a0(t, a.slots[0], 64, 8), a1(t, a.slots[1], 64, 8);
+      both(g, ix, a0, a1);
+    }
+  }
+};
+
 }  // namespace kernels
 
 namespace rt = rcclx::testing;
@@ -175,6 +218,41 @@ call_result call_setup::run(const call_args& a) {
     rcclx::gpu::copy(gd.data(), p_->buf[r] + p_->bytes, guard_bytes);
     res.guard_intact = res.guard_intact && gd == guard;
   }
+  return res;
+}
+
+two_result call_setup::run_two(const two_args& a) {
+  const int n = ranks;
+  const std::size_t out_elems = 8 * 64 + 64;
+  std::vector<core::peer_table<float, kernels::max_r>> tables(n);
+  for (int r = 0; r < n; ++r) {
+    tables[r] = p_->world.template table<float>(r);
+    for (int q = 0; q < n; ++q) tables[r].data[q] = reinterpret_cast<float*>(p_->buf[q]);
+    tables[r].capacity_bytes = p_->bytes;
+  }
+  rcclx::gpu::copy(p_->tables, tables.data(), sizeof(tables[0]) * n);
+  std::vector<float*> outs;
+  const std::vector<float> s(out_elems, sentinel);
+  kernels::two_kernel k{};
+  k.tables = p_->tables;
+  k.a = a;
+  for (int c = 0; c < 2; ++c)
+    for (int r = 0; r < n; ++r) {
+      outs.push_back(static_cast<float*>(rcclx::gpu::device_malloc(out_elems * sizeof(float))));
+      rcclx::gpu::copy(outs.back(), s.data(), out_elems * sizeof(float));
+      k.out[c][r] = outs.back();
+    }
+  rt::launch_emulated(n, blocks(), kernels::threads, k);
+  rcclx::gpu::device_synchronize();
+  two_result res;
+  res.errors = p_->world.errors();
+  for (int c = 0; c < 2; ++c)
+    for (int r = 0; r < n; ++r) {
+      std::vector<float> o(out_elems);
+      rcclx::gpu::copy(o.data(), k.out[c][r], out_elems * sizeof(float));
+      res.out[c].push_back(o);
+    }
+  for (float* o : outs) rcclx::gpu::device_free(o);
   return res;
 }
 

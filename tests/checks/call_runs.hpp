@@ -49,6 +49,19 @@ struct call_result {
   bool pads_intact = true;                        // every pad word but the error records
 };
 
+// Two tile AllReduce calls in one kernel (flat, 8 tiles of 64 floats each): every block constructs
+// both, then writes, publishes and reduces the tiles of the first, then of the second, and finishes
+// both. Call c in region[c] (use_region) or in slots[c] over the whole buffer.
+struct two_args {
+  bool use_region = false;
+  rcclx::core::region region[2]{};
+  rcclx::core::tile_slots slots[2]{{0, 8}, {10, 8}};
+};
+struct two_result {
+  std::vector<rcclx::core::error_record> errors;
+  std::vector<std::vector<float>> out[2];  // [call][rank]: 8 * 64 floats + 64
+};
+
 // Three emulated ranks, 4 blocks per rank on the host (8 on GPUs), pads of 40 slots, buffers of
 // `buffer_bytes` each followed by a 4 KiB guard, waits bounded at 0.5 s.
 class call_setup {
@@ -60,6 +73,7 @@ class call_setup {
 
   void reset(std::uint32_t value = 0);
   call_result run(const call_args& a);
+  two_result run_two(const two_args& a);
   int blocks() const;
   std::size_t buffer_bytes() const;
   int max_blocks() const;

@@ -2,9 +2,12 @@
 // (fused::tile_allreduce, fused::combine), in the pads' audit region (core/signal_pad.hpp), so that
 // a call's misuse of its tiles is named on the device instead of passing silently.
 //
-// Region: a directory (audit_directory_bytes; reserved for the ranges of calls in flight), then a
-// row of audit_row_words u32 per slot. A call on tile_slots{first, max_tiles} uses
-//   row first (control): [magic | resolved algorithm, epoch, num_tiles, region id, ...]
+// Region: a directory (audit_directory_bytes: a bit per slot, set for the first slot of every slot
+// range bound to bytes), then a row of audit_row_words u32 per slot. A call on
+// tile_slots{first, max_tiles} uses
+//   row first (control): [magic | resolved algorithm, epoch, num_tiles, bound end slot (0: not
+//                         bound), lo (2 words), hi (2 words)]: [lo, hi) = this rank's bytes of the
+//                         call's region (absolute addresses)
 //   row first + 1 + t (tile t): [publish mark, consumed epoch, reserved, publishing block, ...]
 // publish mark = audit_mark(epoch, block), exchanged by the publishing block: the old value
 // names a second publisher of the same call (published_twice), the reducer compares it with
@@ -18,15 +21,20 @@
 
 #include <cstdint>
 
+#include "../gpu/atomic.hpp"
+#include "error.hpp"
 #include "signal_pad.hpp"
+#include "slot_ranges.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace core {
 
 // Words of a tile row and of the control row.
 inline constexpr int audit_mark_word = 0, audit_consumed_word = 1, audit_publisher_word = 3;
-inline constexpr int audit_magic_word = 0, audit_epoch_word = 1, audit_tiles_word = 2, audit_region_word = 3,
-                     audit_per_owner_word = 4;
+inline constexpr int audit_magic_word = 0, audit_epoch_word = 1, audit_tiles_word = 2, audit_end_word = 3,
+                     audit_lo_word = 4, audit_hi_word = 6;
+// Slots the directory's bits cover (ranges starting beyond are not compared).
+inline constexpr int audit_directory_slots = static_cast<int>(audit_directory_bytes * 8);
 inline constexpr std::uint32_t audit_magic = 0xA0D1u << 16;  // | resolved algorithm (0 flat, 1 tree)
 
 // The audit row of `slot` of this rank.
@@ -44,6 +52,70 @@ RCCLX_HOST_DEVICE constexpr std::uint32_t audit_mark(std::uint32_t epoch, int bl
 }
 RCCLX_HOST_DEVICE constexpr bool audit_mark_of(std::uint32_t mark, std::uint32_t epoch) {
   return (mark >> 16) == audit_epoch_bits(epoch);
+}
+
+// The verdict of binding a slot range to bytes: the misuse (region_overlap_slots,
+// region_overlap_bytes, or none) with (the other range's first slot, this one's).
+struct bind_verdict {
+  misuse what{};
+  std::uint32_t other = 0, mine = 0;
+};
+
+namespace detail {
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint64_t load_u64(const std::uint32_t* p) {
+  return static_cast<std::uint64_t>(gpu::load_relaxed_system(p)) |
+         (static_cast<std::uint64_t>(gpu::load_relaxed_system(p + 1)) << 32);
+}
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_u64(std::uint32_t* p, std::uint64_t v) {
+  gpu::store_relaxed_system(p, static_cast<std::uint32_t>(v));
+  gpu::store_relaxed_system(p + 1, static_cast<std::uint32_t>(v >> 32));
+}
+}  // namespace detail
+
+// Checked mode, any thread of a launch's first wave on the slot range `slots` (idempotent): binds
+// the range to this rank's bytes [lo, hi) and compares it with every other bound range of this
+// rank (calls that may be in flight at once: a range stays bound until the pads are reset). Already
+// bound to the same bytes: nothing to do (a few loads). Otherwise the row is written, its bit set,
+// a fence, and every other bound range compared (of two ranges bound at once, at least one sees
+// the other); a range that overlaps another is unbound again, so its next launch compares again.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE bind_verdict audit_bind(const signal_pads<MaxRanks>& s, tile_slots slots, std::uint64_t lo,
+                                          std::uint64_t hi) {
+  bind_verdict v{};
+  if (slots.first >= audit_directory_slots) return v;
+  std::uint32_t* c = audit_row(s, slots.first);
+  const auto end = static_cast<std::uint32_t>(slots.end());
+  if (gpu::load_relaxed_system(c + audit_end_word) == end && detail::load_u64(c + audit_lo_word) == lo &&
+      detail::load_u64(c + audit_hi_word) == hi)
+    return v;
+  detail::store_u64(c + audit_lo_word, lo);
+  detail::store_u64(c + audit_hi_word, hi);
+  gpu::fence_system();
+  gpu::store_relaxed_system(c + audit_end_word, end);
+  std::uint32_t* bits = s.audit_base();
+  (void)gpu::fetch_or_local(bits + slots.first / 32, 1u << (slots.first % 32));
+  gpu::fence_system();
+  const int limit = s.max_blocks < audit_directory_slots ? s.max_blocks : audit_directory_slots;
+  for (int wi = 0; wi * 32 < limit && v.what == misuse{}; ++wi) {
+    std::uint32_t word = gpu::load_relaxed_system(bits + wi);
+    while (word != 0u && v.what == misuse{}) {
+      int b = 0;
+      while (((word >> b) & 1u) == 0u) ++b;
+      word &= ~(1u << b);
+      const int other = wi * 32 + b;
+      if (other == slots.first) continue;
+      const std::uint32_t* o = audit_row(s, other);
+      const std::uint32_t oend = gpu::load_relaxed_system(o + audit_end_word);
+      if (oend == 0u) continue;  // not bound
+      const std::uint64_t olo = detail::load_u64(o + audit_lo_word), ohi = detail::load_u64(o + audit_hi_word);
+      if (static_cast<std::uint32_t>(other) < end && static_cast<std::uint32_t>(slots.first) < oend)
+        v = {misuse::region_overlap_slots, static_cast<std::uint32_t>(other), static_cast<std::uint32_t>(slots.first)};
+      else if (olo < hi && lo < ohi)
+        v = {misuse::region_overlap_bytes, static_cast<std::uint32_t>(other), static_cast<std::uint32_t>(slots.first)};
+    }
+  }
+  if (v.what != misuse{}) gpu::store_relaxed_system(c + audit_end_word, 0u);
+  return v;
 }
 
 }  // namespace core

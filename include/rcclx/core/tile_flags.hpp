@@ -157,15 +157,18 @@ class tile_flags {
   // the call any number of times. Every thread gets the same answer; typically a warp's worth of
   // compare-and-swaps per call. Unknown launches pass.
   RCCLX_HOST_DEVICE bool previous_call_unfinished() const {
-    return previous_call_unfinished([] { return false; }, [] {});
+    return previous_call_unfinished([] { return false; }, [] {}, [] {});
   }
   // The same, with the checked mode's look at the previous call (fused/detail/tile_exchange.hpp):
   // a thread about to decide for a new launch whose previous call did finish first runs
   // on_new_launch() (at most once; true: it recorded a problem), and a yes from it is the
   // launch's answer too, so every block of the launch refuses; the thread that decided then runs
-  // on_decided() (e.g. notes this call for the next launch's look).
-  template <class OnNewLaunch, class OnDecided>
-  RCCLX_HOST_DEVICE bool previous_call_unfinished(OnNewLaunch&& on_new_launch, OnDecided&& on_decided) const {
+  // on_decided() (e.g. notes this call for the next launch's look). An object constructed after
+  // the call counter advanced within its own launch (a finish() count smaller than the blocks that
+  // call it, a block counted twice, or a second call in one kernel) runs on_late() and gets yes.
+  template <class OnNewLaunch, class OnDecided, class OnLate>
+  RCCLX_HOST_DEVICE bool previous_call_unfinished(OnNewLaunch&& on_new_launch, OnDecided&& on_decided,
+                                                  OnLate&& on_late) const {
     const std::uint32_t launch = gpu::launch_id() & 0x7FFFu;
     if (launch == 0) return false;
     constexpr std::uint32_t yes = 0x80000000u;
@@ -176,6 +179,10 @@ class tile_flags {
     for (;;) {
       const bool same_call = (prev & 0xFFFFu) == (epoch_ & 0xFFFFu);
       if (same_call && ((prev >> 16) & 0x7FFFu) == launch) return (prev & yes) != 0;  // this launch decided
+      if (((prev >> 16) & 0x7FFFu) == launch && (prev & 0xFFFFu) == ((epoch_ - 1u) & 0xFFFFu)) {
+        on_late();  // this launch's previous call ended while this launch runs
+        return true;
+      }
       const bool bad = same_call;  // a new launch with the call number of the previous one
       if (!bad && found < 0) found = on_new_launch() ? 1 : 0;
       const std::uint32_t want = mine | (bad || found > 0 ? yes : 0u);

@@ -143,6 +143,15 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t exchange_local(std::uint32_t* 
 #endif
 }
 
+// Atomic or on a word owned by the calling rank. Returns the old value.
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t fetch_or_local(std::uint32_t* p, std::uint32_t v) {
+#if RCCLX_BACKEND_GPU && RCCLX_DEVICE_COMPILE
+  return atomicOr(p, v);
+#else
+  return __atomic_fetch_or(p, v, __ATOMIC_ACQ_REL);
+#endif
+}
+
 // Full fence at device (agent) scope: orders a thread's accesses to this GPU's memory for the
 // other blocks of this GPU (the checked mode's audit words).
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void fence_local() {

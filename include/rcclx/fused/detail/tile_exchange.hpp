@@ -350,7 +350,14 @@ class tile_exchange {
 #if RCCLX_CHECKS
     // A call refused for a missing finish() before it counts nothing: its blocks all keep the
     // call number they were refused with (the pads need a reset, as after any error).
-    if (bad_) return;
+    if (bad_) {
+      // Constructed after the call counter advanced in this launch: this block is one more than
+      // the count (GPUs name the count against the grid first).
+      if (late_ && g.thread_rank() == 0)
+        record(core::misuse::finish_twice, flags_.slots().first, static_cast<std::uint32_t>(num_blocks) + 1u,
+               static_cast<std::uint32_t>(num_blocks));
+      return;
+    }
     flags_.finish(g, num_blocks, [&](std::uint32_t arrivals) { audit_finish(num_blocks, arrivals); });
 #else
     flags_.finish(g, num_blocks);
@@ -397,7 +404,8 @@ class tile_exchange {
       detail::record_call_problem(t_->signals, p, r.slots.first);
       return;
     }
-    if (num_tiles_ > 0) bad_ = flags_.previous_call_unfinished([&] { return audit_previous(); }, [&] { audit_note(r); });
+    if (num_tiles_ > 0) bad_ = flags_.previous_call_unfinished([&] { return audit_previous() || audit_overlap(r); },
+                                                            [&] { audit_note(); }, [&] { late_ = true; });
   }
 
   // A thread about to decide for a new launch (tile_flags::previous_call_unfinished), when the
@@ -429,13 +437,22 @@ class tile_exchange {
     return false;
   }
 
+  // A thread about to decide for a new launch: binds the call's slot range to this rank's bytes of
+  // its region and compares them with every other range bound on this rank (core::audit_bind):
+  // region_overlap_slots / region_overlap_bytes. True if a problem was recorded.
+  RCCLX_HOST_DEVICE bool audit_overlap(const core::region& r) const {
+    const auto lo = reinterpret_cast<std::uintptr_t>(t_->data[rank()]) + r.offset;
+    const core::bind_verdict v = core::audit_bind(t_->signals, flags_.slots(), lo, lo + r.bytes);
+    if (v.what == core::misuse{}) return false;
+    record(v.what, flags_.slots().first, v.other, v.mine);
+    return true;
+  }
+
   // The thread that decided for the launch: this call's control row, for the next launch's look.
-  RCCLX_HOST_DEVICE void audit_note(const core::region& r) const {
+  RCCLX_HOST_DEVICE void audit_note() const {
     std::uint32_t* c = core::audit_row(t_->signals, flags_.slots().first);
     gpu::store_relaxed_system(c + core::audit_epoch_word, flags_.epoch());
     gpu::store_relaxed_system(c + core::audit_tiles_word, static_cast<std::uint32_t>(num_tiles_));
-    gpu::store_relaxed_system(c + core::audit_region_word, r.id);
-    gpu::store_relaxed_system(c + core::audit_per_owner_word, static_cast<std::uint32_t>(tiles_per_owner()));
     gpu::store_relaxed_system(c + core::audit_magic_word, core::audit_magic | (is_tree() ? 1u : 0u));
   }
 
@@ -545,7 +562,8 @@ class tile_exchange {
   std::size_t results_ = 0;  // byte offset of the results inside a half
 #if RCCLX_CHECKS
   core::call_fingerprint fp_{};  // this call, as the peers must see it (core/call_check.hpp)
-  bool bad_ = false;             // a missing finish() was found: nothing is reduced
+  bool bad_ = false;             // a misuse was found (and recorded): nothing is published or reduced
+  bool late_ = false;            // constructed after this launch's call ended (finish() counts)
 #endif
 };
 

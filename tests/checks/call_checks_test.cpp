@@ -377,3 +377,38 @@ TEST_CASE("checked tile call: two calls in flight over the same bytes or slots a
   }
   check_recovers(s);
 }
+
+TEST_CASE("checked tile call: an epilogue's own check() is asked before the first output", "[checks]") {
+  call_setup s(4 * in_bytes);
+  SECTION("a checked store into the output: the sums") {
+    call_args a;
+    a.epilogue = 1;
+    s.reset();
+    check_recovers(s, a);
+  }
+  SECTION("a checked store into the call's symmetric input") {
+    call_args a;
+    a.epilogue = 2;
+    s.reset();
+    const call_result r = s.run(a);
+    for (int q = 0; q < call_checks::ranks; ++q) {
+      const core::error_record& e = r.errors[static_cast<std::size_t>(q)];
+      INFO("rank " << q << ": " << core::describe(e));
+      CHECK(e.kind == static_cast<std::uint32_t>(misuse::stage_writes_symmetric));
+      CHECK(e.observed == 0u);  // input(0) is the start of the call's first half
+      CHECK(e.call == 0u);      // stage 0 of a user epilogue
+      CHECK(touched(r, q) == 0);
+    }
+    CHECK(r.guard_intact);
+    check_recovers(s);
+  }
+  SECTION("a checked store whose columns are not the map's") {
+    call_args a;
+    a.epilogue = 3;
+    s.reset();
+    const call_result r = s.run(a);
+    for (int q = 0; q < call_checks::ranks; ++q) check_record(r, q, misuse::stage_cols, 32u, 64u);
+    check_refused_everywhere(r);
+    check_recovers(s);
+  }
+}

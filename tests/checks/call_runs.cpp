@@ -21,6 +21,33 @@ namespace core = rcclx::core;
 constexpr int max_r = 8;
 constexpr int threads = rcclx::current_backend == rcclx::backend::host ? 1 : 128;
 
+// A store of the sums into a row-major output (ld = cols) with a checked-mode check of its own:
+// its rows x cols outputs must not lie in the symmetric bytes the call forbids, and its columns
+// must be the map's.
+struct checked_store {
+  float* out;
+  std::size_t rows, cols;
+
+  template <int VPT, int E, class Group, class Map>
+  RCCLX_HOST_DEVICE void operator()(const Group&, float (&v)[VPT][E], const fz::held_vectors<Map, E>& h) const {
+    for (int k = 0; k < VPT; ++k) {
+      if (!h.holds(k)) continue;
+      const fz::position p = h.at(k);
+      for (int e = 0; e < E; ++e) out[p.row * cols + p.col + static_cast<std::size_t>(e)] = v[k][e];
+    }
+  }
+
+  RCCLX_HOST_DEVICE fz::stage_fault check(const fz::stage_context& ctx) const {
+    if (fz::detail::touches_forbidden(ctx, out, out + rows * cols)) {
+      const auto* o = reinterpret_cast<const unsigned char*>(out);
+      return {core::misuse::stage_writes_symmetric, 0u, static_cast<std::uint32_t>(o - ctx.forbidden[0][0]), 0u};
+    }
+    if (ctx.cols != 0 && ctx.cols != cols)
+      return {core::misuse::stage_cols, 0u, static_cast<std::uint32_t>(cols), static_cast<std::uint32_t>(ctx.cols)};
+    return {};
+  }
+};
+
 struct misuse_kernel {
   const core::peer_table<float, max_r>* tables;
   float* out[max_r];
@@ -39,7 +66,7 @@ struct misuse_kernel {
         for (std::size_t e = static_cast<std::size_t>(g.thread_rank()); e < a.tile_elems; e += static_cast<std::size_t>(g.size()))
           in[e] = static_cast<float>(r + 1) * 0.5f + static_cast<float>(t);
       }
-      if (a.reduce_first_rank == r) (void)ar.template reduce<4>(g, t, map, epi);
+      if (a.reduce_first_rank == r) (void)reduce(g, ar, t, map, epi);
       ar.publish(g, t);
       if (a.publish_twice) ar.publish(g, t);
     }
@@ -55,9 +82,17 @@ struct misuse_kernel {
       g.sync();
       if (a.reduce_first_rank == r) break;
       if (t == a.skip_reduce_tile) continue;
-      if (!ar.template reduce<4>(g, t, map, epi)) break;
+      if (!reduce(g, ar, t, map, epi)) break;
     }
     ar.finish(g, a.finish_blocks >= 0 ? a.finish_blocks : nb);
+  }
+
+  template <class G, class AR, class Map, class Epi>
+  RCCLX_HOST_DEVICE bool reduce(const G& g, const AR& ar, int t, const Map& map, const Epi& epi) const {
+    if (a.epilogue == 0) return ar.template reduce<4>(g, t, map, epi);
+    float* o = a.epilogue == 2 ? ar.input(0) : out[ar.rank()];
+    const checked_store st{o, static_cast<std::size_t>(a.num_tiles), a.epilogue == 3 ? a.tile_elems / 2 : a.tile_elems};
+    return ar.template reduce<4>(g, t, map, st);
   }
 
   RCCLX_HOST_DEVICE const core::peer_table<float, max_r>& ar_tables(int r) const {

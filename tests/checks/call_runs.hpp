@@ -40,6 +40,10 @@ struct call_args {
   bool publish_past_end = false;    // also publishes tile num_tiles
   int reduce_first_rank = -1;       // this rank's blocks reduce each tile before publishing it
   int finish_blocks = -1;           // finish(g, this) (-1: the grid)
+  // The epilogue: 0 fused::epilogue<store>; 1 a store with a check() of its own (fused/stage_check.hpp)
+  // into the output; 2 the same store into this rank's symmetric input; 3 the same with columns
+  // other than the map's.
+  int epilogue = 0;
 };
 
 struct call_result {

@@ -127,7 +127,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
   template <int VecsPerThread, int PeersInFlight = detail::all_peers, gpu::cache_hint Loads = gpu::cache_hint::normal,
             class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE bool reduce_owned(const Group& g, int tile, const Map& map, const Epilogue& epi) const {
-    if (!map_fits(g, tile, map)) return false;
+    if (!map_fits(g, tile, map, epi)) return false;
     if (!wait_inputs(g, tile)) return false;
     if (!map_agrees(g, tile, map)) return false;
     reduce_visit<VecsPerThread, PeersInFlight, Loads>(g, tile, map, epi, [](std::size_t, const gpu::vec16&) {});
@@ -147,7 +147,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
             class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE bool reduce_parts(const Group& g, int tile, int parts, int stride, const Map& map,
                                       const Epilogue& epi) const {
-    if (!map_fits(g, tile, map)) return false;
+    if (!map_fits(g, tile, map, epi)) return false;
     const auto wait_parts = [&] {
       for (int q = 0; q < parts; ++q)
         if (!wait_inputs(g, tile + q * stride)) return false;
@@ -191,15 +191,27 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
   using base::tiles_per_owner;
 
   // Checked mode, group-collective: the map fits this call (its tiles, the vector width; otherwise
-  // an invalid_argument record) and its fingerprint is published for the peers' map_agrees.
-  template <class Group, class Map>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool map_fits(const Group& g, int tile, const Map& map) const {
+  // an invalid_argument record), the epilogue's stages accept the call (epi.check, when it has one:
+  // fused/stage_check.hpp; call = the fault's stage) and the map's fingerprint is published for the
+  // peers' map_agrees.
+  template <class Group, class Map, class Epilogue>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool map_fits(const Group& g, int tile, const Map& map, const Epilogue& epi) const {
 #if RCCLX_CHECKS
     const core::call_fingerprint f = detail::map_fingerprint(map);
     core::misuse m{};
-    std::uint32_t a = 0, b = 0;
+    std::uint32_t a = 0, b = 0, call = 0;
+    stage_fault fault{};
+    if constexpr (detail::has_stage_check<Epilogue>::value) {
+      const detail::map_shape shape = detail::map_output_shape(map);
+      fault = epi.check(this->stage_context_for(shape.rows, shape.cols));
+    }
     if (this->bad_) {
       return false;
+    } else if (fault) {
+      m = fault.what;
+      a = fault.a;
+      b = fault.b;
+      call = fault.stage;
     } else if (detail::map_columns_checked(map) &&
                ((f.w[2] % static_cast<std::uint32_t>(vec_elems)) != 0 || (f.w[3] % static_cast<std::uint32_t>(vec_elems)) != 0)) {
       m = core::misuse::map_vector_width;
@@ -215,7 +227,9 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
       b = static_cast<std::uint32_t>(num_tiles_);
     }
     if (m != core::misuse{}) {
-      if (g.thread_rank() == 0) core::detail::record_misuse(t_->signals, m, tile, a, b);
+      if (g.thread_rank() == 0)
+        core::record_error(t_->signals, errc::invalid_argument, t_->signals.rank, static_cast<std::uint32_t>(m), tile,
+                           call, a, b);
       return false;
     }
     if (g.thread_rank() == 0) flags_.publish_check(1, f);
@@ -223,6 +237,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
     (void)g;
     (void)tile;
     (void)map;
+    (void)epi;
 #endif
     return true;
   }

@@ -34,6 +34,7 @@
 #include "../../gpu/memory.hpp"
 #include "../../kernel/reduce.hpp"
 #include "call_checks.hpp"
+#include "../stage_check.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
@@ -399,6 +400,9 @@ class tile_exchange {
     const detail::call_problem p =
         detail::find_call_problem(*t_, r, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems), half,
                                   half_bytes(r.bytes), is_tree());
+    region_offset_ = r.offset;
+    region_bytes_ = r.bytes;
+    results_bytes_ = half - in;
     if (p) {
       bad_ = true;
       detail::record_call_problem(t_->signals, p, r.slots.first);
@@ -454,6 +458,28 @@ class tile_exchange {
     gpu::store_relaxed_system(c + core::audit_epoch_word, flags_.epoch());
     gpu::store_relaxed_system(c + core::audit_tiles_word, static_cast<std::uint32_t>(num_tiles_));
     gpu::store_relaxed_system(c + core::audit_magic_word, core::audit_magic | (is_tree() ? 1u : 0u));
+  }
+
+  // What a stage may not write (fused/stage_check.hpp): this rank's bytes of the region but the
+  // call's own results area (tree: the owner's published results).
+  RCCLX_HOST_DEVICE stage_context stage_context_for(std::size_t rows, std::size_t cols) const {
+    stage_context ctx;
+    ctx.rows = rows;
+    ctx.cols = cols;
+    ctx.vector_path = true;
+    const unsigned char* lo = reinterpret_cast<const unsigned char*>(t_->data[rank()]) + region_offset_;
+    const unsigned char* hi = lo + region_bytes_;
+    if (is_tree() && results_bytes_ > 0) {
+      const unsigned char* res = results(rank());
+      ctx.forbidden[0][0] = lo;
+      ctx.forbidden[0][1] = res;
+      ctx.forbidden[1][0] = res + results_bytes_;
+      ctx.forbidden[1][1] = hi;
+    } else {
+      ctx.forbidden[0][0] = lo;
+      ctx.forbidden[0][1] = hi;
+    }
+    return ctx;
   }
 
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record(core::misuse m, int block, std::uint32_t a, std::uint32_t b,
@@ -564,6 +590,8 @@ class tile_exchange {
   core::call_fingerprint fp_{};  // this call, as the peers must see it (core/call_check.hpp)
   bool bad_ = false;             // a misuse was found (and recorded): nothing is published or reduced
   bool late_ = false;            // constructed after this launch's call ended (finish() counts)
+  std::size_t region_offset_ = 0, region_bytes_ = 0;  // the call's region (the whole buffer without one)
+  std::size_t results_bytes_ = 0;                      // tree: the results area of a half
 #endif
 };
 

@@ -290,6 +290,7 @@ TEST_CASE("checked tile call: tiles a call never published or never reduced (a s
   for (bool publish_too : {true, false}) {
     CAPTURE(publish_too);
     call_args bad;
+    bad.num_tiles = nb + 4;  // more tiles than blocks: a stride of nb + 1 misses tile nb
     if (publish_too) {
       bad.publish_stride = bad.reduce_stride = nb + 1;  // tile nb is published and reduced by nobody
     } else {

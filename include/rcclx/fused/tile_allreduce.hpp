@@ -27,6 +27,11 @@
 // dda::allreduce would output it), widened to FP32, reduced in rank order 0..N-1 in FP32. Flat and
 // tree give the same bits.
 //
+// Regions: a kernel that runs several calls (or calls next to other users of the buffer) gives
+// each a core::region (core/region.hpp, handed out by a region_plan and sized by need()): the call
+// then uses [r.offset, r.offset + r.bytes) of every rank's buffer and the pad slots r.slots. The
+// constructors without a region use the whole buffer.
+//
 // Protocol (core/tile_flags.hpp, buffers and flags: fused/detail/tile_exchange.hpp). Flags live in
 // the peer table's signal pads, in the slot range `slots` (a control slot and one slot per tile),
 // handed out by the pads' owner (emulated_world::reserve_tile_slots,

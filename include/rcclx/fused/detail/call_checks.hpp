@@ -13,6 +13,8 @@
 #include "../../core/region.hpp"
 #include "../../core/signal_pad.hpp"
 #include "../../core/slot_ranges.hpp"
+#include "../../core/tile_audit.hpp"
+#include "../stage_check.hpp"
 #include "../../gpu/group.hpp"
 #include "../../gpu/memory.hpp"
 
@@ -83,6 +85,67 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_call_problem(const core::signal_
                                                              const call_problem& p, int block) {
   if (!gpu::first_thread_of_block()) return;
   core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(p.what), block, p.call, p.a, p.b);
+}
+
+// A thread about to decide for a new launch on `slots` (core::tile_flags::previous_call_unfinished),
+// when the previous call there finished: that call's tile rows (its control row says which call,
+// how many tiles, which algorithm), every tile published on this rank (tile_not_published) and,
+// flat, reduced (tile_not_reduced). True if a problem was recorded. (finish() may come before the
+// call's work, so the call's own finish() cannot look.)
+template <int MaxRanks>
+RCCLX_HOST_DEVICE bool audit_previous_call(const core::signal_pads<MaxRanks>& s, tile_slots slots, std::uint32_t epoch) {
+  const std::uint32_t* c = core::audit_row(s, slots.first);
+  const std::uint32_t prev = epoch - 1u;
+  const std::uint32_t magic = gpu::load_relaxed_system(c + core::audit_magic_word);
+  if ((magic & 0xFFFF0000u) != core::audit_magic || gpu::load_relaxed_system(c + core::audit_epoch_word) != prev)
+    return false;
+  const std::uint32_t tiles = gpu::load_relaxed_system(c + core::audit_tiles_word);
+  const bool flat = (magic & 1u) == 0u;
+  const int n = tiles < static_cast<std::uint32_t>(slots.max_tiles) ? static_cast<int>(tiles) : slots.max_tiles;
+  for (int t = 0; t < n; ++t) {
+    const std::uint32_t* row = core::audit_row(s, slots.first + 1 + t);
+    core::misuse m{};
+    if (!core::audit_mark_of(gpu::load_relaxed_system(row + core::audit_mark_word), prev))
+      m = core::misuse::tile_not_published;
+    else if (flat && gpu::load_relaxed_system(row + core::audit_consumed_word) != prev)
+      m = core::misuse::tile_not_reduced;
+    if (m != core::misuse{}) {
+      core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(m), t, prev,
+                         static_cast<std::uint32_t>(t), prev);
+      return true;
+    }
+  }
+  return false;
+}
+
+// The thread that decided for a launch: its call's control row, for the next launch's look.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE void audit_note_call(const core::signal_pads<MaxRanks>& s, tile_slots slots, std::uint32_t epoch,
+                                       int num_tiles, bool tree) {
+  std::uint32_t* c = core::audit_row(s, slots.first);
+  gpu::store_relaxed_system(c + core::audit_epoch_word, epoch);
+  gpu::store_relaxed_system(c + core::audit_tiles_word, static_cast<std::uint32_t>(num_tiles));
+  gpu::store_relaxed_system(c + core::audit_magic_word, core::audit_magic | (tree ? 1u : 0u));
+}
+
+// A stage's view of a call (stage_context): the output's shape and, forbidden, this rank's bytes
+// [lo, hi) of the call's region but its results area [results, results + results_bytes).
+RCCLX_HOST_DEVICE inline stage_context make_stage_context(std::size_t rows, std::size_t cols, const unsigned char* lo,
+                                                          const unsigned char* hi, const unsigned char* results,
+                                                          std::size_t results_bytes) {
+  stage_context ctx;
+  ctx.rows = rows;
+  ctx.cols = cols;
+  ctx.vector_path = true;
+  ctx.forbidden[0][0] = lo;
+  if (results_bytes > 0) {
+    ctx.forbidden[0][1] = results;
+    ctx.forbidden[1][0] = results + results_bytes;
+    ctx.forbidden[1][1] = hi;
+  } else {
+    ctx.forbidden[0][1] = hi;
+  }
+  return ctx;
 }
 
 }  // namespace detail

@@ -13,7 +13,11 @@
 // included only under tile_reducer::any_block; tree owners raise a result flag on every other rank.
 // Checked mode (RCCLX_CHECKS): a call's fingerprint (core/call_check.hpp) is published in the
 // control slot's check packet with the first flags and compared before the first output; a tile
-// map's in the next slot's (fused/detail/map_check.hpp).
+// map's in the next slot's (fused/detail/map_check.hpp). The constructors check the arguments and
+// the region (detail/call_checks.hpp) before touching anything; the audit words (core/tile_audit.hpp)
+// name a tile published twice, reduced by another block or before its publish, a finish() count
+// other than the grid's, the previous call's tiles left unpublished or unreduced, and two calls in
+// flight over the same bytes or slots. A refused call (bad_) publishes, waits and finishes nothing.
 #pragma once
 
 #include <cstddef>
@@ -75,8 +79,9 @@ class tile_exchange {
     return 2 * half_need(tile_elems, num_tiles, results_bytes);
   }
 
-  // Host-side checks of a call (throws rcclx::error naming the argument and the limit). The device
-  // API trusts its arguments; this is what a launcher should call first.
+  // Host-side checks of a call (throws rcclx::error naming the argument and the limit). Without
+  // RCCLX_CHECKS the device API trusts its arguments; with it the constructors check the same (and
+  // the region) on the device. This is what a launcher should call first.
   static void check(const char* who, const core::peer_table<T, MaxRanks>& t, tile_slots slots, std::size_t tile_elems,
                     int num_tiles, std::size_t results_bytes = detail::default_results) {
     const std::string w(who);
@@ -254,13 +259,16 @@ class tile_exchange {
     if (bad_ || !tile_in_range(g, tile)) return false;
 #endif
     const core::signal_pads<MaxRanks>& s = t_->signals;
+#if RCCLX_CHECKS
+    const audit_pre pre = g.thread_rank() == 0 ? audit_load(tile, true) : audit_pre{};
+#endif
     bool failed = false;
     for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
       if (!flags_between(s.rank, p)) continue;
       failed = !flags_.wait(tile, p, tile);
     }
 #if RCCLX_CHECKS
-    if (!failed && g.thread_rank() == 0) failed = !audit_reduce(tile);
+    if (!failed && g.thread_rank() == 0) failed = !audit_reduce(tile, pre);
 #endif
     return !g.sync_or(failed || !call_agrees(g, tile));
   }
@@ -276,6 +284,8 @@ class tile_exchange {
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
 #if RCCLX_CHECKS
     if (bad_ || (count > 0 && !tile_in_range(g, first))) return false;
+    const int mine = g.thread_rank();  // this thread's first tile's audit words, loaded before the waits
+    const audit_pre pre = mine < count ? audit_load(first + mine * step, mine == 0) : audit_pre{};
 #endif
     bool failed = false;
     for (int i = g.thread_rank(); i < count * n && !failed; i += g.size()) {
@@ -284,8 +294,10 @@ class tile_exchange {
       failed = !flags_.wait(tile, p, tile);
     }
 #if RCCLX_CHECKS
-    for (int i = g.thread_rank(); i < count && !failed; i += g.size())
-      if (owner(first + i * step) == s.rank) failed = !audit_reduce(first + i * step);
+    for (int i = mine; i < count && !failed; i += g.size()) {
+      const int tile = first + i * step;
+      if (owner(tile) == s.rank) failed = !audit_reduce(tile, i == mine ? pre : audit_load(tile, false));
+    }
 #endif
     return !g.sync_or(failed || !call_agrees(g, first));
   }
@@ -408,37 +420,10 @@ class tile_exchange {
       detail::record_call_problem(t_->signals, p, r.slots.first);
       return;
     }
-    if (num_tiles_ > 0) bad_ = flags_.previous_call_unfinished([&] { return audit_previous() || audit_overlap(r); },
-                                                            [&] { audit_note(); }, [&] { late_ = true; });
-  }
-
-  // A thread about to decide for a new launch (tile_flags::previous_call_unfinished), when the
-  // previous call on the slot range finished: that call's tile rows (its control row says which
-  // call, how many tiles, which algorithm), every tile published on this rank
-  // (tile_not_published) and, flat, reduced (tile_not_reduced). True if a problem was recorded.
-  // (finish() may come before the call's work, so the call's own finish cannot look.)
-  RCCLX_HOST_DEVICE bool audit_previous() const {
-    const std::uint32_t* c = core::audit_row(t_->signals, flags_.slots().first);
-    const std::uint32_t prev = flags_.epoch() - 1u;
-    const std::uint32_t magic = gpu::load_relaxed_system(c + core::audit_magic_word);
-    if ((magic & 0xFFFF0000u) != core::audit_magic || gpu::load_relaxed_system(c + core::audit_epoch_word) != prev)
-      return false;
-    const std::uint32_t tiles = gpu::load_relaxed_system(c + core::audit_tiles_word);
-    const bool flat = (magic & 1u) == 0u;
-    const int n = tiles < static_cast<std::uint32_t>(flags_.slots().max_tiles) ? static_cast<int>(tiles)
-                                                                               : flags_.slots().max_tiles;
-    for (int t = 0; t < n; ++t) {
-      const std::uint32_t* row = audit_row_of(t);
-      if (!core::audit_mark_of(gpu::load_relaxed_system(row + core::audit_mark_word), prev)) {
-        record(core::misuse::tile_not_published, t, static_cast<std::uint32_t>(t), prev);
-        return true;
-      }
-      if (flat && gpu::load_relaxed_system(row + core::audit_consumed_word) != prev) {
-        record(core::misuse::tile_not_reduced, t, static_cast<std::uint32_t>(t), prev);
-        return true;
-      }
-    }
-    return false;
+    if (num_tiles_ > 0) bad_ = flags_.previous_call_unfinished(
+          [&] { return detail::audit_previous_call(t_->signals, flags_.slots(), flags_.epoch()) || audit_overlap(r); },
+          [&] { detail::audit_note_call(t_->signals, flags_.slots(), flags_.epoch(), num_tiles_, is_tree()); },
+          [&] { late_ = true; });
   }
 
   // A thread about to decide for a new launch: binds the call's slot range to this rank's bytes of
@@ -452,34 +437,12 @@ class tile_exchange {
     return true;
   }
 
-  // The thread that decided for the launch: this call's control row, for the next launch's look.
-  RCCLX_HOST_DEVICE void audit_note() const {
-    std::uint32_t* c = core::audit_row(t_->signals, flags_.slots().first);
-    gpu::store_relaxed_system(c + core::audit_epoch_word, flags_.epoch());
-    gpu::store_relaxed_system(c + core::audit_tiles_word, static_cast<std::uint32_t>(num_tiles_));
-    gpu::store_relaxed_system(c + core::audit_magic_word, core::audit_magic | (is_tree() ? 1u : 0u));
-  }
-
   // What a stage may not write (fused/stage_check.hpp): this rank's bytes of the region but the
   // call's own results area (tree: the owner's published results).
   RCCLX_HOST_DEVICE stage_context stage_context_for(std::size_t rows, std::size_t cols) const {
-    stage_context ctx;
-    ctx.rows = rows;
-    ctx.cols = cols;
-    ctx.vector_path = true;
     const unsigned char* lo = reinterpret_cast<const unsigned char*>(t_->data[rank()]) + region_offset_;
-    const unsigned char* hi = lo + region_bytes_;
-    if (is_tree() && results_bytes_ > 0) {
-      const unsigned char* res = results(rank());
-      ctx.forbidden[0][0] = lo;
-      ctx.forbidden[0][1] = res;
-      ctx.forbidden[1][0] = res + results_bytes_;
-      ctx.forbidden[1][1] = hi;
-    } else {
-      ctx.forbidden[0][0] = lo;
-      ctx.forbidden[0][1] = hi;
-    }
-    return ctx;
+    return detail::make_stage_context(rows, cols, lo, lo + region_bytes_, results(rank()),
+                                      is_tree() ? results_bytes_ : 0);
   }
 
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record(core::misuse m, int block, std::uint32_t a, std::uint32_t b,
@@ -513,27 +476,38 @@ class tile_exchange {
       record(core::misuse::published_twice, tile, old & 0xFFFFu, static_cast<std::uint32_t>(block) & 0xFFFFu);
   }
 
+  // What audit_reduce looks at, loaded by its thread before the flag waits so that the loads'
+  // latency hides behind them: the tile's publish mark (same_block: this block's, stored by this
+  // thread when it published) and, with_error, this rank's error record's code.
+  struct audit_pre {
+    std::uint32_t mark = 0, error = 0;
+  };
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE audit_pre audit_load(int tile, bool with_error) const {
+    audit_pre p;
+    if (!any_block_) p.mark = gpu::load_relaxed_system(audit_row_of(tile) + core::audit_mark_word);
+    if (with_error) p.error = gpu::load_relaxed_system(&t_->signals.err->code);
+    return p;
+  }
+
   // One thread, after the waits for `tile`'s inputs and before any output: under same_block this
   // block published the tile in this call (reduced_before_publish, reducer_not_publisher); the tile
-  // is marked consumed; false also when this rank recorded an error (a misuse found by another
-  // block: every block refuses from then on).
-  RCCLX_HOST_DEVICE bool audit_reduce(int tile) const {
-    std::uint32_t* row = audit_row_of(tile);
+  // is marked consumed; false also when this rank had recorded an error (a misuse found by another
+  // block or another call: every block refuses from then on).
+  RCCLX_HOST_DEVICE bool audit_reduce(int tile, const audit_pre& p) const {
     if (!any_block_) {
       const int block = gpu::block_id();
-      const std::uint32_t mark = gpu::load_relaxed_system(row + core::audit_mark_word);
-      if (!core::audit_mark_of(mark, flags_.epoch())) {
+      if (!core::audit_mark_of(p.mark, flags_.epoch())) {
         record(core::misuse::reduced_before_publish, tile, static_cast<std::uint32_t>(tile),
                static_cast<std::uint32_t>(block) & 0xFFFFu);
         return false;
       }
-      if ((mark & 0xFFFFu) != (static_cast<std::uint32_t>(block) & 0xFFFFu)) {
-        record(core::misuse::reducer_not_publisher, tile, mark & 0xFFFFu, static_cast<std::uint32_t>(block) & 0xFFFFu);
+      if ((p.mark & 0xFFFFu) != (static_cast<std::uint32_t>(block) & 0xFFFFu)) {
+        record(core::misuse::reducer_not_publisher, tile, p.mark & 0xFFFFu, static_cast<std::uint32_t>(block) & 0xFFFFu);
         return false;
       }
     }
-    gpu::store_relaxed_system(row + core::audit_consumed_word, flags_.epoch());
-    return gpu::load_acquire_system(&t_->signals.err->code) == 0u;
+    gpu::store_relaxed_system(audit_row_of(tile) + core::audit_consumed_word, flags_.epoch());
+    return p.error == 0u;
   }
 
   // Thread 0 of each block in finish(), after counting the block (arrivals: this call's blocks

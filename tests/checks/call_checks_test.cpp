@@ -4,7 +4,11 @@
 // by its code with both values, nothing written where it is knowable before the first output (the
 // outputs keep their sentinel, the 4 KiB after every buffer and, for arguments, every pad word stay
 // as they were), and a correct call after a reset.
+#include <rcclx/fused/combine.hpp>
+#include <rcclx/fused/combine_ops.hpp>
 #include <rcclx/fused/tile_allreduce.hpp>
+
+#include <cstring>
 
 #include <cstdint>
 #include <string>
@@ -411,5 +415,52 @@ TEST_CASE("checked tile call: an epilogue's own check() is asked before the firs
     for (int q = 0; q < call_checks::ranks; ++q) check_record(r, q, misuse::stage_cols, 32u, 64u);
     check_refused_everywhere(r);
     check_recovers(s);
+  }
+}
+
+TEST_CASE("checked tile call: combine in a region, and refused in one sized for flat", "[checks]") {
+  using c_t = rcclx::fused::combine<rcclx::fused::argmax::record, rcclx::fused::argmax, 8, rcclx::algorithm::tree>;
+  const core::region_need need = c_t::need(16, 64);
+  CHECK(need.bytes == c_t::workspace_bytes(16, 64));
+  CHECK(need.max_tiles == 4);
+  CHECK(need.sized_for == core::sized_for_tree);
+  call_setup s(4096 + need.bytes);
+  // Expected: per record the largest value, ties to the lower index (rank order), by hand.
+  std::vector<std::uint32_t> want(2 * 64);
+  for (std::uint32_t k = 0; k < 64; ++k) {
+    float best = -1;
+    std::uint32_t idx = 0;
+    for (std::uint32_t r = 0; r < call_checks::ranks; ++r) {
+      const float v = static_cast<float>((7 * k + 3 * r) % 11);
+      if (v > best) {
+        best = v;
+        idx = 10 * k + r;
+      }
+    }
+    std::memcpy(&want[2 * k], &best, 4);
+    want[2 * k + 1] = idx;
+  }
+  for (std::uint32_t start : {0u, 1u}) {
+    CAPTURE(start);
+    s.reset(start);
+    const auto r = s.run_combine(core::region{4096, need.bytes, core::tile_slots{3, 4}, 1u, need.sized_for});
+    for (int q = 0; q < call_checks::ranks; ++q) {
+      CHECK(r.errors[static_cast<std::size_t>(q)].code == 0u);
+      CHECK(std::vector<std::uint32_t>(r.out[static_cast<std::size_t>(q)].begin(), r.out[static_cast<std::size_t>(q)].begin() + 128) == want);
+      CHECK(r.out[static_cast<std::size_t>(q)][128] == 0xDEADBEEFu);
+    }
+  }
+  // Tree in flat's bytes: refused on the device before any write.
+  const std::size_t flat_bytes = rcclx::fused::combine<rcclx::fused::argmax::record, rcclx::fused::argmax, 8>::need(16, 64).bytes;
+  s.reset(1);
+  const auto r = s.run_combine(core::region{4096, flat_bytes, core::tile_slots{3, 4}, 1u, core::sized_for_flat});
+  for (int q = 0; q < call_checks::ranks; ++q) {
+    const core::error_record& e = r.errors[static_cast<std::size_t>(q)];
+    CHECK(e.kind == static_cast<std::uint32_t>(misuse::region_too_small));
+    CHECK(e.observed == static_cast<std::uint32_t>(need.bytes));
+    CHECK(e.reserved == static_cast<std::uint32_t>(flat_bytes));
+    std::size_t written = 0;
+    for (std::uint32_t w : r.out[static_cast<std::size_t>(q)]) written += w != 0xDEADBEEFu;
+    CHECK(written == 0);
   }
 }

@@ -2,6 +2,8 @@
 #include "call_runs.hpp"
 
 #include <rcclx/core/tile_audit.hpp>
+#include <rcclx/fused/combine.hpp>
+#include <rcclx/fused/combine_ops.hpp>
 #include <rcclx/fused/epilogue.hpp>
 #include <rcclx/fused/stages.hpp>
 #include <rcclx/fused/tile_allreduce.hpp>
@@ -161,6 +163,29 @@ struct two_kernel {
   }
 };
 
+struct combine_kernel {
+  const core::peer_table<fz::argmax::record, max_r>* tables;
+  fz::argmax::record* out[max_r];
+  core::region region;
+
+  template <class G>
+  RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
+    const int r = ix.rank;
+    const fz::combine<fz::argmax::record, fz::argmax, max_r, rcclx::algorithm::tree> c(tables[r], region, 16, 64);
+    for (int t = ix.block; t < c.num_tiles(); t += ix.num_blocks) {
+      fz::argmax::record* in = c.input(t);
+      for (std::size_t i = static_cast<std::size_t>(g.thread_rank()); i < c.records_in(t); i += static_cast<std::size_t>(g.size())) {
+        const std::size_t k = static_cast<std::size_t>(t) * 16 + i;
+        in[i] = {static_cast<float>((7 * k + 3 * static_cast<std::size_t>(r)) % 11), static_cast<std::uint32_t>(10 * k) + static_cast<std::uint32_t>(r)};
+      }
+      c.publish(g, t);
+    }
+    for (int t = ix.block; t < c.num_tiles(); t += ix.num_blocks)
+      if (!c.reduce(g, t, [&](std::size_t i, const fz::argmax::record& rec) { out[r][i] = rec; })) break;
+    c.finish(g, ix.num_blocks);
+  }
+};
+
 }  // namespace kernels
 
 namespace rt = rcclx::testing;
@@ -252,6 +277,37 @@ call_result call_setup::run(const call_args& a) {
     std::vector<unsigned char> gd(guard_bytes);
     rcclx::gpu::copy(gd.data(), p_->buf[r] + p_->bytes, guard_bytes);
     res.guard_intact = res.guard_intact && gd == guard;
+  }
+  return res;
+}
+
+combine_result call_setup::run_combine(const core::region& region) {
+  const int n = ranks;
+  std::vector<core::peer_table<float, kernels::max_r>> tables(n);
+  for (int r = 0; r < n; ++r) {
+    tables[r] = p_->world.template table<float>(r);
+    for (int q = 0; q < n; ++q) tables[r].data[q] = reinterpret_cast<float*>(p_->buf[q]);
+    tables[r].capacity_bytes = p_->bytes;
+  }
+  rcclx::gpu::copy(p_->tables, tables.data(), sizeof(tables[0]) * n);
+  const std::size_t words = 2 * 64 + 16;
+  const std::vector<std::uint32_t> s(words, 0xDEADBEEFu);
+  kernels::combine_kernel k{};
+  // peer_table's layout does not depend on T (as emulated_world's device tables use it).
+  k.tables = reinterpret_cast<const core::peer_table<rcclx::fused::argmax::record, kernels::max_r>*>(p_->tables);
+  k.region = region;
+  for (int r = 0; r < n; ++r) {
+    rcclx::gpu::copy(p_->out[r], s.data(), words * 4);
+    k.out[r] = reinterpret_cast<rcclx::fused::argmax::record*>(p_->out[r]);
+  }
+  rt::launch_emulated(n, blocks(), kernels::threads, k);
+  rcclx::gpu::device_synchronize();
+  combine_result res;
+  res.errors = p_->world.errors();
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::uint32_t> o(words);
+    rcclx::gpu::copy(o.data(), p_->out[r], words * 4);
+    res.out.push_back(o);
   }
   return res;
 }

@@ -66,6 +66,14 @@ struct two_result {
   std::vector<std::vector<float>> out[2];  // [call][rank]: 8 * 64 floats + 64
 };
 
+// A fused::combine (argmax, tree) of 64 records in tiles of 16 in `region` (rank r's record i:
+// value (7 i + 3 r) % 11, index 10 i + r). Returns every rank's error record and its 64 results
+// (value, index) as pairs of words (sentinel bits where not written).
+struct combine_result {
+  std::vector<rcclx::core::error_record> errors;
+  std::vector<std::vector<std::uint32_t>> out;  // [rank][2 * 64 + 16]
+};
+
 // Three emulated ranks, 4 blocks per rank on the host (8 on GPUs), pads of 40 slots, buffers of
 // `buffer_bytes` each followed by a 4 KiB guard, waits bounded at 0.5 s.
 class call_setup {
@@ -78,6 +86,7 @@ class call_setup {
   void reset(std::uint32_t value = 0);
   call_result run(const call_args& a);
   two_result run_two(const two_args& a);
+  combine_result run_combine(const rcclx::core::region& region);
   int blocks() const;
   std::size_t buffer_bytes() const;
   int max_blocks() const;

@@ -84,6 +84,10 @@ TEST_CASE("tile audit: the directory refuses ranges that share bytes or slots wi
   // A bound range rebound to other bytes (a buffer that moved) is fine while apart.
   v = core::audit_bind(h.pads, core::tile_slots{9, 8}, b + 1 * 65536 + 8192, b + 65536 + 12288);
   CHECK(v.what == core::misuse{});
+  // [0, 9) unbound on the host (its bytes freed): a range over them is fine.
+  core::audit_unbind(h.mem[0].data(), h.l, 0);
+  v = core::audit_bind(h.pads, core::tile_slots{30, 4}, b, b + 4096);
+  CHECK(v.what == core::misuse{});
   // The pads reset: nothing bound, the range that shared bytes is fine alone.
   h.reset();
   v = core::audit_bind(h.pads, core::tile_slots{20, 4}, b + 1024, b + 2048);

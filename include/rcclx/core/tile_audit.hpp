@@ -118,5 +118,17 @@ RCCLX_HOST_DEVICE bind_verdict audit_bind(const signal_pads<MaxRanks>& s, tile_s
   return v;
 }
 
+// Host: unbinds the slot range starting at `first` in a copy of a rank's pad (`pad_image`, the
+// pad's words from its start, laid out as `l`), e.g. when the owner of the range's bytes frees them
+// and writes the image back; the next call on the range binds it again.
+template <int MaxRanks>
+inline void audit_unbind(std::uint32_t* pad_image, const pad_layout<MaxRanks>& l, int first) {
+  if (first < 0 || first >= audit_directory_slots) return;
+  std::uint32_t* dir = pad_image + l.audit / sizeof(std::uint32_t);
+  std::uint32_t* row = dir + audit_directory_bytes / sizeof(std::uint32_t) + static_cast<std::size_t>(first) * audit_row_words;
+  row[audit_end_word] = 0u;
+  dir[first / 32] &= ~(1u << (first % 32));
+}
+
 }  // namespace core
 RCCLX_NAMESPACE_END

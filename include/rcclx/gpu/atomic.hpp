@@ -152,18 +152,6 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t fetch_or_local(std::uint32_t* 
 #endif
 }
 
-// Full fence at device (agent) scope: orders a thread's accesses to this GPU's memory for the
-// other blocks of this GPU (the checked mode's audit words).
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void fence_local() {
-#if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
-  __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "agent");
-#elif RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
-  __threadfence();
-#else
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
-#endif
-}
-
 // Full fence at system scope (orders a thread's earlier writes before later ones for peers).
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void fence_system() {
 #if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE

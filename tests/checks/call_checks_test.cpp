@@ -303,12 +303,17 @@ TEST_CASE("checked tile call: tiles a call never published or never reduced (a s
     s.reset();
     const call_result r1 = s.run(bad);
     for (int q = 0; q < call_checks::ranks; ++q) CHECK(r1.errors[static_cast<std::size_t>(q)].code == 0u);
-    // The next launch on the slot range looks at the call before and refuses.
+    // The next call on the slot range looks at the call before (its first block to finish) and
+    // names the tile; the call after it is refused.
     const call_result r2 = s.run(call_args{});
     for (int q = 0; q < call_checks::ranks; ++q)
       check_record(r2, q, publish_too ? misuse::tile_not_published : misuse::tile_not_reduced,
                    static_cast<std::uint32_t>(nb), 1u);
-    check_refused_everywhere(r2);
+    const call_result r3 = s.run(call_args{});
+    for (int q = 0; q < call_checks::ranks; ++q)
+      check_record(r3, q, publish_too ? misuse::tile_not_published : misuse::tile_not_reduced,
+                   static_cast<std::uint32_t>(nb), 1u);
+    check_refused_everywhere(r3);
     check_recovers(s);
   }
 }

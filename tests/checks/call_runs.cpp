@@ -78,7 +78,9 @@ struct misuse_kernel {
       if (a.reduce_shift != 0 && g.thread_rank() == 0) {
         // Wait (bounded) until the tile's publisher marked it, so the reducer is named, not the order.
         const std::uint32_t* mark = core::audit_row(ar_tables(r).signals, a.slots.first + 1 + t);
-        for (long i = 0; i < 200000000L && rcclx::gpu::load_relaxed_system(mark) == 0u; ++i) {
+        for (long i = 0; i < 200000000L &&
+                        (rcclx::gpu::load_relaxed_system(mark) | rcclx::gpu::load_relaxed_system(mark + 2)) == 0u;
+             ++i) {
         }
       }
       g.sync();

@@ -4,18 +4,19 @@
 //
 // Region: a directory (audit_directory_bytes: a bit per slot, set for the first slot of every slot
 // range bound to bytes), then a row of audit_row_words u32 per slot. A call on
-// tile_slots{first, max_tiles} uses
-//   row first (control): [magic | resolved algorithm, epoch, num_tiles, bound end slot (0: not
-//                         bound), lo (2 words), hi (2 words)]: [lo, hi) = this rank's bytes of the
-//                         call's region (absolute addresses)
-//   row first + 1 + t (tile t): [publish mark, consumed epoch, reserved, publishing block, ...]
-// publish mark = audit_mark(epoch, block), exchanged by the publishing block: the old value
-// names a second publisher of the same call (published_twice), the reducer compares it with
-// itself under tile_reducer::same_block (reduced_before_publish, reducer_not_publisher); consumed
-// = the epoch of the last call that reduced the tile. The first thread of the next launch on the
-// slot range looks at every tile row of the call before (tile_not_published; flat:
-// tile_not_reduced) and writes the control row of its own call. Epochs carry
-// the call, so nothing needs clearing between calls; emulated_world::reset zeroes the region.
+// tile_slots{first, max_tiles} with epoch e (parity p = e & 1) uses
+//   row first (control): [reserved x 3, bound end slot (0: not bound), lo (2 words), hi (2 words)]:
+//                        [lo, hi) = this rank's bytes of the call's region (absolute addresses)
+//   row first + 1 + t (tile t): [2p] publish mark, [2p + 1] consumed epoch; row first + 1 also
+//                        [4 + 2p] the call's epoch, [5 + 2p] its tiles | tree << 31
+// By parity, so that the first block of call e + 1 to reach finish() can look at call e's rows
+// (tile_not_published; flat: tile_not_reduced) while call e + 1 writes its own: off the critical
+// path, and after call e's kernel ended (finish() may come before a call's work, so a call's own
+// finish() cannot look).
+// publish mark = audit_mark(epoch, block), exchanged by the publishing block: the old value names a
+// second publisher of the same call (published_twice), the reducer compares it with itself under
+// tile_reducer::same_block (reduced_before_publish, reducer_not_publisher). Epochs carry the call,
+// so nothing needs clearing between calls; emulated_world::reset zeroes the region.
 // Written only by checked builds; present in every build (one pad layout).
 #pragma once
 
@@ -29,13 +30,14 @@
 RCCLX_NAMESPACE_BEGIN
 namespace core {
 
-// Words of a tile row and of the control row.
-inline constexpr int audit_mark_word = 0, audit_consumed_word = 1, audit_publisher_word = 3;
-inline constexpr int audit_magic_word = 0, audit_epoch_word = 1, audit_tiles_word = 2, audit_end_word = 3,
-                     audit_lo_word = 4, audit_hi_word = 6;
+// Words of a tile row for a call of epoch e, of the first tile's row (the call itself), and of the
+// control row.
+RCCLX_HOST_DEVICE constexpr int audit_mark_word(std::uint32_t epoch) { return static_cast<int>(2u * (epoch & 1u)); }
+RCCLX_HOST_DEVICE constexpr int audit_consumed_word(std::uint32_t epoch) { return audit_mark_word(epoch) + 1; }
+RCCLX_HOST_DEVICE constexpr int audit_call_word(std::uint32_t epoch) { return 4 + audit_mark_word(epoch); }
+inline constexpr int audit_end_word = 3, audit_lo_word = 4, audit_hi_word = 6;
 // Slots the directory's bits cover (ranges starting beyond are not compared).
 inline constexpr int audit_directory_slots = static_cast<int>(audit_directory_bytes * 8);
-inline constexpr std::uint32_t audit_magic = 0xA0D1u << 16;  // | resolved algorithm (0 flat, 1 tree)
 
 // The audit row of `slot` of this rank.
 template <int MaxRanks>
@@ -72,22 +74,41 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_u64(std::uint32_t* p, std::uint64
 }
 }  // namespace detail
 
+// The words that say whether a slot range is bound to bytes [lo, hi) already, loaded with the
+// constructor's other loads (every thread; their latency overlaps) and compared later.
+struct bound_words {
+  std::uint32_t end = 0, w[4] = {0, 0, 0, 0};
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool same(std::uint32_t e, std::uint64_t lo, std::uint64_t hi) const {
+    const std::uint64_t l = static_cast<std::uint64_t>(w[0]) | (static_cast<std::uint64_t>(w[1]) << 32);
+    const std::uint64_t h = static_cast<std::uint64_t>(w[2]) | (static_cast<std::uint64_t>(w[3]) << 32);
+    return (end == e) & (l == lo) & (h == hi);
+  }
+};
+template <int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bound_words audit_bound_words(const signal_pads<MaxRanks>& s, tile_slots slots) {
+  bound_words b;
+  if (slots.first >= audit_directory_slots) return b;
+  const std::uint32_t* c = audit_row(s, slots.first);
+  b.end = gpu::load_relaxed_system(c + audit_end_word);
+  for (int i = 0; i < 4; ++i) b.w[i] = gpu::load_relaxed_system(c + audit_lo_word + i);
+  return b;
+}
+
 // Checked mode, any thread of a launch's first wave on the slot range `slots` (idempotent): binds
 // the range to this rank's bytes [lo, hi) and compares it with every other bound range of this
-// rank (calls that may be in flight at once: a range stays bound until the pads are reset). Already
-// bound to the same bytes: nothing to do (a few loads). Otherwise the row is written, its bit set,
-// a fence, and every other bound range compared (of two ranges bound at once, at least one sees
-// the other); a range that overlaps another is unbound again, so its next launch compares again.
+// rank (calls that may be in flight at once: a range stays bound until the pads are reset).
+// `bound`: the range's words as audit_bound_words loaded them; already bound to the same bytes:
+// nothing to do. Otherwise the row is written, its bit set, a fence, and every other bound range
+// compared (of two ranges bound at once, at least one sees the other); a range that overlaps
+// another is unbound again, so its next launch compares again.
 template <int MaxRanks>
 RCCLX_HOST_DEVICE bind_verdict audit_bind(const signal_pads<MaxRanks>& s, tile_slots slots, std::uint64_t lo,
-                                          std::uint64_t hi) {
+                                          std::uint64_t hi, const bound_words& bound) {
   bind_verdict v{};
   if (slots.first >= audit_directory_slots) return v;
   std::uint32_t* c = audit_row(s, slots.first);
   const auto end = static_cast<std::uint32_t>(slots.end());
-  if (gpu::load_relaxed_system(c + audit_end_word) == end && detail::load_u64(c + audit_lo_word) == lo &&
-      detail::load_u64(c + audit_hi_word) == hi)
-    return v;
+  if (bound.same(end, lo, hi)) return v;
   detail::store_u64(c + audit_lo_word, lo);
   detail::store_u64(c + audit_hi_word, hi);
   gpu::fence_system();
@@ -116,6 +137,13 @@ RCCLX_HOST_DEVICE bind_verdict audit_bind(const signal_pads<MaxRanks>& s, tile_s
   }
   if (v.what != misuse{}) gpu::store_relaxed_system(c + audit_end_word, 0u);
   return v;
+}
+
+// audit_bind with the range's words loaded now.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE bind_verdict audit_bind(const signal_pads<MaxRanks>& s, tile_slots slots, std::uint64_t lo,
+                                          std::uint64_t hi) {
+  return audit_bind(s, slots, lo, hi, audit_bound_words(s, slots));
 }
 
 // Host: unbinds the slot range starting at `first` in a copy of a rank's pad (`pad_image`, the

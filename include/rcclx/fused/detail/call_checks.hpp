@@ -87,45 +87,52 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_call_problem(const core::signal_
   core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(p.what), block, p.call, p.a, p.b);
 }
 
-// A thread about to decide for a new launch on `slots` (core::tile_flags::previous_call_unfinished),
-// when the previous call there finished: that call's tile rows (its control row says which call,
-// how many tiles, which algorithm), every tile published on this rank (tile_not_published) and,
-// flat, reduced (tile_not_reduced). True if a problem was recorded. (finish() may come before the
-// call's work, so the call's own finish() cannot look.)
+// The first block of a call of epoch `epoch` on `slots` to reach finish() (thread 0): the call
+// before it (epoch - 1, whose kernel ended) as its rows recorded it: every tile published on this
+// rank (tile_not_published) and, flat, reduced (tile_not_reduced). Loads in batches of 8 tiles, so
+// a small call costs one round trip; a block that is not the last to finish has the time.
 template <int MaxRanks>
-RCCLX_HOST_DEVICE bool audit_previous_call(const core::signal_pads<MaxRanks>& s, tile_slots slots, std::uint32_t epoch) {
-  const std::uint32_t* c = core::audit_row(s, slots.first);
+RCCLX_HOST_DEVICE void audit_previous_call(const core::signal_pads<MaxRanks>& s, tile_slots slots, std::uint32_t epoch) {
+  if (slots.max_tiles < 1) return;
   const std::uint32_t prev = epoch - 1u;
-  const std::uint32_t magic = gpu::load_relaxed_system(c + core::audit_magic_word);
-  if ((magic & 0xFFFF0000u) != core::audit_magic || gpu::load_relaxed_system(c + core::audit_epoch_word) != prev)
-    return false;
-  const std::uint32_t tiles = gpu::load_relaxed_system(c + core::audit_tiles_word);
-  const bool flat = (magic & 1u) == 0u;
+  const std::uint32_t* first = core::audit_row(s, slots.first + 1);
+  const std::uint32_t call = gpu::load_relaxed_system(first + core::audit_call_word(prev));
+  const std::uint32_t shape = gpu::load_relaxed_system(first + core::audit_call_word(prev) + 1);
+  if (call != prev || prev == 0u) return;
+  const bool flat = (shape >> 31) == 0u;
+  const std::uint32_t tiles = shape & 0x7FFFFFFFu;
   const int n = tiles < static_cast<std::uint32_t>(slots.max_tiles) ? static_cast<int>(tiles) : slots.max_tiles;
-  for (int t = 0; t < n; ++t) {
-    const std::uint32_t* row = core::audit_row(s, slots.first + 1 + t);
-    core::misuse m{};
-    if (!core::audit_mark_of(gpu::load_relaxed_system(row + core::audit_mark_word), prev))
-      m = core::misuse::tile_not_published;
-    else if (flat && gpu::load_relaxed_system(row + core::audit_consumed_word) != prev)
-      m = core::misuse::tile_not_reduced;
-    if (m != core::misuse{}) {
-      core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(m), t, prev,
-                         static_cast<std::uint32_t>(t), prev);
-      return true;
+  constexpr int batch = 8;
+  for (int t0 = 0; t0 < n; t0 += batch) {
+    std::uint32_t mark[batch], used[batch];
+    for (int i = 0; i < batch; ++i) {
+      const std::uint32_t* row = core::audit_row(s, slots.first + 1 + (t0 + i < n ? t0 + i : t0));
+      mark[i] = gpu::load_relaxed_system(row + core::audit_mark_word(prev));
+      used[i] = gpu::load_relaxed_system(row + core::audit_consumed_word(prev));
+    }
+    for (int i = 0; i < batch && t0 + i < n; ++i) {
+      core::misuse m{};
+      if (!core::audit_mark_of(mark[i], prev)) m = core::misuse::tile_not_published;
+      else if (flat && used[i] != prev) m = core::misuse::tile_not_reduced;
+      if (m != core::misuse{}) {
+        core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(m), t0 + i, prev,
+                           static_cast<std::uint32_t>(t0 + i), prev);
+        return;
+      }
     }
   }
-  return false;
 }
 
-// The thread that decided for a launch: its call's control row, for the next launch's look.
+// The thread that decided for a launch: its call (epoch, tiles, algorithm) in the first tile's
+// row, for the next call's look.
 template <int MaxRanks>
 RCCLX_HOST_DEVICE void audit_note_call(const core::signal_pads<MaxRanks>& s, tile_slots slots, std::uint32_t epoch,
                                        int num_tiles, bool tree) {
-  std::uint32_t* c = core::audit_row(s, slots.first);
-  gpu::store_relaxed_system(c + core::audit_epoch_word, epoch);
-  gpu::store_relaxed_system(c + core::audit_tiles_word, static_cast<std::uint32_t>(num_tiles));
-  gpu::store_relaxed_system(c + core::audit_magic_word, core::audit_magic | (tree ? 1u : 0u));
+  if (slots.max_tiles < 1) return;
+  std::uint32_t* first = core::audit_row(s, slots.first + 1);
+  gpu::store_relaxed_system(first + core::audit_call_word(epoch) + 1,
+                            static_cast<std::uint32_t>(num_tiles) | (tree ? 0x80000000u : 0u));
+  gpu::store_relaxed_system(first + core::audit_call_word(epoch), epoch);
 }
 
 // A stage's view of a call (stage_context): the output's shape and, forbidden, this rank's bytes

@@ -16,8 +16,8 @@
 // map's in the next slot's (fused/detail/map_check.hpp). The constructors check the arguments and
 // the region (detail/call_checks.hpp) before touching anything; the audit words (core/tile_audit.hpp)
 // name a tile published twice, reduced by another block or before its publish, a finish() count
-// other than the grid's, the previous call's tiles left unpublished or unreduced, and two calls in
-// flight over the same bytes or slots. A refused call (bad_) publishes, waits and finishes nothing.
+// other than the grid's, the previous call's tiles left unpublished or unreduced (found during the
+// next call), and two calls in flight over the same bytes or slots. A refused call (bad_) publishes, waits and finishes nothing.
 #pragma once
 
 #include <cstddef>
@@ -420,8 +420,9 @@ class tile_exchange {
       detail::record_call_problem(t_->signals, p, r.slots.first);
       return;
     }
+    const core::bound_words bound = core::audit_bound_words(t_->signals, flags_.slots());  // used by the first wave
     if (num_tiles_ > 0) bad_ = flags_.previous_call_unfinished(
-          [&] { return detail::audit_previous_call(t_->signals, flags_.slots(), flags_.epoch()) || audit_overlap(r); },
+          [&] { return audit_overlap(r, bound); },
           [&] { detail::audit_note_call(t_->signals, flags_.slots(), flags_.epoch(), num_tiles_, is_tree()); },
           [&] { late_ = true; });
   }
@@ -429,9 +430,9 @@ class tile_exchange {
   // A thread about to decide for a new launch: binds the call's slot range to this rank's bytes of
   // its region and compares them with every other range bound on this rank (core::audit_bind):
   // region_overlap_slots / region_overlap_bytes. True if a problem was recorded.
-  RCCLX_HOST_DEVICE bool audit_overlap(const core::region& r) const {
+  RCCLX_HOST_DEVICE bool audit_overlap(const core::region& r, const core::bound_words& bound) const {
     const auto lo = reinterpret_cast<std::uintptr_t>(t_->data[rank()]) + r.offset;
-    const core::bind_verdict v = core::audit_bind(t_->signals, flags_.slots(), lo, lo + r.bytes);
+    const core::bind_verdict v = core::audit_bind(t_->signals, flags_.slots(), lo, lo + r.bytes, bound);
     if (v.what == core::misuse{}) return false;
     record(v.what, flags_.slots().first, v.other, v.mine);
     return true;
@@ -470,7 +471,7 @@ class tile_exchange {
   // on this rank's table).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_publish(int tile) const {
     const int block = gpu::block_id();
-    const std::uint32_t old = gpu::exchange_local(audit_row_of(tile) + core::audit_mark_word,
+    const std::uint32_t old = gpu::exchange_local(audit_row_of(tile) + core::audit_mark_word(flags_.epoch()),
                                                   core::audit_mark(flags_.epoch(), block));
     if (core::audit_mark_of(old, flags_.epoch()))
       record(core::misuse::published_twice, tile, old & 0xFFFFu, static_cast<std::uint32_t>(block) & 0xFFFFu);
@@ -484,7 +485,7 @@ class tile_exchange {
   };
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE audit_pre audit_load(int tile, bool with_error) const {
     audit_pre p;
-    if (!any_block_) p.mark = gpu::load_relaxed_system(audit_row_of(tile) + core::audit_mark_word);
+    if (!any_block_) p.mark = gpu::load_relaxed_system(audit_row_of(tile) + core::audit_mark_word(flags_.epoch()));
     if (with_error) p.error = gpu::load_relaxed_system(&t_->signals.err->code);
     return p;
   }
@@ -506,13 +507,14 @@ class tile_exchange {
         return false;
       }
     }
-    gpu::store_relaxed_system(audit_row_of(tile) + core::audit_consumed_word, flags_.epoch());
+    gpu::store_relaxed_system(audit_row_of(tile) + core::audit_consumed_word(flags_.epoch()), flags_.epoch());
     return p.error == 0u;
   }
 
   // Thread 0 of each block in finish(), after counting the block (arrivals: this call's blocks
   // counted so far, this one included): the count against the grid where it is known
-  // (finish_count) and against the call (finish_twice).
+  // (finish_count) and against the call (finish_twice); the first block to arrive looks at the
+  // previous call's tiles (detail::audit_previous_call).
   RCCLX_HOST_DEVICE void audit_finish(int num_blocks, std::uint32_t arrivals) const {
     const int grid = gpu::grid_blocks();
     const int first = flags_.slots().first;
@@ -520,6 +522,7 @@ class tile_exchange {
       record(core::misuse::finish_count, first, static_cast<std::uint32_t>(num_blocks), static_cast<std::uint32_t>(grid));
     else if (arrivals > static_cast<std::uint32_t>(num_blocks))
       record(core::misuse::finish_twice, first, arrivals, static_cast<std::uint32_t>(num_blocks));
+    if (arrivals == 1u) detail::audit_previous_call(t_->signals, flags_.slots(), flags_.epoch());
   }
 #endif
 

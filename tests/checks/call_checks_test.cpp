@@ -199,17 +199,21 @@ TEST_CASE("checked tile call: publish marks name the block that published or red
     check_refused_everywhere(r);
     check_recovers(s);
   }
-  SECTION("every rank runs with rank 0's table") {
-    call_args a;
-    a.tables_of_rank0 = true;
-    s.reset();
-    const call_result r = s.run(a);
-    // Every rank's blocks publish into rank 0's rows: the second publisher of each tile is named
-    // there (the peers' flags then never come: their waits expire later).
-    CHECK(r.errors[0].kind == static_cast<std::uint32_t>(misuse::published_twice));
-    CHECK(r.errors[0].code == static_cast<std::uint32_t>(rcclx::errc::invalid_argument));
-    CHECK(touched(r, 0) == 0);
-    check_recovers(s);
+  SECTION("every rank runs with rank 0's table (two tiles per block, and one)") {
+    for (int tiles : {2 * s.blocks(), s.blocks()}) {
+      CAPTURE(tiles);
+      call_args a;
+      a.tables_of_rank0 = true;
+      a.num_tiles = tiles;
+      s.reset();
+      const call_result r = s.run(a);
+      // Every rank's blocks publish into rank 0's rows: the second publisher of each tile is named
+      // there (the peers' flags then never come: their waits expire later).
+      CHECK(r.errors[0].kind == static_cast<std::uint32_t>(misuse::published_twice));
+      CHECK(r.errors[0].code == static_cast<std::uint32_t>(rcclx::errc::invalid_argument));
+      CHECK(touched(r, 0) == 0);
+      check_recovers(s);
+    }
   }
   SECTION("a tile reduced by another block than its publisher (tile_reducer::same_block)") {
     call_args a;

@@ -259,10 +259,11 @@ class tile_exchange {
     if (bad_ || !tile_in_range(g, tile)) return false;
 #endif
     const core::signal_pads<MaxRanks>& s = t_->signals;
+    bool failed = false;
 #if RCCLX_CHECKS
     const audit_pre pre = g.thread_rank() == 0 ? audit_load(tile, true) : audit_pre{};
+    if (g.thread_rank() == 0) failed = !audit_settle();  // a second publisher, named before any wait
 #endif
-    bool failed = false;
     for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
       if (!flags_between(s.rank, p)) continue;
       failed = !flags_.wait(tile, p, tile);
@@ -288,6 +289,9 @@ class tile_exchange {
     const audit_pre pre = mine < count ? audit_load(first + mine * step, mine == 0) : audit_pre{};
 #endif
     bool failed = false;
+#if RCCLX_CHECKS
+    failed = !audit_settle();  // a second publisher, named before any wait
+#endif
     for (int i = g.thread_rank(); i < count * n && !failed; i += g.size()) {
       const int tile = first + (i / n) * step, p = i % n;
       if (!flags_between(s.rank, p) || owner(tile) != s.rank) continue;
@@ -468,13 +472,24 @@ class tile_exchange {
 
   // One thread, after the flags of `tile` went up: this block's publish mark; a mark of this call
   // already there is a second publisher (published_twice: another block, or another rank's blocks
-  // on this rank's table).
+  // on this rank's table). The old mark is looked at later (audit_settle: the thread's next
+  // publish, reduce or finish), so that the exchange's round trip does not hold the thread up.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_publish(int tile) const {
-    const int block = gpu::block_id();
-    const std::uint32_t old = gpu::exchange_local(audit_row_of(tile) + core::audit_mark_word(flags_.epoch()),
-                                                  core::audit_mark(flags_.epoch(), block));
-    if (core::audit_mark_of(old, flags_.epoch()))
-      record(core::misuse::published_twice, tile, old & 0xFFFFu, static_cast<std::uint32_t>(block) & 0xFFFFu);
+    (void)audit_settle();
+    pending_mark_ = gpu::exchange_local(audit_row_of(tile) + core::audit_mark_word(flags_.epoch()),
+                                        core::audit_mark(flags_.epoch(), gpu::block_id()));
+    pending_tile_ = tile;
+  }
+  // The old mark of this thread's last publish: false (and recorded) if another publisher of the
+  // call had marked the tile.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool audit_settle() const {
+    if (pending_tile_ < 0) return true;
+    const int tile = pending_tile_;
+    pending_tile_ = -1;
+    if (!core::audit_mark_of(pending_mark_, flags_.epoch())) return true;
+    record(core::misuse::published_twice, tile, pending_mark_ & 0xFFFFu,
+           static_cast<std::uint32_t>(gpu::block_id()) & 0xFFFFu);
+    return false;
   }
 
   // What audit_reduce looks at, loaded by its thread before the flag waits so that the loads'
@@ -495,6 +510,7 @@ class tile_exchange {
   // is marked consumed; false also when this rank had recorded an error (a misuse found by another
   // block or another call: every block refuses from then on).
   RCCLX_HOST_DEVICE bool audit_reduce(int tile, const audit_pre& p) const {
+    if (!audit_settle()) return false;
     if (!any_block_) {
       const int block = gpu::block_id();
       if (!core::audit_mark_of(p.mark, flags_.epoch())) {
@@ -516,6 +532,7 @@ class tile_exchange {
   // (finish_count) and against the call (finish_twice); the first block to arrive looks at the
   // previous call's tiles (detail::audit_previous_call).
   RCCLX_HOST_DEVICE void audit_finish(int num_blocks, std::uint32_t arrivals) const {
+    (void)audit_settle();
     const int grid = gpu::grid_blocks();
     const int first = flags_.slots().first;
     if (grid > 0 && num_blocks != grid)
@@ -569,6 +586,8 @@ class tile_exchange {
   bool late_ = false;            // constructed after this launch's call ended (finish() counts)
   std::size_t region_offset_ = 0, region_bytes_ = 0;  // the call's region (the whole buffer without one)
   std::size_t results_bytes_ = 0;                      // tree: the results area of a half
+  mutable std::uint32_t pending_mark_ = 0;             // this thread's last publish: the mark it replaced
+  mutable int pending_tile_ = -1;                      // ... of this tile (-1: none pending)
 #endif
 };
 

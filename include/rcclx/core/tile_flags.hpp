@@ -163,7 +163,7 @@ class tile_flags {
   // a thread about to decide for a new launch whose previous call did finish first runs
   // on_new_launch() (at most once; true: it recorded a problem), and a yes from it is the
   // launch's answer too, so every block of the launch refuses; the thread that decided then runs
-  // on_decided() (e.g. notes this call for the next launch's look). An object constructed after
+  // on_decided() (e.g. notes this call for the next call's look). An object constructed after
   // the call counter advanced within its own launch (a finish() count smaller than the blocks that
   // call it, a block counted twice, or a second call in one kernel) runs on_late() and gets yes.
   template <class OnNewLaunch, class OnDecided, class OnLate>

@@ -179,6 +179,20 @@ class combine {
            reducer),
         t_(&as_words(t)), tile_records_(tile_records), num_records_(num_records), op_(op) {}
 
+  // The call in region `r` of the buffers and pads (core/region.hpp), sized by need().
+  RCCLX_HOST_DEVICE combine(const core::peer_table<Record, MaxRanks>& t, const core::region& r, std::size_t tile_records,
+                            std::size_t num_records, tile_reducer reducer = tile_reducer::same_block,
+                            const Combine& op = Combine{})
+      : w_(as_words(t), r, detail::combine_tile_words<Record>(tile_records), tiles_for(tile_records, num_records),
+           reducer),
+        t_(&as_words(t)), tile_records_(tile_records), num_records_(num_records), op_(op) {}
+
+  // What a call of up to max_records records in tiles of tile_records needs of its region:
+  // workspace_bytes of Algo (automatic: the tree formula), with tiles_for(...) pad slots.
+  RCCLX_HOST_DEVICE static constexpr core::region_need need(std::size_t tile_records, std::size_t max_records) {
+    return words::need(detail::combine_tile_words<Record>(tile_records), tiles_for(tile_records, max_records));
+  }
+
   RCCLX_HOST_DEVICE algorithm resolved() const { return w_.resolved(); }
   RCCLX_HOST_DEVICE int num_tiles() const { return w_.num_tiles(); }
   RCCLX_HOST_DEVICE std::size_t tile_records() const { return tile_records_; }

@@ -208,7 +208,12 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
     stage_fault fault{};
     if constexpr (detail::has_stage_check<Epilogue>::value) {
       const detail::map_shape shape = detail::map_output_shape(map);
-      fault = epi.check(this->stage_context_for(shape.rows, shape.cols));
+      stage_context ctx = this->stage_context_for(shape.rows, shape.cols);
+      const stage_context by_map = make_stage_context<T>(map);  // vector path, E
+      ctx.vector_path = by_map.vector_path;
+      ctx.vec_elems = by_map.vec_elems;
+      fault = epi.check(ctx);
+      if (fault.what == core::misuse::stage_writes_symmetric) fault.b = static_cast<std::uint32_t>(rank());
     }
     if (this->bad_) {
       return false;
@@ -221,6 +226,10 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
                ((f.w[2] % static_cast<std::uint32_t>(vec_elems)) != 0 || (f.w[3] % static_cast<std::uint32_t>(vec_elems)) != 0)) {
       m = core::misuse::map_vector_width;
       a = f.w[3] % static_cast<std::uint32_t>(vec_elems) != 0 ? f.w[3] : f.w[2];
+      b = static_cast<std::uint32_t>(vec_elems);
+    } else if (const std::uint32_t tc = detail::ragged_tile_cols_misfit(map, vec_elems)) {
+      m = core::misuse::map_vector_width;
+      a = tc;
       b = static_cast<std::uint32_t>(vec_elems);
     } else if (static_cast<std::size_t>(map.tile_elems()) > tile_elems_) {
       m = core::misuse::map_tile_too_large;

@@ -62,25 +62,6 @@ using max_threads_of = kernel::declared_or<declared_max_threads, F, 0>;
 template <class F>
 using min_blocks_of = kernel::declared_or<declared_min_blocks, F, 0>;
 
-#if !RCCLX_BACKEND_GPU
-// Host backend: n blocks that are several grids of `grid` blocks side by side (one per emulated
-// rank), so that a block's gpu::block_id() and gpu::grid_blocks() are those of its own rank's grid,
-// where gpu::run_host_blocks takes the grid (otherwise the blocks run without it).
-template <class Fn, class = void>
-struct runs_grids : std::false_type {};
-template <class Fn>
-struct runs_grids<Fn, std::void_t<decltype(gpu::run_host_blocks(0, std::declval<Fn>(), std::declval<const void*>(), 0))>>
-    : std::true_type {};
-template <class Fn>
-inline void run_grids(int n, Fn block, const void* ctx, int grid) {
-  if constexpr (runs_grids<Fn>::value) {
-    gpu::run_host_blocks(n, block, ctx, grid);
-  } else {
-    (void)grid;
-    gpu::run_host_blocks(n, block, ctx);
-  }
-}
-#endif
 
 #if RCCLX_BACKEND_GPU
 template <class F>
@@ -162,12 +143,13 @@ inline void launch_emulated(int num_ranks, int blocks_per_rank, int threads_per_
   (void)threads_per_block;
   (void)stream;
   // Every (rank, block) on its own pooled thread (gpu/host_blocks.hpp); only this small trampoline is
-  // compiled per F, not a thread launch.
+  // compiled per F, not a thread launch. The blocks are one grid of blocks_per_rank per rank, so a
+  // block's gpu::block_id() and gpu::grid_blocks() are those of its own rank's grid.
   struct grid {
     const F* f;
     int num_ranks, blocks_per_rank;
   } const g{&f, num_ranks, blocks_per_rank};
-  detail::run_grids(
+  gpu::run_host_blocks(
       num_ranks * blocks_per_rank,
       [](const void* p, int i) {
         const grid& x = *static_cast<const grid*>(p);

@@ -52,6 +52,8 @@ struct map_shape {
 };
 RCCLX_HOST_DEVICE constexpr map_shape map_output_shape(const tile_map& m) { return {m.rows, m.cols}; }
 RCCLX_HOST_DEVICE constexpr map_shape map_output_shape(const row_tiles& m) { return {m.rows, m.cols}; }
+RCCLX_HOST_DEVICE constexpr map_shape map_output_shape(const ragged_tile_map& m) { return {m.rows, m.cols}; }
+RCCLX_HOST_DEVICE constexpr map_shape map_output_shape(const ragged_row_tiles& m) { return {m.rows, m.cols}; }
 template <class Map>
 RCCLX_HOST_DEVICE constexpr map_shape map_output_shape(const Map&) {
   return {0, 0};

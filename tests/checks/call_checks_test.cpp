@@ -306,8 +306,17 @@ TEST_CASE("checked tile call: tiles a call never published or never reduced (a s
     s.reset();
     const call_result r1 = s.run(bad);
     for (int q = 0; q < call_checks::ranks; ++q) CHECK(r1.errors[static_cast<std::size_t>(q)].code == 0u);
+    // The harness's audit after the launch (no next call yet) names the tile on every rank.
+    {
+      rcclx::errc code{};
+      const std::string e = s.described_errors(&code);
+      INFO(e);
+      CHECK(code == rcclx::errc::invalid_argument);
+      CHECK(e.find("tile " + std::to_string(nb)) != std::string::npos);
+      CHECK(e.find(publish_too ? "publish" : "reduc") != std::string::npos);
+    }
     // The next call on the slot range looks at the call before (its first block to finish) and
-    // names the tile; the call after it is refused.
+    // names the tile on the device; the call after it is refused.
     const call_result r2 = s.run(call_args{});
     for (int q = 0; q < call_checks::ranks; ++q)
       check_record(r2, q, publish_too ? misuse::tile_not_published : misuse::tile_not_reduced,

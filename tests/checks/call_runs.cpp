@@ -221,6 +221,7 @@ void call_setup::reset(std::uint32_t value) { p_->world.reset(value); }
 int call_setup::blocks() const { return rcclx::current_backend == rcclx::backend::host ? 4 : 8; }
 std::size_t call_setup::buffer_bytes() const { return p_->bytes; }
 int call_setup::max_blocks() const { return p_->world.max_blocks(); }
+std::string call_setup::described_errors(rcclx::errc* code) const { return p_->world.describe_errors(code); }
 
 std::vector<double> reference(int num_tiles, std::size_t tile_elems) {
   std::vector<double> ref(static_cast<std::size_t>(num_tiles) * tile_elems);

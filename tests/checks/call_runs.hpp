@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace call_checks {
@@ -90,6 +91,8 @@ class call_setup {
   int blocks() const;
   std::size_t buffer_bytes() const;
   int max_blocks() const;
+  // The world's recorded errors with the audit of the last calls (emulated_world::describe_errors).
+  std::string described_errors(rcclx::errc* code) const;
 
  private:
   struct impl;

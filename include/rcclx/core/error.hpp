@@ -296,11 +296,11 @@ inline std::string misuse_text(const error_record& r) {
     case misuse::tile_not_published:
       return rank + ": call " + b + " finished without publishing tile " + a +
              " (a grid-stride loop that skips tiles?): the peers' outputs of that tile were not written; found by "
-             "the next call on these slots, refused before any output";
+             "the next call on these slots (refused before any output) or, on emulated ranks, after the launch";
     case misuse::tile_not_reduced:
       return rank + ": call " + b + " finished without reducing tile " + a +
              " (a grid-stride loop that skips tiles?): this rank's output of that tile was not written; found by "
-             "the next call on these slots, refused before any output";
+             "the next call on these slots (refused before any output) or, on emulated ranks, after the launch";
     case misuse::finish_count:
       return rank + ": finish() was passed num_blocks = " + a + " but the grid has " + b +
              " blocks: the call counter would not advance once per call (found in finish(): the call's outputs were written)";

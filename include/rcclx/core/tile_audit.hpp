@@ -158,5 +158,51 @@ inline void audit_unbind(std::uint32_t* pad_image, const pad_layout<MaxRanks>& l
   dir[first / 32] &= ~(1u << (first % 32));
 }
 
+
+// Host: the last call of every bound slot range in a copy of a rank's pad (`pad_image`, laid out as
+// `l` for `slots` slots), as a checked build's rows recorded it: every tile published on this rank
+// (tile_not_published) and, flat, reduced (tile_not_reduced). What the first block of the range's
+// next call to reach finish() checks on the device, for a call no next call follows (a program's
+// last launch): the emulated harnesses look after every launch. The first finding as this rank's
+// error record (code 0: none).
+inline constexpr int audit_calls_word = 0;  // tile_flags<>::calls_word: calls completed on the range
+template <int MaxRanks>
+inline error_record audit_last_calls(const std::uint32_t* pad_image, const pad_layout<MaxRanks>& l, int slots, int rank) {
+  const std::uint32_t* dir = pad_image + l.audit / sizeof(std::uint32_t);
+  const std::uint32_t* rows = dir + audit_directory_bytes / sizeof(std::uint32_t);
+  const std::uint32_t* control = pad_image + l.tile_control / sizeof(std::uint32_t);
+  const int limit = slots < audit_directory_slots ? slots : audit_directory_slots;
+  for (int first = 0; first + 1 < limit; ++first) {
+    if (((dir[first / 32] >> (first % 32)) & 1u) == 0u) continue;
+    const std::uint32_t end = rows[static_cast<std::size_t>(first) * audit_row_words + audit_end_word];
+    if (end < static_cast<std::uint32_t>(first) + 2u || end > static_cast<std::uint32_t>(slots)) continue;
+    const std::uint32_t calls = control[static_cast<std::size_t>(first) * tile_control_words + audit_calls_word];
+    if (calls == 0u) continue;
+    const std::uint32_t* row1 = rows + static_cast<std::size_t>(first + 1) * audit_row_words;
+    if (row1[audit_call_word(calls)] != calls) continue;  // the call was refused, or not noted
+    const std::uint32_t shape = row1[audit_call_word(calls) + 1];
+    const bool flat = (shape >> 31) == 0u;
+    const std::uint32_t max_tiles = end - static_cast<std::uint32_t>(first) - 1u;
+    const std::uint32_t n = (shape & 0x7FFFFFFFu) < max_tiles ? (shape & 0x7FFFFFFFu) : max_tiles;
+    for (std::uint32_t t = 0; t < n; ++t) {
+      const std::uint32_t* row = row1 + static_cast<std::size_t>(t) * audit_row_words;
+      misuse m{};
+      if (!audit_mark_of(row[audit_mark_word(calls)], calls)) m = misuse::tile_not_published;
+      else if (flat && row[audit_consumed_word(calls)] != calls) m = misuse::tile_not_reduced;
+      if (m == misuse{}) continue;
+      error_record e{};
+      e.code = static_cast<std::uint32_t>(errc::invalid_argument);
+      e.waiting_rank = e.missing_rank = static_cast<std::uint32_t>(rank);
+      e.kind = static_cast<std::uint32_t>(m);
+      e.block = t;
+      e.call = calls;
+      e.observed = t;
+      e.reserved = calls;
+      return e;
+    }
+  }
+  return error_record{};
+}
+
 }  // namespace core
 RCCLX_NAMESPACE_END

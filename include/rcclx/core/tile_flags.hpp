@@ -43,6 +43,7 @@
 #include "error.hpp"
 #include "signal_pad.hpp"
 #include "slot_ranges.hpp"
+#include "tile_audit.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace core {
@@ -53,6 +54,7 @@ class tile_flags {
   // The words of a slot's control row (signal_pads::tile_control_slot).
   static constexpr int calls_word = 0, arrived_word = 1, began_word = 2, launch_word = 3;
   static_assert(launch_word < tile_control_words, "rcclx::core::tile_flags: the control row has no room");
+  static_assert(calls_word == audit_calls_word, "core::audit_last_calls reads the calls word");
 
   // Reads this rank's call counter: construct once per block per call. `s` is kept by reference:
   // it must outlive the object (a kernel argument, a table in device memory).

@@ -21,6 +21,7 @@
 
 #include "../core/peer_table.hpp"
 #include "../core/slot_ranges.hpp"
+#include "../core/tile_audit.hpp"
 #include "../gpu/runtime.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -117,7 +118,23 @@ class emulated_world {
   // in the message. Empty when no record is set. All ranks are this program and ran in one launch
   // (describe_context{one_binary, one_launch}); *code (if given): the root cause's code.
   std::string describe_errors(errc* code = nullptr) const {
-    return describe_records(errors(), core::describe_context{true, true}, code);
+    return describe_records(audited_errors(), core::describe_context{true, true}, code);
+  }
+  // errors(), and in checked builds, for a rank without a record, the audit of the last call of
+  // every tile slot range (core::audit_last_calls): tiles a call never published or never reduced,
+  // which the device names only when a next call on the range runs.
+  std::vector<core::error_record> audited_errors() const {
+    std::vector<core::error_record> recs = errors();
+#if RCCLX_CHECKS
+    const auto l = core::pad_layout<MaxRanks>::of(max_blocks_, ll_);
+    std::vector<std::uint32_t> image(pad_bytes_ / sizeof(std::uint32_t));
+    for (int r = 0; r < num_ranks_; ++r) {
+      if (recs[static_cast<std::size_t>(r)].code != 0) continue;
+      gpu::copy(image.data(), pad(r), pad_bytes_);
+      recs[static_cast<std::size_t>(r)] = core::audit_last_calls(image.data(), l, max_blocks_, r);
+    }
+#endif
+    return recs;
   }
   static std::string describe_records(const std::vector<core::error_record>& recs, const core::describe_context& ctx,
                                       errc* code = nullptr) {

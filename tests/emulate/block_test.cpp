@@ -19,7 +19,7 @@
 #include "../support/catch.hpp"
 
 static_assert(rcclx::emulate_threads, "tests/emulate is built with RCCLX_EMULATE_THREADS=1");
-static_assert(RCCLX_WARP_SIZE == 32, "tests/emulate: NVIDIA-sized warps");
+static_assert(RCCLX_WARP_SIZE == RCCLX_EMULATE_WARP_SIZE, "the emulated warp size");
 
 namespace emulate_test {
 
@@ -133,6 +133,18 @@ struct vector_load {
   }
 };
 
+// Thread `who` writes element `at` of a block-shared int[16] (16 and up: past its end).
+struct shared_write {
+  int who, at;
+  template <class G>
+  void operator()(const G& g, rt::launch_index) const {
+    int(&a)[16] = rg::block_shared<int[16], struct overflow_tag>();
+    int* p = a;
+    if (g.thread_rank() == who) p[at] = 1;
+    g.sync();
+  }
+};
+
 template <class F>
 std::string launch_error(int ranks, int blocks, int threads, const F& f) {
   try {
@@ -161,9 +173,9 @@ TEST_CASE("emulated threads: thread ranks, block-shared memory, shuffles, votes,
       REQUIRE(s.x == t);
       REQUIRE(s.first == (t == 0 ? 1 : 0));
       REQUIRE(s.block_sum == threads * (threads - 1) / 2);
-      REQUIRE(s.lane0 == t / 32 * 32);
+      REQUIRE(s.lane0 == t / RCCLX_WARP_SIZE * RCCLX_WARP_SIZE);
       REQUIRE(s.xor1 == (t ^ 1));
-      REQUIRE(s.any_odd_lane5 == ((t / 32) % 2 == 1 ? 1 : 0));
+      REQUIRE(s.any_odd_lane5 == ((t / RCCLX_WARP_SIZE) % 2 == 1 ? 1 : 0));
       REQUIRE(s.sync_or_last == 1);
       REQUIRE(s.reduced == static_cast<float>(threads * (threads + 1) / 2));  // exact in float
     }
@@ -222,4 +234,13 @@ TEST_CASE("emulated threads, checked mode: a 16-byte vector access 2 bytes past 
     REQUIRE_THAT(e, RCCLX_CONTAINS("misaligned"));
     REQUIRE_THAT(e, RCCLX_CONTAINS("2 bytes past a 16-byte boundary"));
   }
+}
+
+TEST_CASE("emulated threads: a write past the end of a block_shared object is a named error", "[emulate]") {
+  REQUIRE(launch_error(2, 2, 64, shared_write{7, 15}).empty());
+  const std::string e = launch_error(2, 2, 64, shared_write{7, 16});
+  CAPTURE(e);
+  REQUIRE_THAT(e, RCCLX_CONTAINS("wrote past the end of"));
+  REQUIRE_THAT(e, RCCLX_CONTAINS("64 bytes of block-shared memory"));
+  REQUIRE(launch_error(2, 2, 64, shared_write{7, 0}).empty());  // the next launch starts clean
 }

@@ -13,6 +13,8 @@
 //    at different places of the source (the same barrier on a GPU: undefined, often a hang);
 //  - a warp shuffle or vote that a lane of the warp returns before, and threads that wait on each
 //    other for ever (some at a block sync, their warp's other lanes at a shuffle).
+//  - a write past the end of a gpu::block_shared object (into the 64 bytes after it: a guard
+//    filled when the block first asks for the object, checked when its threads have returned).
 // The order is deterministic: the same program fails the same way every run.
 //
 // Host backend only; private to gpu/ (the group API is the interface).
@@ -22,6 +24,7 @@
 
 #if RCCLX_BACKEND_HOST && RCCLX_EMULATE_THREADS
 
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -54,8 +57,9 @@ class emulated_block {
   static constexpr int max_threads = 1024;
 
   // Runs body(ctx, index) once per thread of a block of `threads` threads, each in its own fiber;
-  // returns when every thread has returned; throws the block's first error.
-  static void run(int threads, void (*body)(const void*, int), const void* ctx, int index) {
+  // returns when every thread has returned; throws the block's first error. grid: the blocks of
+  // one rank's grid (0: unknown), for the errors' names (block index % grid of rank index / grid).
+  static void run(int threads, void (*body)(const void*, int), const void* ctx, int index, int grid = 0) {
     if (threads < 1 || threads > max_threads)
       throw error(errc::invalid_argument, "emulated threads: a block of " + std::to_string(threads) +
                                               " threads (a GPU block has 1 to 1024)");
@@ -64,11 +68,12 @@ class emulated_block {
     if (!reused) reused.reset(new emulated_block);
     emulated_block& b = *reused;
     stacks.reserve(threads);
-    b.start(threads, body, ctx, index, stacks);
+    b.start(threads, body, ctx, index, grid, stacks);
     current_emulated_block() = &b;
     b.current_ = 0;
     switch_fiber(&b.main_, &b.ctx_[0]);  // back here when every fiber has returned
     current_emulated_block() = nullptr;
+    if (!b.error_) b.check_guards();
     if (b.error_) {
       std::exception_ptr e = b.error_;
       b.error_ = nullptr;
@@ -78,6 +83,16 @@ class emulated_block {
 
   int thread() const { return current_; }
   int threads() const { return n_; }
+
+  // Block-shared memory's end guards (gpu::block_shared): `bytes` (guard_bytes of them, right after
+  // an object of `size` bytes) are filled now and checked when the block's threads have returned.
+  static constexpr std::size_t guard_bytes = 64;
+  static constexpr unsigned char guard_fill = 0xA5;
+  std::uint64_t generation() const { return generation_; }
+  void watch(unsigned char* bytes, std::size_t size, const char* what) {
+    std::memset(bytes, guard_fill, guard_bytes);
+    guards_.push_back(guard{bytes, size, what});
+  }
 
   // A block-wide barrier at (file, line); returns whether any thread passed v.
   bool sync(bool v, const char* file, int line) {
@@ -95,7 +110,7 @@ class emulated_block {
     } else if (line != bar_line_ || std::strcmp(file, bar_file_) != 0) {
       fail("thread " + std::to_string(me) + " reached a block-wide sync at " + site(file, line) + " while thread " +
            std::to_string(bar_first_) + " waits at the one at " + site(bar_file_, bar_line_) +
-           " (divergent block-wide syncs)");
+           " (divergent block-wide syncs: a group-collective call from some threads only?)");
     }
     bar_or_ = bar_or_ || v;
     if (++bar_count_ == n_) {
@@ -157,8 +172,13 @@ class emulated_block {
 
   emulated_block() = default;
 
-  void start(int threads, void (*body)(const void*, int), const void* ctx, int index, const fiber_stacks& stacks) {
+  void start(int threads, void (*body)(const void*, int), const void* ctx, int index, int grid,
+             const fiber_stacks& stacks) {
     n_ = threads;
+    name_ = grid > 0 ? "rank " + std::to_string(index / grid) + ", block " + std::to_string(index % grid)
+                     : "block " + std::to_string(index);
+    ++generation_;
+    guards_.clear();
     body_ = body;
     body_ctx_ = ctx;
     index_ = index;
@@ -209,7 +229,18 @@ class emulated_block {
   static std::string site(const char* file, int line) { return std::string(file) + ":" + std::to_string(line); }
 
   [[noreturn]] void fail(const std::string& what) {
-    throw error(errc::invalid_argument, "emulated threads, block " + std::to_string(index_) + ": " + what);
+    throw error(errc::invalid_argument, "emulated threads, " + name_ + ": " + what);
+  }
+
+  void check_guards() {
+    for (const guard& g : guards_)
+      for (std::size_t i = 0; i < guard_bytes; ++i)
+        if (g.bytes[i] != guard_fill) {
+          error_ = std::make_exception_ptr(error(
+              errc::invalid_argument, "emulated threads, " + name_ + ": a thread wrote past the end of " + g.what +
+                                          " (" + std::to_string(g.size) + " bytes of block-shared memory)"));
+          return;
+        }
   }
 
   int next_runnable(int me) const {
@@ -239,7 +270,7 @@ class emulated_block {
       int at_block = 0, at_warp = 0;
       for (state s : state_) at_block += s == state::block_sync, at_warp += s == state::warp_sync;
       set_error(std::make_exception_ptr(error(
-          errc::invalid_argument, "emulated threads, block " + std::to_string(index_) + ": " + std::to_string(at_block) +
+          errc::invalid_argument, "emulated threads, " + name_ + ": " + std::to_string(at_block) +
                                       " threads wait at a block-wide sync (" + site(bar_file_, bar_line_) + ") and " +
                                       std::to_string(at_warp) + " at warp shuffles or votes, for each other " +
                                       "(a sync or shuffle reached by some threads and not others)")));
@@ -283,18 +314,26 @@ class emulated_block {
     if (!aborting_) {
       if (bar_count_ > 0)
         set_error(std::make_exception_ptr(error(
-            errc::invalid_argument, "emulated threads, block " + std::to_string(index_) + ": thread " + std::to_string(me) +
+            errc::invalid_argument, "emulated threads, " + name_ + ": thread " + std::to_string(me) +
                                         " returned while thread " + std::to_string(bar_first_) + " (and " +
                                         std::to_string(bar_count_ - 1) + " more) waits at the block-wide sync at " +
                                         site(bar_file_, bar_line_) + " (a group-collective call from some threads only?)")));
       else if (warp_count_[static_cast<std::size_t>(w)] > 0)
         set_error(std::make_exception_ptr(error(
-            errc::invalid_argument, "emulated threads, block " + std::to_string(index_) + ": thread " + std::to_string(me) +
+            errc::invalid_argument, "emulated threads, " + name_ + ": thread " + std::to_string(me) +
                                         " returned while lanes of its warp wait at a shuffle or vote")));
     }
     wait(true);  // never resumed
   }
 
+  struct guard {
+    const unsigned char* bytes;
+    std::size_t size;
+    const char* what;
+  };
+  std::string name_;
+  std::uint64_t generation_ = 0;
+  std::vector<guard> guards_;
   int n_ = 0;
   void (*body_)(const void*, int) = nullptr;
   const void* body_ctx_ = nullptr;

@@ -145,7 +145,7 @@ inline void host_worker::loop() {
       host_grid_blocks() = l->grid;
       host_block_id() = l->grid > 0 ? i % l->grid : i;
 #if RCCLX_EMULATE_THREADS
-      if (l->threads > 1) emulated_block::run(l->threads, l->block, l->ctx, i);
+      if (l->threads > 1) emulated_block::run(l->threads, l->block, l->ctx, i, l->grid);
       else l->block(l->ctx, i);
 #else
       l->block(l->ctx, i);

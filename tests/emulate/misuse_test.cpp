@@ -83,9 +83,10 @@ struct problem {
   std::vector<T> residual;  // one element more: the misaligned case starts 1 element in
   std::vector<T> weight;
 
-  problem(int ranks, std::size_t r, std::size_t c)
+  // timeout_ns: the pads' bound (a rank whose block failed leaves its peers waiting that long).
+  problem(int ranks, std::size_t r, std::size_t c, std::uint64_t timeout_ns = rcclx::core::default_timeout_ns)
       : n(ranks), rows(r), cols(c), slots{0, static_cast<int>(r)},
-        world(ranks, fz::tile_allreduce<T, max_r>::workspace_bytes(c, r), slots.end(), 300'000'000ull),
+        world(ranks, fz::tile_allreduce<T, max_r>::workspace_bytes(c, r), slots.end(), timeout_ns),
         out(static_cast<std::size_t>(ranks), std::vector<T>(r * c, T(-7.0f))), residual(r * c + 8), weight(c) {
     for (std::size_t i = 0; i < residual.size(); ++i) residual[i] = T(value(99, i / c, i % c));
     for (std::size_t j = 0; j < c; ++j) weight[j] = T(0.5f + value(98, 0, j) * 0.25f);
@@ -155,7 +156,7 @@ TEST_CASE("emulated threads: AllReduce + residual + RMSNorm with 256-thread bloc
 }
 
 TEST_CASE("emulated threads: publish() from thread 0 only is a named error, not a hang", "[emulate]") {
-  problem<float> p(2, 4, 1024);
+  problem<float> p(2, 4, 1024, 300'000'000ull);  // the peers of the failed block wait 0.3 s
   const std::string e = p.error_of<256>(2, 256, misuse::publish_from_thread0);
   CAPTURE(e);
   REQUIRE_THAT(e, RCCLX_CONTAINS("emulated threads"));

@@ -15,7 +15,10 @@
 //    other for ever (some at a block sync, their warp's other lanes at a shuffle).
 //  - a write past the end of a gpu::block_shared object (into the 64 bytes after it: a guard
 //    filled when the block first asks for the object, checked when its threads have returned).
-// The order is deterministic: the same program fails the same way every run.
+// The order is deterministic: the same program fails the same way every run. Under
+// ThreadSanitizer every thread is a sanitizer fiber, switched to without synchronisation and
+// ordered by the block syncs and warp exchanges alone: a data race between two threads of a block
+// is reported as one between two OS threads is.
 //
 // Host backend only; private to gpu/ (the group API is the interface).
 #pragma once
@@ -67,12 +70,18 @@ class emulated_block {
     thread_local std::unique_ptr<emulated_block> reused;
     if (!reused) reused.reset(new emulated_block);
     emulated_block& b = *reused;
-    stacks.reserve(threads);
-    b.start(threads, body, ctx, index, grid, stacks);
-    current_emulated_block() = &b;
-    b.current_ = 0;
-    switch_fiber(&b.main_, &b.ctx_[0]);  // back here when every fiber has returned
-    current_emulated_block() = nullptr;
+    {
+      const tsan_ignore scheduler;
+      stacks.reserve(threads);
+      b.start(threads, body, ctx, index, grid, stacks);
+      current_emulated_block() = &b;
+      b.current_ = 0;
+      tsan_release(&current_emulated_block());  // what the launching thread wrote, before every thread
+      switch_fiber(&b.main_, &b.ctx_[0]);  // back here when every fiber has returned
+      tsan_acquire(&b.done_);           // what every thread wrote, before the launch returns
+      current_emulated_block() = nullptr;
+      b.end_tsan();
+    }
     if (!b.error_) b.check_guards();
     if (b.error_) {
       std::exception_ptr e = b.error_;
@@ -81,8 +90,11 @@ class emulated_block {
     }
   }
 
-  int thread() const { return current_; }
-  int threads() const { return n_; }
+  int thread() const {
+    const tsan_ignore scheduler;
+    return current_;
+  }
+  int threads() const { return n_; }  // written before the block's threads start
 
   // Block-shared memory's end guards (gpu::block_shared): `bytes` (guard_bytes of them, right after
   // an object of `size` bytes) are filled now and checked when the block's threads have returned.
@@ -90,6 +102,7 @@ class emulated_block {
   static constexpr unsigned char guard_fill = 0xA5;
   std::uint64_t generation() const { return generation_; }
   void watch(unsigned char* bytes, std::size_t size, const char* what) {
+    const tsan_ignore scheduler;
     std::memset(bytes, guard_fill, guard_bytes);
     guards_.push_back(guard{bytes, size, what});
   }
@@ -97,6 +110,8 @@ class emulated_block {
   // A block-wide barrier at (file, line); returns whether any thread passed v.
   bool sync(bool v, const char* file, int line) {
     if (n_ == 1) return v;
+    const tsan_ignore scheduler;
+    tsan_release(&bar_count_);  // this thread's writes, before every thread leaves the sync
     const int me = current_;
     if (done_ > 0)
       fail("a block-wide sync at " + site(file, line) + " reached by thread " + std::to_string(me) +
@@ -118,16 +133,19 @@ class emulated_block {
       bar_result_ = bar_or_;
       for (int i = 0; i < n_; ++i)
         if (state_[i] == state::block_sync) state_[i] = state::runnable;
+      tsan_acquire(&bar_count_);
       return bar_result_;
     }
     state_[me] = state::block_sync;
     wait(false);
+    tsan_acquire(&bar_count_);
     return bar_result_;
   }
 
   // A spin-wait's pause: the block's other runnable threads run first; once a round, the OS thread
   // yields too (the other blocks and ranks run on the same cores).
   void yield() {
+    const tsan_ignore scheduler;
     const int me = current_;
     const int next = next_runnable(me);  // me itself when no other thread can run
     if (next <= me) std::this_thread::yield();
@@ -140,17 +158,17 @@ class emulated_block {
     static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= slot_bytes,
                   "rcclx::gpu::shuffle (emulated threads): a trivially copyable value of at most 32 bytes");
     if (n_ == 1) return x;
-    const int me = current_, base = me - me % warp, lanes = warp_lanes(me);
+    const tsan_ignore scheduler;
+    const int me = current_, lanes = warp_lanes(me);
     unsigned char* s = exchange(me, &x, sizeof(T));
     const int from = src & (warp - 1);
     T r = x;
     if (from < lanes) std::memcpy(&r, s + static_cast<std::size_t>(from) * slot_bytes, sizeof(T));
-    (void)base;
     return r;
   }
   template <class T>
   T shuffle_xor(const T& x, int mask) {
-    const int lane = current_ % warp, src = lane ^ mask;
+    const int lane = thread() % warp, src = lane ^ mask;
     if (src >= warp) {  // outside the warp: the lane's own value, after the same exchange
       (void)shuffle(x, lane);
       return x;
@@ -159,6 +177,7 @@ class emulated_block {
   }
   bool any(bool v) {
     if (n_ == 1) return v;
+    const tsan_ignore scheduler;
     const unsigned char c = v ? 1 : 0;
     const unsigned char* s = exchange(current_, &c, 1);
     bool r = false;
@@ -196,6 +215,7 @@ class emulated_block {
     ctx_.resize(static_cast<std::size_t>(n_));
     for (int i = 0; i < n_; ++i)
       make_fiber_context(ctx_[static_cast<std::size_t>(i)], stacks.stack(i), fiber_stacks::bytes, &entry);
+    start_tsan();
   }
 
   int warp_lanes(int t) const {
@@ -215,14 +235,16 @@ class emulated_block {
     unsigned char* s = slots_.data() + (static_cast<std::size_t>(w) * 2 + static_cast<std::size_t>(bank)) * warp * slot_bytes;
     std::memcpy(s + static_cast<std::size_t>(me % warp) * slot_bytes, v, bytes);
     int& count = warp_count_[static_cast<std::size_t>(w)];
+    tsan_release(&count);  // a warp exchange orders its lanes as a sync does
     if (++count == lanes) {
       count = 0;
       for (int t = w * warp; t < w * warp + lanes; ++t)
         if (state_[static_cast<std::size_t>(t)] == state::warp_sync) state_[static_cast<std::size_t>(t)] = state::runnable;
-      return s;
+    } else {
+      state_[static_cast<std::size_t>(me)] = state::warp_sync;
+      wait(false);
     }
-    state_[static_cast<std::size_t>(me)] = state::warp_sync;
-    wait(false);
+    tsan_acquire(&count);
     return s;
   }
 
@@ -276,12 +298,18 @@ class emulated_block {
                                       "(a sync or shuffle reached by some threads and not others)")));
       next = next_runnable(current_);
     }
-    if (next < 0) {  // every fiber has returned: back to the OS thread's own stack, for good
-      switch_fiber(&ctx_[static_cast<std::size_t>(current_)], &main_);
+    if (returned) {  // for good: to the next thread, or (every one has returned) the OS thread's own stack
+      fiber_context* self = &ctx_[static_cast<std::size_t>(current_)];
+      fiber_context* to = &main_;
+      if (next >= 0) {
+        current_ = next;
+        to = &ctx_[static_cast<std::size_t>(next)];
+      }
+      tsan_ignore::end();  // entry()'s scope, which never closes
+      switch_fiber(self, to);
       return;
     }
-    (void)returned;
-    resume(next);
+    resume(next);  // next >= 0: this thread waits, so another one can run
   }
 
   // Records the first error and makes every waiting fiber runnable, to be unwound when resumed.
@@ -293,17 +321,44 @@ class emulated_block {
   }
 
   static void entry() {
+    tsan_acquire(&current_emulated_block());
     emulated_block& b = *current_emulated_block();
-    const int me = b.current_;
-    if (!b.aborting_) {
+    int me;
+    bool run;
+    {
+      const tsan_ignore scheduler;
+      me = b.current_;
+      run = !b.aborting_;
+    }
+    if (run) {
       try {
         b.body_(b.body_ctx_, b.index_);
       } catch (const fiber_abort&) {
       } catch (...) {
+        const tsan_ignore scheduler;
         b.set_error(std::current_exception());
       }
     }
+    tsan_release(&b.done_);
+    const tsan_ignore scheduler;  // for good: this sanitizer fiber is destroyed with the block
     b.returned(me);
+  }
+
+  // ThreadSanitizer: a fresh sanitizer fiber per thread and block (a returned thread's stays in
+  // its scheduler's ignore), the calling OS thread's own as the main context.
+  void start_tsan() {
+#if RCCLX_DETAIL_FIBER_TSAN
+    main_.tsan = __tsan_get_current_fiber();
+    for (fiber_context& c : ctx_) c.tsan = __tsan_create_fiber(0);
+#endif
+  }
+  void end_tsan() {
+#if RCCLX_DETAIL_FIBER_TSAN
+    for (fiber_context& c : ctx_) {
+      __tsan_destroy_fiber(c.tsan);
+      c.tsan = nullptr;
+    }
+#endif
   }
 
   void returned(int me) {

@@ -42,6 +42,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE S& block_shared() {
   thread_local guarded g;
   thread_local std::uint64_t generation = 0;
   if (auto* b = detail::current_emulated_block()) {
+    const detail::tsan_ignore scheduler;  // the guard's bookkeeping is not the kernel's memory
     if (generation != b->generation()) {
       generation = b->generation();
       b->watch(g.guard, sizeof(S), __PRETTY_FUNCTION__);

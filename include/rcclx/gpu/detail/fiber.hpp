@@ -25,6 +25,30 @@
 #  include <ucontext.h>
 #endif
 
+// ThreadSanitizer: every fiber is a sanitizer fiber, switched to without synchronisation, so
+// accesses of two threads of a block with no block sync (or warp exchange) between them are
+// reported as data races; the scheduler's own words are left out (rcclx_tsan_ignore) and its syncs
+// are told to the sanitizer (release at arrival, acquire at departure).
+#if defined(__SANITIZE_THREAD__)
+#  define RCCLX_DETAIL_FIBER_TSAN 1
+#elif defined(__has_feature)
+#  if __has_feature(thread_sanitizer)
+#    define RCCLX_DETAIL_FIBER_TSAN 1
+#  endif
+#endif
+#ifndef RCCLX_DETAIL_FIBER_TSAN
+#  define RCCLX_DETAIL_FIBER_TSAN 0
+#endif
+#if RCCLX_DETAIL_FIBER_TSAN
+#  include <sanitizer/tsan_interface.h>
+extern "C" {
+void AnnotateIgnoreReadsBegin(const char* file, int line);
+void AnnotateIgnoreReadsEnd(const char* file, int line);
+void AnnotateIgnoreWritesBegin(const char* file, int line);
+void AnnotateIgnoreWritesEnd(const char* file, int line);
+}
+#endif
+
 // Stack bytes of one emulated thread (a multiple of 4096; the kernel's locals live there).
 #ifndef RCCLX_EMULATE_STACK_BYTES
 #  define RCCLX_EMULATE_STACK_BYTES (128 * 1024)
@@ -41,11 +65,52 @@ struct fiber_context {
 #else
   ucontext_t uc;
 #endif
+#if RCCLX_DETAIL_FIBER_TSAN
+  void* tsan = nullptr;  // the sanitizer's fiber
+#endif
 };
+
+// The sanitizer's view of the calling code: the scheduler's words are not the kernel's memory.
+struct tsan_ignore {
+#if RCCLX_DETAIL_FIBER_TSAN
+  tsan_ignore() {
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+  }
+  ~tsan_ignore() { end(); }
+  // Ends a scope whose destructor never runs (a returned fiber's last switch).
+  static void end() {
+    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+  }
+#else
+  tsan_ignore() {}
+  static void end() {}
+#endif
+  tsan_ignore(const tsan_ignore&) = delete;
+  tsan_ignore& operator=(const tsan_ignore&) = delete;
+};
+inline void tsan_release(const void* p) {
+#if RCCLX_DETAIL_FIBER_TSAN
+  __tsan_release(const_cast<void*>(p));
+#else
+  (void)p;
+#endif
+}
+inline void tsan_acquire(const void* p) {
+#if RCCLX_DETAIL_FIBER_TSAN
+  __tsan_acquire(const_cast<void*>(p));
+#else
+  (void)p;
+#endif
+}
 
 // Saves the running context in *from and resumes `to` (which was saved by this function or made by
 // make_fiber_context). Returns when something switches back to *from.
 inline void switch_fiber(fiber_context* from, fiber_context* to) {
+#if RCCLX_DETAIL_FIBER_TSAN
+  __tsan_switch_to_fiber(to->tsan, __tsan_switch_to_fiber_no_sync);
+#endif
 #if defined(__x86_64__)
   void** save = &from->sp;
   void* load = to->sp;

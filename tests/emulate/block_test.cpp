@@ -11,7 +11,9 @@
 #include <rcclx/gpu/warp.hpp>
 #include <rcclx/testing/launch.hpp>
 
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -145,6 +147,15 @@ struct shared_write {
   }
 };
 
+// `syncs` block-wide syncs in a row (the speed case: a sync is one switch per thread).
+struct sync_loop {
+  int syncs;
+  template <class G>
+  void operator()(const G& g, rt::launch_index) const {
+    for (int i = 0; i < syncs; ++i) g.sync();
+  }
+};
+
 template <class F>
 std::string launch_error(int ranks, int blocks, int threads, const F& f) {
   try {
@@ -243,4 +254,16 @@ TEST_CASE("emulated threads: a write past the end of a block_shared object is a 
   REQUIRE_THAT(e, RCCLX_CONTAINS("wrote past the end of"));
   REQUIRE_THAT(e, RCCLX_CONTAINS("64 bytes of block-shared memory"));
   REQUIRE(launch_error(2, 2, 64, shared_write{7, 0}).empty());  // the next launch starts clean
+}
+
+// Printed, not asserted: the cost of a switch between two emulated threads (one OS thread).
+TEST_CASE("emulated threads: speed of block-wide syncs, 1 block x 1024 threads", "[emulate][speed]") {
+  const int syncs = 2000;
+  rt::launch_emulated(1, 1, 1024, sync_loop{10});  // warm: the pool's thread and its stacks
+  const auto t0 = std::chrono::steady_clock::now();
+  rt::launch_emulated(1, 1, 1024, sync_loop{syncs});
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("emulated threads: %d syncs of 1024 threads: %.1f ns per thread and sync\n", syncs,
+              s * 1e9 / (1024.0 * syncs));
+  SUCCEED();
 }

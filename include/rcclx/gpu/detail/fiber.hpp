@@ -21,7 +21,15 @@
 
 #include "../../core/error.hpp"
 
-#if !defined(__x86_64__)
+// The switch: x86-64 assembly, unless RCCLX_EMULATE_UCONTEXT=1 asks for ucontext (other
+// architectures always use it).
+#if defined(__x86_64__) && !(defined(RCCLX_EMULATE_UCONTEXT) && RCCLX_EMULATE_UCONTEXT)
+#  define RCCLX_DETAIL_FIBER_ASM 1
+#else
+#  define RCCLX_DETAIL_FIBER_ASM 0
+#endif
+
+#if !RCCLX_DETAIL_FIBER_ASM
 #  include <ucontext.h>
 #endif
 
@@ -60,7 +68,7 @@ namespace detail {
 
 // A fiber's saved context: its stack pointer (x86-64) or a ucontext.
 struct fiber_context {
-#if defined(__x86_64__)
+#if RCCLX_DETAIL_FIBER_ASM
   void* sp = nullptr;
 #else
   ucontext_t uc;
@@ -111,7 +119,7 @@ inline void switch_fiber(fiber_context* from, fiber_context* to) {
 #if RCCLX_DETAIL_FIBER_TSAN
   __tsan_switch_to_fiber(to->tsan, __tsan_switch_to_fiber_no_sync);
 #endif
-#if defined(__x86_64__)
+#if RCCLX_DETAIL_FIBER_ASM
   void** save = &from->sp;
   void* load = to->sp;
   // Stack of a suspended fiber, from its sp up: resume address, rbp, 128 bytes (the red zone of
@@ -147,7 +155,7 @@ inline void switch_fiber(fiber_context* from, fiber_context* to) {
 // A context that starts entry() on the stack [lo, lo + bytes) at its first switch. entry never
 // returns (it switches away for the last time).
 inline void make_fiber_context(fiber_context& c, void* lo, std::size_t bytes, void (*entry)()) {
-#if defined(__x86_64__)
+#if RCCLX_DETAIL_FIBER_ASM
   auto top = (reinterpret_cast<std::uintptr_t>(lo) + bytes) & ~std::uintptr_t{15};
   auto* s = reinterpret_cast<void**>(top);
   s[-1] = nullptr;                           // entry's return address (never used): rsp % 16 == 8 at entry

@@ -135,3 +135,27 @@ TEMPLATE_TEST_CASE_SIG("emulated threads: allreduce_rmsnorm_block<Algo, 2, 512> 
       }
   }
 }
+
+TEST_CASE("emulated threads: emulated_peers' own AllReduce (flat, tree) with 512-thread blocks against float64", "[emulate]") {
+  const int n = 4;
+  const std::size_t count = 70001;  // several 8 KiB tiles per block, a ragged end
+  rcclx::testing::emulated_options opt;
+  opt.threads = 512;  // the GPU's block (the default on the host backend is one thread)
+  opt.blocks_per_rank = 3;
+  rcclx::testing::emulated_peers<float> peers(n, count, opt);
+  for (int r = 0; r < n; ++r)
+    for (std::size_t i = 0; i < count; ++i) peers.input(r)[i] = value(r, i);
+  const auto check = [&] {
+    for (int r = 0; r < n; ++r)
+      for (std::size_t i = 0; i < count; ++i) {
+        double want = 0.0;
+        for (int q = 0; q < n; ++q) want += value(q, i);
+        INFO("rank " << r << " element " << i);
+        REQUIRE(peers.output(r)[i] == static_cast<float>(want));  // exact: few bits per value
+      }
+  };
+  peers.allreduce<rcclx::algorithm::flat>();
+  check();
+  peers.allreduce<rcclx::algorithm::tree>();
+  check();
+}

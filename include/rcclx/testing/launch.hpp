@@ -1,6 +1,7 @@
 // rcclx/testing/launch.hpp: run a user's device functor as N emulated ranks in one process:
 // on a GPU, one launch with num_ranks x blocks_per_rank blocks (all resident at once, checked
-// against the occupancy API); on the host backend, one std::thread per (rank, block).
+// against the occupancy API); on the host backend, one std::thread per (rank, block) (with
+// RCCLX_EMULATE_THREADS=1 every thread of the block too: gpu/emulated_block.hpp).
 //
 //   struct my_kernel {
 //     rcclx::core::peer_table<float, 8> tables[8];

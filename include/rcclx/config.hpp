@@ -55,7 +55,13 @@
 #  define RCCLX_HOST_DEVICE
 #  define RCCLX_DEVICE
 #  define RCCLX_GLOBAL
-#  define RCCLX_SHARED
+#  if defined(RCCLX_EMULATE_THREADS) && RCCLX_EMULATE_THREADS
+// Emulated threads: one object per OS thread, which runs one block at a time (its threads are
+// fibers), so one per block, as __shared__ memory (gpu::block_shared is the portable spelling).
+#    define RCCLX_SHARED static thread_local
+#  else
+#    define RCCLX_SHARED
+#  endif
 #endif
 
 #if defined(_MSC_VER)

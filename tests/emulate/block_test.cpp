@@ -147,6 +147,19 @@ struct shared_write {
   }
 };
 
+// RCCLX_SHARED storage is the block's: thread 0's write is what every thread reads after a sync.
+struct shared_macro {
+  int* out;  // [blocks][threads]
+  template <class G>
+  void operator()(const G& g, rt::launch_index ix) const {
+    RCCLX_SHARED int word;
+    if (g.thread_rank() == 0) word = 100 + ix.block;
+    g.sync();
+    out[ix.block * g.size() + g.thread_rank()] = word;
+    g.sync();
+  }
+};
+
 // `syncs` block-wide syncs in a row (the speed case: a sync is one switch per thread).
 struct sync_loop {
   int syncs;
@@ -254,6 +267,13 @@ TEST_CASE("emulated threads: a write past the end of a block_shared object is a 
   REQUIRE_THAT(e, RCCLX_CONTAINS("wrote past the end of"));
   REQUIRE_THAT(e, RCCLX_CONTAINS("64 bytes of block-shared memory"));
   REQUIRE(launch_error(2, 2, 64, shared_write{7, 0}).empty());  // the next launch starts clean
+}
+
+TEST_CASE("emulated threads: RCCLX_SHARED is one object per block", "[emulate]") {
+  std::vector<int> out(3 * 96, -1);
+  rt::launch_emulated(1, 3, 96, shared_macro{out.data()});
+  for (int b = 0; b < 3; ++b)
+    for (int t = 0; t < 96; ++t) REQUIRE(out[static_cast<std::size_t>(b * 96 + t)] == 100 + b);
 }
 
 // Printed, not asserted: the cost of a switch between two emulated threads (one OS thread).

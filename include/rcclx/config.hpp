@@ -55,7 +55,13 @@
 #  define RCCLX_HOST_DEVICE
 #  define RCCLX_DEVICE
 #  define RCCLX_GLOBAL
-#  define RCCLX_SHARED
+#  if defined(RCCLX_EMULATE_THREADS) && RCCLX_EMULATE_THREADS
+// Emulated threads: one object per OS thread, which runs one block at a time (its threads are
+// fibers), so one per block, as __shared__ memory (gpu::block_shared is the portable spelling).
+#    define RCCLX_SHARED static thread_local
+#  else
+#    define RCCLX_SHARED
+#  endif
 #endif
 
 #if defined(_MSC_VER)
@@ -101,6 +107,26 @@
 #  define RCCLX_CUDA_ARCH 0
 #endif
 
+// Emulated threads (docs/emulated_peers.md): with RCCLX_EMULATE_THREADS=1 the host backend runs
+// every thread of every block (a fiber each, gpu/emulated_block.hpp): a kernel launched through
+// testing::launch_emulated with its GPU block size gets a gpu::block_group of that many threads,
+// block-wide syncs, warp shuffles and votes over RCCLX_EMULATE_WARP_SIZE lanes (32, or 64 for code
+// written for AMD wavefronts), and errors for the misuses a GPU hangs or faults on. Default 0: a
+// block is one thread (today's fast tests). No effect on GPU backends. Part of the inline namespace.
+#ifndef RCCLX_EMULATE_THREADS
+#  define RCCLX_EMULATE_THREADS 0
+#endif
+#if !RCCLX_BACKEND_HOST
+#  undef RCCLX_EMULATE_THREADS
+#  define RCCLX_EMULATE_THREADS 0
+#endif
+#ifndef RCCLX_EMULATE_WARP_SIZE
+#  define RCCLX_EMULATE_WARP_SIZE 32
+#endif
+#if RCCLX_EMULATE_WARP_SIZE != 32 && RCCLX_EMULATE_WARP_SIZE != 64
+#  error "RCCLX_EMULATE_WARP_SIZE must be 32 (NVIDIA warps) or 64 (AMD wavefronts)"
+#endif
+
 // Warp (wavefront) width of the current pass. AMD gfx9 (MI200/MI300/MI350) runs 64 lanes; the
 // host pass of a HIP build must agree with the device pass, so it assumes 64 too.
 #if RCCLX_BACKEND_HIP
@@ -111,6 +137,8 @@
 #  endif
 #elif RCCLX_BACKEND_CUDA
 #  define RCCLX_WARP_SIZE 32
+#elif RCCLX_EMULATE_THREADS
+#  define RCCLX_WARP_SIZE RCCLX_EMULATE_WARP_SIZE
 #else
 #  define RCCLX_WARP_SIZE 1
 #endif
@@ -154,11 +182,19 @@
 #else
 #  define RCCLX_DETAIL_CHECKS_TAG
 #endif
+#if RCCLX_EMULATE_THREADS && RCCLX_EMULATE_WARP_SIZE == 64
+#  define RCCLX_DETAIL_THREADS_TAG _threads64
+#elif RCCLX_EMULATE_THREADS
+#  define RCCLX_DETAIL_THREADS_TAG _threads
+#else
+#  define RCCLX_DETAIL_THREADS_TAG
+#endif
 #define RCCLX_ABI_NAMESPACE                                                                      \
-  RCCLX_DETAIL_CAT(RCCLX_DETAIL_CAT(RCCLX_DETAIL_CAT(RCCLX_DETAIL_CAT(v, RCCLX_VERSION_MAJOR),   \
-                                                     RCCLX_DETAIL_CAT(_, RCCLX_VERSION_MINOR)),  \
-                                    RCCLX_DETAIL_CAT(_, RCCLX_DETAIL_BACKEND_TAG)),              \
-                   RCCLX_DETAIL_CHECKS_TAG)
+  RCCLX_DETAIL_CAT(RCCLX_DETAIL_CAT(RCCLX_DETAIL_CAT(RCCLX_DETAIL_CAT(RCCLX_DETAIL_CAT(v, RCCLX_VERSION_MAJOR), \
+                                                                      RCCLX_DETAIL_CAT(_, RCCLX_VERSION_MINOR)), \
+                                                     RCCLX_DETAIL_CAT(_, RCCLX_DETAIL_BACKEND_TAG)),             \
+                                    RCCLX_DETAIL_CHECKS_TAG),                                                    \
+                   RCCLX_DETAIL_THREADS_TAG)
 
 #define RCCLX_NAMESPACE_BEGIN                                                                    \
   namespace rcclx {                                                                              \
@@ -190,6 +226,9 @@ constexpr const char* backend_name(backend b = current_backend) {
 
 // Is this translation unit built in checked mode (RCCLX_CHECKS)?
 inline constexpr bool checks = RCCLX_CHECKS != 0;
+
+// Does the host backend run every thread of a block (RCCLX_EMULATE_THREADS)? False on GPU backends.
+inline constexpr bool emulate_threads = RCCLX_EMULATE_THREADS != 0;
 
 // Largest rank count any rcclx collective supports (one node of MI300X/MI350 or H100/H200 is 8;
 // 16 covers two-socket and future parts).

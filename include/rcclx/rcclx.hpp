@@ -59,6 +59,7 @@
 #include "gpu/clock.hpp"
 #include "gpu/convert.hpp"
 #include "gpu/cluster.hpp"
+#include "gpu/emulated_block.hpp"
 #include "gpu/event_timer.hpp"
 #include "gpu/group.hpp"
 #include "gpu/host_blocks.hpp"

@@ -14,7 +14,8 @@ namespace {
 namespace fz = rcclx::fused;
 namespace rt = rcclx::testing;
 constexpr int max_r = 8;
-constexpr int threads = rcclx::current_backend == rcclx::backend::host ? 1 : 256;
+// One-thread host blocks, or the GPU block size where every thread is emulated (tests/emulate).
+constexpr int threads = rcclx::current_backend == rcclx::backend::host && !rcclx::emulate_threads ? 1 : 256;
 
 struct tile_kernel {
   const rcclx::core::peer_table<float, max_r>* tables;

@@ -34,7 +34,10 @@ namespace rt = rcclx::testing;
 using rcclx::algorithm;
 constexpr int max_r = 8;
 constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
-constexpr int threads = on_host ? 1 : 64;
+// The host backend's blocks are one thread, unless every thread is emulated (RCCLX_EMULATE_THREADS,
+// tests/emulate): then the GPU's block size.
+constexpr bool one_thread_blocks = on_host && !rcclx::emulate_threads;
+constexpr int threads = one_thread_blocks ? 1 : 64;
 const bool quick = rcclx_test::quick();
 
 using rcclx_test::mix;
@@ -551,7 +554,7 @@ TEST_CASE("fused combine: resolve() is, before launch, the algorithm the kernel'
     const std::size_t tile = records / 4 + 1;  // a few tiles: within the 8 slots
     const algorithm want = c_t::resolve(tile, records, 4);
     (want == algorithm::flat ? flat_seen : tree_seen) = true;
-    rt::launch_emulated(4, 1, on_host ? 1 : 64,
+    rt::launch_emulated(4, 1, threads,
                         resolved_of<rec, fz::argmax>{world.device_tables<rec>(), {0, 8}, tile, records, out});
     rcclx::gpu::device_synchronize();
     int got = -1;

@@ -28,7 +28,10 @@ namespace rt = rcclx::testing;
 using rcclx::algorithm;
 constexpr int max_r = 8;
 constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
-constexpr int threads = on_host ? 1 : 256;
+// The host backend's blocks are one thread, unless every thread is emulated (RCCLX_EMULATE_THREADS,
+// tests/emulate): then the GPU's block size.
+constexpr bool one_thread_blocks = on_host && !rcclx::emulate_threads;
+constexpr int threads = one_thread_blocks ? 1 : 256;
 #if defined(__SANITIZE_THREAD__)
 constexpr bool tsan = true;
 #else
@@ -432,7 +435,7 @@ namespace fused_test {  // named: nvcc warns about row_wide "never referenced" i
 template <int BlockThreads>
 struct center_rows {
   static constexpr bool row_wide = true;
-#if RCCLX_BACKEND_GPU
+#if RCCLX_BACKEND_GPU || RCCLX_EMULATE_THREADS  // a block of BlockThreads threads (a GPU's, or emulated)
   using storage_type = typename rcclx::gpu::block_reduce<float, BlockThreads>::storage_type;
 #else
   using storage_type = int;
@@ -448,7 +451,7 @@ struct center_rows {
   template <class G>
   RCCLX_HOST_DEVICE float row_combine(const G& g, float x) const {
     (void)g;
-#if RCCLX_BACKEND_GPU
+#if RCCLX_BACKEND_GPU || RCCLX_EMULATE_THREADS
     return rcclx::gpu::block_reduce<float, BlockThreads>().sum(x, *tmp);
 #else
     return x;
@@ -477,7 +480,7 @@ struct centered_kernel {
     const fz::row_tiles map{rows, cols};
     fz::tile_allreduce<float, max_r> ar(tables[ix.rank], slots, cols, static_cast<int>(rows));
     const fz::epilogue<stage, fz::store<float>> epi{{cols, &tmp}, {out[ix.rank], cols}};
-    constexpr int vpt = on_host ? 1024 : 4;  // 4 x 256 threads x 4 floats: rows of up to 4096
+    constexpr int vpt = one_thread_blocks ? 1024 : 4;  // 4 x 256 threads x 4 floats: rows of up to 4096
     for (int t = ix.block; t < static_cast<int>(rows); t += ix.num_blocks) {
       for (std::size_t e = static_cast<std::size_t>(g.thread_rank()); e < cols; e += static_cast<std::size_t>(g.size()))
         ar.input(t)[e] = tile_value(ix.rank, 0, static_cast<std::size_t>(t), e);

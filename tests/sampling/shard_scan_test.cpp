@@ -28,7 +28,8 @@ namespace {
 
 namespace fz = rcclx::fused;
 namespace rt = rcclx::testing;
-constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
+// One-thread host blocks (the host backend, unless every thread is emulated: tests/emulate).
+constexpr bool on_host = rcclx::current_backend == rcclx::backend::host && !rcclx::emulate_threads;
 constexpr int threads = on_host ? 1 : 128;  // the block size of rcclx-bench-fused's sampling rows
 
 // One row of the scanned buffer: x + offset, len elements, global indices from begin.

@@ -61,10 +61,13 @@ struct fp8_out_per_token {
       (void)g;
       return partial;
     } else {
-#if RCCLX_BACKEND_GPU
+#if RCCLX_BACKEND_GPU || RCCLX_EMULATE_THREADS
       static_assert(std::is_same<Group, gpu::block_group>::value,
                     "rcclx::fused::fp8_out_per_token: the row maximum runs over a whole block (gpu::block_group)");
       (void)g;
+#  if RCCLX_EMULATE_THREADS
+      if (!tmp) throw error(errc::invalid_argument, "rcclx::fused::fp8_out_per_token: tmp is null (the row maximum's storage_type, in gpu::block_shared)");
+#  endif
       return gpu::block_reduce<float, BlockThreads>().max(partial, *tmp);
 #else
       return partial;

@@ -65,7 +65,8 @@ struct shard_scan_policy {
 };
 
 namespace detail {
-inline constexpr bool scan_on_host = current_backend == backend::host;
+// One-thread host blocks (with RCCLX_EMULATE_THREADS=1 a host block has its GPU threads: the GPU's scan).
+inline constexpr bool scan_on_host = current_backend == backend::host && !RCCLX_EMULATE_THREADS;
 // The defaults: on GPUs 8 vectors a thread, 2048 slots; on the host backend the top-k scan's
 // chunks are 64 elements and its slots few (112 for K <= 56), so that a chunk can overflow them
 // there too, as GPUs' can.

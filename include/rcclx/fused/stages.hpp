@@ -74,7 +74,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_elems(T* p, const float (&in)[E])
   store_elems<T, E, Stores>(p, in, unused);
 }
 
-#if RCCLX_BACKEND_GPU
+#if RCCLX_BACKEND_GPU || RCCLX_EMULATE_THREADS
 template <int BlockThreads>
 struct row_sum {
   using storage_type = typename gpu::block_reduce<float, BlockThreads>::storage_type;
@@ -131,7 +131,8 @@ struct residual_add {
 // factor: a correctly rounded sqrt and division, the same bits on every backend; only the order
 // of the row sum depends on the group size). Row-wide: a group holds whole rows of `cols` elements.
 // BlockThreads: the exact block size the kernel is launched with (the row sum is a
-// gpu::block_reduce over it); ignored on the host backend, where a block is one thread.
+// gpu::block_reduce over it); ignored on the host backend, where a block is one thread (with
+// RCCLX_EMULATE_THREADS=1: a block of any other size is refused, an rcclx::error naming both).
 template <class T, int BlockThreads>
 struct rms_norm {
   static_assert(core::is_float_type_v<T>, "rcclx::fused::rms_norm: T must be float, rcclx::bf16 or rcclx::fp16");
@@ -171,10 +172,13 @@ struct rms_norm {
       (void)g;
       return partial;
     } else {
-#if RCCLX_BACKEND_GPU
+#if RCCLX_BACKEND_GPU || RCCLX_EMULATE_THREADS
       static_assert(std::is_same<Group, gpu::block_group>::value,
                     "rcclx::fused::rms_norm: the row sum runs over a whole block (gpu::block_group)");
       (void)g;
+#  if RCCLX_EMULATE_THREADS
+      if (!tmp) throw error(errc::invalid_argument, "rcclx::fused::rms_norm: tmp is null (the row sum's storage_type, in gpu::block_shared)");
+#  endif
       return gpu::block_reduce<float, BlockThreads>().sum(partial, *tmp);
 #else
       return partial;

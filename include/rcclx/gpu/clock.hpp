@@ -16,6 +16,9 @@
 #  include <chrono>
 #  include <thread>
 #endif
+#if RCCLX_EMULATE_THREADS
+#  include "emulated_block.hpp"
+#endif
 
 RCCLX_NAMESPACE_BEGIN
 namespace gpu {
@@ -35,7 +38,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint64_t clock_ns() {
 }
 
 // Hint inside spin loops: back off on GPUs, give the core away on the host (ranks are threads
-// and CI has two cores).
+// and CI has two cores); with emulated threads, to the block's other threads first.
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void spin_pause() {
 #if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE
   __builtin_amdgcn_s_sleep(1);
@@ -43,6 +46,10 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void spin_pause() {
 #  if __CUDA_ARCH__ >= 700
   __nanosleep(32);
 #  endif
+#elif RCCLX_EMULATE_THREADS
+  // The other threads of an emulated block run first (a waiting thread never starves its block).
+  if (auto* b = detail::current_emulated_block()) b->yield();
+  else std::this_thread::yield();
 #else
   std::this_thread::yield();
 #endif

@@ -10,6 +10,9 @@
 #include <cstdint>
 
 #include "vendor.hpp"
+#if RCCLX_EMULATE_THREADS
+#  include "emulated_block.hpp"
+#endif
 
 RCCLX_NAMESPACE_BEGIN
 namespace gpu {
@@ -53,7 +56,44 @@ struct warp_group {
 
 using default_group = block_group;
 
-#endif  // RCCLX_BACKEND_GPU
+#elif RCCLX_EMULATE_THREADS
+
+// Emulated threads (host backend, gpu/emulated_block.hpp): the block's threads are fibers of the
+// OS thread that runs the block. Outside an emulated block (a kernel::launch body, host code) the
+// group is the calling thread alone.
+struct block_group {
+  int thread_rank() const {
+    const auto* b = detail::current_emulated_block();
+    return b ? b->thread() : 0;
+  }
+  int size() const {
+    const auto* b = detail::current_emulated_block();
+    return b ? b->threads() : 1;
+  }
+  // file and line name the sync in the error a divergent sync ends in (its call site).
+  void sync(const char* file = __builtin_FILE(), int line = __builtin_LINE()) const { (void)sync_or(false, file, line); }
+  bool sync_or(bool v, const char* file = __builtin_FILE(), int line = __builtin_LINE()) const {
+    auto* b = detail::current_emulated_block();
+    return b ? b->sync(v, file, line) : v;
+  }
+};
+
+struct warp_group {
+  int thread_rank() const { return block_group{}.thread_rank() % RCCLX_WARP_SIZE; }
+  int size() const {
+    const int n = block_group{}.size(), base = block_group{}.thread_rank() / RCCLX_WARP_SIZE * RCCLX_WARP_SIZE;
+    return n - base < RCCLX_WARP_SIZE ? n - base : RCCLX_WARP_SIZE;
+  }
+  void sync() const { (void)sync_or(false); }
+  bool sync_or(bool v) const {
+    auto* b = detail::current_emulated_block();
+    return b ? b->any(v) : v;
+  }
+};
+
+using default_group = block_group;
+
+#endif  // RCCLX_BACKEND_GPU / RCCLX_EMULATE_THREADS
 
 // One host thread: the unit of work on the host backend (a rank's "block" is a std::thread).
 // Also usable from host code of GPU builds, for reference paths.
@@ -64,7 +104,7 @@ struct thread_group {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool sync_or(bool v) const { return v; }
 };
 
-#if RCCLX_BACKEND_HOST
+#if RCCLX_BACKEND_HOST && !RCCLX_EMULATE_THREADS
 using default_group = thread_group;
 #endif
 
@@ -131,10 +171,14 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int grid_blocks() {
   return detail::host_grid_blocks();
 #endif
 }
-// Is the calling thread its block's first (thread 0 in every dimension)? Always true on the host.
+// Is the calling thread its block's first (thread 0 in every dimension)? Always true on the host
+// (with emulated threads: thread 0 of an emulated block).
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool first_thread_of_block() {
 #if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_GPU
   return (threadIdx.x | threadIdx.y | threadIdx.z) == 0;
+#elif RCCLX_EMULATE_THREADS
+  const auto* b = detail::current_emulated_block();
+  return !b || b->thread() == 0;
 #else
   return true;
 #endif

@@ -14,6 +14,9 @@
 
 #include "../config.hpp"
 #include "group.hpp"
+#if RCCLX_EMULATE_THREADS
+#  include "emulated_block.hpp"
+#endif
 
 #if !RCCLX_BACKEND_GPU
 
@@ -40,6 +43,7 @@ struct host_launch {
   int n;
   std::uint32_t id;  // gpu::launch_id() in its blocks
   int grid;          // gpu::grid_blocks() in its blocks (0: unknown); block b's gpu::block_id() is b % grid
+  int threads;       // emulated threads per block (RCCLX_EMULATE_THREADS), 0 or 1: the block is one thread
   std::mutex m;
   std::condition_variable done;
   int remaining;
@@ -75,12 +79,12 @@ class host_block_pool {
  public:
   host_block_pool() : pid_(::getpid()) {}
 
-  void run(int n, void (*block)(const void*, int), const void* ctx, int grid = 0) {
+  void run(int n, void (*block)(const void*, int), const void* ctx, int grid = 0, int threads = 0) {
     if (n <= 0) return;
     static std::atomic<std::uint32_t> launches{0};
     std::uint32_t id = launches.fetch_add(1, std::memory_order_relaxed) + 1;
     if (id == 0) id = launches.fetch_add(1, std::memory_order_relaxed) + 1;  // 0 means "unknown"
-    host_launch l{block, ctx, n, id, grid > 0 ? grid : 0, {}, {}, n, nullptr};
+    host_launch l{block, ctx, n, id, grid > 0 ? grid : 0, threads, {}, {}, n, nullptr};
     std::vector<host_worker*> w;
     w.reserve(static_cast<std::size_t>(n));
     {
@@ -140,7 +144,12 @@ inline void host_worker::loop() {
       host_launch_id() = l->id;
       host_grid_blocks() = l->grid;
       host_block_id() = l->grid > 0 ? i % l->grid : i;
+#if RCCLX_EMULATE_THREADS
+      if (l->threads > 1) emulated_block::run(l->threads, l->block, l->ctx, i, l->grid);
+      else l->block(l->ctx, i);
+#else
       l->block(l->ctx, i);
+#endif
     } catch (...) {
       std::lock_guard<std::mutex> lock(l->m);
       if (!l->first) l->first = std::current_exception();
@@ -170,9 +179,10 @@ inline host_block_pool& host_pool() {
 // returned; rethrows the first exception a block threw. grid: the blocks of one grid when the n
 // blocks are several grids side by side (emulated ranks: n = ranks x grid), so that
 // gpu::grid_blocks() is grid and gpu::block_id() is b % grid; 0: unknown (grid_blocks() 0,
-// block_id() b).
-inline void run_host_blocks(int n, void (*block)(const void*, int), const void* ctx, int grid = 0) {
-  detail::host_pool().run(n, block, ctx, grid);
+// block_id() b). threads (RCCLX_EMULATE_THREADS=1 only): every block runs as that many emulated
+// threads (gpu/emulated_block.hpp), each calling block(ctx, b); 0 or 1: block(ctx, b) once.
+inline void run_host_blocks(int n, void (*block)(const void*, int), const void* ctx, int grid = 0, int threads = 0) {
+  detail::host_pool().run(n, block, ctx, grid, threads);
 }
 
 // The same for a callable f(int block).

@@ -15,6 +15,11 @@
 #include <cstring>
 
 #include "vendor.hpp"
+#if RCCLX_EMULATE_THREADS && RCCLX_CHECKS
+#  include <cstdio>
+
+#  include "../core/error.hpp"
+#endif
 
 RCCLX_NAMESPACE_BEGIN
 namespace gpu {
@@ -61,7 +66,28 @@ RCCLX_DEVICE RCCLX_FORCEINLINE vec16 ld_global_v4(const void* p) {
 }  // namespace detail
 #endif
 
+#if RCCLX_EMULATE_THREADS && RCCLX_CHECKS
+namespace detail {
+// Emulated threads, checked mode: a 16-byte vector access must be 16-byte aligned, as on a GPU
+// (where a misaligned one faults); on the host it would be a memcpy that works.
+inline void check_vec16(const void* p, const char* what) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  if (a % 16 != 0) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "rcclx::gpu::%s: address %p is %u bytes past a 16-byte boundary (a 16-byte vector access needs "
+                  "16-byte alignment: a GPU faults)",
+                  what, p, static_cast<unsigned>(a % 16));
+    throw error(errc::misaligned, buf);
+  }
+}
+}  // namespace detail
+#endif
+
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE vec16 load16(const void* p) {
+#if RCCLX_EMULATE_THREADS && RCCLX_CHECKS
+  detail::check_vec16(p, "load16");
+#endif
 #if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
   return detail::ld_global_v4<cache_hint::normal>(p);
 #elif RCCLX_BACKEND_GPU && RCCLX_DEVICE_COMPILE
@@ -74,6 +100,9 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE vec16 load16(const void* p) {
 }
 
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store16(void* p, const vec16& v) {
+#if RCCLX_EMULATE_THREADS && RCCLX_CHECKS
+  detail::check_vec16(p, "store16");
+#endif
 #if RCCLX_BACKEND_GPU && RCCLX_DEVICE_COMPILE
   *static_cast<vec16*>(p) = v;
 #else

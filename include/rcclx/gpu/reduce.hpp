@@ -8,6 +8,12 @@
 
 #include "group.hpp"
 
+#if RCCLX_EMULATE_THREADS
+#  include <string>
+
+#  include "../core/error.hpp"
+#endif
+
 #if RCCLX_BACKEND_HIP
 #  include <rocprim/block/block_reduce.hpp>
 #elif RCCLX_BACKEND_CUDA
@@ -70,7 +76,44 @@ class block_reduce {
   RCCLX_DEVICE T max(T x, storage_type& s) const { return reduce(x, s, detail::max_op{}); }
 };
 
-#endif  // RCCLX_BACKEND_GPU
+#elif RCCLX_EMULATE_THREADS
+
+// Emulated threads (host backend): every thread's value in storage, folded in thread order by
+// thread 0, broadcast. The block must have exactly BlockThreads threads, as CUB's and rocPRIM's
+// block reductions assume: any other size is refused (an rcclx::error naming both), never summed.
+template <class T, int BlockThreads>
+class block_reduce {
+ public:
+  struct storage_type {
+    T v[BlockThreads];
+    T result;
+  };
+
+  template <class Op>
+  T reduce(T x, storage_type& s, Op op) const {
+    const block_group g;
+    const int n = g.size(), tid = g.thread_rank();
+    if (n != BlockThreads)
+      throw error(errc::invalid_argument, "rcclx::gpu::block_reduce<T, BlockThreads = " + std::to_string(BlockThreads) +
+                                              ">: the block has " + std::to_string(n) +
+                                              " threads (BlockThreads must be the launch's block size)");
+    s.v[tid] = x;
+    g.sync();
+    if (tid == 0) {
+      T a = s.v[0];
+      for (int i = 1; i < BlockThreads; ++i) a = op(a, s.v[i]);
+      s.result = a;
+    }
+    g.sync();
+    const T out = s.result;
+    g.sync();  // storage may be reused right after
+    return out;
+  }
+  T sum(T x, storage_type& s) const { return reduce(x, s, detail::sum_op{}); }
+  T max(T x, storage_type& s) const { return reduce(x, s, detail::max_op{}); }
+};
+
+#endif  // RCCLX_BACKEND_GPU / RCCLX_EMULATE_THREADS
 
 // Host backend: a block is one thread, so the reduction is the value itself.
 template <class T>

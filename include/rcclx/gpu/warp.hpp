@@ -9,10 +9,14 @@
 //
 // Every lane of the warp calls a shuffle or the vote (all lanes active: the full mask on CUDA). On
 // the host backend a warp is one thread: a shuffle returns the caller's own value, the vote its own
-// answer, and the thread's index is 0.
+// answer, and the thread's index is 0; with RCCLX_EMULATE_THREADS=1 the lanes are the emulated
+// block's fibers (RCCLX_WARP_SIZE of them) and a shuffle waits for every lane of the warp.
 #pragma once
 
 #include "vendor.hpp"
+#if RCCLX_EMULATE_THREADS
+#  include "emulated_block.hpp"
+#endif
 
 RCCLX_NAMESPACE_BEGIN
 namespace gpu {
@@ -45,6 +49,27 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T shuffle_xor(T x, int mask) {
   return __shfl_xor(x, mask);
 }
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool warp_any(bool v) { return __any(v ? 1 : 0) != 0; }
+#elif RCCLX_EMULATE_THREADS
+// Emulated threads (gpu/emulated_block.hpp): the running fiber's lane; outside an emulated block,
+// one lane per warp as below.
+inline unsigned thread_x() {
+  const auto* b = detail::current_emulated_block();
+  return b ? static_cast<unsigned>(b->thread()) : 0u;
+}
+template <class T>
+inline T shuffle(T x, int src) {
+  auto* b = detail::current_emulated_block();
+  return b ? b->shuffle(x, src) : x;
+}
+template <class T>
+inline T shuffle_xor(T x, int mask) {
+  auto* b = detail::current_emulated_block();
+  return b ? b->shuffle_xor(x, mask) : x;
+}
+inline bool warp_any(bool v) {
+  auto* b = detail::current_emulated_block();
+  return b ? b->any(v) : v;
+}
 #else
 // A host pass: one lane per warp, one thread per block.
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned thread_x() { return 0; }

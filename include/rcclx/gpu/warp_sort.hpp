@@ -43,7 +43,7 @@ struct warp_sort {
   // keeps the larger value where its direction (lane & k) agrees with its side (lane & j).
   template <bool Largest>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static T sort(T x) {
-#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_GPU
+#if (RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_GPU) || RCCLX_EMULATE_THREADS  // lanes that exchange
     if constexpr (WarpThreads > 1) {
       const int lane = block_group{}.thread_rank() % WarpThreads;
       for (int k = 2; k <= WarpThreads; k *= 2)

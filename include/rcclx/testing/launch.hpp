@@ -1,6 +1,7 @@
 // rcclx/testing/launch.hpp: run a user's device functor as N emulated ranks in one process:
 // on a GPU, one launch with num_ranks x blocks_per_rank blocks (all resident at once, checked
-// against the occupancy API); on the host backend, one std::thread per (rank, block).
+// against the occupancy API); on the host backend, one std::thread per (rank, block) (with
+// RCCLX_EMULATE_THREADS=1 every thread of the block too: gpu/emulated_block.hpp).
 //
 //   struct my_kernel {
 //     rcclx::core::peer_table<float, 8> tables[8];
@@ -139,6 +140,28 @@ inline void launch_emulated(int num_ranks, int blocks_per_rank, int threads_per_
   else
     detail::emulated_kernel<F><<<grid, threads_per_block, 0, stream>>>(f, num_ranks, blocks_per_rank);
   gpu::check_launch("launch_emulated");
+#elif RCCLX_EMULATE_THREADS
+  (void)stream;
+  // Every thread of every block (gpu/emulated_block.hpp): a block of each (rank, block) on its own
+  // pooled OS thread, its threads_per_block threads as fibers there; the functor gets a
+  // gpu::block_group of threads_per_block threads, as on a GPU.
+  constexpr int bound = detail::max_threads_of<F>::value;
+  if (threads_per_block < 1 || threads_per_block > 1024 || (bound > 0 && threads_per_block > bound))
+    throw error(errc::invalid_argument, "launch_emulated: threads_per_block = " + std::to_string(threads_per_block) +
+                                            " is outside [1, " + std::to_string(bound > 0 ? bound : 1024) +
+                                            "] (the kernel's max_threads_per_block or a GPU's 1024)");
+  struct grid {
+    const F* f;
+    int num_ranks, blocks_per_rank;
+  } const g{&f, num_ranks, blocks_per_rank};
+  gpu::run_host_blocks(
+      num_ranks * blocks_per_rank,
+      [](const void* p, int i) {
+        const grid& x = *static_cast<const grid*>(p);
+        (*x.f)(gpu::block_group{}, launch_index{i / x.blocks_per_rank, i % x.blocks_per_rank, x.blocks_per_rank,
+                                                x.num_ranks});
+      },
+      &g, blocks_per_rank, threads_per_block);
 #else
   (void)threads_per_block;
   (void)stream;

@@ -35,7 +35,7 @@ struct topk_scan {
   using record = typename op::record;
   using policy = Policy;
   using entry = argmax::record;  // (value, index), in the combine's order (argmax::before)
-  static constexpr bool on_host = current_backend == backend::host;
+  static constexpr bool on_host = current_backend == backend::host && !RCCLX_EMULATE_THREADS;  // one-thread blocks
   static constexpr int threads = on_host ? 1 : BlockThreads;
   static constexpr int per_thread = (K + threads - 1) / threads;  // B, for the exact thresholds
   using few = topk<per_thread>;

@@ -111,8 +111,8 @@ TEST_CASE("misuse suite: the audit after the launch names unpublished, unreduced
     misuse m;
     const char* words;
   } cases[] = {
-      {tile_abuse::stale_stride, misuse::tile_not_published, "published"},
-      {tile_abuse::skip_reduce, misuse::tile_not_reduced, "reduced"},
+      {tile_abuse::stale_stride, misuse::tile_not_published, "publish"},
+      {tile_abuse::skip_reduce, misuse::tile_not_reduced, "reduc"},
       {tile_abuse::store_after_publish, misuse::input_changed, "changed"},
   };
   for (const auto& c : cases) {

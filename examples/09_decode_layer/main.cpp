@@ -13,6 +13,7 @@
 #include <rcclx/host/plan_memory.hpp>
 #include <rcclx/testing/emulated_world.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -87,7 +88,11 @@ std::uint64_t hash(const std::vector<T>& v) {
   return h;
 }
 
-int blocks_for(const dl::layer_shape& s) { return std::min(s.tokens, dl::on_gpu ? 32 : 4); }
+// Blocks per rank: a block per token up to 32 (4 host threads), as many as can all be resident.
+template <class Kernel>
+int blocks_for(const dl::layer_shape& s, int n) {
+  return std::max(1, std::min({s.tokens, dl::on_gpu ? 32 : 4, rcclx::testing::max_blocks_per_rank<Kernel>(n, dl::threads)}));
+}
 
 // Rank r's output against the reference: elements out of bound (out and normed).
 std::size_t check_rank(const dl::rank_args<T>& a, const dl::layer_shape& s, const dl::reference& ref, double& max_err) {
@@ -124,7 +129,7 @@ int run_emulated(const dl::layer_shape& s, int n) {
   uploads up;
   for (int r = 0; r < n; ++r) k.args[r] = upload_rank(p, r, up);
   for (int rep = 0; rep < 3; ++rep)  // each call alternates its own buffer halves
-    rcclx::testing::launch_emulated(world, blocks_for(s), dl::threads, k);
+    rcclx::testing::launch_emulated(world, blocks_for<kernel>(s, n), dl::threads, k);
   const dl::reference ref = dl::layer_reference(p);
   double max_err = 0;
   std::size_t bad = 0;
@@ -167,7 +172,7 @@ int run_process_rank(const rcclx::host::launch_config& cfg, const dl::layer_shap
   k.args[rank] = upload_rank(p, rank, up);
   rcclx::gpu::stream_t stream = rcclx::gpu::stream_create();
   for (int rep = 0; rep < 3; ++rep) {
-    rcclx::testing::launch_rank(rank, n, blocks_for(s), dl::threads, k, stream);
+    rcclx::testing::launch_rank(rank, n, blocks_for<kernel>(s, 1), dl::threads, k, stream);
     comm.synchronize(stream);  // throws if a peer never arrived
   }
   rcclx::gpu::stream_destroy(stream);
@@ -214,7 +219,7 @@ int run_check(const dl::layer_shape& s) {
   uploads up;
   for (int r = 0; r < n; ++r) k.args[r] = upload_rank(p, r, up);
   try {
-    rcclx::testing::launch_emulated(world, blocks_for(s), dl::threads, k);
+    rcclx::testing::launch_emulated(world, blocks_for<kernel>(s, n), dl::threads, k);
   } catch (const rcclx::error& e) {
     std::printf("  the checked mode refused the call:\n  %s\n", e.what());
     return e.code() == rcclx::errc::invalid_argument ? 0 : 1;

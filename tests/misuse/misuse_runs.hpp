@@ -21,7 +21,7 @@
 namespace misuse_suite {
 
 inline constexpr float sentinel = -12345.0f;
-inline constexpr std::uint64_t timeout_ns = 500ull * 1000 * 1000;  // 0.5 s
+inline constexpr std::uint64_t timeout_ns = 500ull * 1000 * 1000;  // 0.5 s: a refused call's peers wait that long
 
 struct outcome {
   bool threw = false;

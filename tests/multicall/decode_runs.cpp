@@ -94,7 +94,8 @@ layer_run run(int n, std::size_t hidden, int launches) {
   }
   layer_run res;
   try {
-    for (int i = 0; i < launches; ++i) rcclx::testing::launch_emulated(world, std::min(s.tokens, 4), dl::threads, k);
+    const int blocks = std::max(1, std::min(4, rcclx::testing::max_blocks_per_rank<kernel>(n, dl::threads)));
+    for (int i = 0; i < launches; ++i) rcclx::testing::launch_emulated(world, blocks, dl::threads, k);
   } catch (const std::exception& e) {
     res.error = e.what();
   }

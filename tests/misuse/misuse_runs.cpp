@@ -333,7 +333,7 @@ outcome run_tile_case(tile_abuse a) {
   p.use_region = a == tile_abuse::two_regions || a == tile_abuse::overlapping_region_bytes ||
                  a == tile_abuse::overlapping_region_slots || tree;
   if (a == tile_abuse::overlapping_region_bytes) p.reg[1].offset = 0;
-  if (a == tile_abuse::overlapping_region_slots) p.reg[1].slots.first = p.reg[0].slots.first + 2;
+  if (a == tile_abuse::overlapping_region_slots) p.reg[1].slots.first = p.reg[0].slots.first - 2;  // [7, 16) and [9, 18)
 
   // Tables with a bad peer buffer in rank 0's view.
   void* bad_tables = nullptr;

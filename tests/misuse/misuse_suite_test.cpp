@@ -105,7 +105,7 @@ TEST_CASE("misuse suite: the tile protocol broken by one block is named", "[misu
   }
 }
 
-TEST_CASE("misuse suite: the audit after the launch names unpublished, unreduced and changed tiles", "[misuse]") {
+TEST_CASE("misuse suite: the audit words name unpublished, unreduced and changed tiles", "[misuse]") {
   const struct {
     tile_abuse a;
     misuse m;

@@ -33,3 +33,17 @@ TEST_CASE("decode layer: three collectives in one kernel against float64, ranks 
         }
       }
 }
+
+TEST_CASE("AllReduce + RMSNorm block and a tile AllReduce in one kernel, one region each", "[multicall]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  for (int n : {2, 3, 8})
+    for (bool tree : {false, true}) {
+      const auto r = multicall_test::run_rmsnorm_and_tile(n, tree, 2);
+      INFO(n << " ranks, " << (tree ? "tree" : "flat") << ": " << r.error);
+      REQUIRE(r.error.empty());
+      CHECK(r.checked > 0);
+      CHECK(r.out_of_bound == 0);
+      CHECK(r.tile_wrong == 0);
+      CHECK(r.rank_differ == 0);
+    }
+}

@@ -27,4 +27,16 @@ struct layer_run {
 // buffer halves); the outputs of the last, checked against the float64 reference of the layer.
 layer_run run_layer(int n, bool bf16, algos a, std::size_t hidden, int launches);
 
+// One kernel with the ready-made AllReduce + residual + RMSNorm block (allreduce_rmsnorm_block on
+// the table narrowed to its region, core::region_table) and a tile AllReduce in a region of its
+// own, both of one plan, on n emulated ranks, both calls flat or tree; bf16, 5 tokens of 256.
+struct rmsnorm_region_run {
+  std::string error;
+  std::size_t checked = 0;
+  std::size_t out_of_bound = 0;  // RMSNorm outputs and new residuals outside the float64 bound
+  std::size_t tile_wrong = 0;    // tile AllReduce sums that differ from the exact float64 sums
+  std::size_t rank_differ = 0;   // RMSNorm outputs of rank r != 0 whose bits differ from rank 0's
+};
+rmsnorm_region_run run_rmsnorm_and_tile(int n, bool tree, int launches);
+
 }  // namespace multicall_test

@@ -22,7 +22,7 @@
 #include "tile_runs.hpp"
 
 // The pad layout does not depend on the checked mode: the same bytes as tests/core/pad_layout_test.cpp.
-static_assert(rcclx::core::signal_pad_bytes<8>(4, rcclx::core::ll_layout{2, 256}) == 3072,
+static_assert(rcclx::core::signal_pad_bytes<8>(4, rcclx::core::ll_layout{2, 256}) == 4352,
               "the signal pad's layout must not depend on RCCLX_CHECKS");
 
 static_assert(rcclx::checks, "this test is built with RCCLX_CHECKS=1");

@@ -7,6 +7,7 @@
 #include <rcclx/core/peer_table.hpp>
 #include <rcclx/core/signal_pad.hpp>
 #include <rcclx/core/slot_ranges.hpp>
+#include <rcclx/core/tile_audit.hpp>
 #include <rcclx/core/tile_flags.hpp>
 #include <rcclx/testing/emulated_world.hpp>
 #include <rcclx/testing/launch.hpp>
@@ -25,7 +26,7 @@ constexpr int max_r = 8;
 
 // The sizes of one small layout, written out: the layout is a function of (slots, ll) alone, so
 // the checked mode's build (tests/checks) asserts the same number.
-static_assert(core::signal_pad_bytes<8>(4, core::ll_layout{2, 256}) == 3072, "one pad layout");
+static_assert(core::signal_pad_bytes<8>(4, core::ll_layout{2, 256}) == 4352, "one pad layout");
 
 template <int R>
 void check_layout(int slots, core::ll_layout ll) {
@@ -44,7 +45,19 @@ void check_layout(int slots, core::ll_layout ll) {
   REQUIRE(l.check >= l.check_epochs + s * 4);
   REQUIRE(l.ll % 256 == 0);
   REQUIRE(l.ll >= l.check + 2 * s * core::check_packet_bytes);
-  REQUIRE(l.bytes == l.ll + (on ? 4 * lb * ll.block_bytes : 0));
+  // The audit region comes after everything else: every offset before it is the one the layout had
+  // without it (written out here), and the pad grows by the directory and a row of 8 words per slot.
+  const std::size_t flags = (s * 4 * 4 + 255) / 256 * 256, cnt = s * R * 4, err = 2 * cnt + lb * 4;
+  const std::size_t chk = (err + 32 + s * 4 + 31) / 32 * 32, llo = (chk + 2 * s * 32 + 255) / 256 * 256;
+  const std::size_t old_bytes = flags + llo + (on ? 4 * lb * ll.block_bytes : 0);
+  REQUIRE(l.flags == flags);
+  REQUIRE(l.counters == flags + cnt);
+  REQUIRE(l.error == flags + err);
+  REQUIRE(l.check == flags + chk);
+  REQUIRE(l.ll == flags + llo);
+  REQUIRE(l.audit == old_bytes);
+  REQUIRE(l.audit % 256 == 0);
+  REQUIRE(l.bytes == old_bytes + (1024 + 32 * s + 255) / 256 * 256);
   REQUIRE(l.bytes % 256 == 0);
   REQUIRE(core::signal_pad_bytes<R>(slots, ll) == l.bytes);
 
@@ -69,7 +82,10 @@ void check_layout(int slots, core::ll_layout ll) {
     REQUIRE(at(pads.check_epoch_slot(b), rank) == l.check_epochs + static_cast<std::size_t>(b) * 4);
     for (std::uint32_t parity = 0; parity < 2; ++parity)
       REQUIRE(at(pads.check_packet(0, parity, b), 0) == l.check + (parity * s + static_cast<std::size_t>(b)) * 32);
+    REQUIRE(at(core::audit_row(pads, b), rank) == l.audit + 1024 + static_cast<std::size_t>(b) * 32);
   }
+  REQUIRE(at(pads.audit_base(), rank) == l.audit);
+  REQUIRE(at(core::audit_row(pads, slots - 1) + core::audit_row_words, rank) <= l.bytes);
   REQUIRE(at(pads.err, rank) == l.error);
   for (std::size_t b = 0; b < lb; ++b) {
     REQUIRE(at(pads.ll_epoch_slot(static_cast<int>(b)), rank) == l.ll_epochs + b * 4);

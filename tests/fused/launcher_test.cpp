@@ -228,8 +228,9 @@ TEST_CASE("fused launchers: invalid arguments are clear errors", "[fused][launch
   // A good call is accepted (and computes: the other rank is not running, so only check acceptance
   // through a zero-token call).
   expect([&] { fz::allreduce_rmsnorm(t, with([](auto& a) { a.tokens = 0; }), slots); }, rcclx::errc::ok, "");
-  expect([&] { fz::allreduce_rmsnorm(t, with([](auto& a) { a.hidden = 1020; }), slots); }, rcclx::errc::invalid_argument,
-         "hidden = 1020 must be a positive multiple of 8");
+  // Any hidden in [1, max_hidden] is taken (rows that are not whole vectors: the rows kernels).
+  expect([&] { fz::allreduce_rmsnorm(t, with([](auto& a) { a.hidden = 0; }), slots); }, rcclx::errc::invalid_argument,
+         "hidden = 0 must be positive");
   expect([&] { fz::allreduce_rmsnorm(t, with([](auto& a) { a.hidden = 16392; }), slots); }, rcclx::errc::unsupported,
          "exceeds rcclx::fused::max_hidden = 16384");
   expect([&] { fz::allreduce_rmsnorm(t, with([](auto& a) { a.eps = -1.0f; }), slots); }, rcclx::errc::invalid_argument,
@@ -266,5 +267,13 @@ TEST_CASE("fused launchers: invalid arguments are clear errors", "[fused][launch
                                          reinterpret_cast<std::uint8_t*>(good.output), tokens, hidden, 1e-5f, nullptr};
   expect([&] { fz::allreduce_rmsnorm(t, q, slots); }, rcclx::errc::invalid_argument, "scale");
   expect([&] { fz::add_rmsnorm(q); }, rcclx::errc::invalid_argument, "scale");
-  expect([&] { fz::add_rmsnorm(with([](auto& a) { a.hidden = 12; })); }, rcclx::errc::invalid_argument, "hidden = 12");
+  expect([&] { fz::add_rmsnorm(with([](auto& a) { a.hidden = 0; })); }, rcclx::errc::invalid_argument, "hidden = 0");
+  // Per-token FP8 output needs its scales array and a positive qmax.
+  fz::rmsnorm_args<T, fz::per_token<rcclx::fp8::e4m3>> pt{good.input, good.residual, good.weight,
+                                                          reinterpret_cast<std::uint8_t*>(good.output), tokens, hidden, 1e-5f};
+  expect([&] { fz::allreduce_rmsnorm(t, pt, slots); }, rcclx::errc::invalid_argument, "token_scales");
+  expect([&] { fz::add_rmsnorm(pt); }, rcclx::errc::invalid_argument, "token_scales");
+  pt.token_scales = reinterpret_cast<float*>(const_cast<T*>(good.input));  // any 4-aligned array apart from output and residual
+  pt.qmax = 0.0f;
+  expect([&] { fz::add_rmsnorm(pt); }, rcclx::errc::invalid_argument, "qmax = 0");
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -197,10 +198,169 @@ inline std::string field_value(std::uint32_t f, std::uint32_t v) {
     default: return std::to_string(v);
   }
 }
+// A 32-bit field of a record that counts bytes: the device saturates larger values.
+inline std::string bytes_value(std::uint32_t v) {
+  return v == 0xFFFFFFFFu ? std::string("\u2265 4 GiB") : std::to_string(v);
+}
+inline std::string bytes_text(std::uint32_t v) {
+  return v == 0xFFFFFFFFu ? std::string("\u2265 4 GiB") : std::to_string(v) + " bytes";
+}
+inline std::string float_bits(std::uint32_t bits) {
+  float f;
+  static_assert(sizeof(f) == sizeof(bits), "float is 32 bits");
+  std::memcpy(&f, &bits, sizeof(f));
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%g (bits 0x%08x)", static_cast<double>(f), bits);
+  return buf;
+}
+inline const char* stage_name(std::uint32_t id) {
+  switch (id) {
+    case 1: return "residual_add";
+    case 2: return "rms_norm";
+    case 3: return "fp8_out";
+    case 4: return "bias";
+    case 5: return "swiglu_store";
+    case 6: return "store";
+    case 7: return "fp8_out_per_token";
+    case 8: return "silu";
+    case 9: return "gelu";
+  }
+  return "a user stage";
+}
+inline const char* algorithm_name(std::uint32_t a) { return a == 0 ? "flat" : a == 1 ? "tree" : "another algorithm"; }
+inline const char* sized_for_name(std::uint32_t s) {
+  return s == 1 ? "flat" : s == 2 ? "tree" : s == 3 ? "flat and tree" : "nothing known";
+}
+
+// describe() of an invalid_argument record: the misuse, its field and both values, and what was written.
+inline std::string misuse_text(const error_record& r) {
+  const std::string rank = "rank " + std::to_string(r.waiting_rank);
+  const std::string a = std::to_string(r.observed), b = std::to_string(r.reserved);
+  const std::string at = std::to_string(r.block);
+  const std::string none = "; no output was written";
+  const std::string stopped = "; this rank's call stopped there: outputs of tiles it reduced before may have been written, none after";
+  const std::string stage = " (tile " + at + "): epilogue stage " + std::to_string(r.call & 0xFFu) + " (" +
+                            stage_name(r.call >> 8) + ")";
+  switch (static_cast<misuse>(r.kind)) {
+    case misuse::missing_finish:
+      return rank + ": the previous tile AllReduce call on these pad slots (from slot " + at +
+             ") did not call finish() in every block: its call counter stayed at call " + a +
+             ", so its flags would pass this call's waits. Call finish(g, num_blocks) once per block and call" + none;
+    case misuse::map_vector_width:
+      return rank + " (tile " + at + "): the tile map's columns (" + a + ") are not a multiple of the vector width (" + b +
+             " elements): a vector would straddle the edge of the output" + none;
+    case misuse::map_tile_too_large:
+      return rank + " (tile " + at + "): the tile map's tiles have " + a + " elements but the call's tiles hold " + b + none;
+    case misuse::map_too_many_tiles:
+      return rank + " (tile " + at + "): the tile map has " + a + " tiles but the call has " + b + none;
+    case misuse::arg_tile_elems:
+      return rank + ": tile_elems = " + a + " is not a whole number of 16-byte vectors (a positive multiple of " + b +
+             " elements)" + none;
+    case misuse::arg_num_tiles:
+      return rank + ": num_tiles = " + a + " is more than the slot range's max_tiles = " + b + " (tile_slots from slot " +
+             at + ")" + none + " and no flag was raised";
+    case misuse::arg_slots:
+      return rank + ": the slot range from slot " + at + " ends at slot " + a + " but the pads hold " + b +
+             " slots (max_blocks)" + none + " and no flag was raised";
+    case misuse::arg_buffer:
+      return rank + ": table.data[" + a + "] is " +
+             (r.reserved == 0 ? "null" : "not 16-byte aligned (or the region's offset is not)") + none;
+    case misuse::region_outside_buffer:
+      return rank + ": the call's region (slots from " + at + ") ends " + bytes_text(r.observed) +
+             " into the buffer but the buffer holds " + bytes_text(r.reserved) + " (capacity)" + none;
+    case misuse::region_too_small:
+      return rank + ": the call (slots from " + at + ") runs " + algorithm_name(r.call & 0xFFu) + " and needs " +
+             bytes_text(r.observed) + " but its region has " + bytes_text(r.reserved) + " (sized for " +
+             sized_for_name(r.call >> 8) + "): size the region with the class's need() for its algorithm" + none;
+    case misuse::region_overlap_bytes:
+      return rank + ": the call on slots from " + b + " shares buffer bytes with another call in flight (on slots "
+             "from " + a + "): give each call its own region (fused::region_plan)" + none;
+    case misuse::region_overlap_slots:
+      return rank + ": the call on slots from " + b + " shares pad slots with another call in flight (on slots "
+             "from " + a + "): give each call its own slots (fused::region_plan)" + none;
+    case misuse::tile_out_of_range:
+      return rank + ": tile " + a + " is outside [0, num_tiles = " + b + "); nothing was written for it";
+    case misuse::published_twice:
+      return rank + " (tile " + at + "): the tile was published by block " + a + " and again by block " + b +
+             ": one block of one rank publishes a tile (a grid-stride constant or a table of another rank?)" + stopped;
+    case misuse::reducer_not_publisher:
+      return rank + " (tile " + at + "): the tile was published by block " + a + " but reduced by block " + b +
+             " under tile_reducer::same_block (reduce it in its publishing block, or pass tile_reducer::any_block)" +
+             stopped;
+    case misuse::reduced_before_publish:
+      return rank + ": block " + b + " reduced tile " + a + " before this rank published it" + stopped;
+    case misuse::input_changed:
+      return rank + ": the symmetric input of tile " + a + " changed in call " + b +
+             " after it was published, while peers could read it (write a tile's input only before publish()); "
+             "outputs of that call may be wrong";
+    case misuse::tile_not_published:
+      return rank + ": call " + b + " finished without publishing tile " + a +
+             " (a grid-stride loop that skips tiles?): the peers' outputs of that tile were not written; found by "
+             "the next call on these slots, refused before any output";
+    case misuse::tile_not_reduced:
+      return rank + ": call " + b + " finished without reducing tile " + a +
+             " (a grid-stride loop that skips tiles?): this rank's output of that tile was not written; found by "
+             "the next call on these slots, refused before any output";
+    case misuse::finish_count:
+      return rank + ": finish() was passed num_blocks = " + a + " but the grid has " + b +
+             " blocks: the call counter would not advance once per call (found in finish(): the call's outputs were written)";
+    case misuse::finish_twice:
+      return rank + ": finish() arrived " + a + " times for num_blocks = " + b +
+             " (called twice in a block?) (found in finish(): the call's outputs were written)";
+    case misuse::stage_misaligned:
+      return rank + stage + ": a pointer or leading dimension is misaligned (address low bits " + a + ", needs " + b +
+             "-byte alignment)" + none;
+    case misuse::stage_ld_short:
+      return rank + stage + ": ld = " + a + " is less than the row's " + b + " columns" + none;
+    case misuse::stage_scale:
+      return rank + stage + ": scale = " + float_bits(r.observed) + " must be finite and > 0" + none;
+    case misuse::stage_cols:
+      return rank + stage + ": the stage's cols = " + a + " but the map's output has " + b +
+             " columns (padded columns give the wrong RMS)" + none;
+    case misuse::stage_writes_symmetric:
+      return rank + stage + ": its output overlaps the symmetric buffer at offset " + bytes_value(r.observed) +
+             " of rank " + b + ", which peers may still read in this call" + none;
+    case misuse::stage_eps:
+      return rank + stage + ": eps = " + float_bits(r.observed) + " must be finite and >= 0" + none;
+    case misuse::wrong_rank_table:
+      return rank + ": the kernel was given rank " + a + "'s table but runs as rank " + b +
+             " (tables[0] on every rank?)" + none;
+  }
+  return rank + ": invalid argument (misuse " + std::to_string(r.kind) + ", values " + a + " and " + b + ")";
+}
+
+// describe() of a timeout record: what the flag said against the call awaited, and what that means.
+inline std::string timeout_text(const error_record& r, const describe_context& ctx) {
+  const bool check = r.kind == static_cast<std::uint32_t>(barrier_kind::check);
+  const bool tile = r.kind == static_cast<std::uint32_t>(barrier_kind::tile);  // records the tile, not the block
+  const std::string missing = "rank " + std::to_string(r.missing_rank);
+  const std::string where = (tile ? "tile " : "block ") + std::to_string(r.block);
+  const std::string call = std::to_string(r.call);
+  std::string m = "rank " + std::to_string(r.waiting_rank) + " timed out in the " +
+                  to_string(static_cast<barrier_kind>(r.kind)) + " barrier (" + where + ", call " + call +
+                  ") waiting for " + missing + ": " + missing + "'s flag says call " + std::to_string(r.observed) +
+                  ", this is call " + call + ": ";
+  const auto d = static_cast<std::int32_t>(r.call - r.observed);
+  if (r.observed == 0 && r.call != 0) {
+    m += missing + " never published on these slots since the pads were reset";
+    if (ctx.one_launch) m += " (it ran in this launch: its blocks used another table or slot range)";
+  } else if (d > 0) {
+    m += missing + " never arrived at " + (tile ? where : "the barrier of " + where) + " of call " + call +
+         (tile ? " (not launched, its grid skips the tile, or it made fewer calls)"
+               : " (not launched, its grid has fewer blocks, or it made fewer calls)");
+  } else if (d < 0) {
+    m += missing + " is ahead: this rank's pads are behind (an earlier call failed here, finish() counts differ, "
+         "or only some pads were reset): reset every rank's pads";
+  } else {
+    m += missing + " arrived as the wait expired (slower than the timeout)";
+  }
+  if (check && !ctx.one_binary)
+    m += " (or was not built with RCCLX_CHECKS: every rank must use the same setting)";
+  return m;
+}
 }  // namespace detail
 
 inline std::string describe(const error_record& r, const describe_context& ctx = {}) {
-  (void)ctx;
   const std::string rank = "rank " + std::to_string(r.waiting_rank);
   if (r.code == static_cast<std::uint32_t>(errc::mismatch)) {
     if (r.kind == 0)
@@ -214,43 +374,13 @@ inline std::string describe(const error_record& r, const describe_context& ctx =
            detail::field_value(f, r.observed) + " (found by block " + std::to_string(r.block) +
            "); no output was written";
   }
-  if (r.code == static_cast<std::uint32_t>(errc::invalid_argument)) {
-    switch (static_cast<misuse>(r.kind)) {
-      case misuse::missing_finish:
-        return rank + ": the previous tile AllReduce call on these pad slots (from slot " + std::to_string(r.block) +
-               ") did not call finish() in every block: its call counter stayed at call " +
-               std::to_string(r.observed) + ", so its flags would pass this call's waits. Call finish(g, num_blocks) "
-               "once per block and call; no output was written";
-      case misuse::map_vector_width:
-        return rank + " (tile " + std::to_string(r.block) + "): the tile map's columns (" + std::to_string(r.observed) +
-               ") are not a multiple of the vector width (" + std::to_string(r.reserved) +
-               " elements): a vector would straddle the edge of the output; no output was written";
-      case misuse::map_tile_too_large:
-        return rank + " (tile " + std::to_string(r.block) + "): the tile map's tiles have " +
-               std::to_string(r.observed) + " elements but the call's tiles hold " + std::to_string(r.reserved) +
-               "; no output was written";
-      case misuse::map_too_many_tiles:
-        return rank + " (tile " + std::to_string(r.block) + "): the tile map has " + std::to_string(r.observed) +
-               " tiles but the call has " + std::to_string(r.reserved) + "; no output was written";
-    }
-    return rank + ": invalid argument (misuse " + std::to_string(r.kind) + ")";
-  }
-  const bool check = r.kind == static_cast<std::uint32_t>(barrier_kind::check);
-  // A tile wait records the tile, not the block.
-  const bool tile = r.kind == static_cast<std::uint32_t>(barrier_kind::tile);
-  return "rank " + std::to_string(r.waiting_rank) + " timed out in the " +
-         to_string(static_cast<barrier_kind>(r.kind)) + " barrier (" + (tile ? "tile " : "block ") +
-         std::to_string(r.block) +
-         ", call " + std::to_string(r.call) + ") waiting for rank " + std::to_string(r.missing_rank) +
-         " (its flag read " + std::to_string(r.observed) + "): rank " + std::to_string(r.missing_rank) +
-         " never arrived" +
-         (check ? std::string(" (or was not built with RCCLX_CHECKS: every rank must use the same setting)")
-                : std::string());
+  if (r.code == static_cast<std::uint32_t>(errc::invalid_argument)) return detail::misuse_text(r);
+  return detail::timeout_text(r, ctx);
 }
 
-// Throws rcclx::error(timeout) naming the missing rank if the record holds an error.
-inline void throw_if_error(const error_record& r) {
-  if (r.code != 0) throw error(static_cast<errc>(r.code), describe(r));
+// Throws rcclx::error (the record's code) with describe(r, ctx) if the record holds an error.
+inline void throw_if_error(const error_record& r, const describe_context& ctx = {}) {
+  if (r.code != 0) throw error(static_cast<errc>(r.code), describe(r, ctx));
 }
 
 }  // namespace core

@@ -17,6 +17,7 @@
 //   check_epochs  [S] u32            call check           this rank (block b)     this rank
 //   check         [2][S] x 32 B      call check           this rank (packet)      every peer
 //   ll            [2][ll.blocks][2 x ll.block_bytes]  LL  this rank, block b      block b of every peer
+//   audit         1 KiB + [S][8] u32 tile audit        this rank (checked)     this rank, its host
 //
 // Slots. A slot is a block's place in the flag, counter and check regions: block b of a
 // barrier-based grid uses slot b (core/barrier.hpp); a tile-flag call uses a range
@@ -29,6 +30,9 @@
 // the hot paths add to a peer's flags (signal_pads::inbox) do not depend on it.
 // check: 32-aligned, one LL packet each (a call's fingerprint, core/call_check.hpp) by call parity.
 // ll: 256-aligned, two halves by call parity, 2 bytes of packet per byte of data (core/ll.hpp).
+// audit: 256-aligned, after everything else (no other offset depends on it): the checked mode's
+// directory of the byte and slot ranges of tile calls in flight and a row of words per slot
+// (core/tile_audit.hpp); written only by checked builds, present in every build.
 // The layout is a function of (S, ll) alone: the same on every rank and in every build
 // (RCCLX_CHECKS included). An LL layout with either field 0 has no LL region and no LL epochs.
 //
@@ -83,6 +87,43 @@ inline void check_ll_layout(ll_layout ll) {
 // Words of a slot's tile control row (core/tile_flags.hpp) and bytes of a check packet.
 inline constexpr int tile_control_words = 4;
 inline constexpr std::size_t check_packet_bytes = 32;
+// The audit region (core/tile_audit.hpp): a directory, then a row of audit_row_words per slot.
+inline constexpr std::size_t audit_directory_bytes = 1024;
+inline constexpr int audit_row_words = 8;
+
+namespace detail {
+// The regions before the audit region, as the hot paths' accessors (signal_pads) compute them:
+// the same arithmetic whether or not the audit region follows, so the code generated for them
+// does not change with it. end: where the LL region ends (where the audit region starts).
+template <int MaxRanks>
+struct pad_regions {
+  std::size_t tile_control, flags, counters, ll_epochs, error, check_epochs, check, ll, end;
+
+  RCCLX_HOST_DEVICE static constexpr pad_regions of(int slots, int ll_blocks, std::size_t ll_block_bytes) {
+    const std::size_t s = static_cast<std::size_t>(slots), w = sizeof(std::uint32_t);
+    // From the flags on, every region is placed from the flags' start (a multiple of 256): an
+    // accessor that reaches it from a rank's flags (signal_pads::inbox) adds an offset that does
+    // not depend on the tile control region before them.
+    const std::size_t counters = s * MaxRanks * w, ll_epochs = 2 * counters;
+    const std::size_t error = ll_epochs + static_cast<std::size_t>(ll_blocks) * w;
+    const std::size_t check_epochs = error + sizeof(error_record);
+    const std::size_t check = (check_epochs + s * w + 31) / 32 * 32;
+    const std::size_t ll = (check + 2 * s * check_packet_bytes + 255) / 256 * 256;
+    const std::size_t end = ll + 4 * static_cast<std::size_t>(ll_blocks) * ll_block_bytes;
+    pad_regions l{};
+    l.tile_control = 0;
+    l.flags = (s * tile_control_words * w + 255) / 256 * 256;
+    l.counters = l.flags + counters;
+    l.ll_epochs = l.flags + ll_epochs;
+    l.error = l.flags + error;
+    l.check_epochs = l.flags + check_epochs;
+    l.check = l.flags + check;
+    l.ll = l.flags + ll;
+    l.end = l.flags + end;
+    return l;
+  }
+};
+}  // namespace detail
 
 // Byte offsets of one rank's pad regions (the table above), from the slot count and the LL layout:
 // the one formula every accessor, allocator and reset reads.
@@ -96,30 +137,24 @@ struct pad_layout {
   std::size_t check_epochs;  // [slots] u32: checked calls of each slot
   std::size_t check;         // [2][slots] check packets (32-aligned)
   std::size_t ll;            // [2][ll_blocks] regions of 2 x ll_block_bytes (256-aligned)
+  std::size_t audit;         // the tile audit: directory, then [slots][audit_row_words] u32 (256-aligned)
   std::size_t bytes;         // the whole pad: a multiple of 256, so pads pack in one allocation
 
   // ll_blocks and ll_block_bytes both 0 (no LL region) or both positive (as a handle holds them).
   RCCLX_HOST_DEVICE static constexpr pad_layout of(int slots, int ll_blocks, std::size_t ll_block_bytes) {
-    const std::size_t s = static_cast<std::size_t>(slots), w = sizeof(std::uint32_t);
-    // From the flags on, every region is placed from the flags' start (a multiple of 256): an
-    // accessor that reaches it from a rank's flags (signal_pads::inbox) adds an offset that does
-    // not depend on the tile control region before them.
-    const std::size_t counters = s * MaxRanks * w, ll_epochs = 2 * counters;
-    const std::size_t error = ll_epochs + static_cast<std::size_t>(ll_blocks) * w;
-    const std::size_t check_epochs = error + sizeof(error_record);
-    const std::size_t check = (check_epochs + s * w + 31) / 32 * 32;
-    const std::size_t ll = (check + 2 * s * check_packet_bytes + 255) / 256 * 256;
-    const std::size_t end = ll + 4 * static_cast<std::size_t>(ll_blocks) * ll_block_bytes;
+    const auto r = detail::pad_regions<MaxRanks>::of(slots, ll_blocks, ll_block_bytes);
+    const std::size_t rows = static_cast<std::size_t>(slots) * audit_row_words * sizeof(std::uint32_t);
     pad_layout l{};
-    l.tile_control = 0;
-    l.flags = (s * tile_control_words * w + 255) / 256 * 256;
-    l.counters = l.flags + counters;
-    l.ll_epochs = l.flags + ll_epochs;
-    l.error = l.flags + error;
-    l.check_epochs = l.flags + check_epochs;
-    l.check = l.flags + check;
-    l.ll = l.flags + ll;
-    l.bytes = l.flags + end;
+    l.tile_control = r.tile_control;
+    l.flags = r.flags;
+    l.counters = r.counters;
+    l.ll_epochs = r.ll_epochs;
+    l.error = r.error;
+    l.check_epochs = r.check_epochs;
+    l.check = r.check;
+    l.ll = r.ll;
+    l.audit = r.end;  // a multiple of 256
+    l.bytes = r.end + (audit_directory_bytes + rows + 255) / 256 * 256;
     return l;
   }
   RCCLX_HOST_DEVICE static constexpr pad_layout of(int slots, ll_layout ll) {
@@ -166,6 +201,10 @@ struct signal_pads {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE pad_layout<MaxRanks> layout() const {
     return pad_layout<MaxRanks>::of(max_blocks, static_cast<int>(ll_blocks), ll_block_bytes);
   }
+  // Its regions before the audit region (the hot paths' accessors).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE detail::pad_regions<MaxRanks> regions() const {
+    return detail::pad_regions<MaxRanks>::of(max_blocks, static_cast<int>(ll_blocks), ll_block_bytes);
+  }
 
   // Flag word of `owner`'s slot `block` written by `sender` (barrier, tile flags).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* inbox_slot(int owner, int block, int sender) const {
@@ -177,24 +216,29 @@ struct signal_pads {
   }
   // LL calls block `block` of this rank has made (its flag of the next call is this + 1).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* ll_epoch_slot(int block) const {
-    const pad_layout<MaxRanks> l = layout();
+    const detail::pad_regions<MaxRanks> l = regions();
     return detail::word_at(counters, l.ll_epochs - l.counters) + block;
   }
   // Checked calls block `block` (or tile slot) of this rank has made.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* check_epoch_slot(int block) const {
-    const pad_layout<MaxRanks> l = layout();
+    const detail::pad_regions<MaxRanks> l = regions();
     return detail::word_at(err, l.check_epochs - l.error) + block;
   }
   // The tile control row of slot `slot` of this rank (tile_control_words words, core/tile_flags.hpp).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* tile_control_slot(int slot) const {
-    const pad_layout<MaxRanks> l = layout();
+    const detail::pad_regions<MaxRanks> l = regions();
     return counters - (l.counters - l.tile_control) / sizeof(std::uint32_t) +
            static_cast<std::size_t>(slot) * tile_control_words;
+  }
+  // This rank's audit region (core/tile_audit.hpp): the directory, then a row per slot.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* audit_base() const {
+    const detail::pad_regions<MaxRanks> l = regions();
+    return detail::word_at(err, l.end - l.error);
   }
   // The fingerprint packet (32 bytes) of `owner` for `slot` (a block, or a tile call's slot) and
   // calls of this parity.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned char* check_packet(int owner, std::uint32_t parity, int slot) const {
-    const pad_layout<MaxRanks> l = layout();
+    const detail::pad_regions<MaxRanks> l = regions();
     return reinterpret_cast<unsigned char*>(inbox[owner]) + (l.check - l.flags) +
            ((parity & 1u) * static_cast<std::size_t>(max_blocks) + static_cast<std::size_t>(slot)) * check_packet_bytes;
   }
@@ -204,7 +248,7 @@ struct signal_pads {
   }
   // Where that region lies from inbox[owner] (the owner's flags), the same for every owner.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::ptrdiff_t ll_region_offset(std::uint32_t parity, int block) const {
-    const pad_layout<MaxRanks> l = layout();
+    const detail::pad_regions<MaxRanks> l = regions();
     const std::size_t region = 2 * static_cast<std::size_t>(ll_block_bytes);
     return static_cast<std::ptrdiff_t>(l.ll + ((parity & 1u) * ll_blocks + static_cast<std::size_t>(block)) * region) -
            static_cast<std::ptrdiff_t>(l.flags);

@@ -96,6 +96,33 @@ class slot_ranges {
                                             (held.empty() ? std::string("none") : held) + ")");
   }
 
+  // Gives back the range starting at `first` recorded or handed out before (owner, if not empty,
+  // must be the name it was taken under): its slots may be handed out again. The pads' words of
+  // those slots are not touched. Throws invalid_argument when no such range is held.
+  void release(int first, const std::string& owner = {}) {
+    for (auto it = ranges_.begin(); it != ranges_.end(); ++it) {
+      if (it->first != first) continue;
+      if (!owner.empty() && it->owner != owner)
+        throw error(errc::invalid_argument, owner + ": pad slots from " + std::to_string(first) + " are held by " +
+                                                it->owner + ", not by " + owner);
+      ranges_.erase(it);
+      return;
+    }
+    throw error(errc::invalid_argument, (owner.empty() ? std::string("slot_ranges::release") : owner) +
+                                            ": no pad slot range starts at " + std::to_string(first));
+  }
+
+  // release() of a range from reserve_tiles(); its size must match.
+  void release_tiles(tile_slots s, const std::string& owner = {}) {
+    for (const range& r : ranges_)
+      if (r.first == s.first && r.count != 1 + s.max_tiles)
+        throw error(errc::invalid_argument, (owner.empty() ? r.owner : owner) + ": the pad slots [" +
+                                                std::to_string(r.first) + ", " + std::to_string(r.first + r.count) +
+                                                ") held are not the " + std::to_string(1 + s.max_tiles) +
+                                                " slots given back");
+    release(s.first, owner);
+  }
+
   // reserve() of a tile-flag range of up to max_tiles tiles (1 + max_tiles slots).
   tile_slots reserve_tiles(int max_tiles, const std::string& owner) {
     if (max_tiles < 0)

@@ -131,6 +131,23 @@ class tile_flags {
     }
   }
 
+  // finish() with the checked mode's audit (fused/detail/tile_exchange.hpp): thread 0 runs
+  // audit(arrivals) after counting the block (arrivals: blocks of this call counted so far, this
+  // one included).
+  template <class Group, class Audit>
+  RCCLX_HOST_DEVICE void finish(const Group& g, int num_blocks, Audit&& audit) const {
+    g.sync();
+    if (g.thread_rank() == 0) {
+      std::uint32_t* w = control_;
+      const std::uint32_t now = gpu::fetch_add_local(w + arrived_word, 1u) + 1u;
+      audit(now - arrived_before_);
+      if (now - arrived_before_ == static_cast<std::uint32_t>(num_blocks)) {
+        gpu::store_relaxed_system(w + began_word, now);
+        gpu::store_relaxed_system(w + calls_word, epoch_);
+      }
+    }
+  }
+
   // Checked mode: did the previous call on these slots leave its call counter where it was (a block
   // that skipped finish())? Its flags would then pass this call's waits; the answer yes is recorded
   // (misuse::missing_finish). launch_word holds the launch and the call (low 15 and 16 bits) of the
@@ -140,23 +157,43 @@ class tile_flags {
   // the call any number of times. Every thread gets the same answer; typically a warp's worth of
   // compare-and-swaps per call. Unknown launches pass.
   RCCLX_HOST_DEVICE bool previous_call_unfinished() const {
+    return previous_call_unfinished([] { return false; }, [] {}, [] {});
+  }
+  // The same, with the checked mode's look at the previous call (fused/detail/tile_exchange.hpp):
+  // a thread about to decide for a new launch whose previous call did finish first runs
+  // on_new_launch() (at most once; true: it recorded a problem), and a yes from it is the
+  // launch's answer too, so every block of the launch refuses; the thread that decided then runs
+  // on_decided() (e.g. notes this call for the next call's look). An object constructed after
+  // the call counter advanced within its own launch (a finish() count smaller than the blocks that
+  // call it, a block counted twice, or a second call in one kernel) runs on_late() and gets yes.
+  template <class OnNewLaunch, class OnDecided, class OnLate>
+  RCCLX_HOST_DEVICE bool previous_call_unfinished(OnNewLaunch&& on_new_launch, OnDecided&& on_decided,
+                                                  OnLate&& on_late) const {
     const std::uint32_t launch = gpu::launch_id() & 0x7FFFu;
     if (launch == 0) return false;
     constexpr std::uint32_t yes = 0x80000000u;
     std::uint32_t* w = control_ + launch_word;
     const std::uint32_t mine = (launch << 16) | (epoch_ & 0xFFFFu);
     std::uint32_t prev = gpu::load_relaxed_system(w);
+    int found = -1;  // on_new_launch's answer, once asked
     for (;;) {
       const bool same_call = (prev & 0xFFFFu) == (epoch_ & 0xFFFFu);
       if (same_call && ((prev >> 16) & 0x7FFFu) == launch) return (prev & yes) != 0;  // this launch decided
+      if (((prev >> 16) & 0x7FFFu) == launch && (prev & 0xFFFFu) == ((epoch_ - 1u) & 0xFFFFu)) {
+        on_late();  // this launch's previous call ended while this launch runs
+        return true;
+      }
       const bool bad = same_call;  // a new launch with the call number of the previous one
-      const std::uint32_t want = mine | (bad ? yes : 0u);
+      if (!bad && found < 0) found = on_new_launch() ? 1 : 0;
+      const std::uint32_t want = mine | (bad || found > 0 ? yes : 0u);
       const std::uint32_t got = gpu::compare_exchange_local(w, prev, want);
       if (got == prev) {
         if (bad)
           record_error(*s_, errc::invalid_argument, s_->rank, static_cast<std::uint32_t>(misuse::missing_finish),
                        slots_.first, 0u, epoch_, 0u);
-        return bad;
+        else
+          on_decided();
+        return bad || found > 0;
       }
       prev = got;
     }

@@ -19,6 +19,7 @@
 #include "../kernel/checks.hpp"
 #include "../kernel/launch.hpp"
 #include "rmsnorm_args.hpp"
+#include "detail/rmsnorm_rows.hpp"
 #include "rmsnorm_epilogue.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -57,6 +58,16 @@ struct add_rmsnorm_body {
     add_rmsnorm_block<VPT, max_threads>(g, a, block, num_blocks);
   }
 };
+// Rows of any length, per-token output (fused/detail/rmsnorm_rows.hpp).
+template <int VPT, class T, class Out>
+struct add_rmsnorm_rows_body {
+  static constexpr int max_threads = RCCLX_BACKEND_GPU ? default_rmsnorm_launch_config().threads : 1;
+  rmsnorm_args<T, Out> a;
+  template <class Group>
+  RCCLX_HOST_DEVICE void operator()(const Group& g, int block, int num_blocks) const {
+    add_rmsnorm_rows_block<VPT, max_threads>(g, a, block, num_blocks);
+  }
+};
 }  // namespace detail
 
 // residual <- T(input + residual); output <- rmsnorm(residual) * weight (T or FP8 codes). GPU:
@@ -74,7 +85,12 @@ void add_rmsnorm(const rmsnorm_args<T, Out>& args, gpu::stream_t stream = {}, in
   int nb = num_blocks > 0 ? num_blocks : static_cast<int>(args.tokens < 65535 ? args.tokens : std::size_t{65535});
   if (RCCLX_BACKEND_HOST && nb > cfg.max_blocks) nb = cfg.max_blocks;
   detail::with_vecs_per_thread<T>(detail::vecs_per_thread<T>(args.hidden, cfg.threads), [&](auto vpt_tag) {
-    kernel::launch(who, {nb, cfg.threads}, detail::add_rmsnorm_body<decltype(vpt_tag)::value, T, Out>{args}, stream);
+    constexpr int vpt = decltype(vpt_tag)::value;
+    if (detail::uses_rows_kernel<T, Out>(args.hidden)) {
+      kernel::launch(who, {nb, cfg.threads}, detail::add_rmsnorm_rows_body<vpt, T, Out>{args}, stream);
+    } else if constexpr (!is_per_token<Out>::value) {
+      kernel::launch(who, {nb, cfg.threads}, detail::add_rmsnorm_body<vpt, T, Out>{args}, stream);
+    }
   });
 }
 

@@ -48,6 +48,7 @@
 #include "../core/ll.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
+#include "../core/region.hpp"
 #include "../dda/select.hpp"
 #include "../gpu/group.hpp"
 #include "../gpu/host_blocks.hpp"
@@ -55,6 +56,7 @@
 #include "../kernel/checks.hpp"
 #include "../kernel/launch.hpp"
 #include "allreduce_rmsnorm_cluster.hpp"
+#include "detail/rmsnorm_rows.hpp"
 #include "detail/row_copy.hpp"
 #include "rmsnorm_args.hpp"
 #include "rmsnorm_epilogue.hpp"
@@ -72,12 +74,25 @@ RCCLX_HOST_DEVICE constexpr std::size_t tree_results_bytes(std::size_t tokens, s
 }
 }  // namespace detail
 
-// Bytes of symmetric buffer one rank needs for a call (both halves).
+// Bytes of symmetric buffer one rank needs for a call (both halves). Rows are padded to whole
+// vectors (padded_cols<T>(hidden): the same for rows of whole vectors).
 template <class T, class Out = T>
 RCCLX_HOST_DEVICE constexpr std::size_t allreduce_rmsnorm_workspace_bytes(std::size_t tokens, std::size_t hidden,
                                                                           algorithm algo) {
-  const std::size_t s = detail::round16(tokens * hidden * sizeof(T));
-  return algo == algorithm::tree ? 2 * (s + detail::tree_results_bytes<T>(tokens, hidden)) : 2 * s;
+  const std::size_t padded = padded_cols<T>(hidden);
+  const std::size_t s = detail::round16(tokens * padded * sizeof(T));
+  return algo == algorithm::tree ? 2 * (s + detail::tree_results_bytes<T>(tokens, padded)) : 2 * s;
+}
+
+// A call's share of a region plan (fused/region_plan.hpp): the workspace of up to max_tokens rows of
+// `hidden` elements for `algo` (automatic: the tree's, which also covers flat), one tile per row.
+template <class T, class Out = T>
+inline core::region_need allreduce_rmsnorm_need(std::size_t max_tokens, std::size_t hidden, algorithm algo) {
+  const bool flat = algo == algorithm::flat;
+  return core::region_need{
+      allreduce_rmsnorm_workspace_bytes<T, Out>(max_tokens, hidden, flat ? algorithm::flat : algorithm::tree),
+      static_cast<int>(max_tokens),
+      flat ? core::sized_for_flat : (algo == algorithm::tree ? core::sized_for_tree : core::sized_for_any)};
 }
 
 namespace detail {
@@ -108,6 +123,8 @@ struct tree_owner_epilogue {
     const float total = stages.add_residual_and_sum(g, v, h);
     if (g.thread_rank() == 0) totals[h.tile] = total;
   }
+  // Checked mode: the stages' verdict (the output stage's too: every rank runs it after).
+  RCCLX_HOST_DEVICE stage_fault check(const stage_context& ctx) const { return stages.check(ctx); }
 };
 
 // The tree's last step for a block's rows: each row's new residual and sum of squares loaded from
@@ -294,11 +311,12 @@ inline void check_rmsnorm_table(const std::string& w, const core::peer_table<T, 
   const std::size_t s = round16(a.tokens * a.hidden * sizeof(T));
   const std::size_t s_out = round16(a.tokens * a.hidden * sizeof(output_t<T, Out>));
   const int rows = static_cast<int>(a.tokens);
+  const std::size_t padded = padded_cols<T>(a.hidden);
   if (resolved == algorithm::flat)
-    tile_allreduce<T, MaxRanks, algorithm::flat>::check(w.c_str(), t, slots, a.hidden, rows);
+    tile_allreduce<T, MaxRanks, algorithm::flat>::check(w.c_str(), t, slots, padded, rows);
   else
-    tile_allreduce<T, MaxRanks, algorithm::tree>::check(w.c_str(), t, slots, a.hidden, rows,
-                                                        tree_results_bytes<T>(a.tokens, a.hidden));
+    tile_allreduce<T, MaxRanks, algorithm::tree>::check(w.c_str(), t, slots, padded, rows,
+                                                        tree_results_bytes<T>(a.tokens, padded));
   const void* own = t.data[t.rank()];
   const std::size_t cap = t.capacity_bytes;
   if (overlap(a.input, s, own, cap) || overlap(a.residual, s, own, cap) || overlap(a.output, s_out, own, cap))
@@ -316,6 +334,19 @@ struct rmsnorm_body {
   RCCLX_HOST_DEVICE bool operator()(const Group& g, const core::peer_table<T, MaxRanks>& t, int block,
                                     int num_blocks) const {
     return allreduce_rmsnorm_block<Algo, VPT, max_threads>(g, t, a, slots, block, num_blocks);
+  }
+};
+
+// The rows kernels' body (rows of any length, per-token output; fused/detail/rmsnorm_rows.hpp).
+template <algorithm Algo, int VPT, class T, class Out>
+struct rmsnorm_rows_body {
+  static constexpr int max_threads = RCCLX_BACKEND_GPU ? default_rmsnorm_launch_config().threads : 1;
+  rmsnorm_args<T, Out> a;
+  tile_slots slots;
+  template <class Group, int MaxRanks>
+  RCCLX_HOST_DEVICE bool operator()(const Group& g, const core::peer_table<T, MaxRanks>& t, int block,
+                                    int num_blocks) const {
+    return allreduce_rmsnorm_rows_block<Algo, VPT, max_threads>(g, t, a, slots, block, num_blocks);
   }
 };
 
@@ -351,7 +382,13 @@ inline bool try_launch_rmsnorm_cluster(const std::string& who, const core::peer_
 #endif
 }
 
-// Both table forms: checks, the cluster kernel where it applies, else the tile-flag kernel.
+template <class T, class Out, int MaxRanks, bool by_value, class Table>
+inline void launch_vector_rows(const std::string& who, const Table& table, const rmsnorm_args<T, Out>& args,
+                               tile_slots slots, algorithm a, gpu::stream_t stream, int num_blocks,
+                               const kernel::grid_shape& shape, const kernel::table_need& need);
+
+// Both table forms: checks, then the rows kernels (rows of any length, per-token output) or the
+// vector kernels (the cluster kernel where it applies, else the tile-flag kernel).
 template <class T, class Out, int MaxRanks, class Table>
 inline void allreduce_rmsnorm(const Table& table, const rmsnorm_args<T, Out>& args, tile_slots slots, algorithm algo,
                               gpu::stream_t stream, int num_blocks) {
@@ -367,11 +404,34 @@ inline void allreduce_rmsnorm(const Table& table, const rmsnorm_args<T, Out>& ar
   const algorithm a = resolve_rmsnorm_algorithm<T>(algo, args.tokens, args.hidden, n);
   if (const core::peer_table<T, MaxRanks>* t = kernel::readable(who, table)) check_rmsnorm_table(who, *t, args, slots, a);
   if (args.tokens == 0) return;
-  if constexpr (by_value)
-    if (a == algorithm::flat && num_blocks == 0 && try_launch_rmsnorm_cluster(who, table, args, stream)) return;
   const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
   const kernel::grid_shape shape{num_blocks > 0 ? num_blocks : rmsnorm_blocks_for(args.tokens, cfg), cfg.threads};
   const kernel::table_need need{n, allreduce_rmsnorm_workspace_bytes<T, Out>(args.tokens, args.hidden, a), slots.end()};
+  if (uses_rows_kernel<T, Out>(args.hidden)) {  // rows of any length, per-token output
+    with_vecs_per_thread<T>(vecs_per_thread<T>(args.hidden, cfg.threads), [&](auto vpt_tag) {
+      constexpr int vpt = decltype(vpt_tag)::value;
+      using flat_body = rmsnorm_rows_body<algorithm::flat, vpt, T, Out>;
+      using tree_body = rmsnorm_rows_body<algorithm::tree, vpt, T, Out>;
+      if (a == algorithm::flat)
+        kernel::launch(who, table, need, shape, flat_body{args, slots}, stream, kernel::also_preload<tree_body>{});
+      else
+        kernel::launch(who, table, need, shape, tree_body{args, slots}, stream, kernel::also_preload<flat_body>{});
+    });
+    return;
+  }
+  if constexpr (!is_per_token<Out>::value) launch_vector_rows<T, Out, MaxRanks, by_value>(who, table, args, slots, a, stream,
+                                                                                          num_blocks, shape, need);
+}
+
+// Rows of whole vectors, Out = T or a per-tensor FP8 format: the cluster kernel where it applies,
+// else the tile-flag kernel.
+template <class T, class Out, int MaxRanks, bool by_value, class Table>
+inline void launch_vector_rows(const std::string& who, const Table& table, const rmsnorm_args<T, Out>& args,
+                               tile_slots slots, algorithm a, gpu::stream_t stream, int num_blocks,
+                               const kernel::grid_shape& shape, const kernel::table_need& need) {
+  if constexpr (by_value)
+    if (a == algorithm::flat && num_blocks == 0 && try_launch_rmsnorm_cluster(who, table, args, stream)) return;
+  const rmsnorm_launch_config cfg = default_rmsnorm_launch_config();
   with_vecs_per_thread<T>(vecs_per_thread<T>(args.hidden, cfg.threads), [&](auto vpt_tag) {
     constexpr int vpt = decltype(vpt_tag)::value;
     using flat_body = rmsnorm_body<algorithm::flat, vpt, T, Out>;
@@ -385,15 +445,18 @@ inline void allreduce_rmsnorm(const Table& table, const rmsnorm_args<T, Out>& ar
 
 }  // namespace detail
 
-// AllReduce + residual add + RMSNorm for this rank (table.rank()). Out: T, or an rcclx::fp8 format
-// (then args.output holds codes and args.scale the scale). slots: the signal-pad slots of the tile
+// AllReduce + residual add + RMSNorm for this rank (table.rank()). Out: T, an rcclx::fp8 format
+// (then args.output holds codes and args.scale the scale), or per_token<F> (codes, and each row's
+// scale in args.token_scales: fused/fp8_per_token.hpp). hidden: any in [1, max_hidden]; rows of
+// whole 16-byte vectors run the vector kernels, others (and per-token output) the rows kernels of
+// fused/detail/rmsnorm_rows.hpp (RMS over the true hidden). slots: the signal-pad slots of the tile
 // flags, slots.max_tiles >= args.tokens, apart from barrier blocks used on the same pads.
 // GPU backends: enqueues one kernel on `stream`; a peer that never arrives is recorded in the rank's
 // pad. Host backend: runs this rank's blocks as threads and throws rcclx::error(timeout) naming the
 // missing rank. Errors before launch: invalid algorithm (invalid_argument) or low_precision
-// (unsupported); hidden not a positive multiple of 16 / sizeof(T) (invalid_argument) or above
-// max_hidden (unsupported); eps negative or not finite; a null or non-16-byte-aligned pointer
-// (invalid_argument / misaligned); input, residual and output overlapping each other or the
+// (unsupported); hidden 0 (invalid_argument) or above max_hidden (unsupported); eps negative or
+// not finite; a null pointer or one not aligned to 16 bytes (rows of whole vectors) or to an
+// element (invalid_argument / misaligned); per-token: token_scales null, qmax not finite and > 0; input, residual and output overlapping each other or the
 // symmetric buffer; tokens above slots.max_tiles; slots beyond the pads' max_blocks; a symmetric
 // buffer too small for the call (allreduce_rmsnorm_workspace_bytes). tokens == 0 does nothing.
 template <class T, class Out, int MaxRanks>

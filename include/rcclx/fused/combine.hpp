@@ -179,6 +179,20 @@ class combine {
            reducer),
         t_(&as_words(t)), tile_records_(tile_records), num_records_(num_records), op_(op) {}
 
+  // The call in region `r` of the buffers and pads (core/region.hpp), sized by need().
+  RCCLX_HOST_DEVICE combine(const core::peer_table<Record, MaxRanks>& t, const core::region& r, std::size_t tile_records,
+                            std::size_t num_records, tile_reducer reducer = tile_reducer::same_block,
+                            const Combine& op = Combine{})
+      : w_(as_words(t), r, detail::combine_tile_words<Record>(tile_records), tiles_for(tile_records, num_records),
+           reducer),
+        t_(&as_words(t)), tile_records_(tile_records), num_records_(num_records), op_(op) {}
+
+  // What a call of up to max_records records in tiles of tile_records needs of its region:
+  // workspace_bytes of Algo (automatic: the tree formula), with tiles_for(...) pad slots.
+  RCCLX_HOST_DEVICE static constexpr core::region_need need(std::size_t tile_records, std::size_t max_records) {
+    return words::need(detail::combine_tile_words<Record>(tile_records), tiles_for(tile_records, max_records));
+  }
+
   RCCLX_HOST_DEVICE algorithm resolved() const { return w_.resolved(); }
   RCCLX_HOST_DEVICE int num_tiles() const { return w_.num_tiles(); }
   RCCLX_HOST_DEVICE std::size_t tile_records() const { return tile_records_; }
@@ -340,9 +354,11 @@ class combine {
   }
 
   // Rank p's record i of `tile`, by address: a fold reads the fields it needs where they lie (a
-  // whole record copied into registers first would spill for the large ones, topk's).
+  // whole record copied into registers first would spill for the large ones, topk's). A loop up to
+  // n: several ranks' records in flight at once (the loop tested per rank waits for each in turn).
   struct record_source : kernel::source_base {
     static constexpr bool one_at_a_time = true;
+    static constexpr bool up_to_n = true;
     using loaded = const Record*;
     const combine& c;
     int tile;

@@ -33,6 +33,18 @@ namespace fused {
 // Longest row (hidden) the ready-made kernels take: a block holds a whole row in registers.
 inline constexpr std::size_t max_hidden = 16384;
 
+// Out = per_token<F>: FP8 codes of format F with a dynamic scale per row (fused/fp8_per_token.hpp),
+// written to rmsnorm_args::token_scales.
+template <class Format>
+struct per_token {
+  static_assert(fp8::is_format_v<Format>, "rcclx::fused::per_token: Format must be an rcclx::fp8 format tag");
+  using format = Format;
+};
+template <class Out>
+struct is_per_token : std::false_type {};
+template <class F>
+struct is_per_token<per_token<F>> : std::true_type {};
+
 namespace detail {
 template <class T, class Out, class = void>
 struct output_of {
@@ -45,6 +57,11 @@ template <class T, class Out>
 struct output_of<T, Out, std::enable_if_t<fp8::is_format_v<Out>>> {
   using type = std::uint8_t;
   using stage = fp8_out<Out>;
+};
+template <class T, class F>
+struct output_of<T, per_token<F>> {
+  using type = std::uint8_t;
+  using stage = void;  // fp8_out_per_token<F, BlockThreads>: chosen by the kernel (fused/detail/rmsnorm_rows.hpp)
 };
 }  // namespace detail
 
@@ -65,9 +82,29 @@ struct rmsnorm_args {
   const T* weight;        // [hidden], the same on every rank
   output_type* output;    // [tokens][hidden]
   std::size_t tokens;
-  std::size_t hidden;     // a multiple of 16 / sizeof(T), at most max_hidden
+  std::size_t hidden;     // any in [1, max_hidden] (a multiple of 16 / sizeof(T): the vector kernels)
   float eps;
   const float* scale = nullptr;  // FP8 output: the per-tensor scale, in device memory
+};
+
+// Per-token FP8 output: the fields of rmsnorm_args with `token_scales` (and the format's qmax) for
+// `scale`: output holds the codes, token_scales[i] row i's decoding scale (fused/fp8_per_token.hpp).
+template <class T, class F>
+struct rmsnorm_args<T, per_token<F>> {
+  static_assert(core::is_float_type_v<T>, "rcclx::fused::rmsnorm_args: T must be float, rcclx::bf16 or rcclx::fp16");
+  using value_type = T;
+  using output_type = std::uint8_t;
+  static constexpr bool fp8_output = true;
+
+  const T* input;
+  T* residual;
+  const T* weight;
+  output_type* output;  // [tokens][hidden] codes
+  std::size_t tokens;
+  std::size_t hidden;   // any in [1, max_hidden]
+  float eps;
+  float* token_scales = nullptr;  // [tokens], device memory
+  float qmax = fp8::format_traits<F>::max_finite;
 };
 
 // Threads per block and the cap on blocks per rank of the ready-made kernels.
@@ -88,7 +125,7 @@ namespace detail {
 // Vectors per thread a block of `threads` needs to hold a row of `hidden` elements of T.
 template <class T>
 inline int vecs_per_thread(std::size_t hidden, int threads) {
-  const std::size_t vecs = hidden / gpu::elems_per_vec16<T>;
+  const std::size_t vecs = (hidden + gpu::elems_per_vec16<T> - 1) / gpu::elems_per_vec16<T>;
   const std::size_t need = (vecs + static_cast<std::size_t>(threads) - 1) / static_cast<std::size_t>(threads);
   int v = 1;
   while (static_cast<std::size_t>(v) < need) v *= 2;
@@ -132,10 +169,8 @@ template <class T, class Out>
 inline void check_rmsnorm_args(const char* who, const rmsnorm_args<T, Out>& a) {
   const std::string w(who);
   constexpr int e = gpu::elems_per_vec16<T>;
-  if (a.hidden == 0 || a.hidden % e != 0)
-    throw error(errc::invalid_argument, w + ": hidden = " + std::to_string(a.hidden) + " must be a positive multiple of " +
-                                            std::to_string(e) + " (rows are read as 16-byte vectors of " +
-                                            core::type_name<T>() + "; pad the rows)");
+  if (a.hidden == 0)
+    throw error(errc::invalid_argument, w + ": hidden = 0 must be positive");
   if (a.hidden > max_hidden)
     throw error(errc::unsupported, w + ": hidden = " + std::to_string(a.hidden) + " exceeds rcclx::fused::max_hidden = " +
                                        std::to_string(max_hidden) + " (a block holds a whole row in registers)");
@@ -144,17 +179,29 @@ inline void check_rmsnorm_args(const char* who, const rmsnorm_args<T, Out>& a) {
   if (a.tokens > (std::size_t{1} << 31) / a.hidden)
     throw error(errc::invalid_argument, w + ": tokens = " + std::to_string(a.tokens) + " is too large");
   if (a.tokens == 0) return;
+  // Rows of whole vectors are read as 16-byte vectors; other rows element by element.
+  const std::size_t align = a.hidden % e == 0 ? 16 : sizeof(T);
   auto need = [&](const void* p, const char* name) {
     if (!p) throw error(errc::invalid_argument, w + ": " + name + " must not be null");
-    if (!gpu::is_aligned(p, 16))
-      throw error(errc::misaligned, w + ": " + name + " = " + core::detail::pointer_text(p) + " is not 16-byte aligned");
+    if (!gpu::is_aligned(p, align))
+      throw error(errc::misaligned, w + ": " + name + " = " + core::detail::pointer_text(p) + " is not " +
+                                        std::to_string(align) + "-byte aligned");
   };
   need(a.input, "input");
   need(a.residual, "residual");
   need(a.weight, "weight");
   need(a.output, "output");
-  if (rmsnorm_args<T, Out>::fp8_output && !a.scale)
+  if constexpr (is_per_token<Out>::value) {
+    if (!a.token_scales || !gpu::is_aligned(a.token_scales, 4))
+      throw error(errc::invalid_argument, w + ": token_scales must point to tokens floats (device memory, 4-byte aligned)");
+    if (!(a.qmax > 0.0f) || !std::isfinite(a.qmax))
+      throw error(errc::invalid_argument, w + ": qmax = " + std::to_string(a.qmax) + " must be finite and > 0");
+    if (overlap(a.token_scales, a.tokens * 4, a.output, a.tokens * a.hidden) ||
+        overlap(a.token_scales, a.tokens * 4, a.residual, a.tokens * a.hidden * sizeof(T)))
+      throw error(errc::invalid_argument, w + ": token_scales overlaps the output or the residual");
+  } else if (rmsnorm_args<T, Out>::fp8_output && !a.scale) {
     throw error(errc::invalid_argument, w + ": scale must point to the FP8 output's scale (device memory)");
+  }
   const std::size_t rows = a.tokens * a.hidden;
   const std::size_t in_b = rows * sizeof(T), out_b = rows * sizeof(output_t<T, Out>);
   if (overlap(a.input, in_b, a.residual, in_b))

@@ -123,6 +123,14 @@ class rmsnorm_epilogue {
       if (h.holds(k)) output(h.at(k), v[k]);
   }
 
+  // Checked mode (fused/stage_check.hpp): residual_add, rms_norm, the output, as the epilogue
+  // <residual_add, rms_norm, output> would check them (stage = index | stage_id << 8).
+  RCCLX_HOST_DEVICE stage_fault check(const stage_context& ctx) const {
+    if (stage_fault f = detail::check_stage(add_, ctx, 0)) return f;
+    if (stage_fault f = detail::check_stage(norm_, ctx, 1)) return f;
+    return detail::check_stage(out_, ctx, 2);
+  }
+
  private:
   using traits = core::value_traits<T>;
 

@@ -15,6 +15,7 @@
 
 #include "../config.hpp"
 #include "../core/error.hpp"
+#include "../gpu/memory.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
@@ -23,10 +24,13 @@ namespace fused {
 // vector_path: the stage is called with whole vectors (E = 16 / sizeof(T)); forbidden: up to two
 // byte ranges [lo, hi) of this rank's symmetric buffer that peers may still read during the call
 // (its region minus the call's own results area); unused ranges are {nullptr, nullptr}.
+// vec_elems: E of the vector path (16 / sizeof the tile's element type), 0 when unknown: a stage
+// whose element type differs from the tile's then takes its vectors as 16-byte accesses too.
 struct stage_context {
   std::size_t rows = 0, cols = 0;
   bool vector_path = true;
   const unsigned char* forbidden[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
+  int vec_elems = 0;
 };
 
 // A stage's verdict: what = the misuse (core/error.hpp), (a, b) its two values, stage = the stage's
@@ -44,6 +48,19 @@ template <class Stage>
 struct has_stage_check<Stage, std::void_t<decltype(std::declval<const Stage&>().check(std::declval<const stage_context&>()))>>
     : std::true_type {};
 
+// The verdict of a whole epilogue as the collectives ask for it before any output: epi.check(ctx)
+// (fused::epilogue, rmsnorm_epilogue: the first bad stage, stage = index | stage_id << 8) where
+// the epilogue has one, else {} (a plain callable).
+template <class Epilogue>
+RCCLX_HOST_DEVICE stage_fault epilogue_fault(const Epilogue& epi, const stage_context& ctx) {
+  if constexpr (has_stage_check<Epilogue>::value) {
+    return epi.check(ctx);
+  } else {
+    (void)epi, (void)ctx;
+    return {};
+  }
+}
+
 // Does [lo, hi) overlap a forbidden range of ctx?
 RCCLX_HOST_DEVICE inline bool touches_forbidden(const stage_context& ctx, const void* lo, const void* hi) {
   const auto* l = static_cast<const unsigned char*>(lo);
@@ -52,6 +69,63 @@ RCCLX_HOST_DEVICE inline bool touches_forbidden(const stage_context& ctx, const 
     if (ctx.forbidden[i][0] != nullptr && l < ctx.forbidden[i][1] && ctx.forbidden[i][0] < h) return true;
   return false;
 }
+
+RCCLX_HOST_DEVICE constexpr std::uint32_t saturate_u32(std::size_t x) {
+  return x > 0xFFFFFFFFu ? 0xFFFFFFFFu : static_cast<std::uint32_t>(x);
+}
+
+// Is p aligned to `need` bytes (a power of two)? null counts as misaligned (a = 0).
+RCCLX_HOST_DEVICE inline stage_fault check_pointer(const void* p, std::size_t need) {
+  const auto bits = reinterpret_cast<std::uintptr_t>(p);
+  if (p == nullptr || (bits & (need - 1)) != 0)
+    return {core::misuse::stage_misaligned, 0, static_cast<std::uint32_t>(bits & 0xFFu), static_cast<std::uint32_t>(need)};
+  return {};
+}
+
+// The access width a stage of element type T gets on ctx's path: 16 bytes when its E elements are
+// one 16-byte vector, else one element.
+template <class T>
+RCCLX_HOST_DEVICE constexpr std::size_t access_bytes(const stage_context& ctx, int elems_per_call_ratio = 1) {
+  return ctx.vector_path && (ctx.vec_elems == 0 || ctx.vec_elems / elems_per_call_ratio == static_cast<int>(16 / sizeof(T)))
+             ? 16u
+             : sizeof(T);
+}
+
+// The access width of E FP8 codes on ctx's path (fp8::packed<E>: min(E, 16) bytes).
+RCCLX_HOST_DEVICE constexpr std::size_t fp8_access_bytes(const stage_context& ctx) {
+  return !ctx.vector_path ? 1u : ctx.vec_elems == 0 ? 16u : static_cast<std::size_t>(ctx.vec_elems < 16 ? ctx.vec_elems : 16);
+}
+
+// An output of element size `elem` at `out` with leading dimension `ld` (in elements) whose rows
+// are `row_elems` wide (ctx.cols, or what the stage writes per row): alignment (pointer and row
+// stride), ld against the row, and the bytes [out, out + rows * ld) against ctx.forbidden.
+// a of stage_writes_symmetric: the first overlapping byte's offset from forbidden[0][0] (the
+// caller may rebase it and sets b, the rank).
+RCCLX_HOST_DEVICE inline stage_fault check_output(const stage_context& ctx, const void* out, std::size_t ld,
+                                                  std::size_t row_elems, std::size_t elem, std::size_t need) {
+  if (stage_fault f = check_pointer(out, need)) return f;
+  if ((ld * elem) % need != 0)
+    return {core::misuse::stage_misaligned, 0, static_cast<std::uint32_t>((ld * elem) % need), static_cast<std::uint32_t>(need)};
+  if (row_elems != 0 && ld < row_elems)
+    return {core::misuse::stage_ld_short, 0, saturate_u32(ld), saturate_u32(row_elems)};
+  const std::size_t rows = ctx.rows != 0 ? ctx.rows : 1;
+  const auto* lo = static_cast<const unsigned char*>(out);
+  const auto* hi = lo + rows * ld * elem;
+  for (int i = 0; i < 2; ++i) {
+    if (ctx.forbidden[i][0] != nullptr && lo < ctx.forbidden[i][1] && ctx.forbidden[i][0] < hi) {
+      const auto* first = lo > ctx.forbidden[i][0] ? lo : ctx.forbidden[i][0];
+      const auto* base = ctx.forbidden[0][0] != nullptr && ctx.forbidden[0][0] < first ? ctx.forbidden[0][0] : first;
+      return {core::misuse::stage_writes_symmetric, 0, saturate_u32(static_cast<std::size_t>(first - base)), 0};
+    }
+  }
+  return {};
+}
+
+// A float that must be finite and > 0 (positive) or >= 0 (non-negative): false when not.
+RCCLX_HOST_DEVICE inline bool finite_at_least(float x, bool positive) {
+  return x == x && x - x == 0.0f && (positive ? x > 0.0f : x >= 0.0f);
+}
+RCCLX_HOST_DEVICE inline std::uint32_t float_bits(float x) { return gpu::bit_cast<std::uint32_t>(x); }
 }  // namespace detail
 
 }  // namespace fused

@@ -10,8 +10,12 @@
 //       {weight, 1e-6f, hidden, &tmp},     // v = v / sqrt(mean(v^2) + eps) * weight
 //       {out, hidden}};                    // out = bf16(v)
 //
-// Every pointer is 16-byte aligned and every leading dimension (ld, in elements) a multiple of the
-// vector width E, so each vector is one aligned access. Arithmetic is FP32 throughout; a value is
+// With tile_map / row_tiles every pointer is 16-byte aligned and every leading dimension (ld, in
+// elements) a multiple of the vector width E, so each vector is one aligned access; with the ragged
+// maps (rows of any length, fused/epilogue.hpp) pointers and ld need only be element-aligned (the
+// stages are then called element by element). Each stage's check() states its rules for the
+// checked mode (fused/stage_check.hpp); stage_id: 1 residual_add, 2 rms_norm, 3 fp8_out, 4 bias,
+// 5 swiglu_store, 6 store, 7 fp8_out_per_token (fused/fp8_per_token.hpp), 8 silu, 9 gelu. Arithmetic is FP32 throughout; a value is
 // rounded only where a stage writes it to memory (and residual_add's result, see below), so a
 // chain computes exactly what separate kernels reading and writing those arrays would.
 #pragma once
@@ -28,6 +32,7 @@
 #include "../gpu/memory.hpp"
 #include "../gpu/reduce.hpp"
 #include "epilogue.hpp"
+#include "stage_check.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
@@ -89,9 +94,21 @@ struct row_sum {
 template <class T>
 struct residual_add {
   static_assert(core::is_float_type_v<T>, "rcclx::fused::residual_add: T must be float, rcclx::bf16 or rcclx::fp16");
+  static constexpr std::uint32_t stage_id = 1;
   const T* residual;  // read at residual[row * ld + col]
   T* updated;         // the new residual goes to updated[row * ld + col]; nullptr: not written
   std::size_t ld;
+
+  // Checked mode (fused/stage_check.hpp): both arrays aligned, ld >= cols, `updated` outside the
+  // symmetric bytes peers read.
+  RCCLX_HOST_DEVICE stage_fault check(const stage_context& ctx) const {
+    const std::size_t need = detail::access_bytes<T>(ctx);
+    if (stage_fault f = detail::check_output(ctx, residual, ld, ctx.cols, sizeof(T), need)) {
+      if (f.what != core::misuse::stage_writes_symmetric) return f;
+    }
+    if (updated) return detail::check_output(ctx, updated, ld, ctx.cols, sizeof(T), need);
+    return {};
+  }
 
   template <int E>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position& p, float (&v)[E]) const {
@@ -119,6 +136,7 @@ template <class T, int BlockThreads>
 struct rms_norm {
   static_assert(core::is_float_type_v<T>, "rcclx::fused::rms_norm: T must be float, rcclx::bf16 or rcclx::fp16");
   static constexpr bool row_wide = true;
+  static constexpr std::uint32_t stage_id = 2;
   // Scratch of the row sum: put it in shared memory (gpu::block_shared) and pass its address.
   using storage_type = typename detail::row_sum<BlockThreads>::storage_type;
 
@@ -126,6 +144,19 @@ struct rms_norm {
   float eps;
   std::size_t cols;  // row length: the mean divides by it
   storage_type* tmp;
+
+  // Checked mode: cols is the map's (not a padded) row length, eps finite and >= 0, the weight
+  // aligned.
+  RCCLX_HOST_DEVICE stage_fault check(const stage_context& ctx) const {
+    if (cols == 0 || (ctx.cols != 0 && cols != ctx.cols))
+      return {core::misuse::stage_cols, 0, detail::saturate_u32(cols), detail::saturate_u32(ctx.cols)};
+    if (!detail::finite_at_least(eps, false)) return {core::misuse::stage_eps, 0, detail::float_bits(eps), 0};
+    return check_layout(ctx);
+  }
+  // The weight's alignment alone.
+  RCCLX_HOST_DEVICE stage_fault check_layout(const stage_context& ctx) const {
+    return weight ? detail::check_pointer(weight, detail::access_bytes<T>(ctx)) : stage_fault{};
+  }
 
   template <int E>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float row_partial(const position&, const float (&v)[E]) const {
@@ -178,9 +209,23 @@ struct rms_norm {
 template <class Format, fp8::overflow Mode = fp8::overflow::saturate>
 struct fp8_out {
   static_assert(fp8::is_format_v<Format>, "rcclx::fused::fp8_out: Format must be an rcclx::fp8 format tag");
+  static constexpr std::uint32_t stage_id = 3;
   std::uint8_t* out;   // codes at out[row * ld + col]
   std::size_t ld;
   const float* scale;  // dequantize with code * *scale
+
+  // Checked mode: out aligned to the vector's E codes, ld >= cols, the output outside the
+  // symmetric bytes, *scale finite and > 0 (0, a negative, NaN or inf scale: stage_scale).
+  RCCLX_HOST_DEVICE stage_fault check(const stage_context& ctx) const {
+    if (stage_fault f = check_layout(ctx)) return f;
+    if (!detail::finite_at_least(*scale, true)) return {core::misuse::stage_scale, 0, detail::float_bits(*scale), 0};
+    return {};
+  }
+  // The pointers and ld alone (no load).
+  RCCLX_HOST_DEVICE stage_fault check_layout(const stage_context& ctx) const {
+    if (stage_fault f = detail::check_output(ctx, out, ld, ctx.cols, 1, detail::fp8_access_bytes(ctx))) return f;
+    return detail::check_pointer(scale, alignof(float));
+  }
 
   template <int E>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position& p, float (&v)[E]) const {
@@ -201,7 +246,12 @@ struct fp8_out {
 template <class T>
 struct bias {
   static_assert(core::is_float_type_v<T>, "rcclx::fused::bias: T must be float, rcclx::bf16 or rcclx::fp16");
+  static constexpr std::uint32_t stage_id = 4;
   const T* values;  // [cols]
+
+  RCCLX_HOST_DEVICE stage_fault check(const stage_context& ctx) const {
+    return detail::check_pointer(values, detail::access_bytes<T>(ctx));
+  }
 
   template <int E>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position& p, float (&v)[E]) const {
@@ -216,6 +266,7 @@ struct bias {
 
 // v = silu(v) = v / (1 + exp(-v)).
 struct silu {
+  static constexpr std::uint32_t stage_id = 8;
   template <int E>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position&, float (&v)[E]) const {
     for (int i = 0; i < E; ++i) v[i] = v[i] / (1.0f + expf(-v[i]));
@@ -227,6 +278,7 @@ enum class gelu_approximation { none, tanh };
 
 template <gelu_approximation Approx = gelu_approximation::none>
 struct gelu {
+  static constexpr std::uint32_t stage_id = 9;
   template <int E>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position&, float (&v)[E]) const {
     for (int i = 0; i < E; ++i) {
@@ -246,8 +298,20 @@ struct gelu {
 template <class T>
 struct swiglu_store {
   static_assert(core::is_float_type_v<T>, "rcclx::fused::swiglu_store: T must be float, rcclx::bf16 or rcclx::fp16");
+  static constexpr std::uint32_t stage_id = 5;
+  static constexpr int min_lanes = 2;  // ragged rows: element calls take gate/up pairs
   T* out;
   std::size_t ld;
+
+  // Checked mode: out aligned, 2 * ld >= cols (the output row is half as wide), outside the
+  // symmetric bytes.
+  RCCLX_HOST_DEVICE stage_fault check(const stage_context& ctx) const {
+    if (ctx.cols % 2 != 0)
+      return {core::misuse::stage_cols, 0, detail::saturate_u32(ctx.cols), detail::saturate_u32(ctx.cols + 1)};
+    stage_fault f = detail::check_output(ctx, out, ld, ctx.cols / 2, sizeof(T), detail::access_bytes<T>(ctx, 2));
+    if (f.what == core::misuse::stage_ld_short) f.b = detail::saturate_u32(ctx.cols);  // (ld, cols): 2 ld < cols
+    return f;
+  }
 
   template <int E>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position& p, float (&v)[E]) const {
@@ -268,8 +332,14 @@ struct swiglu_store {
 template <class T, gpu::cache_hint Stores = gpu::cache_hint::normal>
 struct store {
   static_assert(core::is_float_type_v<T>, "rcclx::fused::store: T must be float, rcclx::bf16 or rcclx::fp16");
+  static constexpr std::uint32_t stage_id = 6;
   T* out;  // at out[row * ld + col]
   std::size_t ld;
+
+  // Checked mode: out aligned, ld >= cols, outside the symmetric bytes.
+  RCCLX_HOST_DEVICE stage_fault check(const stage_context& ctx) const {
+    return detail::check_output(ctx, out, ld, ctx.cols, sizeof(T), detail::access_bytes<T>(ctx));
+  }
 
   template <int E>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(const position& p, float (&v)[E]) const {

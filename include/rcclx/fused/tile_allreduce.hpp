@@ -27,6 +27,11 @@
 // dda::allreduce would output it), widened to FP32, reduced in rank order 0..N-1 in FP32. Flat and
 // tree give the same bits.
 //
+// Regions: a kernel that runs several calls (or calls next to other users of the buffer) gives
+// each a core::region (core/region.hpp, handed out by a region_plan and sized by need()): the call
+// then uses [r.offset, r.offset + r.bytes) of every rank's buffer and the pad slots r.slots. The
+// constructors without a region use the whole buffer.
+//
 // Protocol (core/tile_flags.hpp, buffers and flags: fused/detail/tile_exchange.hpp). Flags live in
 // the peer table's signal pads, in the slot range `slots` (a control slot and one slot per tile),
 // handed out by the pads' owner (emulated_world::reserve_tile_slots,
@@ -82,9 +87,23 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
   // a table in device memory). Reads the call counter: construct once per block per call. The
   // rest of the call's API (publish, the waits, finish, input, results, owner, check,
   // workspace_bytes) is the exchange's (fused/detail/tile_exchange.hpp).
+  // results_bytes: the tree results the kernel lays out (reduce_owned + publish_result), only
+  // checked (RCCLX_CHECKS) against the buffer.
   RCCLX_HOST_DEVICE tile_allreduce(const core::peer_table<T, MaxRanks>& t, tile_slots slots, std::size_t tile_elems,
-                                   int num_tiles, tile_reducer reducer = tile_reducer::same_block)
-      : base(t, slots, tile_elems, num_tiles, reducer) {}
+                                   int num_tiles, tile_reducer reducer = tile_reducer::same_block,
+                                   std::size_t results_bytes = detail::default_results)
+      : base(t, slots, tile_elems, num_tiles, reducer, results_bytes) {}
+
+  // The call in region `r` of the buffers and pads (core/region.hpp; a region_plan hands them out,
+  // sized by need()): its halves lie in [r.offset, r.offset + r.bytes), its flags in r.slots.
+  RCCLX_HOST_DEVICE tile_allreduce(const core::peer_table<T, MaxRanks>& t, const core::region& r, std::size_t tile_elems,
+                                   int num_tiles, tile_reducer reducer = tile_reducer::same_block,
+                                   std::size_t results_bytes = detail::default_results)
+      : base(t, r, tile_elems, num_tiles, reducer, results_bytes) {}
+
+  // What a call of up to max_tiles tiles of tile_elems elements needs of its region: workspace_bytes
+  // of Algo (automatic: the tree formula), sized_for 1 (flat), 2 (tree) or 3 (automatic).
+  using base::need;
 
   // Group-collective: the AllReduce of `tile`, handed to `epi` (a fused::epilogue, or any callable
   // with its signature) in chunks of VecsPerThread vectors per thread (thread i holds vectors
@@ -113,7 +132,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
   template <int VecsPerThread, int PeersInFlight = detail::all_peers, gpu::cache_hint Loads = gpu::cache_hint::normal,
             class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE bool reduce_owned(const Group& g, int tile, const Map& map, const Epilogue& epi) const {
-    if (!map_fits(g, tile, map)) return false;
+    if (!map_fits(g, tile, map, epi)) return false;
     if (!wait_inputs(g, tile)) return false;
     if (!map_agrees(g, tile, map)) return false;
     reduce_visit<VecsPerThread, PeersInFlight, Loads>(g, tile, map, epi, [](std::size_t, const gpu::vec16&) {});
@@ -133,7 +152,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
             class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE bool reduce_parts(const Group& g, int tile, int parts, int stride, const Map& map,
                                       const Epilogue& epi) const {
-    if (!map_fits(g, tile, map)) return false;
+    if (!map_fits(g, tile, map, epi)) return false;
     const auto wait_parts = [&] {
       for (int q = 0; q < parts; ++q)
         if (!wait_inputs(g, tile + q * stride)) return false;
@@ -177,19 +196,40 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
   using base::tiles_per_owner;
 
   // Checked mode, group-collective: the map fits this call (its tiles, the vector width; otherwise
-  // an invalid_argument record) and its fingerprint is published for the peers' map_agrees.
-  template <class Group, class Map>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool map_fits(const Group& g, int tile, const Map& map) const {
+  // an invalid_argument record), the epilogue's stages accept the call (epi.check, when it has one:
+  // fused/stage_check.hpp; call = the fault's stage) and the map's fingerprint is published for the
+  // peers' map_agrees.
+  template <class Group, class Map, class Epilogue>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool map_fits(const Group& g, int tile, const Map& map, const Epilogue& epi) const {
 #if RCCLX_CHECKS
     const core::call_fingerprint f = detail::map_fingerprint(map);
     core::misuse m{};
-    std::uint32_t a = 0, b = 0;
+    std::uint32_t a = 0, b = 0, call = 0;
+    stage_fault fault{};
+    if constexpr (detail::has_stage_check<Epilogue>::value) {
+      const detail::map_shape shape = detail::map_output_shape(map);
+      stage_context ctx = this->stage_context_for(shape.rows, shape.cols);
+      const stage_context by_map = make_stage_context<T>(map);  // vector path, E
+      ctx.vector_path = by_map.vector_path;
+      ctx.vec_elems = by_map.vec_elems;
+      fault = epi.check(ctx);
+      if (fault.what == core::misuse::stage_writes_symmetric) fault.b = static_cast<std::uint32_t>(rank());
+    }
     if (this->bad_) {
       return false;
+    } else if (fault) {
+      m = fault.what;
+      a = fault.a;
+      b = fault.b;
+      call = fault.stage;
     } else if (detail::map_columns_checked(map) &&
                ((f.w[2] % static_cast<std::uint32_t>(vec_elems)) != 0 || (f.w[3] % static_cast<std::uint32_t>(vec_elems)) != 0)) {
       m = core::misuse::map_vector_width;
       a = f.w[3] % static_cast<std::uint32_t>(vec_elems) != 0 ? f.w[3] : f.w[2];
+      b = static_cast<std::uint32_t>(vec_elems);
+    } else if (const std::uint32_t tc = detail::ragged_tile_cols_misfit(map, vec_elems)) {
+      m = core::misuse::map_vector_width;
+      a = tc;
       b = static_cast<std::uint32_t>(vec_elems);
     } else if (static_cast<std::size_t>(map.tile_elems()) > tile_elems_) {
       m = core::misuse::map_tile_too_large;
@@ -201,7 +241,9 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
       b = static_cast<std::uint32_t>(num_tiles_);
     }
     if (m != core::misuse{}) {
-      if (g.thread_rank() == 0) core::detail::record_misuse(t_->signals, m, tile, a, b);
+      if (g.thread_rank() == 0)
+        core::record_error(t_->signals, errc::invalid_argument, t_->signals.rank, static_cast<std::uint32_t>(m), tile,
+                           call, a, b);
       return false;
     }
     if (g.thread_rank() == 0) flags_.publish_check(1, f);
@@ -209,6 +251,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
     (void)g;
     (void)tile;
     (void)map;
+    (void)epi;
 #endif
     return true;
   }

@@ -134,6 +134,24 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t fetch_add_local(std::uint32_t*
 #endif
 }
 
+// Exchange on a word owned by the calling rank (the checked mode's audit words). Returns the old value.
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t exchange_local(std::uint32_t* p, std::uint32_t v) {
+#if RCCLX_BACKEND_GPU && RCCLX_DEVICE_COMPILE
+  return atomicExch(p, v);
+#else
+  return __atomic_exchange_n(p, v, __ATOMIC_ACQ_REL);
+#endif
+}
+
+// Atomic or on a word owned by the calling rank. Returns the old value.
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t fetch_or_local(std::uint32_t* p, std::uint32_t v) {
+#if RCCLX_BACKEND_GPU && RCCLX_DEVICE_COMPILE
+  return atomicOr(p, v);
+#else
+  return __atomic_fetch_or(p, v, __ATOMIC_ACQ_REL);
+#endif
+}
+
 // Full fence at system scope (orders a thread's earlier writes before later ones for peers).
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void fence_system() {
 #if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE

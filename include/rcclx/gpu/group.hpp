@@ -76,6 +76,16 @@ inline std::uint32_t& host_launch_id() {
   thread_local std::uint32_t id = 0;
   return id;
 }
+// The calling host thread's block index in its launch and the blocks of its grid (0: unknown),
+// set by run_host_blocks.
+inline int& host_block_id() {
+  thread_local int id = 0;
+  return id;
+}
+inline int& host_grid_blocks() {
+  thread_local int n = 0;
+  return n;
+}
 }  // namespace detail
 #endif
 
@@ -96,6 +106,37 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t launch_id() {
   return 0;
 #else
   return detail::host_launch_id();
+#endif
+}
+
+// The calling block's linear index in its grid (blockIdx.x + gridDim.x * blockIdx.y; a launch's
+// ranks in z, as the emulated launches place them, keep their own numbering), and the blocks of
+// that grid (gridDim.x * gridDim.y; 0 where unknown: host code of a GPU build, or a host launch
+// that did not say). The checked mode names blocks with them and compares finish()'s count.
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int block_id() {
+#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_GPU
+  return static_cast<int>(blockIdx.x + gridDim.x * blockIdx.y);
+#elif RCCLX_BACKEND_GPU
+  return 0;
+#else
+  return detail::host_block_id();
+#endif
+}
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int grid_blocks() {
+#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_GPU
+  return static_cast<int>(gridDim.x * gridDim.y);
+#elif RCCLX_BACKEND_GPU
+  return 0;
+#else
+  return detail::host_grid_blocks();
+#endif
+}
+// Is the calling thread its block's first (thread 0 in every dimension)? Always true on the host.
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool first_thread_of_block() {
+#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_GPU
+  return (threadIdx.x | threadIdx.y | threadIdx.z) == 0;
+#else
+  return true;
 #endif
 }
 

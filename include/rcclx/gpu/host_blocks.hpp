@@ -39,6 +39,7 @@ struct host_launch {
   const void* ctx;
   int n;
   std::uint32_t id;  // gpu::launch_id() in its blocks
+  int grid;          // gpu::grid_blocks() in its blocks (0: unknown); block b's gpu::block_id() is b % grid
   std::mutex m;
   std::condition_variable done;
   int remaining;
@@ -74,12 +75,12 @@ class host_block_pool {
  public:
   host_block_pool() : pid_(::getpid()) {}
 
-  void run(int n, void (*block)(const void*, int), const void* ctx) {
+  void run(int n, void (*block)(const void*, int), const void* ctx, int grid = 0) {
     if (n <= 0) return;
     static std::atomic<std::uint32_t> launches{0};
     std::uint32_t id = launches.fetch_add(1, std::memory_order_relaxed) + 1;
     if (id == 0) id = launches.fetch_add(1, std::memory_order_relaxed) + 1;  // 0 means "unknown"
-    host_launch l{block, ctx, n, id, {}, {}, n, nullptr};
+    host_launch l{block, ctx, n, id, grid > 0 ? grid : 0, {}, {}, n, nullptr};
     std::vector<host_worker*> w;
     w.reserve(static_cast<std::size_t>(n));
     {
@@ -137,6 +138,8 @@ inline void host_worker::loop() {
     }
     try {
       host_launch_id() = l->id;
+      host_grid_blocks() = l->grid;
+      host_block_id() = l->grid > 0 ? i % l->grid : i;
       l->block(l->ctx, i);
     } catch (...) {
       std::lock_guard<std::mutex> lock(l->m);
@@ -164,9 +167,12 @@ inline host_block_pool& host_pool() {
 }  // namespace detail
 
 // Runs block(ctx, b) for b in [0, n), all at once, each on its own thread; returns when all have
-// returned; rethrows the first exception a block threw.
-inline void run_host_blocks(int n, void (*block)(const void*, int), const void* ctx) {
-  detail::host_pool().run(n, block, ctx);
+// returned; rethrows the first exception a block threw. grid: the blocks of one grid when the n
+// blocks are several grids side by side (emulated ranks: n = ranks x grid), so that
+// gpu::grid_blocks() is grid and gpu::block_id() is b % grid; 0: unknown (grid_blocks() 0,
+// block_id() b).
+inline void run_host_blocks(int n, void (*block)(const void*, int), const void* ctx, int grid = 0) {
+  detail::host_pool().run(n, block, ctx, grid);
 }
 
 // The same for a callable f(int block).

@@ -122,6 +122,9 @@ class communicator {
   core::tile_slots reserve_tile_slots(int max_tiles, const std::string& owner = "a tile-flag kernel") {
     return slot_ranges_.reserve_tiles(max_tiles, owner);
   }
+  // Gives a range from reserve_tile_slots back (owner, if not empty, must be the name it was
+  // reserved under); every rank gives back the same ranges. Its pad words are left as they are.
+  void release_tile_slots(core::tile_slots s, const std::string& owner = {}) { slot_ranges_.release_tiles(s, owner); }
 
   // The same table in device memory (for kernels that read it through a pointer).
   template <class T>

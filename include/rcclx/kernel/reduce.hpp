@@ -62,10 +62,15 @@ inline constexpr int peer_batch = MaxRanks < Limit ? MaxRanks : Limit;
 // test against n (n >= 1 always; peer vectors and LL packets), else every batch and rank is tested
 // (FP8 slots). The same arithmetic either way: of the two loop shapes, each source takes the one
 // whose generated code is closest to what its loop compiled to before they shared this one
-// (measured: registers and spills per kernel, sm_90).
+// (measured: registers and spills per kernel, sm_90). up_to_n (one rank at a time only): the
+// loop over ranks 1..n-1 is bounded by n itself, not by MaxRanks with a test per rank, so the
+// compiler may unroll it by a count of its own and issue several ranks' loads before their folds
+// (a combine's records: sm_90 takes four ranks at a time, where the loop tested per rank waits for
+// each rank's load before it issues the next).
 struct source_base {
   static constexpr bool rank0_untested = false;
   static constexpr bool one_at_a_time = false;
+  static constexpr bool up_to_n = false;
   template <int Batch, class Loaded>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool landed(int, int, Loaded (&)[Batch]) const {
     return true;
@@ -110,10 +115,17 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fold_ranks(Source&& src, int n, Fold&& 
     typename std::decay_t<Source>::loaded x{};
     src.load(0, x);
     fold(0, src, x);
-    for (int p = 1; p < MaxRanks; ++p) {
-      if (p < n) {
+    if constexpr (std::decay_t<Source>::up_to_n) {
+      for (int p = 1; p < n; ++p) {
         src.load(p, x);
         fold(p, src, x);
+      }
+    } else {
+      for (int p = 1; p < MaxRanks; ++p) {
+        if (p < n) {
+          src.load(p, x);
+          fold(p, src, x);
+        }
       }
     }
     return true;

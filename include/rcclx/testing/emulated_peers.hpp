@@ -14,8 +14,9 @@
 // ranks can wait on each other); compiled by a plain C++ compiler, each (rank, block) is a
 // std::thread. The same test source works on both. Your own kernels (e.g. a GEMM epilogue fused
 // with an AllReduce) run on the emulated ranks with run(): see docs/emulated_peers.md.
-// Every call uploads all inputs, overwrites all outputs with a poison pattern (so elements a
-// kernel never writes are caught), runs, waits, turns a timed-out barrier into rcclx::error, and
+// Every call refuses pads that still hold an earlier error (reset them: world().reset()), uploads
+// all inputs, overwrites all outputs with a poison pattern (so elements a kernel never writes are
+// caught), runs, waits, turns recorded errors into rcclx::error (the root cause first), and
 // downloads all outputs. T: float, rcclx::bf16, rcclx::fp16, int32_t (others throw
 // errc::unsupported; algorithm::low_precision takes float and bf16 only); num_ranks in [2, MaxRanks].
 // For AllGather, AlltoAll and ReduceScatter the plain algorithm is the one-shot direct access
@@ -172,7 +173,7 @@ class emulated_peers {
                                               " exceeds count = " + std::to_string(count_) +
                                               " with in_place (the output is the input)");
     out_count_ = opt_.output_count ? opt_.output_count : count_;
-    before_call();
+    before_call("emulated_peers::run");
     launch_emulated(num_ranks_, blocks_per_rank, threads, f);
     after_call();
   }
@@ -272,7 +273,9 @@ class emulated_peers {
     return rank;
   }
 
-  void before_call() {
+  // Every launch of these peers (run() and the collectives) refuses pads that still hold an error.
+  void before_call(const char* who = "emulated_peers") {
+    world_.check_clean(who);
     for (int r = 0; r < num_ranks_; ++r) {
       if (inputs_[r].size() != count_)
         throw error(errc::invalid_argument, "emulated_peers: input(" + std::to_string(r) + ") was resized to " +

@@ -7,12 +7,13 @@
 //   auto t = world.table<float>(rank);          // rcclx::core::peer_table<float, 8>
 //   auto slots = world.reserve_tile_slots(64);   // pad slots of a tile-flag kernel (core/tile_flags.hpp)
 //   ... launch ...
-//   world.throw_if_error();                      // a timed-out barrier becomes rcclx::error
+//   world.throw_if_error();                      // recorded errors become rcclx::error, root cause first
 //
 // The world owns the pads, so it hands their slot ranges out (core/slot_ranges.hpp): barrier-based
 // grids take slots from 0 up (reserve_blocks records them), tile-flag users get theirs from the top.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -93,6 +94,8 @@ class emulated_world {
   core::tile_slots reserve_tile_slots(int max_tiles, const std::string& owner = "a tile-flag kernel") {
     return slots_.reserve_tiles(max_tiles, owner);
   }
+  // Gives a range from reserve_tile_slots back (its pad words are left as they are).
+  void release_tile_slots(core::tile_slots s, const std::string& owner = {}) { slots_.release_tiles(s, owner); }
   // Records slots [0, blocks) as used by barrier-based grids of up to `blocks` blocks (block b uses
   // slot b), so no tile range is handed out over them.
   void reserve_blocks(int blocks, const std::string& owner = "barrier-based grids") { slots_.record(0, blocks, owner); }
@@ -108,9 +111,60 @@ class emulated_world {
     return out;
   }
 
-  // Throws the first recorded error (a timed-out barrier names the missing rank).
+  // Every recorded error as one message, the root cause first: invalid_argument and mismatch
+  // records (a rank that refused its call) before other errors, timeouts last, a timeout whose
+  // missing rank has its own record followed by "rank N failed first: ...". Every rank's text stays
+  // in the message. Empty when no record is set. All ranks are this program and ran in one launch
+  // (describe_context{one_binary, one_launch}); *code (if given): the root cause's code.
+  std::string describe_errors(errc* code = nullptr) const {
+    return describe_records(errors(), core::describe_context{true, true}, code);
+  }
+  static std::string describe_records(const std::vector<core::error_record>& recs, const core::describe_context& ctx,
+                                      errc* code = nullptr) {
+    const auto rank_of = [&](std::uint32_t rank) -> const core::error_record* {
+      for (const auto& e : recs)
+        if (e.code != 0 && e.waiting_rank == rank) return &e;
+      return nullptr;
+    };
+    const auto order = [&](const core::error_record& e) {
+      const auto c = static_cast<errc>(e.code);
+      if (c == errc::invalid_argument || c == errc::mismatch || c == errc::misaligned || c == errc::unsupported)
+        return 0;
+      if (c != errc::timeout) return 1;
+      return rank_of(e.missing_rank) == nullptr ? 2 : 3;  // a timeout with no other cause before one that has
+    };
+    std::vector<const core::error_record*> set;
+    for (const auto& e : recs)
+      if (e.code != 0) set.push_back(&e);
+    std::stable_sort(set.begin(), set.end(),
+                     [&](const core::error_record* a, const core::error_record* b) { return order(*a) < order(*b); });
+    std::string m;
+    for (const core::error_record* e : set) {
+      if (!m.empty()) m += "; also ";
+      m += core::describe(*e, ctx);
+      if (e->code == static_cast<std::uint32_t>(errc::timeout) && e->missing_rank != e->waiting_rank)
+        if (const core::error_record* cause = rank_of(e->missing_rank))
+          if (cause->code != static_cast<std::uint32_t>(errc::timeout) || order(*cause) == 2)  // not a cycle
+            m += " (rank " + std::to_string(e->missing_rank) + " failed first: " + core::describe(*cause, ctx) + ")";
+    }
+    if (code) *code = set.empty() ? errc::ok : static_cast<errc>(set.front()->code);
+    return m;
+  }
+
+  // Throws every recorded error as one rcclx::error with the root cause's code (describe_errors).
   void throw_if_error() const {
-    for (const auto& e : errors()) core::throw_if_error(e);
+    errc code = errc::ok;
+    const std::string m = describe_errors(&code);
+    if (code != errc::ok) throw error(code, m);
+  }
+
+  // Throws invalid_argument, naming the records, when any pad still holds an error record: a launch
+  // on such pads would fail on the state the error left behind, not on its own (call before launching).
+  void check_clean(const std::string& who) const {
+    const std::string m = describe_errors();
+    if (!m.empty())
+      throw error(errc::invalid_argument, who + ": the pads still hold an earlier error (" + m +
+                                              "): reset them (emulated_world::reset()) before the next launch");
   }
 
   // Sets every counter and flag word (barrier flags and counters, LL epochs, tile control words,

@@ -31,6 +31,7 @@
 #include "../gpu/host_blocks.hpp"
 #include "../gpu/runtime.hpp"
 #include "../kernel/launch.hpp"
+#include "emulated_world.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace testing {
@@ -60,6 +61,7 @@ template <class F>
 using max_threads_of = kernel::declared_or<declared_max_threads, F, 0>;
 template <class F>
 using min_blocks_of = kernel::declared_or<declared_min_blocks, F, 0>;
+
 
 #if RCCLX_BACKEND_GPU
 template <class F>
@@ -141,7 +143,8 @@ inline void launch_emulated(int num_ranks, int blocks_per_rank, int threads_per_
   (void)threads_per_block;
   (void)stream;
   // Every (rank, block) on its own pooled thread (gpu/host_blocks.hpp); only this small trampoline is
-  // compiled per F, not a thread launch.
+  // compiled per F, not a thread launch. The blocks are one grid of blocks_per_rank per rank, so a
+  // block's gpu::block_id() and gpu::grid_blocks() are those of its own rank's grid.
   struct grid {
     const F* f;
     int num_ranks, blocks_per_rank;
@@ -153,8 +156,22 @@ inline void launch_emulated(int num_ranks, int blocks_per_rank, int threads_per_
         (*x.f)(gpu::thread_group{}, launch_index{i / x.blocks_per_rank, i % x.blocks_per_rank, x.blocks_per_rank,
                                                  x.num_ranks});
       },
-      &g);
+      &g, blocks_per_rank);
 #endif
+}
+
+// f on every rank of `world` (launch_emulated with world.num_ranks()), checked before and after:
+// refuses to launch (invalid_argument "the pads still hold an earlier error ... reset them") when a
+// pad holds an error record, waits for the launch, then throws every recorded error, the root cause
+// first (emulated_world::throw_if_error).
+//   rcclx::testing::launch_emulated(world, blocks_per_rank, 256, my_kernel{...});
+template <int MaxRanks, class F>
+inline void launch_emulated(const emulated_world<MaxRanks>& world, int blocks_per_rank, int threads_per_block,
+                            const F& f, gpu::stream_t stream = gpu::stream_t{}) {
+  world.check_clean("launch_emulated");
+  launch_emulated(world.num_ranks(), blocks_per_rank, threads_per_block, f, stream);
+  gpu::device_synchronize();
+  world.throw_if_error();
 }
 
 // One rank of an emulated functor in a real job (a process per rank, e.g. rcclx::host::run_ranks):

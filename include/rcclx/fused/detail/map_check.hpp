@@ -2,6 +2,7 @@
 // between ranks and against the call: its fingerprint and whether its columns are known.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "../../core/call_check.hpp"
@@ -20,6 +21,14 @@ RCCLX_HOST_DEVICE inline core::call_fingerprint map_fingerprint(const tile_map& 
 RCCLX_HOST_DEVICE inline core::call_fingerprint map_fingerprint(const row_tiles& m) {
   return {{static_cast<std::uint32_t>(m.rows), 1u, static_cast<std::uint32_t>(m.cols), static_cast<std::uint32_t>(m.cols)}};
 }
+// Ragged maps (rows of any length) carry their true cols.
+RCCLX_HOST_DEVICE inline core::call_fingerprint map_fingerprint(const ragged_tile_map& m) {
+  return {{static_cast<std::uint32_t>(m.num_tiles()), static_cast<std::uint32_t>(m.tile_rows),
+           static_cast<std::uint32_t>(m.tile_cols), static_cast<std::uint32_t>(m.cols)}};
+}
+RCCLX_HOST_DEVICE inline core::call_fingerprint map_fingerprint(const ragged_row_tiles& m) {
+  return {{static_cast<std::uint32_t>(m.rows), 1u, static_cast<std::uint32_t>(m.cols), static_cast<std::uint32_t>(m.cols)}};
+}
 template <class Map>
 RCCLX_HOST_DEVICE inline core::call_fingerprint map_fingerprint(const Map& m) {
   return {{static_cast<std::uint32_t>(m.num_tiles()), 0u, static_cast<std::uint32_t>(m.tile_elems()), 0u}};
@@ -28,7 +37,27 @@ RCCLX_HOST_DEVICE inline core::call_fingerprint map_fingerprint(const Map& m) {
 RCCLX_HOST_DEVICE constexpr bool map_columns_checked(const tile_map&) { return true; }
 RCCLX_HOST_DEVICE constexpr bool map_columns_checked(const row_tiles&) { return true; }
 template <class Map>
-RCCLX_HOST_DEVICE constexpr bool map_columns_checked(const Map&) { return false; }
+RCCLX_HOST_DEVICE constexpr bool map_columns_checked(const Map&) { return false; }  // ragged maps too
+// A ragged_tile_map's tile columns must still be whole vectors of E: the offending tile_cols, or 0.
+RCCLX_HOST_DEVICE constexpr std::uint32_t ragged_tile_cols_misfit(const ragged_tile_map& m, int e) {
+  return m.tile_cols % static_cast<std::size_t>(e) != 0 ? static_cast<std::uint32_t>(m.tile_cols) : 0u;
+}
+template <class Map>
+RCCLX_HOST_DEVICE constexpr std::uint32_t ragged_tile_cols_misfit(const Map&, int) { return 0u; }
+
+// The output's rows and columns as a stage's check sees them (stage_context): {0, 0} for a map type
+// of your own (shapes unchecked).
+struct map_shape {
+  std::size_t rows, cols;
+};
+RCCLX_HOST_DEVICE constexpr map_shape map_output_shape(const tile_map& m) { return {m.rows, m.cols}; }
+RCCLX_HOST_DEVICE constexpr map_shape map_output_shape(const row_tiles& m) { return {m.rows, m.cols}; }
+RCCLX_HOST_DEVICE constexpr map_shape map_output_shape(const ragged_tile_map& m) { return {m.rows, m.cols}; }
+RCCLX_HOST_DEVICE constexpr map_shape map_output_shape(const ragged_row_tiles& m) { return {m.rows, m.cols}; }
+template <class Map>
+RCCLX_HOST_DEVICE constexpr map_shape map_output_shape(const Map&) {
+  return {0, 0};
+}
 
 }  // namespace detail
 }  // namespace fused

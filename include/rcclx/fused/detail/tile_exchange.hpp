@@ -13,7 +13,11 @@
 // included only under tile_reducer::any_block; tree owners raise a result flag on every other rank.
 // Checked mode (RCCLX_CHECKS): a call's fingerprint (core/call_check.hpp) is published in the
 // control slot's check packet with the first flags and compared before the first output; a tile
-// map's in the next slot's (fused/detail/map_check.hpp).
+// map's in the next slot's (fused/detail/map_check.hpp). The constructors check the arguments and
+// the region (detail/call_checks.hpp) before touching anything; the audit words (core/tile_audit.hpp)
+// name a tile published twice, reduced by another block or before its publish, a finish() count
+// other than the grid's, the previous call's tiles left unpublished or unreduced (found during the
+// next call), and two calls in flight over the same bytes or slots. A refused call (bad_) publishes, waits and finishes nothing.
 #pragma once
 
 #include <cstddef>
@@ -25,12 +29,16 @@
 #include "../../core/error.hpp"
 #include "../../core/ops.hpp"
 #include "../../core/peer_table.hpp"
+#include "../../core/region.hpp"
 #include "../../core/slot_ranges.hpp"
+#include "../../core/tile_audit.hpp"
 #include "../../core/tile_flags.hpp"
 #include "../../dda/select.hpp"
 #include "../../gpu/group.hpp"
 #include "../../gpu/memory.hpp"
 #include "../../kernel/reduce.hpp"
+#include "call_checks.hpp"
+#include "../stage_check.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
@@ -71,8 +79,9 @@ class tile_exchange {
     return 2 * half_need(tile_elems, num_tiles, results_bytes);
   }
 
-  // Host-side checks of a call (throws rcclx::error naming the argument and the limit). The device
-  // API trusts its arguments; this is what a launcher should call first.
+  // Host-side checks of a call (throws rcclx::error naming the argument and the limit). Without
+  // RCCLX_CHECKS the device API trusts its arguments; with it the constructors check the same (and
+  // the region) on the device. This is what a launcher should call first.
   static void check(const char* who, const core::peer_table<T, MaxRanks>& t, tile_slots slots, std::size_t tile_elems,
                     int num_tiles, std::size_t results_bytes = detail::default_results) {
     const std::string w(who);
@@ -105,10 +114,19 @@ class tile_exchange {
 
   // This rank's view `t` (kept by reference: it must outlive the object, e.g. a kernel argument or
   // a table in device memory). Reads the call counter: construct once per block per call.
+  // Checked mode (RCCLX_CHECKS): the arguments are checked as check() does, against
+  // core::whole_buffer(t.capacity_bytes, slots) (results_bytes: the tree results the caller lays out);
+  // a problem is recorded and the call refused (bad_) before it touches a flag or a buffer.
   RCCLX_HOST_DEVICE tile_exchange(const core::peer_table<T, MaxRanks>& t, tile_slots slots, std::size_t tile_elems,
-                                  int num_tiles, tile_reducer reducer = tile_reducer::same_block)
-      : t_(&t), flags_(t.signals, slots), tile_elems_(tile_elems), num_tiles_(num_tiles),
-        any_block_(reducer == tile_reducer::any_block) {
+                                  int num_tiles, tile_reducer reducer = tile_reducer::same_block,
+                                  std::size_t results_bytes = detail::default_results)
+      : t_(&t),
+#if RCCLX_CHECKS
+        flags_(t.signals, detail::slots_in_pads(t.signals, slots)),
+#else
+        flags_(t.signals, slots),
+#endif
+        tile_elems_(tile_elems), num_tiles_(num_tiles), any_block_(reducer == tile_reducer::any_block) {
     base_ = (flags_.calls() & 1u) ? half_bytes(t.capacity_bytes) : 0;
     results_ = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
     if constexpr (Algo == algorithm::automatic)  // the same choice on every rank: same tiles, same build
@@ -117,8 +135,46 @@ class tile_exchange {
 #if RCCLX_CHECKS
     fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
                                          static_cast<std::size_t>(num_tiles), 0, tile_elems);
-    if (num_tiles > 0) bad_ = flags_.previous_call_unfinished();
+    check_call(core::whole_buffer(t.capacity_bytes, slots), results_bytes);
+#else
+    (void)results_bytes;
 #endif
+  }
+
+  // The call in region `r` (core/region.hpp): its bytes [r.offset, r.offset + r.bytes) of every
+  // rank's buffer, in two halves, and its pad slots r.slots. Otherwise the constructor above.
+  RCCLX_HOST_DEVICE tile_exchange(const core::peer_table<T, MaxRanks>& t, const core::region& r, std::size_t tile_elems,
+                                  int num_tiles, tile_reducer reducer = tile_reducer::same_block,
+                                  std::size_t results_bytes = detail::default_results)
+      : t_(&t),
+#if RCCLX_CHECKS
+        flags_(t.signals, detail::slots_in_pads(t.signals, r.slots)),
+#else
+        flags_(t.signals, r.slots),
+#endif
+        tile_elems_(tile_elems), num_tiles_(num_tiles), any_block_(reducer == tile_reducer::any_block) {
+    base_ = r.offset + ((flags_.calls() & 1u) ? half_bytes(r.bytes) : 0);
+    results_ = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
+    if constexpr (Algo == algorithm::automatic)
+      tree_ = dda::select_algorithm(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T), t.num_ranks(),
+                                    gpu::build_arch) == algorithm::tree;
+#if RCCLX_CHECKS
+    fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
+                                         static_cast<std::size_t>(num_tiles), 0, tile_elems);
+    check_call(r, results_bytes);
+#else
+    (void)results_bytes;
+#endif
+  }
+
+  // What a call of up to max_tiles tiles of tile_elems elements needs of a region (core/region.hpp):
+  // workspace_bytes of Algo (automatic: the tree formula, which covers either choice).
+  RCCLX_HOST_DEVICE static constexpr core::region_need need(std::size_t tile_elems, int max_tiles,
+                                                            std::size_t results_bytes = detail::default_results) {
+    return core::region_need{workspace_bytes(tile_elems, max_tiles, results_bytes), max_tiles,
+                             Algo == algorithm::flat   ? core::sized_for_flat
+                             : Algo == algorithm::tree ? core::sized_for_tree
+                                                       : core::sized_for_any};
   }
 
   // The algorithm this call runs: Algo, or for automatic the built-in table's choice for the whole
@@ -164,10 +220,14 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE void publish_part(const Group& g, int slot, int tile) const {
 #if RCCLX_CHECKS
+    if (bad_ || !tile_in_range(g, slot)) return;
     if (g.thread_rank() == 0) flags_.publish_check(0, fp_);
 #endif
     g.sync();  // the group's writes of the slot happen before the release below
     for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(slot, tile, p);
+#if RCCLX_CHECKS
+    if (g.thread_rank() == 0) audit_publish(slot);
+#endif
   }
 
   // Group-collective: publish(g, t) for every tile t = first, first + step, ... below num_tiles(),
@@ -178,6 +238,7 @@ class tile_exchange {
     const int n = num_ranks();
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
 #if RCCLX_CHECKS
+    if (bad_ || (count > 0 && !tile_in_range(g, first))) return;
     if (g.thread_rank() == 0 && count > 0) flags_.publish_check(0, fp_);
 #endif
     g.sync();
@@ -185,18 +246,31 @@ class tile_exchange {
       const int tile = first + (i / n) * step;
       announce(tile, tile, i % n);
     }
+#if RCCLX_CHECKS
+    for (int i = g.thread_rank(); i < count; i += g.size()) audit_publish(first + i * step);
+#endif
   }
 
   // Group-collective: waits until every rank published `tile` (flat, or tree on the owner).
   // False if a wait expired (the error is recorded): leave without touching peer memory.
   template <class Group>
   RCCLX_HOST_DEVICE bool wait_inputs(const Group& g, int tile) const {
+#if RCCLX_CHECKS
+    if (bad_ || !tile_in_range(g, tile)) return false;
+#endif
     const core::signal_pads<MaxRanks>& s = t_->signals;
     bool failed = false;
+#if RCCLX_CHECKS
+    const audit_pre pre = g.thread_rank() == 0 ? audit_load(tile, true) : audit_pre{};
+    if (g.thread_rank() == 0) failed = !audit_settle();  // a second publisher, named before any wait
+#endif
     for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
       if (!flags_between(s.rank, p)) continue;
       failed = !flags_.wait(tile, p, tile);
     }
+#if RCCLX_CHECKS
+    if (!failed && g.thread_rank() == 0) failed = !audit_reduce(tile, pre);
+#endif
     return !g.sync_or(failed || !call_agrees(g, tile));
   }
 
@@ -209,12 +283,26 @@ class tile_exchange {
     const core::signal_pads<MaxRanks>& s = t_->signals;
     const int n = s.num_ranks;
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
+#if RCCLX_CHECKS
+    if (bad_ || (count > 0 && !tile_in_range(g, first))) return false;
+    const int mine = g.thread_rank();  // this thread's first tile's audit words, loaded before the waits
+    const audit_pre pre = mine < count ? audit_load(first + mine * step, mine == 0) : audit_pre{};
+#endif
     bool failed = false;
+#if RCCLX_CHECKS
+    failed = !audit_settle();  // a second publisher, named before any wait
+#endif
     for (int i = g.thread_rank(); i < count * n && !failed; i += g.size()) {
       const int tile = first + (i / n) * step, p = i % n;
       if (!flags_between(s.rank, p) || owner(tile) != s.rank) continue;
       failed = !flags_.wait(tile, p, tile);
     }
+#if RCCLX_CHECKS
+    for (int i = mine; i < count && !failed; i += g.size()) {
+      const int tile = first + i * step;
+      if (owner(tile) == s.rank) failed = !audit_reduce(tile, i == mine ? pre : audit_load(tile, false));
+    }
+#endif
     return !g.sync_or(failed || !call_agrees(g, first));
   }
 
@@ -222,6 +310,9 @@ class tile_exchange {
   // result flag on every other rank.
   template <class Group>
   RCCLX_HOST_DEVICE void publish_result(const Group& g, int tile) const {
+#if RCCLX_CHECKS
+    if (bad_ || !tile_in_range(g, tile)) return;
+#endif
     const core::signal_pads<MaxRanks>& s = t_->signals;
     g.sync();
     for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
@@ -233,6 +324,9 @@ class tile_exchange {
   // Tree, group-collective: waits for the owner's result of `tile` (returns true at once on the owner).
   template <class Group>
   RCCLX_HOST_DEVICE bool wait_result(const Group& g, int tile) const {
+#if RCCLX_CHECKS
+    if (bad_ || !tile_in_range(g, tile)) return false;
+#endif
     const core::signal_pads<MaxRanks>& s = t_->signals;
     const int o = owner(tile);
     bool failed = false;
@@ -252,6 +346,9 @@ class tile_exchange {
   RCCLX_HOST_DEVICE bool wait_results_strided(const Group& g, int first, int step) const {
     const core::signal_pads<MaxRanks>& s = t_->signals;
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
+#if RCCLX_CHECKS
+    if (bad_ || (count > 0 && !tile_in_range(g, first))) return false;
+#endif
     bool failed = false;
     for (int i = g.thread_rank(); i < count && !failed; i += g.size()) {
       const int tile = first + i * step, o = owner(tile);
@@ -270,9 +367,18 @@ class tile_exchange {
 #if RCCLX_CHECKS
     // A call refused for a missing finish() before it counts nothing: its blocks all keep the
     // call number they were refused with (the pads need a reset, as after any error).
-    if (bad_) return;
-#endif
+    if (bad_) {
+      // Constructed after the call counter advanced in this launch: this block is one more than
+      // the count (GPUs name the count against the grid first).
+      if (late_ && g.thread_rank() == 0)
+        record(core::misuse::finish_twice, flags_.slots().first, static_cast<std::uint32_t>(num_blocks) + 1u,
+               static_cast<std::uint32_t>(num_blocks));
+      return;
+    }
+    flags_.finish(g, num_blocks, [&](std::uint32_t arrivals) { audit_finish(num_blocks, arrivals); });
+#else
     flags_.finish(g, num_blocks);
+#endif
   }
 
  protected:
@@ -299,6 +405,143 @@ class tile_exchange {
     return true;
 #endif
   }
+
+#if RCCLX_CHECKS
+  // The constructors' checks: the arguments (detail::find_call_problem, against the resolved
+  // algorithm's bytes), then the missing-finish detector.
+  RCCLX_HOST_DEVICE void check_call(const core::region& r, std::size_t results_bytes) {
+    const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles_ > 0 ? num_tiles_ : 0) * tile_elems_ * sizeof(T));
+    const std::size_t half =
+        in + (is_tree() ? detail::round16(results_bytes == detail::default_results ? in : results_bytes) : 0);
+    const detail::call_problem p =
+        detail::find_call_problem(*t_, r, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems), half,
+                                  half_bytes(r.bytes), is_tree());
+    region_offset_ = r.offset;
+    region_bytes_ = r.bytes;
+    results_bytes_ = half - in;
+    if (p) {
+      bad_ = true;
+      detail::record_call_problem(t_->signals, p, r.slots.first);
+      return;
+    }
+    const core::bound_words bound = core::audit_bound_words(t_->signals, flags_.slots());  // used by the first wave
+    if (num_tiles_ > 0) bad_ = flags_.previous_call_unfinished(
+          [&] { return audit_overlap(r, bound); },
+          [&] { detail::audit_note_call(t_->signals, flags_.slots(), flags_.epoch(), num_tiles_, is_tree()); },
+          [&] { late_ = true; });
+  }
+
+  // A thread about to decide for a new launch: binds the call's slot range to this rank's bytes of
+  // its region and compares them with every other range bound on this rank (core::audit_bind):
+  // region_overlap_slots / region_overlap_bytes. True if a problem was recorded.
+  RCCLX_HOST_DEVICE bool audit_overlap(const core::region& r, const core::bound_words& bound) const {
+    const auto lo = reinterpret_cast<std::uintptr_t>(t_->data[rank()]) + r.offset;
+    const core::bind_verdict v = core::audit_bind(t_->signals, flags_.slots(), lo, lo + r.bytes, bound);
+    if (v.what == core::misuse{}) return false;
+    record(v.what, flags_.slots().first, v.other, v.mine);
+    return true;
+  }
+
+  // What a stage may not write (fused/stage_check.hpp): this rank's bytes of the region but the
+  // call's own results area (tree: the owner's published results).
+  RCCLX_HOST_DEVICE stage_context stage_context_for(std::size_t rows, std::size_t cols) const {
+    const unsigned char* lo = reinterpret_cast<const unsigned char*>(t_->data[rank()]) + region_offset_;
+    return detail::make_stage_context(rows, cols, lo, lo + region_bytes_, results(rank()),
+                                      is_tree() ? results_bytes_ : 0);
+  }
+
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record(core::misuse m, int block, std::uint32_t a, std::uint32_t b,
+                                                  std::uint32_t call = 0) const {
+    core::record_error(t_->signals, errc::invalid_argument, t_->signals.rank, static_cast<std::uint32_t>(m), block, call,
+                       a, b);
+  }
+
+  // Group-uniform: is `tile` one of the call's (otherwise recorded: tile_out_of_range)?
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool tile_in_range(const Group& g, int tile) const {
+    if (tile >= 0 && tile < num_tiles_) return true;
+    if (g.thread_rank() == 0)
+      record(core::misuse::tile_out_of_range, tile, static_cast<std::uint32_t>(tile), static_cast<std::uint32_t>(num_tiles_));
+    return false;
+  }
+
+  // This rank's audit row of `tile` (core/tile_audit.hpp).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* audit_row_of(int tile) const {
+    return core::audit_row(t_->signals, flags_.slots().first + 1 + tile);
+  }
+
+  // One thread, after the flags of `tile` went up: this block's publish mark; a mark of this call
+  // already there is a second publisher (published_twice: another block, or another rank's blocks
+  // on this rank's table). The old mark is looked at later (audit_settle: the thread's next
+  // publish, reduce or finish), so that the exchange's round trip does not hold the thread up.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_publish(int tile) const {
+    (void)audit_settle();
+    pending_mark_ = gpu::exchange_local(audit_row_of(tile) + core::audit_mark_word(flags_.epoch()),
+                                        core::audit_mark(flags_.epoch(), gpu::block_id()));
+    pending_tile_ = tile;
+  }
+  // The old mark of this thread's last publish: false (and recorded) if another publisher of the
+  // call had marked the tile.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool audit_settle() const {
+    if (pending_tile_ < 0) return true;
+    const int tile = pending_tile_;
+    pending_tile_ = -1;
+    if (!core::audit_mark_of(pending_mark_, flags_.epoch())) return true;
+    record(core::misuse::published_twice, tile, pending_mark_ & 0xFFFFu,
+           static_cast<std::uint32_t>(gpu::block_id()) & 0xFFFFu);
+    return false;
+  }
+
+  // What audit_reduce looks at, loaded by its thread before the flag waits so that the loads'
+  // latency hides behind them: the tile's publish mark (same_block: this block's, stored by this
+  // thread when it published) and, with_error, this rank's error record's code.
+  struct audit_pre {
+    std::uint32_t mark = 0, error = 0;
+  };
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE audit_pre audit_load(int tile, bool with_error) const {
+    audit_pre p;
+    if (!any_block_) p.mark = gpu::load_relaxed_system(audit_row_of(tile) + core::audit_mark_word(flags_.epoch()));
+    if (with_error) p.error = gpu::load_relaxed_system(&t_->signals.err->code);
+    return p;
+  }
+
+  // One thread, after the waits for `tile`'s inputs and before any output: under same_block this
+  // block published the tile in this call (reduced_before_publish, reducer_not_publisher); the tile
+  // is marked consumed; false also when this rank had recorded an error (a misuse found by another
+  // block or another call: every block refuses from then on).
+  RCCLX_HOST_DEVICE bool audit_reduce(int tile, const audit_pre& p) const {
+    if (!audit_settle()) return false;
+    if (!any_block_) {
+      const int block = gpu::block_id();
+      if (!core::audit_mark_of(p.mark, flags_.epoch())) {
+        record(core::misuse::reduced_before_publish, tile, static_cast<std::uint32_t>(tile),
+               static_cast<std::uint32_t>(block) & 0xFFFFu);
+        return false;
+      }
+      if ((p.mark & 0xFFFFu) != (static_cast<std::uint32_t>(block) & 0xFFFFu)) {
+        record(core::misuse::reducer_not_publisher, tile, p.mark & 0xFFFFu, static_cast<std::uint32_t>(block) & 0xFFFFu);
+        return false;
+      }
+    }
+    gpu::store_relaxed_system(audit_row_of(tile) + core::audit_consumed_word(flags_.epoch()), flags_.epoch());
+    return p.error == 0u;
+  }
+
+  // Thread 0 of each block in finish(), after counting the block (arrivals: this call's blocks
+  // counted so far, this one included): the count against the grid where it is known
+  // (finish_count) and against the call (finish_twice); the first block to arrive looks at the
+  // previous call's tiles (detail::audit_previous_call).
+  RCCLX_HOST_DEVICE void audit_finish(int num_blocks, std::uint32_t arrivals) const {
+    (void)audit_settle();
+    const int grid = gpu::grid_blocks();
+    const int first = flags_.slots().first;
+    if (grid > 0 && num_blocks != grid)
+      record(core::misuse::finish_count, first, static_cast<std::uint32_t>(num_blocks), static_cast<std::uint32_t>(grid));
+    else if (arrivals > static_cast<std::uint32_t>(num_blocks))
+      record(core::misuse::finish_twice, first, arrivals, static_cast<std::uint32_t>(num_blocks));
+    if (arrivals == 1u) detail::audit_previous_call(t_->signals, flags_.slots(), flags_.epoch());
+  }
+#endif
 
   // Do input flags pass between ranks a and b? Between two ranks always; from a rank to itself only
   // under any_block (with same_block the block that wrote a tile is the one that reduces it).
@@ -339,7 +582,12 @@ class tile_exchange {
   std::size_t results_ = 0;  // byte offset of the results inside a half
 #if RCCLX_CHECKS
   core::call_fingerprint fp_{};  // this call, as the peers must see it (core/call_check.hpp)
-  bool bad_ = false;             // a missing finish() was found: nothing is reduced
+  bool bad_ = false;             // a misuse was found (and recorded): nothing is published or reduced
+  bool late_ = false;            // constructed after this launch's call ended (finish() counts)
+  std::size_t region_offset_ = 0, region_bytes_ = 0;  // the call's region (the whole buffer without one)
+  std::size_t results_bytes_ = 0;                      // tree: the results area of a half
+  mutable std::uint32_t pending_mark_ = 0;             // this thread's last publish: the mark it replaced
+  mutable int pending_tile_ = -1;                      // ... of this tile (-1: none pending)
 #endif
 };
 

@@ -228,6 +228,12 @@ class collective_runner {
 
   void ensure_usable() const {
     if (failed_) throw error(errc::peer_failure, "communicator unusable after an earlier error: " + failed_message_);
+    // Host backend: a kernel of the user's own (launch()) may have left a record no call has read;
+    // a launch on such pads would fail on that state, not on its own.
+    if (ws_.error_recorded())
+      throw error(errc::invalid_argument, "communicator: the pads still hold an earlier error (" +
+                                              ws_.describe(ws_.recorded_error()) +
+                                              "): reset: re-create the communicator");
   }
 
   // Host backend: from begin_host_capture to end_host_capture, launches are recorded, not run.

@@ -52,6 +52,7 @@ struct rank_setup {
   std::uint64_t timeout_ns;
   exported_memory data;
   exported_memory pad;
+  std::int32_t checks;  // rcclx::checks (RCCLX_CHECKS) of the rank's build: every rank must agree
 };
 
 template <int MaxRanks>
@@ -101,8 +102,9 @@ class workspace {
 #endif
   }
   // The record as a message; a timeout names the missing rank and whether its process still runs.
+  // Every rank runs the same RCCLX_CHECKS setting (agreed at set-up): describe_context::one_binary.
   std::string describe(const core::error_record& rec) const {
-    std::string m = core::describe(rec);
+    std::string m = core::describe(rec, core::describe_context{true, false});
     const int missing = static_cast<int>(rec.missing_rank);
     if (rec.code == static_cast<std::uint32_t>(errc::timeout) && missing >= 0 && missing < n_) {
       const int pid = pids_[static_cast<std::size_t>(missing)];
@@ -150,6 +152,7 @@ class workspace {
     mine.flat_threads = static_cast<std::int16_t>(opts.flat_threads);
     mine.buffer_bytes = opts.buffer_bytes;
     mine.timeout_ns = opts.timeout_ns;
+    mine.checks = rcclx::checks ? 1 : 0;
     return agree.exchange(mine, err, errc::runtime);
   }
 
@@ -171,6 +174,14 @@ class workspace {
     differ("communicator_options::collective_blocks (or RCCLX_COLLECTIVE_BLOCKS)",
            [](const rank_setup& s) { return s.collective_blocks; });
     differ("communicator_options::flat_threads (or RCCLX_FLAT_THREADS)", [](const rank_setup& s) { return s.flat_threads; });
+    // The checked mode's fingerprints travel in the pads: a rank without them would make its peers
+    // wait (and time out) for packets it never sends. Agreed here, describe() knows every rank
+    // runs the same setting (describe_context::one_binary).
+    for (int r = 1; r < n_ && mismatch.empty(); ++r)
+      if (all[static_cast<std::size_t>(r)].checks != all[0].checks)
+        mismatch = "communicator set-up: rank " + std::to_string(r) + " was built with RCCLX_CHECKS=" +
+                   std::to_string(all[static_cast<std::size_t>(r)].checks) + ", rank 0 with " +
+                   std::to_string(all[0].checks) + ": every rank must use the same setting";
     for (int r = 0; r < n_ && mismatch.empty(); ++r)
       if (all[static_cast<std::size_t>(r)].rank != r)
         mismatch = "communicator set-up: the bootstrap's slot " + std::to_string(r) + " holds rank " +

@@ -1,0 +1,162 @@
+// rcclx/core/tile_audit.hpp: the checked mode's (RCCLX_CHECKS) audit words of tile-flag calls
+// (fused::tile_allreduce, fused::combine), in the pads' audit region (core/signal_pad.hpp), so that
+// a call's misuse of its tiles is named on the device instead of passing silently.
+//
+// Region: a directory (audit_directory_bytes: a bit per slot, set for the first slot of every slot
+// range bound to bytes), then a row of audit_row_words u32 per slot. A call on
+// tile_slots{first, max_tiles} with epoch e (parity p = e & 1) uses
+//   row first (control): [reserved x 3, bound end slot (0: not bound), lo (2 words), hi (2 words)]:
+//                        [lo, hi) = this rank's bytes of the call's region (absolute addresses)
+//   row first + 1 + t (tile t): [2p] publish mark, [2p + 1] consumed epoch; row first + 1 also
+//                        [4 + 2p] the call's epoch, [5 + 2p] its tiles | tree << 31
+// By parity, so that the first block of call e + 1 to reach finish() can look at call e's rows
+// (tile_not_published; flat: tile_not_reduced) while call e + 1 writes its own: off the critical
+// path, and after call e's kernel ended (finish() may come before a call's work, so a call's own
+// finish() cannot look).
+// publish mark = audit_mark(epoch, block), exchanged by the publishing block: the old value names a
+// second publisher of the same call (published_twice), the reducer compares it with itself under
+// tile_reducer::same_block (reduced_before_publish, reducer_not_publisher). Epochs carry the call,
+// so nothing needs clearing between calls; emulated_world::reset zeroes the region.
+// Written only by checked builds; present in every build (one pad layout).
+#pragma once
+
+#include <cstdint>
+
+#include "../gpu/atomic.hpp"
+#include "error.hpp"
+#include "signal_pad.hpp"
+#include "slot_ranges.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace core {
+
+// Words of a tile row for a call of epoch e, of the first tile's row (the call itself), and of the
+// control row.
+RCCLX_HOST_DEVICE constexpr int audit_mark_word(std::uint32_t epoch) { return static_cast<int>(2u * (epoch & 1u)); }
+RCCLX_HOST_DEVICE constexpr int audit_consumed_word(std::uint32_t epoch) { return audit_mark_word(epoch) + 1; }
+RCCLX_HOST_DEVICE constexpr int audit_call_word(std::uint32_t epoch) { return 4 + audit_mark_word(epoch); }
+inline constexpr int audit_end_word = 3, audit_lo_word = 4, audit_hi_word = 6;
+// Slots the directory's bits cover (ranges starting beyond are not compared).
+inline constexpr int audit_directory_slots = static_cast<int>(audit_directory_bytes * 8);
+
+// The audit row of `slot` of this rank.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* audit_row(const signal_pads<MaxRanks>& s, int slot) {
+  return s.audit_base() + audit_directory_bytes / sizeof(std::uint32_t) +
+         static_cast<std::size_t>(slot) * audit_row_words;
+}
+
+// A publish mark of `epoch` by `block`: bit 31 set (a mark is never 0, whatever the epoch), the
+// epoch's low 15 bits, the block's low 16 bits; does `mark` belong to `epoch`?
+RCCLX_HOST_DEVICE constexpr std::uint32_t audit_epoch_bits(std::uint32_t epoch) { return 0x8000u | (epoch & 0x7FFFu); }
+RCCLX_HOST_DEVICE constexpr std::uint32_t audit_mark(std::uint32_t epoch, int block) {
+  return (audit_epoch_bits(epoch) << 16) | (static_cast<std::uint32_t>(block) & 0xFFFFu);
+}
+RCCLX_HOST_DEVICE constexpr bool audit_mark_of(std::uint32_t mark, std::uint32_t epoch) {
+  return (mark >> 16) == audit_epoch_bits(epoch);
+}
+
+// The verdict of binding a slot range to bytes: the misuse (region_overlap_slots,
+// region_overlap_bytes, or none) with (the other range's first slot, this one's).
+struct bind_verdict {
+  misuse what{};
+  std::uint32_t other = 0, mine = 0;
+};
+
+namespace detail {
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint64_t load_u64(const std::uint32_t* p) {
+  return static_cast<std::uint64_t>(gpu::load_relaxed_system(p)) |
+         (static_cast<std::uint64_t>(gpu::load_relaxed_system(p + 1)) << 32);
+}
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void store_u64(std::uint32_t* p, std::uint64_t v) {
+  gpu::store_relaxed_system(p, static_cast<std::uint32_t>(v));
+  gpu::store_relaxed_system(p + 1, static_cast<std::uint32_t>(v >> 32));
+}
+}  // namespace detail
+
+// The words that say whether a slot range is bound to bytes [lo, hi) already, loaded with the
+// constructor's other loads (every thread; their latency overlaps) and compared later.
+struct bound_words {
+  std::uint32_t end = 0, w[4] = {0, 0, 0, 0};
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool same(std::uint32_t e, std::uint64_t lo, std::uint64_t hi) const {
+    const std::uint64_t l = static_cast<std::uint64_t>(w[0]) | (static_cast<std::uint64_t>(w[1]) << 32);
+    const std::uint64_t h = static_cast<std::uint64_t>(w[2]) | (static_cast<std::uint64_t>(w[3]) << 32);
+    return (end == e) & (l == lo) & (h == hi);
+  }
+};
+template <int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bound_words audit_bound_words(const signal_pads<MaxRanks>& s, tile_slots slots) {
+  bound_words b;
+  if (slots.first >= audit_directory_slots) return b;
+  const std::uint32_t* c = audit_row(s, slots.first);
+  b.end = gpu::load_relaxed_system(c + audit_end_word);
+  for (int i = 0; i < 4; ++i) b.w[i] = gpu::load_relaxed_system(c + audit_lo_word + i);
+  return b;
+}
+
+// Checked mode, any thread of a launch's first wave on the slot range `slots` (idempotent): binds
+// the range to this rank's bytes [lo, hi) and compares it with every other bound range of this
+// rank (calls that may be in flight at once: a range stays bound until the pads are reset).
+// `bound`: the range's words as audit_bound_words loaded them; already bound to the same bytes:
+// nothing to do. Otherwise the row is written, its bit set, a fence, and every other bound range
+// compared (of two ranges bound at once, at least one sees the other); a range that overlaps
+// another is unbound again, so its next launch compares again.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE bind_verdict audit_bind(const signal_pads<MaxRanks>& s, tile_slots slots, std::uint64_t lo,
+                                          std::uint64_t hi, const bound_words& bound) {
+  bind_verdict v{};
+  if (slots.first >= audit_directory_slots) return v;
+  std::uint32_t* c = audit_row(s, slots.first);
+  const auto end = static_cast<std::uint32_t>(slots.end());
+  if (bound.same(end, lo, hi)) return v;
+  detail::store_u64(c + audit_lo_word, lo);
+  detail::store_u64(c + audit_hi_word, hi);
+  gpu::fence_system();
+  gpu::store_relaxed_system(c + audit_end_word, end);
+  std::uint32_t* bits = s.audit_base();
+  (void)gpu::fetch_or_local(bits + slots.first / 32, 1u << (slots.first % 32));
+  gpu::fence_system();
+  const int limit = s.max_blocks < audit_directory_slots ? s.max_blocks : audit_directory_slots;
+  for (int wi = 0; wi * 32 < limit && v.what == misuse{}; ++wi) {
+    std::uint32_t word = gpu::load_relaxed_system(bits + wi);
+    while (word != 0u && v.what == misuse{}) {
+      int b = 0;
+      while (((word >> b) & 1u) == 0u) ++b;
+      word &= ~(1u << b);
+      const int other = wi * 32 + b;
+      if (other == slots.first) continue;
+      const std::uint32_t* o = audit_row(s, other);
+      const std::uint32_t oend = gpu::load_relaxed_system(o + audit_end_word);
+      if (oend == 0u) continue;  // not bound
+      const std::uint64_t olo = detail::load_u64(o + audit_lo_word), ohi = detail::load_u64(o + audit_hi_word);
+      if (static_cast<std::uint32_t>(other) < end && static_cast<std::uint32_t>(slots.first) < oend)
+        v = {misuse::region_overlap_slots, static_cast<std::uint32_t>(other), static_cast<std::uint32_t>(slots.first)};
+      else if (olo < hi && lo < ohi)
+        v = {misuse::region_overlap_bytes, static_cast<std::uint32_t>(other), static_cast<std::uint32_t>(slots.first)};
+    }
+  }
+  if (v.what != misuse{}) gpu::store_relaxed_system(c + audit_end_word, 0u);
+  return v;
+}
+
+// audit_bind with the range's words loaded now.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE bind_verdict audit_bind(const signal_pads<MaxRanks>& s, tile_slots slots, std::uint64_t lo,
+                                          std::uint64_t hi) {
+  return audit_bind(s, slots, lo, hi, audit_bound_words(s, slots));
+}
+
+// Host: unbinds the slot range starting at `first` in a copy of a rank's pad (`pad_image`, the
+// pad's words from its start, laid out as `l`), e.g. when the owner of the range's bytes frees them
+// and writes the image back; the next call on the range binds it again.
+template <int MaxRanks>
+inline void audit_unbind(std::uint32_t* pad_image, const pad_layout<MaxRanks>& l, int first) {
+  if (first < 0 || first >= audit_directory_slots) return;
+  std::uint32_t* dir = pad_image + l.audit / sizeof(std::uint32_t);
+  std::uint32_t* row = dir + audit_directory_bytes / sizeof(std::uint32_t) + static_cast<std::size_t>(first) * audit_row_words;
+  row[audit_end_word] = 0u;
+  dir[first / 32] &= ~(1u << (first % 32));
+}
+
+}  // namespace core
+RCCLX_NAMESPACE_END

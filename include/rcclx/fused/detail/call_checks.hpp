@@ -1,0 +1,160 @@
+// rcclx/fused/detail/call_checks.hpp: the checked mode's (RCCLX_CHECKS) device-side checks of a
+// tile-flag call (fused::tile_allreduce, fused::combine through detail::tile_exchange): its
+// arguments, as the host-side check() sees them, found in every thread of every block before the
+// first access to the pads or the buffers, and recorded once per block (core::record_error,
+// errc::invalid_argument, kind = the misuse).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../../core/error.hpp"
+#include "../../core/peer_table.hpp"
+#include "../../core/region.hpp"
+#include "../../core/signal_pad.hpp"
+#include "../../core/slot_ranges.hpp"
+#include "../../core/tile_audit.hpp"
+#include "../stage_check.hpp"
+#include "../../gpu/group.hpp"
+#include "../../gpu/memory.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace fused {
+namespace detail {
+using core::tile_slots;
+
+// A misuse and its two values (error_record::observed, reserved); call: error_record::call.
+struct call_problem {
+  core::misuse what{};
+  std::uint32_t a = 0, b = 0, call = 0;
+  RCCLX_HOST_DEVICE constexpr explicit operator bool() const { return static_cast<std::uint32_t>(what) != 0; }
+};
+
+// A value as an error record holds it: saturated at 2^32 - 1.
+RCCLX_HOST_DEVICE constexpr std::uint32_t sat32(std::size_t v) {
+  return v > 0xFFFFFFFFull ? 0xFFFFFFFFu : static_cast<std::uint32_t>(v);
+}
+
+// Is the slot range inside pads of max_blocks slots?
+RCCLX_HOST_DEVICE constexpr bool slots_fit(tile_slots s, int max_blocks) {
+  return s.first >= 0 && s.max_tiles >= 0 && s.end() <= max_blocks;
+}
+
+// The slot range a call's flags may touch: `s`, or slot 0 alone when `s` is not inside the pads (the
+// call is refused and only reads slot 0's control row, in the flags' constructor).
+template <int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE tile_slots slots_in_pads(const core::signal_pads<MaxRanks>& s, tile_slots slots) {
+  return slots_fit(slots, s.max_blocks) ? slots : tile_slots{0, 0};
+}
+
+// The first problem of a call of num_tiles tiles of tile_elems elements of `Elem` on table `t` in
+// region `r` (core::whole_buffer for the constructors without a region), in the order check()
+// names them: tile_elems whole vectors, num_tiles within the slot range, the slot range inside the
+// pads, every rank's buffer non-null and 16-byte aligned, the region inside the buffer, and the
+// bytes the resolved algorithm needs (half_need: one half, inputs and for tree the results) within
+// the region's halves (half_bytes(r.bytes) each).
+template <class Elem, int MaxRanks>
+RCCLX_HOST_DEVICE inline call_problem find_call_problem(const core::peer_table<Elem, MaxRanks>& t,
+                                                           const core::region& r, std::size_t tile_elems,
+                                                           int num_tiles, std::size_t vec_elems, std::size_t half_need,
+                                                           std::size_t region_half, bool tree) {
+  using core::misuse;
+  if (tile_elems == 0 || tile_elems % vec_elems != 0)
+    return {misuse::arg_tile_elems, sat32(tile_elems), sat32(vec_elems), 0u};
+  if (num_tiles < 0 || num_tiles > r.slots.max_tiles)
+    return {misuse::arg_num_tiles, static_cast<std::uint32_t>(num_tiles),
+            static_cast<std::uint32_t>(r.slots.max_tiles), 0u};
+  if (!slots_fit(r.slots, t.signals.max_blocks))
+    return {misuse::arg_slots, static_cast<std::uint32_t>(r.slots.end()),
+            static_cast<std::uint32_t>(t.signals.max_blocks), 0u};
+  for (int p = 0; p < MaxRanks && p < t.num_ranks(); ++p) {
+    if (t.data[p] == nullptr) return {misuse::arg_buffer, static_cast<std::uint32_t>(p), 0u, 0u};
+    if (!gpu::is_aligned(t.data[p], 16) || r.offset % 16 != 0)
+      return {misuse::arg_buffer, static_cast<std::uint32_t>(p), 1u, 0u};
+  }
+  if (r.offset > t.capacity_bytes || r.bytes > t.capacity_bytes - r.offset)
+    return {misuse::region_outside_buffer, sat32(r.offset + r.bytes), sat32(t.capacity_bytes), 0u};
+  if (half_need > region_half)
+    return {misuse::region_too_small, sat32(2 * half_need), sat32(r.bytes), (r.sized_for << 8) | (tree ? 1u : 0u)};
+  return {};
+}
+
+// Records `p` for this rank (first failure wins), from the first thread of each block.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_call_problem(const core::signal_pads<MaxRanks>& s,
+                                                             const call_problem& p, int block) {
+  if (!gpu::first_thread_of_block()) return;
+  core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(p.what), block, p.call, p.a, p.b);
+}
+
+// The first block of a call of epoch `epoch` on `slots` to reach finish() (thread 0): the call
+// before it (epoch - 1, whose kernel ended) as its rows recorded it: every tile published on this
+// rank (tile_not_published) and, flat, reduced (tile_not_reduced). Loads in batches of 8 tiles, so
+// a small call costs one round trip; a block that is not the last to finish has the time.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE void audit_previous_call(const core::signal_pads<MaxRanks>& s, tile_slots slots, std::uint32_t epoch) {
+  if (slots.max_tiles < 1) return;
+  const std::uint32_t prev = epoch - 1u;
+  const std::uint32_t* first = core::audit_row(s, slots.first + 1);
+  const std::uint32_t call = gpu::load_relaxed_system(first + core::audit_call_word(prev));
+  const std::uint32_t shape = gpu::load_relaxed_system(first + core::audit_call_word(prev) + 1);
+  if (call != prev || prev == 0u) return;
+  const bool flat = (shape >> 31) == 0u;
+  const std::uint32_t tiles = shape & 0x7FFFFFFFu;
+  const int n = tiles < static_cast<std::uint32_t>(slots.max_tiles) ? static_cast<int>(tiles) : slots.max_tiles;
+  constexpr int batch = 8;
+  for (int t0 = 0; t0 < n; t0 += batch) {
+    std::uint32_t mark[batch], used[batch];
+    for (int i = 0; i < batch; ++i) {
+      const std::uint32_t* row = core::audit_row(s, slots.first + 1 + (t0 + i < n ? t0 + i : t0));
+      mark[i] = gpu::load_relaxed_system(row + core::audit_mark_word(prev));
+      used[i] = gpu::load_relaxed_system(row + core::audit_consumed_word(prev));
+    }
+    for (int i = 0; i < batch && t0 + i < n; ++i) {
+      core::misuse m{};
+      if (!core::audit_mark_of(mark[i], prev)) m = core::misuse::tile_not_published;
+      else if (flat && used[i] != prev) m = core::misuse::tile_not_reduced;
+      if (m != core::misuse{}) {
+        core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(m), t0 + i, prev,
+                           static_cast<std::uint32_t>(t0 + i), prev);
+        return;
+      }
+    }
+  }
+}
+
+// The thread that decided for a launch: its call (epoch, tiles, algorithm) in the first tile's
+// row, for the next call's look.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE void audit_note_call(const core::signal_pads<MaxRanks>& s, tile_slots slots, std::uint32_t epoch,
+                                       int num_tiles, bool tree) {
+  if (slots.max_tiles < 1) return;
+  std::uint32_t* first = core::audit_row(s, slots.first + 1);
+  gpu::store_relaxed_system(first + core::audit_call_word(epoch) + 1,
+                            static_cast<std::uint32_t>(num_tiles) | (tree ? 0x80000000u : 0u));
+  gpu::store_relaxed_system(first + core::audit_call_word(epoch), epoch);
+}
+
+// A stage's view of a call (stage_context): the output's shape and, forbidden, this rank's bytes
+// [lo, hi) of the call's region but its results area [results, results + results_bytes).
+RCCLX_HOST_DEVICE inline stage_context make_stage_context(std::size_t rows, std::size_t cols, const unsigned char* lo,
+                                                          const unsigned char* hi, const unsigned char* results,
+                                                          std::size_t results_bytes) {
+  stage_context ctx;
+  ctx.rows = rows;
+  ctx.cols = cols;
+  ctx.vector_path = true;
+  ctx.forbidden[0][0] = lo;
+  if (results_bytes > 0) {
+    ctx.forbidden[0][1] = results;
+    ctx.forbidden[1][0] = results + results_bytes;
+    ctx.forbidden[1][1] = hi;
+  } else {
+    ctx.forbidden[0][1] = hi;
+  }
+  return ctx;
+}
+
+}  // namespace detail
+}  // namespace fused
+RCCLX_NAMESPACE_END

@@ -298,9 +298,9 @@ outcome run_tile_case(tile_abuse a) {
   const std::size_t tile_elems = a == tile_abuse::tile_elems_odd ? 6 : cols;
   const int loop_tiles = tiles, ctor_tiles = tiles;
   const int max_tiles = a == tile_abuse::too_many_tiles ? tiles - 3 : tiles;
-  // The bytes a call may use: a tree-sized call (or a flat-sized one for the tree misuse) per region.
+  // Each call's bytes: sized for tree (either algorithm fits), or for flat alone (the tree misuse).
   const std::size_t flat_bytes = flat_ar::workspace_bytes(cols, tiles), tree_bytes = tree_ar::workspace_bytes(cols, tiles);
-  const std::size_t region_bytes = (tree ? flat_bytes : tree_bytes + 255) / 256 * 256;
+  const std::size_t region_bytes = ((tree ? flat_bytes : tree_bytes) + 255) / 256 * 256;
   const bool two = a == tile_abuse::two_regions || a == tile_abuse::two_legacy_calls ||
                    a == tile_abuse::overlapping_region_bytes || a == tile_abuse::overlapping_region_slots;
   const std::size_t used = (two ? 2 : 1) * region_bytes;

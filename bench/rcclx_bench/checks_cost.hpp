@@ -45,6 +45,13 @@ constexpr std::size_t tile_cost_tile_bytes = 2048;
 double tile_allreduce_us_checks_on(const checks_cost_args& a);
 double tile_allreduce_us_checks_off(const checks_cost_args& a);
 
+// The AllReduce + residual + RMSNorm row: fused::allreduce_rmsnorm (algorithm::automatic, the
+// launcher's own choice of kernel and grid) of 1 x 4096 bf16 on `num_ranks` emulated ranks, timed
+// like the others; negative: it could not run.
+constexpr std::size_t rmsnorm_cost_tokens = 1, rmsnorm_cost_hidden = 4096;
+double allreduce_rmsnorm_us_checks_on(const checks_cost_args& a);
+double allreduce_rmsnorm_us_checks_off(const checks_cost_args& a);
+
 // One row of the summary: a name and the worst on/off ratio over the types measured (0: none).
 struct checks_cost_row {
   std::string name;
@@ -122,6 +129,26 @@ inline double print_checks_cost(checks_cost_args args, const std::vector<std::st
   return worst;
 }
 
+// The AllReduce + RMSNorm row's table (bf16 only; best of `rounds` alternating medians).
+inline checks_cost_row print_rmsnorm_checks_cost(const checks_cost_args& args, int rounds) {
+  checks_cost_row row{"allreduce_rmsnorm 1x4096 bf16", 0.0, ""};
+  std::printf("#\n# checked mode cost: fused::allreduce_rmsnorm %zu x %zu bf16 (automatic) on %d emulated ranks "
+              "(best of %d medians each)\n",
+              rmsnorm_cost_tokens, rmsnorm_cost_hidden, args.num_ranks, rounds);
+  std::printf("# %6s %10s %12s %12s %8s\n", "type", "bytes", "off(us)", "on(us)", "on/off");
+  double off = 1e30, on = 1e30;
+  for (int k = 0; k < rounds; ++k) {
+    const double f = allreduce_rmsnorm_us_checks_off(args), n = allreduce_rmsnorm_us_checks_on(args);
+    off = f < 0 || off < 0 ? -1.0 : std::min(off, f);
+    on = n < 0 || on < 0 ? -1.0 : std::min(on, n);
+  }
+  const double ratio = off > 0 && on > 0 ? on / off : 0.0;
+  std::printf("  %6s %10zu %12.2f %12.2f %8.3f\n", "bf16", rmsnorm_cost_tokens * rmsnorm_cost_hidden * 2, off, on, ratio);
+  row.worst = ratio;
+  row.worst_type = "bf16";
+  return row;
+}
+
 }  // namespace bench
 
 #ifdef RCCLX_BENCH_CHECKS_COST_IMPL
@@ -129,8 +156,10 @@ inline double print_checks_cost(checks_cost_args args, const std::vector<std::st
 // the function they define.
 #  include <rcclx/core/types.hpp>
 #  include <rcclx/dda/allreduce.hpp>
+#  include <rcclx/fused/allreduce_rmsnorm.hpp>
 #  include <rcclx/fused/stages.hpp>
 #  include <rcclx/fused/tile_allreduce.hpp>
+#  include <rcclx/testing/emulated_fused_kernels.hpp>
 #  include <rcclx/testing/emulated_bench.hpp>
 #  include <rcclx/testing/emulated_kernels.hpp>
 #  include <rcclx/testing/emulated_launch_config.hpp>
@@ -242,6 +271,45 @@ double tile_cost_run(const checks_cost_args& a) {
   }
 }
 
+double rmsnorm_cost_run(const checks_cost_args& a) {
+  namespace rt = rcclx::testing;
+  namespace fz = rcclx::fused;
+  using T = rcclx::bf16;
+  constexpr int max_r = 8;
+  const std::size_t tokens = rmsnorm_cost_tokens, hidden = rmsnorm_cost_hidden, count = tokens * hidden;
+  rt::emulated_bench<max_r> rig(a.num_ranks,
+                                fz::allreduce_rmsnorm_workspace_bytes<T>(tokens, hidden, rcclx::algorithm::tree),
+                                fz::pad_blocks_for(32, static_cast<int>(tokens)), rcclx::core::default_ll_layout(),
+                                rcclx::core::default_timeout_ns);
+  rig.world().reserve_blocks(32);  // the block slots of the launcher's other kernels (the LL cluster path)
+  const fz::tile_slots slots = rig.world().reserve_tile_slots(static_cast<int>(tokens), "rcclx-bench-checks rmsnorm row");
+  std::vector<fz::rmsnorm_args<T>> args(static_cast<std::size_t>(a.num_ranks));
+  T* weight = rig.template alloc<T>(hidden * sizeof(T));
+  rcclx::gpu::memset_zero(weight, hidden * sizeof(T));
+  for (int r = 0; r < a.num_ranks; ++r) {
+    T* x = rig.template alloc<T>(count * sizeof(T));
+    T* res = rig.template alloc<T>(count * sizeof(T));
+    rcclx::gpu::memset_zero(x, count * sizeof(T));  // zero inputs: the residual stays what it was
+    rcclx::gpu::memset_zero(res, count * sizeof(T));
+    args[static_cast<std::size_t>(r)] = fz::rmsnorm_args<T>{x, res, weight, rig.template alloc<T>(count * sizeof(T)),
+                                                            tokens, hidden, 1e-6f};
+  }
+  const rt::timing_options o{a.warmup, a.iters, a.calls_per_graph};
+  const rt::timing_mode mode = rcclx::current_backend == rcclx::backend::host ? rt::timing_mode::wall : rt::timing_mode::graph;
+  try {
+    bool fell_back = false;
+    return rig.time(mode, o,
+                    [&](rcclx::gpu::stream_t s) {
+                      rt::launch_allreduce_rmsnorm<T, T, max_r>(rig.world(), args.data(), slots,
+                                                                rcclx::algorithm::automatic, 0, s);
+                    },
+                    fell_back);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "# allreduce_rmsnorm row: %s\n", e.what());
+    return -1.0;
+  }
+}
+
 }  // namespace
 
 std::vector<double> RCCLX_BENCH_CHECKS_COST_IMPL(const checks_cost_args& a) {
@@ -257,6 +325,15 @@ double tile_allreduce_us_checks_off(const checks_cost_args& a)
 {
   if (a.type == "bf16") return tile_cost_run<rcclx::bf16>(a);
   return tile_cost_run<float>(a);
+}
+
+#  if RCCLX_CHECKS
+double allreduce_rmsnorm_us_checks_on(const checks_cost_args& a)
+#  else
+double allreduce_rmsnorm_us_checks_off(const checks_cost_args& a)
+#  endif
+{
+  return rmsnorm_cost_run(a);
 }
 
 }  // namespace bench

@@ -1,7 +1,8 @@
 // rcclx-bench-checks: the checked mode's cost alone (checks_cost.hpp; the table of
 // `rcclx-bench --checks-cost-only`, in a tool that builds in seconds), and the same for a tile
-// AllReduce kernel (fused::tile_allreduce flat, 4 blocks x one 2 KiB tile per rank). The summary
-// gives each row's worst on/off ratio and flags those over 1.10.
+// AllReduce kernel (fused::tile_allreduce flat, 4 blocks x one 2 KiB tile per rank) and for the
+// fused AllReduce + residual + RMSNorm (1 x 4096 bf16). The summary gives each row's worst on/off
+// ratio and flags those over 1.10 (the target is the 8 KiB rows').
 //   rcclx-bench-checks [--ranks N] [--type float,bf16] [--rounds R]
 #include <cstdio>
 #include <string>
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   const double worst = bench::print_checks_cost(args, types, rounds, &type);
   rows.push_back({"dda flat AllReduce 8 KiB", worst, type});
   rows.push_back(bench::print_tile_checks_cost(args, types, rounds));
+  rows.push_back(bench::print_rmsnorm_checks_cost(args, rounds));
   const bool ok = bench::print_checks_cost_summary(rows, 1.10);
   std::printf("# checks_cost_8KiB: target on/off <= 1.10: %s\n", ok ? "PASS" : "MISS");
   return 0;

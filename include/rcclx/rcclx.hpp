@@ -18,6 +18,7 @@
 #include "core/region.hpp"
 #include "core/signal_pad.hpp"
 #include "core/slot_ranges.hpp"
+#include "core/tile_audit.hpp"
 #include "core/tile_flags.hpp"
 #include "core/types.hpp"
 #include "dda/allgather.hpp"

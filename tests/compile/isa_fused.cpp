@@ -3,7 +3,11 @@
 // vectors per thread of 512) on up to 8 ranks, compiled with clang-19 --offload-device-only. The check reads its
 // assembly for the system-scope row flags (release stores, acquire polls), 16-byte peer loads and
 // no scratch memory (the row, the preloaded residual and weight, and the tree's row copies stay
-// in registers).
+// in registers). The kernels as a release build ships them: the checked mode off (its tile audit
+// adds registers; tests/checks cover it).
+#ifndef RCCLX_CHECKS
+#  define RCCLX_CHECKS 0
+#endif
 #include <rcclx/fused/allreduce_rmsnorm.hpp>
 
 extern "C" __global__ void __launch_bounds__(512)

@@ -110,7 +110,8 @@ struct ragged_world {
       : n(num_ranks),
         world(num_ranks,
               fz::tile_allreduce<T, max_r, algorithm::tree>::workspace_bytes(fz::padded_cols<T>(max_cols), 64),
-              64) {}
+              core_slots) {}
+  static constexpr int core_slots = 1 + 64;  // the control slot and one per tile of `slots`
   ~ragged_world() {
     for (void* p : owned) rcclx::gpu::device_free(p);
   }

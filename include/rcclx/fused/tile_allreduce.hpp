@@ -217,11 +217,6 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
     }
     if (this->bad_) {
       return false;
-    } else if (fault) {
-      m = fault.what;
-      a = fault.a;
-      b = fault.b;
-      call = fault.stage;
     } else if (detail::map_columns_checked(map) &&
                ((f.w[2] % static_cast<std::uint32_t>(vec_elems)) != 0 || (f.w[3] % static_cast<std::uint32_t>(vec_elems)) != 0)) {
       m = core::misuse::map_vector_width;
@@ -239,6 +234,11 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
       m = core::misuse::map_too_many_tiles;
       a = static_cast<std::uint32_t>(map.num_tiles());
       b = static_cast<std::uint32_t>(num_tiles_);
+    } else if (fault) {  // the map first: a stage's fault may only follow from a wrong map
+      m = fault.what;
+      a = fault.a;
+      b = fault.b;
+      call = fault.stage;
     }
     if (m != core::misuse{}) {
       if (g.thread_rank() == 0)

@@ -74,7 +74,9 @@ TEST_CASE("ops: sum, min and max on accumulators", "[dda][ops]") {
   REQUIRE(mx(std::int32_t{-5}, std::int32_t{3}) == 3);
   REQUIRE(std::string(rcclx::to_string(rcclx::reduce_op::max)) == "max");
   REQUIRE(std::string(rcclx::to_string(algorithm::tree)) == "tree");
-  REQUIRE(!rcclx::is_valid(static_cast<rcclx::reduce_op>(3)));
+  REQUIRE(!rcclx::is_valid(static_cast<rcclx::reduce_op>(6)));
+  REQUIRE(rcclx::is_valid(rcclx::reduce_op::premul_sum));
+  REQUIRE(!rcclx::is_basic(rcclx::reduce_op::avg));
   REQUIRE(rcclx::core::with_op(rcclx::reduce_op::min, [](auto op) { return decltype(op)::value; }) ==
           rcclx::reduce_op::min);
 }

@@ -9,11 +9,22 @@
 // Accumulation: float, bf16 and fp16 accumulate in fp32 (RCCLX DDA and QuickReduce accumulate in
 // the input type, which loses ~log2(N) bits at N ranks); int32 accumulates in int32, and its sum
 // wraps modulo 2^32 (two's complement, as NCCL/RCCL). min and max are exact for every type.
+//
+// product, avg and premul_sum (torch's PRODUCT, AVG and PREMUL_SUM) are reduced by kernels of their
+// own (dda/op_allreduce.hpp: AllReduce and ReduceScatter, flat and tree); the other collectives and
+// rcclx::lpc take sum, min and max only (is_basic) and refuse the others with errc::unsupported.
+//   product: rank-order products in fp32 (int32: modulo 2^32);
+//   avg: the rank-order sum, then one division by N of the fp32 sum before the single rounding to
+//        T; int32: the wrapped sum divided by N, truncated toward zero (as NCCL's ncclAvg for
+//        integers, i.e. torch's AVG on NCCL);
+//   premul_sum: sum over ranks of (factor * x_p), each product in fp32 before the rank-order fp32
+//        sum (reduce_spec carries the factor; the same factor on every rank). Floating types only.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "../gpu/convert.hpp"
 #include "../gpu/memory.hpp"
@@ -26,6 +37,18 @@ enum class reduce_op {
   sum,  // fp32 accumulation for floating types; int32 wraps modulo 2^32
   min,  // NaN propagates; ties (including -0 and +0) keep the lower rank's value
   max,  // NaN propagates; ties (including -0 and +0) keep the lower rank's value
+  product,     // fp32 products for floating types; int32 wraps modulo 2^32
+  avg,         // sum, then divided by N once (fp32 for floating types; int32: truncated toward zero)
+  premul_sum,  // sum of factor * x (factor: reduce_spec::factor); floating types only
+};
+
+// An op with its run-time parameter: the factor of reduce_op::premul_sum (ignored by the others).
+// Implicit from a reduce_op, so every API that takes one takes a plain op too.
+struct reduce_spec {
+  reduce_op op = reduce_op::sum;
+  float factor = 1.0f;
+  constexpr reduce_spec() = default;
+  constexpr reduce_spec(reduce_op o, float f = 1.0f) : op(o), factor(f) {}  // NOLINT: implicit on purpose
 };
 
 // How an AllReduce moves data. automatic picks flat or tree from the size, the rank count and the
@@ -43,6 +66,9 @@ inline const char* to_string(reduce_op op) {
     case reduce_op::sum: return "sum";
     case reduce_op::min: return "min";
     case reduce_op::max: return "max";
+    case reduce_op::product: return "product";
+    case reduce_op::avg: return "avg";
+    case reduce_op::premul_sum: return "premul_sum";
   }
   return "invalid";
 }
@@ -57,9 +83,13 @@ inline const char* to_string(algorithm a) {
   return "invalid";
 }
 
+// A value of the enum.
 inline bool is_valid(reduce_op op) {
-  return op == reduce_op::sum || op == reduce_op::min || op == reduce_op::max;
+  return op == reduce_op::sum || op == reduce_op::min || op == reduce_op::max || op == reduce_op::product ||
+         op == reduce_op::avg || op == reduce_op::premul_sum;
 }
+// sum, min or max: the ops every reducing collective takes (the others: dda/op_allreduce.hpp).
+inline bool is_basic(reduce_op op) { return op == reduce_op::sum || op == reduce_op::min || op == reduce_op::max; }
 inline bool is_valid(algorithm a) {
   return a == algorithm::flat || a == algorithm::tree || a == algorithm::low_precision ||
          a == algorithm::automatic;
@@ -98,6 +128,65 @@ struct op_max {
     return (a < b || b != b) ? b : a;
   }
 };
+
+// ---- the ops with kernels of their own (dda/op_allreduce.hpp) ------------------------------------
+// Besides the pairwise step, such an op may have pre(x) (applied to every rank's widened value
+// before it is folded, rank 0's included) and finish(acc, n) (applied once to the folded value of
+// n ranks before it is narrowed to T); op_steps says which.
+
+struct op_product {
+  static constexpr reduce_op value = reduce_op::product;
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float operator()(float a, float b) const { return a * b; }
+  // Wraps modulo 2^32 (computed unsigned).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::int32_t operator()(std::int32_t a, std::int32_t b) const {
+    return static_cast<std::int32_t>(static_cast<std::uint32_t>(a) * static_cast<std::uint32_t>(b));
+  }
+};
+
+struct op_avg : op_sum {
+  static constexpr reduce_op value = reduce_op::avg;
+  using op_sum::operator();
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float finish(float acc, int n) const { return acc / static_cast<float>(n); }
+  // Truncated toward zero (C++ division), as NCCL's ncclAvg for integers.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::int32_t finish(std::int32_t acc, int n) const { return acc / n; }
+};
+
+struct op_premul_sum : op_sum {
+  static constexpr reduce_op value = reduce_op::premul_sum;
+  float factor;
+  using op_sum::operator();
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float pre(float x) const { return gpu::mul_rn(x, factor); }
+};
+
+namespace detail {
+template <class Op, class = void>
+struct has_pre : std::false_type {};
+template <class Op>
+struct has_pre<Op, decltype((void)std::declval<const Op&>().pre(0.0f))> : std::true_type {};
+template <class Op, class = void>
+struct has_finish : std::false_type {};
+template <class Op>
+struct has_finish<Op, decltype((void)std::declval<const Op&>().finish(0.0f, 1))> : std::true_type {};
+}  // namespace detail
+
+// The optional steps of an op: pre and finish (identity for the ops that have none).
+template <class Op>
+struct op_steps {
+  static constexpr bool pre = detail::has_pre<Op>::value;
+  static constexpr bool finish = detail::has_finish<Op>::value;
+};
+
+// Calls f(op_product{}), f(op_avg{}) or f(op_premul_sum{factor}) for a spec that is not is_basic
+// (the caller validates it first).
+template <class F>
+inline decltype(auto) with_extended_op(const reduce_spec& spec, F&& f) {
+  switch (spec.op) {
+    case reduce_op::product: return f(op_product{});
+    case reduce_op::avg: return f(op_avg{});
+    case reduce_op::premul_sum:
+    default: return f(op_premul_sum{{}, spec.factor});
+  }
+}
 
 // The functor of a reduce_op known at compile time.
 template <reduce_op Op>

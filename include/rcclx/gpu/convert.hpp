@@ -30,6 +30,18 @@
 RCCLX_NAMESPACE_BEGIN
 namespace gpu {
 
+// a * b rounded once to fp32, never contracted with a following add into a fused multiply-add (the
+// compilers for CUDA and HIP contract by default): a product whose rounding a sum must see, e.g.
+// premul_sum's factor * x before the rank-order sum. Host: the plain product (host builds do not
+// target FMA instructions unless asked to).
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float mul_rn(float a, float b) {
+#if (RCCLX_BACKEND_CUDA || RCCLX_BACKEND_HIP) && RCCLX_DEVICE_COMPILE
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
 // ---- fp16 <-> fp32 ------------------------------------------------------------------------------
 // IEEE round to nearest even, subnormals kept: v_cvt_f32_f16 / v_cvt_f16_f32 (through _Float16) on
 // AMD, cvt.f32.f16 / cvt.rn.f16.f32 on NVIDIA, fp16::to_float / from_float on the host. A NaN stays a

@@ -219,9 +219,11 @@ class communicator {
   // bf16). input may equal output. Zero-copy when input is registered (or captured in a graph) and
   // the algorithm leaves it intact: flat out of place, tree in place; otherwise through the
   // workspace, in chunks of buffer_bytes (low precision: of whole quantization blocks, the same
-  // bits as one call).
+  // bits as one call). op: sum, min, max, or (plain algorithms only) product, avg and premul_sum as
+  // a reduce_spec{reduce_op::premul_sum, factor} (core/ops.hpp says how each is computed; the factor
+  // must be the same on every rank: the call check compares it).
   template <class T>
-  void allreduce(const T* input, T* output, std::size_t count, reduce_op op = reduce_op::sum,
+  void allreduce(const T* input, T* output, std::size_t count, reduce_spec op = reduce_op::sum,
                  algorithm algo = algorithm::automatic, gpu::stream_t stream = {}) {
     runner_.allreduce(input, output, count, op, algo, stream);
   }
@@ -241,9 +243,9 @@ class communicator {
   // ReduceScatter of `count` elements per rank (count % num_ranks == 0, C = count / num_ranks):
   // output[i] = op over ranks p of input_p[rank * C + i] (C elements, disjoint from input), reduced
   // in rank order in fp32 (plain: bit for bit block `rank` of the plain AllReduce). T: float, bf16,
-  // fp16, int32_t (low precision: float, bf16). Zero-copy and workspace as allgather.
+  // fp16, int32_t (low precision: float, bf16). op as allreduce's. Zero-copy and workspace as allgather.
   template <class T>
-  void reduce_scatter(const T* input, T* output, std::size_t count, reduce_op op = reduce_op::sum,
+  void reduce_scatter(const T* input, T* output, std::size_t count, reduce_spec op = reduce_op::sum,
                       algorithm algo = algorithm::automatic, gpu::stream_t stream = {}) {
     runner_.template one_shot_call<detail::collective_kind::reduce_scatter>("reduce_scatter", input, output, count, op,
                                                                             algo, stream);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "../core/error.hpp"
 #include "../core/ops.hpp"
@@ -34,10 +35,33 @@ inline bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::siz
 }
 inline bool overlaps(const void* a, const void* b, std::size_t bytes) { return overlaps(a, bytes, b, bytes); }
 
+// An op a collective of sum, min and max takes: an invalid value is invalid_argument; product, avg and
+// premul_sum are unsupported there (they are dda's AllReduce and ReduceScatter's, dda/op_allreduce.hpp).
 inline void check_op(const std::string& who, reduce_op op) {
   if (!is_valid(op))
     throw error(errc::invalid_argument, who + ": op = " + std::to_string(static_cast<int>(op)) +
-                                            " is not a reduce_op (sum, min, max)");
+                                            " is not a reduce_op (sum, min, max, product, avg, premul_sum)");
+  if (!is_basic(op))
+    throw error(errc::unsupported, who + ": op = " + to_string(op) + " is not supported here (sum, min, max); " +
+                                       to_string(op) + " is taken by the plain AllReduce and ReduceScatter "
+                                       "(rcclx::dda, flat and tree)");
+}
+
+// An op of dda's AllReduce or ReduceScatter (any reduce_op) for element type T: premul_sum on
+// floating types only, with a finite factor.
+template <class T>
+inline void check_spec(const std::string& who, const reduce_spec& spec) {
+  if (!is_valid(spec.op))
+    throw error(errc::invalid_argument, who + ": op = " + std::to_string(static_cast<int>(spec.op)) +
+                                            " is not a reduce_op (sum, min, max, product, avg, premul_sum)");
+  if (spec.op == reduce_op::premul_sum) {
+    if (std::is_integral<T>::value)
+      throw error(errc::unsupported, who + ": op = premul_sum takes floating elements (float, bf16, fp16), not " +
+                                         core::type_name<T>());
+    if (!(spec.factor - spec.factor == 0.0f))
+      throw error(errc::invalid_argument, who + ": premul_sum factor = " + std::to_string(spec.factor) +
+                                              " is not finite");
+  }
 }
 
 inline void check_algorithm(const std::string& who, algorithm a) {

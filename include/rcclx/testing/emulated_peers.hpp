@@ -304,9 +304,11 @@ class emulated_peers {
   }
 
   void check_op_and_algorithm(const char* who, reduce_op op, algorithm algo) const {
-    if (!is_valid(op))
-      throw error(errc::invalid_argument, std::string(who) + ": op = " + std::to_string(static_cast<int>(op)) +
-                                              " is not a reduce_op (sum, min, max)");
+    // The emulated kernels take sum, min and max (product, avg, premul_sum: dda/op_allreduce.hpp).
+    if (!is_basic(op))
+      throw error(is_valid(op) ? errc::unsupported : errc::invalid_argument,
+                  std::string(who) + ": op = " + std::to_string(static_cast<int>(op)) +
+                      " is not a reduce_op of the emulated kernels (sum, min, max)");
     if (!is_valid(algo))
       throw error(errc::invalid_argument, std::string(who) + ": algorithm = " +
                                               std::to_string(static_cast<int>(algo)) + " is not an rcclx::algorithm");

@@ -147,10 +147,10 @@ inline std::string compare_descriptors(const std::vector<call_descriptor>& all) 
       return list("the element type", [](const call_descriptor& d) { return std::string(d.type_name); });
     if (b.count != a.count)
       return list("the element count", [&](const call_descriptor& d) { return num(d.count); });
-    if (b.shape != a.shape)
-      return list("the shape (row length)", [&](const call_descriptor& d) { return num(d.shape); });
     if (b.op != a.op)
       return list("the reduction op", [](const call_descriptor& d) { return std::string(d.op_name); });
+    if (b.shape != a.shape)
+      return list("the shape (row length; a premul_sum: the factor's bits)", [&](const call_descriptor& d) { return num(d.shape); });
     if (b.algo != a.algo)
       return list("the algorithm", [](const call_descriptor& d) { return std::string(d.algo_name); });
     if (b.path != a.path)

@@ -93,8 +93,9 @@ class collective_runner {
   // ---- the collectives (see communicator's methods of the same names) ---------------------------
 
   template <class T>
-  void allreduce(const T* input, T* output, std::size_t count, reduce_op op, algorithm algo, gpu::stream_t stream) {
-    if (algo == algorithm::low_precision) return allreduce_low_precision(input, output, count, op, stream);
+  void allreduce(const T* input, T* output, std::size_t count, const reduce_spec& op, algorithm algo,
+                 gpu::stream_t stream) {
+    if (algo == algorithm::low_precision) return allreduce_low_precision(input, output, count, op.op, stream);
     std::string local_error;
     algorithm a = algo;
     try {
@@ -106,8 +107,9 @@ class collective_runner {
     const std::size_t bytes = count * sizeof(T);
     const bool disjoint = !overlaps(input, bytes, output, bytes);
     const bool zero_copy = local_error.empty() && (a == algorithm::flat ? disjoint : input == output);
-    auto d = make_descriptor<T>(collective_kind::allreduce, count, static_cast<std::uint32_t>(op), to_string(op),
+    auto d = make_descriptor<T>(collective_kind::allreduce, count, static_cast<std::uint32_t>(op.op), to_string(op.op),
                                 static_cast<std::uint32_t>(a), to_string(a));
+    d.shape = factor_word(op);
     const int n = n_;
     // This communicator's launch shape for c elements (a function of c and options that agree on
     // every rank).
@@ -134,8 +136,8 @@ class collective_runner {
 
   // AllGather, ReduceScatter, AlltoAll (detail::one_shot): one launch, plain or low precision.
   template <collective_kind Kind, class T>
-  void one_shot_call(const char* name, const T* input, T* output, std::size_t count, reduce_op op, algorithm algo,
-                     gpu::stream_t stream) {
+  void one_shot_call(const char* name, const T* input, T* output, std::size_t count, const reduce_spec& op,
+                     algorithm algo, gpu::stream_t stream) {
     using traits = one_shot<Kind>;
     const std::string who = name;
     const bool low = algo == algorithm::low_precision;
@@ -147,7 +149,7 @@ class collective_runner {
                                                 " is not an rcclx::algorithm");
       if (low) {
         if constexpr (!lpc::is_element_v<T>) throw error(errc::unsupported, low_precision_type_error<T>(who));
-        else check_low_precision_call(who, traits::lpc_kind, n_, MaxRanks, input, output, count, op);
+        else check_low_precision_call(who, traits::lpc_kind, n_, MaxRanks, input, output, count, op.op);
       } else {
         check_plain_call<Kind>(who, n_, MaxRanks, input, output, count, op, algo);
       }
@@ -174,16 +176,17 @@ class collective_runner {
     } catch (const std::exception& e) {
       local_error = strip_prefix(e.what());
     }
-    auto d = make_descriptor<T>(Kind, count, traits::reduces ? static_cast<std::uint32_t>(op) : 0u,
-                                traits::reduces ? to_string(op) : "-", static_cast<std::uint32_t>(algo),
+    auto d = make_descriptor<T>(Kind, count, traits::reduces ? static_cast<std::uint32_t>(op.op) : 0u,
+                                traits::reduces ? to_string(op.op) : "-", static_cast<std::uint32_t>(algo),
                                 is_valid(algo) ? to_string(algo) : "invalid");
+    if (traits::reduces) d.shape = factor_word(op);
     const int n = n_;
     run(d, input, count, zero_copy, stream,
         [=](const auto& t, bool) {
           if (!low) {
             traits::plain(t, n, input, output, count, op, stream);
           } else if constexpr (lpc::is_element_v<T>) {
-            traits::low_precision(t, n, input, output, count, op, stream);
+            traits::low_precision(t, n, input, output, count, op.op, stream);
           }
         },
         local_error);
@@ -250,6 +253,12 @@ class collective_runner {
   }
 
  private:
+  // The call check's shape word of a reduction: premul_sum's factor bits (ranks with different
+  // factors would not produce the same bits), 0 for the other ops.
+  static std::uint32_t factor_word(const reduce_spec& op) {
+    return op.op == reduce_op::premul_sum ? rcclx::detail::float_bits(op.factor) : 0u;
+  }
+
   // Where run() lets peers read `bytes` of input at `input` (zero_copy: the caller allows it).
   // Peers read zero-copy inputs with 16-byte vectors: only 16-byte aligned inputs qualify (the
   // same offset into buffers registered 16-byte aligned is aligned on every rank).

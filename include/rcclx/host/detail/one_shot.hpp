@@ -54,7 +54,8 @@ struct one_shot {
 
   // The launchers, for a table by value or (captured graphs) a pointer to one in device memory.
   template <class Table, class T>
-  static void plain(const Table& t, int n, const T* in, T* out, std::size_t count, reduce_op op, gpu::stream_t s) {
+  static void plain(const Table& t, int n, const T* in, T* out, std::size_t count, const reduce_spec& op,
+                    gpu::stream_t s) {
     with_table(t, n, [&](const auto&... table) {
       if constexpr (Kind == collective_kind::allgather) dda::allgather(table..., in, out, count, s);
       else if constexpr (Kind == collective_kind::reduce_scatter) dda::reduce_scatter(table..., in, out, count, op, s);

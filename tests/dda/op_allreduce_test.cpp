@@ -1,0 +1,296 @@
+// reduce_op::product, avg and premul_sum through dda::allreduce (flat and tree, both table forms) and
+// dda::reduce_scatter, one launcher call per emulated rank (tests/support/rank_runner.hpp). Each
+// output element is checked twice against references computed here without rcclx code: bit for bit
+// against the documented fp32 rank-order computation (this file's own float arithmetic and its own
+// rounding to bf16 / fp16), and within a float64 tolerance of the exact result. Every rank must hold
+// the same bits, flat and tree must agree, and a ReduceScatter's block r is the AllReduce's block r.
+#include <rcclx/dda/allreduce.hpp>
+#include <rcclx/dda/reduce_scatter.hpp>
+#include <rcclx/testing/emulated_world.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../support/catch.hpp"
+#include "../support/rank_runner.hpp"
+#include "reference.hpp"
+
+namespace op_ext_test {
+
+using rcclx::algorithm;
+using rcclx::reduce_op;
+using rcclx::reduce_spec;
+constexpr int max_r = 8;
+
+// fp32 -> T, nearest even, by this file's own arithmetic (double is exact for every step here).
+inline double round_fp16(double f) {
+  if (std::isnan(f) || std::isinf(f)) return f;
+  const double a = std::fabs(f);
+  if (a == 0) return f;
+  int e = std::ilogb(a);
+  if (e < -14) e = -14;
+  const double ulp = std::ldexp(1.0, e - 10);
+  const double q = std::nearbyint(a / ulp) * ulp;  // ties to even (default rounding mode)
+  const double r = q >= 65520.0 ? std::numeric_limits<double>::infinity() : q;
+  return f < 0 ? -r : r;
+}
+inline double round_bf16(double f) {
+  if (std::isnan(f) || std::isinf(f)) return f;
+  const double a = std::fabs(f);
+  if (a == 0) return f;
+  int e = std::ilogb(a);
+  if (e < -126) e = -126;
+  const double ulp = std::ldexp(1.0, e - 7);
+  const double q = std::nearbyint(a / ulp) * ulp;
+  const double r = q >= std::ldexp(1.0, 128) ? std::numeric_limits<double>::infinity() : q;
+  return f < 0 ? -r : r;
+}
+template <class T>
+double round_to(float f) {
+  if constexpr (std::is_same<T, rcclx::bf16>::value) return round_bf16(f);
+  else if constexpr (std::is_same<T, rcclx::fp16>::value) return round_fp16(f);
+  else return f;
+}
+
+// Inputs: product: magnitudes in [0.75, 1.5) with random signs (products stay normal); the others
+// uniform in [-1, 1); all exact in T. int32: the whole range (product and sum wrap).
+template <class T>
+std::vector<T> make_input(std::size_t count, std::uint64_t seed, reduce_op op) {
+  std::mt19937_64 g(seed);
+  std::vector<T> v(count);
+  for (auto& x : v) {
+    if constexpr (std::is_same<T, std::int32_t>::value) {
+      x = static_cast<std::int32_t>(static_cast<std::uint32_t>(g()));
+    } else {
+      double d = std::ldexp(static_cast<double>(g() >> 11), -53);  // [0, 1)
+      d = op == reduce_op::product ? (0.75 + 0.75 * d) * ((g() & 1) ? -1 : 1) : 2 * d - 1;
+      x = T(static_cast<float>(d));
+      // T(float) rounds; exact() decodes what was stored, independent of rcclx.
+    }
+  }
+  return v;
+}
+
+inline std::string num(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%.9g", x);
+  return buf;
+}
+
+// The expected bits (as a double) and the float64 check of element i.
+template <class T>
+std::string check_element(const std::vector<std::vector<T>>& in, std::size_t i, const reduce_spec& spec, T got) {
+  const int n = static_cast<int>(in.size());
+  using rcclx_test::exact;
+  if constexpr (std::is_same<T, std::int32_t>::value) {
+    std::uint32_t acc = static_cast<std::uint32_t>(in[0][i]);
+    std::int64_t wide = in[0][i];
+    for (int p = 1; p < n; ++p) {
+      const std::uint32_t x = static_cast<std::uint32_t>(in[p][i]);
+      if (spec.op == reduce_op::product) acc *= x;
+      else acc += x;
+      wide += in[p][i];
+    }
+    std::int64_t want = static_cast<std::int32_t>(acc);
+    if (spec.op == reduce_op::avg) want = static_cast<std::int32_t>(acc) / n;  // truncated toward zero
+    if (got != want)
+      return "element " + std::to_string(i) + ": got " + std::to_string(got) + ", expected " + std::to_string(want);
+    (void)wide;
+    return {};
+  } else {
+    float acc = 0;
+    double exact_acc = 0, mag = 0;
+    for (int p = 0; p < n; ++p) {
+      const float x = static_cast<float>(exact(in[p][i]));
+      float y = x;
+      double yd = exact(in[p][i]);
+      if (spec.op == reduce_op::premul_sum) {
+        volatile float prod = x * spec.factor;  // rounded to fp32 on its own
+        y = prod;
+        yd *= static_cast<double>(spec.factor);
+      }
+      if (p == 0) {
+        acc = y;
+        exact_acc = yd;
+      } else if (spec.op == reduce_op::product) {
+        acc = acc * y;
+        exact_acc *= yd;
+      } else {
+        volatile float s = acc + y;
+        acc = s;
+        exact_acc += yd;
+      }
+      mag += std::fabs(yd);
+    }
+    if (spec.op == reduce_op::avg) {
+      acc = acc / static_cast<float>(n);
+      exact_acc /= n;
+      mag /= n;
+    }
+    const double want = round_to<T>(acc), g = exact(got);
+    if (!(g == want) && !(std::isnan(g) && std::isnan(want)))
+      return "element " + std::to_string(i) + ": got " + num(g) + ", expected " + num(want) + " (fp32 rank order)";
+    // float64: n fp32 roundings (products: relative; sums: of the magnitudes), one rounding to T.
+    const double u = rcclx_test::type_info<T>::u;
+    const double fp32_err = spec.op == reduce_op::product ? 2.0 * n * 0x1p-24 * std::fabs(exact_acc)
+                                                          : 2.0 * (n + 1) * 0x1p-24 * mag;
+    const double tol = u * (std::fabs(exact_acc) + fp32_err) + fp32_err + rcclx_test::type_info<T>::tiny;
+    if (std::fabs(g - exact_acc) > tol)
+      return "element " + std::to_string(i) + ": got " + num(g) + ", float64 " + num(exact_acc) + " +- " + num(tol);
+    return {};
+  }
+}
+
+template <class T>
+struct buffers {
+  std::vector<std::vector<T>> host_in;
+  std::vector<T*> in, out;
+  std::size_t out_count;
+  buffers(int n, std::size_t count, std::size_t out_elems, std::uint64_t seed, reduce_op op)
+      : host_in(n), in(n), out(n), out_count(out_elems) {
+    for (int r = 0; r < n; ++r) {
+      host_in[r] = make_input<T>(count, seed + 101 * r, op);
+      in[r] = static_cast<T*>(rcclx::gpu::device_malloc(count * sizeof(T) + 16));
+      out[r] = static_cast<T*>(rcclx::gpu::device_malloc(out_elems * sizeof(T) + 16));
+      rcclx::gpu::copy(in[r], host_in[r].data(), count * sizeof(T));
+      std::vector<unsigned char> poison(out_elems * sizeof(T), 0x5A);
+      rcclx::gpu::copy(out[r], poison.data(), poison.size());
+    }
+  }
+  ~buffers() {
+    for (auto p : in) rcclx::gpu::device_free(p);
+    for (auto p : out) rcclx::gpu::device_free(p);
+  }
+  std::vector<T> result(int r) const {
+    std::vector<T> o(out_count);
+    rcclx::gpu::copy(o.data(), out[r], out_count * sizeof(T));
+    return o;
+  }
+};
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+// AllReduce of every op of `specs` with flat and tree on n ranks: each rank's output against the
+// references, every rank the same bits, flat == tree; then the ReduceScatter against block r.
+template <class T>
+void sweep(int n, std::size_t count, const std::vector<reduce_spec>& specs) {
+  rcclx::testing::emulated_world<max_r> world(n, (count + 64) * sizeof(T), 32);
+  rcclx_test::rank_runner runner(n);
+  const int blocks = rcclx_test::launcher_blocks_per_rank();
+  for (const reduce_spec& spec : specs) {
+    CAPTURE(n, count, rcclx::to_string(spec.op), spec.factor, rcclx::core::type_name<T>());
+    buffers<T> d(n, count, count, count * 7 + n, spec.op);
+    std::vector<T> flat_bits;
+    for (const algorithm a : {algorithm::flat, algorithm::tree}) {
+      for (const bool device_table : {false, true}) {
+        CAPTURE(rcclx::to_string(a), device_table);
+        runner.run([&](int r, rcclx::gpu::stream_t s) {
+          if (device_table)
+            rcclx::dda::allreduce(world.template device_tables<T>() + r, n, d.in[r], d.out[r], count, spec, a, s, blocks);
+          else
+            rcclx::dda::allreduce(world.template table<T>(r), d.in[r], d.out[r], count, spec, a, s, blocks);
+        });
+        world.throw_if_error();
+        const std::vector<T> r0 = d.result(0);
+        for (std::size_t i = 0; i < count; ++i) {
+          const std::string e = check_element(d.host_in, i, spec, r0[i]);
+          if (!e.empty()) FAIL(e);
+        }
+        for (int r = 1; r < n; ++r) REQUIRE(same_bits(d.result(r), r0));
+        if (flat_bits.empty()) flat_bits = r0;
+        else REQUIRE(same_bits(r0, flat_bits));
+      }
+    }
+    // ReduceScatter over the first whole multiple of n: block r of rank r is the AllReduce's block r
+    // of those elements (the fold of each element is the same).
+    const std::size_t rs_count = count / static_cast<std::size_t>(n) * static_cast<std::size_t>(n);
+    const std::size_t c = rs_count / static_cast<std::size_t>(n);
+    if (c == 0) continue;
+    buffers<T> rs(n, rs_count, c, count * 7 + n, spec.op);  // the same inputs (same seeds)
+    runner.run([&](int r, rcclx::gpu::stream_t s) {
+      rcclx::dda::reduce_scatter(world.template table<T>(r), rs.in[r], rs.out[r], rs_count, spec, s, blocks);
+    });
+    world.throw_if_error();
+    for (int r = 0; r < n; ++r) {
+      const std::vector<T> got = rs.result(r);
+      for (std::size_t j = 0; j < c; ++j) {
+        const std::string e = check_element(rs.host_in, static_cast<std::size_t>(r) * c + j, spec, got[j]);
+        if (!e.empty()) FAIL("reduce_scatter rank " + std::to_string(r) + ": " + e);
+        const T want = flat_bits[static_cast<std::size_t>(r) * c + j];
+        REQUIRE(std::memcmp(&got[j], &want, sizeof(T)) == 0);
+      }
+    }
+  }
+}
+
+const std::vector<reduce_spec> float_specs = {reduce_spec{reduce_op::product}, reduce_spec{reduce_op::avg},
+                                              reduce_spec{reduce_op::premul_sum, 0.3f},
+                                              reduce_spec{reduce_op::premul_sum, -1.0f / 3.0f}};
+const std::vector<reduce_spec> int_specs = {reduce_spec{reduce_op::product}, reduce_spec{reduce_op::avg}};
+
+}  // namespace op_ext_test
+
+TEST_CASE("dda allreduce / reduce_scatter: product, avg, premul_sum against references, flat and tree",
+          "[dda][ops]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  if (!rcclx_test::concurrent_kernels_possible()) {
+    WARN("kernels are serialised under compute-sanitizer: per-rank launches cannot meet; skipped");
+    return;
+  }
+  using namespace op_ext_test;
+  const int n = GENERATE(2, 3, 5, 8);
+  for (const std::size_t count : {std::size_t{1}, std::size_t{37}, std::size_t{4099}}) {
+    sweep<float>(n, count, float_specs);
+    sweep<rcclx::bf16>(n, count, float_specs);
+    sweep<rcclx::fp16>(n, count, float_specs);
+    sweep<std::int32_t>(n, count, int_specs);
+  }
+}
+
+TEST_CASE("dda allreduce / reduce_scatter: the new ops' invalid uses are named errors", "[dda][ops]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  using op_ext_test::max_r;
+  using rcclx::reduce_op;
+  const int n = 2;
+  rcclx::testing::emulated_world<max_r> world(n, 4096, 32);
+  std::int32_t* ii = static_cast<std::int32_t*>(rcclx::gpu::device_malloc(64));
+  float* f = static_cast<float*>(rcclx::gpu::device_malloc(64));
+  float* g = static_cast<float*>(rcclx::gpu::device_malloc(64));
+  const auto code_and_text = [](auto fn) -> std::pair<rcclx::errc, std::string> {
+    try {
+      fn();
+    } catch (const rcclx::error& e) {
+      return {e.code(), e.what()};
+    }
+    return {rcclx::errc{}, "no error"};
+  };
+  auto r = code_and_text([&] {
+    rcclx::dda::allreduce(world.table<std::int32_t>(0), ii, ii, 4, rcclx::reduce_spec{reduce_op::premul_sum, 2.0f});
+  });
+  REQUIRE(r.first == rcclx::errc::unsupported);
+  REQUIRE(r.second.find("premul_sum takes floating elements") != std::string::npos);
+  r = code_and_text([&] {
+    rcclx::dda::reduce_scatter(world.table<float>(0), f, g, 4,
+                               rcclx::reduce_spec{reduce_op::premul_sum, std::numeric_limits<float>::infinity()});
+  });
+  REQUIRE(r.first == rcclx::errc::invalid_argument);
+  REQUIRE(r.second.find("is not finite") != std::string::npos);
+  r = code_and_text([&] {
+    rcclx::dda::allreduce(world.table<float>(0), f, world.table<float>(0).data[0], 4, reduce_op::avg,
+                          rcclx::algorithm::flat);
+  });
+  REQUIRE(r.first == rcclx::errc::invalid_argument);
+  REQUIRE(r.second.find("use algorithm::tree") != std::string::npos);
+  rcclx::gpu::device_free(ii);
+  rcclx::gpu::device_free(f);
+  rcclx::gpu::device_free(g);
+}

@@ -178,13 +178,20 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool dispatch_allreduce(const Group& g, cons
 }
 
 // AllReduce of `count` elements for this rank (table.rank()): output[i] = op over ranks of input[i].
-// T: float, rcclx::bf16, rcclx::fp16 or int32_t. op: a reduce_op, or a reduce_spec (premul_sum and
-// its factor); product, avg and premul_sum run the kernels of op_allreduce.hpp (flat: its barrier
-// protocol). input may be the rank's symmetric buffer
+// T: float, rcclx::bf16, rcclx::fp16 or int32_t. input may be the rank's symmetric buffer
 // (table.data[rank]: no copy) and may equal output (in place). See the header comment for errors.
+// op: sum, min, max, or product and avg, which run the kernels of op_allreduce.hpp (flat: its
+// barrier protocol); premul_sum needs its factor: the reduce_spec overload below.
 template <class T, int MaxRanks>
 void allreduce(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
-               reduce_spec op = reduce_op::sum, algorithm algo = algorithm::automatic, gpu::stream_t stream = {},
+               reduce_op op = reduce_op::sum, algorithm algo = algorithm::automatic, gpu::stream_t stream = {},
+               int num_blocks = 0, int threads = 0) {
+  detail::allreduce<T, MaxRanks>(table, input, output, count, reduce_spec{op}, algo, stream, num_blocks, threads);
+}
+// The same with a reduce_spec: any op, premul_sum with its factor (reduce_spec{reduce_op::premul_sum, f}).
+template <class T, int MaxRanks>
+void allreduce(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
+               const reduce_spec& op, algorithm algo = algorithm::automatic, gpu::stream_t stream = {},
                int num_blocks = 0, int threads = 0) {
   detail::allreduce<T, MaxRanks>(table, input, output, count, op, algo, stream, num_blocks, threads);
 }
@@ -196,7 +203,14 @@ void allreduce(const core::peer_table<T, MaxRanks>& table, const T* input, T* ou
 // keeps the aliasing rules of the overload above.
 template <class T, int MaxRanks>
 void allreduce(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
-               std::size_t count, reduce_spec op = reduce_op::sum, algorithm algo = algorithm::automatic,
+               std::size_t count, reduce_op op = reduce_op::sum, algorithm algo = algorithm::automatic,
+               gpu::stream_t stream = {}, int num_blocks = 0, int threads = 0) {
+  detail::allreduce<T, MaxRanks>(kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count,
+                                 reduce_spec{op}, algo, stream, num_blocks, threads);
+}
+template <class T, int MaxRanks>
+void allreduce(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
+               std::size_t count, const reduce_spec& op, algorithm algo = algorithm::automatic,
                gpu::stream_t stream = {}, int num_blocks = 0, int threads = 0) {
   detail::allreduce<T, MaxRanks>(kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count, op,
                                  algo, stream, num_blocks, threads);

@@ -22,9 +22,10 @@
 //    peer pointers are filled after capture (end_capture / register_graph_buffers: vLLM's scheme);
 //  - otherwise the symmetric workspace: the kernel copies the input in (large calls run in chunks).
 //
-// Collectives: allreduce, allgather, reduce_scatter, alltoall; algorithm automatic / flat / tree
-// run the plain rcclx::dda kernels (exact), low_precision the rcclx::lpc ones (FP8 with block
-// scales, float and bf16; always through the workspace, which holds their FP8 form). AllReduce runs
+// Collectives: allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, barrier; algorithm
+// automatic / flat / tree run the plain rcclx::dda kernels (exact), low_precision the rcclx::lpc
+// ones (FP8 with block scales, float and bf16; always through the workspace, which holds their FP8
+// form). AllReduce runs
 // larger calls in chunks (low precision: of whole quantization blocks, the same bits as one call).
 // AllGather, ReduceScatter and AlltoAll run in one launch (their output blocks are strided by the
 // whole count): through the workspace they need count * sizeof(T) <= buffer_bytes (low precision:
@@ -223,7 +224,12 @@ class communicator {
   // a reduce_spec{reduce_op::premul_sum, factor} (core/ops.hpp says how each is computed; the factor
   // must be the same on every rank: the call check compares it).
   template <class T>
-  void allreduce(const T* input, T* output, std::size_t count, reduce_spec op = reduce_op::sum,
+  void allreduce(const T* input, T* output, std::size_t count, reduce_op op = reduce_op::sum,
+                 algorithm algo = algorithm::automatic, gpu::stream_t stream = {}) {
+    runner_.allreduce(input, output, count, reduce_spec{op}, algo, stream);
+  }
+  template <class T>
+  void allreduce(const T* input, T* output, std::size_t count, const reduce_spec& op,
                  algorithm algo = algorithm::automatic, gpu::stream_t stream = {}) {
     runner_.allreduce(input, output, count, op, algo, stream);
   }
@@ -245,7 +251,13 @@ class communicator {
   // in rank order in fp32 (plain: bit for bit block `rank` of the plain AllReduce). T: float, bf16,
   // fp16, int32_t (low precision: float, bf16). op as allreduce's. Zero-copy and workspace as allgather.
   template <class T>
-  void reduce_scatter(const T* input, T* output, std::size_t count, reduce_spec op = reduce_op::sum,
+  void reduce_scatter(const T* input, T* output, std::size_t count, reduce_op op = reduce_op::sum,
+                      algorithm algo = algorithm::automatic, gpu::stream_t stream = {}) {
+    runner_.template one_shot_call<detail::collective_kind::reduce_scatter>("reduce_scatter", input, output, count,
+                                                                            reduce_spec{op}, algo, stream);
+  }
+  template <class T>
+  void reduce_scatter(const T* input, T* output, std::size_t count, const reduce_spec& op,
                       algorithm algo = algorithm::automatic, gpu::stream_t stream = {}) {
     runner_.template one_shot_call<detail::collective_kind::reduce_scatter>("reduce_scatter", input, output, count, op,
                                                                             algo, stream);
@@ -260,6 +272,29 @@ class communicator {
                 gpu::stream_t stream = {}) {
     runner_.template one_shot_call<detail::collective_kind::alltoall>("alltoall", input, output, count,
                                                                       reduce_op::sum, algo, stream);
+  }
+
+  // Broadcast of `count` elements from `root`: every rank's output <- the root's input (bit copies).
+  // input is read on the root only (other ranks may pass null); input == output on the root is in
+  // place. algo: flat (one-shot: every rank reads the root's buffer), tree (scatter from the root,
+  // then allgather: for large messages) or automatic (by size, as allreduce). Any element type of
+  // 1, 2, 4, 8 or 16 bytes. Always through the workspace, in chunks of buffer_bytes. A root outside
+  // [0, num_ranks) is an error on every rank; ranks that name different roots fail together (call
+  // check).
+  template <class T>
+  void broadcast(const T* input, T* output, std::size_t count, int root, algorithm algo = algorithm::automatic,
+                 gpu::stream_t stream = {}) {
+    runner_.template rooted<false>(input, output, count, root, reduce_spec{}, algo, stream);
+  }
+
+  // Reduce of `count` elements to `root`: the root's output[i] = op over every rank's input[i], the
+  // same bits as allreduce with that op; other ranks' outputs are not written (they may pass null).
+  // input == output on the root is in place. T and op as allreduce (plain algorithms: flat one-shot,
+  // tree reduce-scatter + gather, automatic). Through the workspace, in chunks of buffer_bytes.
+  template <class T>
+  void reduce(const T* input, T* output, std::size_t count, int root, const reduce_spec& op = reduce_op::sum,
+              algorithm algo = algorithm::automatic, gpu::stream_t stream = {}) {
+    runner_.template rooted<true>(input, output, count, root, op, algo, stream);
   }
 
   // The launch shape of an AllReduce of `count` elements by this communicator, for algorithm flat,

@@ -22,6 +22,7 @@
 #include "../../core/ops.hpp"
 #include "../../core/peer_table.hpp"
 #include "../../dda/allreduce.hpp"
+#include "../../dda/rooted.hpp"
 #include "../../gpu/runtime.hpp"
 #include "../../lpc/allreduce.hpp"
 #include "../options.hpp"
@@ -109,7 +110,7 @@ class collective_runner {
     const bool zero_copy = local_error.empty() && (a == algorithm::flat ? disjoint : input == output);
     auto d = make_descriptor<T>(collective_kind::allreduce, count, static_cast<std::uint32_t>(op.op), to_string(op.op),
                                 static_cast<std::uint32_t>(a), to_string(a));
-    d.shape = factor_word(op);
+    d.factor = factor_word(op);
     const int n = n_;
     // This communicator's launch shape for c elements (a function of c and options that agree on
     // every rank).
@@ -179,7 +180,7 @@ class collective_runner {
     auto d = make_descriptor<T>(Kind, count, traits::reduces ? static_cast<std::uint32_t>(op.op) : 0u,
                                 traits::reduces ? to_string(op.op) : "-", static_cast<std::uint32_t>(algo),
                                 is_valid(algo) ? to_string(algo) : "invalid");
-    if (traits::reduces) d.shape = factor_word(op);
+    if (traits::reduces) d.factor = factor_word(op);
     const int n = n_;
     run(d, input, count, zero_copy, stream,
         [=](const auto& t, bool) {
@@ -187,6 +188,49 @@ class collective_runner {
             traits::plain(t, n, input, output, count, op, stream);
           } else if constexpr (lpc::is_element_v<T>) {
             traits::low_precision(t, n, input, output, count, op.op, stream);
+          }
+        },
+        local_error);
+  }
+
+  // communicator::broadcast (Reduces false) and communicator::reduce: always through the workspace,
+  // in chunks of buffer_bytes, each with the algorithm chosen for the whole call.
+  template <bool Reduces, class T>
+  void rooted(const T* input, T* output, std::size_t count, int root, const reduce_spec& op, algorithm algo,
+              gpu::stream_t stream) {
+    const char* who = Reduces ? "reduce" : "broadcast";
+    const bool is_root = agree_.get_bootstrap().rank() == root;
+    const bool in_needed = Reduces || is_root, out_needed = !Reduces || is_root;
+    std::string local_error;
+    algorithm a = algo;
+    try {
+      if constexpr (Reduces) kernel::check_spec<T>(who, op);
+      a = dda::detail::check_rooted_call<T>(who, n_, MaxRanks, input, output, count, root, algo, 0, in_needed,
+                                            out_needed);
+      if (in_needed) check_outside_workspace(who, input, count * sizeof(T), "input", true);
+      if (out_needed) check_outside_workspace(who, output, count * sizeof(T), "output", false);
+    } catch (const std::exception& e) {
+      local_error = strip_prefix(e.what());
+    }
+    const collective_kind kind = Reduces ? collective_kind::reduce : collective_kind::broadcast;
+    auto d = make_descriptor<T>(kind, count, Reduces ? static_cast<std::uint32_t>(op.op) : 0u,
+                                Reduces ? to_string(op.op) : "-", static_cast<std::uint32_t>(a),
+                                is_valid(a) ? to_string(a) : "invalid");
+    d.root = static_cast<std::uint32_t>(root);
+    if (Reduces) d.factor = factor_word(op);
+    const auto shape = [this, a](std::size_t c) { return shape_of<T>(c, a); };
+    run(d, input, count, false, stream,
+        [=](const auto& t, bool) {
+          if constexpr (!std::is_pointer<std::decay_t<decltype(t)>>::value) {  // (never zero-copy)
+            const std::size_t chunk = t.capacity_bytes / sizeof(T);
+            for (std::size_t off = 0; off < count; off += chunk) {
+              const std::size_t c = count - off < chunk ? count - off : chunk;
+              const auto s = shape(c);
+              const T* in = in_needed ? input + off : nullptr;
+              T* out = out_needed ? output + off : nullptr;
+              if constexpr (Reduces) dda::reduce(t, in, out, c, root, op, a, stream, s.blocks, s.threads);
+              else dda::broadcast(t, in, out, c, root, a, stream, s.blocks, s.threads);
+            }
           }
         },
         local_error);
@@ -253,7 +297,7 @@ class collective_runner {
   }
 
  private:
-  // The call check's shape word of a reduction: premul_sum's factor bits (ranks with different
+  // The call check's factor word of a reduction: premul_sum's factor bits (ranks with different
   // factors would not produce the same bits), 0 for the other ops.
   static std::uint32_t factor_word(const reduce_spec& op) {
     return op.op == reduce_op::premul_sum ? rcclx::detail::float_bits(op.factor) : 0u;

@@ -1,11 +1,13 @@
 // reduce_op::product, avg and premul_sum through dda::allreduce (flat and tree, both table forms) and
-// dda::reduce_scatter, one launcher call per emulated rank (tests/support/rank_runner.hpp). Each
+// dda::reduce_scatter; dda::broadcast, dda::reduce and dda::barrier (dda/rooted.hpp); one launcher
+// call per emulated rank (tests/support/rank_runner.hpp). Each
 // output element is checked twice against references computed here without rcclx code: bit for bit
 // against the documented fp32 rank-order computation (this file's own float arithmetic and its own
 // rounding to bf16 / fp16), and within a float64 tolerance of the exact result. Every rank must hold
 // the same bits, flat and tree must agree, and a ReduceScatter's block r is the AllReduce's block r.
 #include <rcclx/dda/allreduce.hpp>
 #include <rcclx/dda/reduce_scatter.hpp>
+#include <rcclx/dda/rooted.hpp>
 #include <rcclx/testing/emulated_world.hpp>
 
 #include <cmath>
@@ -94,6 +96,8 @@ std::string check_element(const std::vector<std::vector<T>>& in, std::size_t i, 
     for (int p = 1; p < n; ++p) {
       const std::uint32_t x = static_cast<std::uint32_t>(in[p][i]);
       if (spec.op == reduce_op::product) acc *= x;
+      else if (spec.op == reduce_op::min) acc = in[p][i] < static_cast<std::int32_t>(acc) ? x : acc;
+      else if (spec.op == reduce_op::max) acc = in[p][i] > static_cast<std::int32_t>(acc) ? x : acc;
       else acc += x;
       wide += in[p][i];
     }
@@ -121,6 +125,9 @@ std::string check_element(const std::vector<std::vector<T>>& in, std::size_t i, 
       } else if (spec.op == reduce_op::product) {
         acc = acc * y;
         exact_acc *= yd;
+      } else if (spec.op == reduce_op::min || spec.op == reduce_op::max) {
+        const bool take = spec.op == reduce_op::min ? y < acc : y > acc;
+        if (take) acc = y, exact_acc = yd;
       } else {
         volatile float s = acc + y;
         acc = s;
@@ -237,6 +244,62 @@ const std::vector<reduce_spec> float_specs = {reduce_spec{reduce_op::product}, r
                                               reduce_spec{reduce_op::premul_sum, -1.0f / 3.0f}};
 const std::vector<reduce_spec> int_specs = {reduce_spec{reduce_op::product}, reduce_spec{reduce_op::avg}};
 
+// Broadcast from each of a few roots and Reduce to them, flat and tree: broadcast bit copies on
+// every rank; reduce on the root against the references, other ranks' outputs untouched.
+template <class T>
+void rooted_sweep(int n, std::size_t count, const std::vector<reduce_spec>& specs) {
+  rcclx::testing::emulated_world<max_r> world(n, (count + 64) * sizeof(T), 32);
+  rcclx_test::rank_runner runner(n);
+  const int blocks = rcclx_test::launcher_blocks_per_rank();
+  for (const int root : {0, n - 1, n / 2}) {
+    for (const algorithm a : {algorithm::flat, algorithm::tree, algorithm::automatic}) {
+      CAPTURE(n, count, root, rcclx::to_string(a), rcclx::core::type_name<T>());
+      {
+        buffers<T> d(n, count, count, count * 5 + root, reduce_op::sum);
+        for (const bool device_table : {false, true}) {
+          CAPTURE(device_table);
+          runner.run([&](int r, rcclx::gpu::stream_t s) {
+            const T* in = r == root ? d.in[r] : nullptr;
+            if (device_table)
+              rcclx::dda::broadcast(world.template device_tables<T>() + r, n, in, d.out[r], count, root, a, s, blocks);
+            else
+              rcclx::dda::broadcast(world.template table<T>(r), in, d.out[r], count, root, a, s, blocks);
+          });
+          world.throw_if_error();
+          for (int r = 0; r < n; ++r) REQUIRE(same_bits(d.result(r), d.host_in[root]));
+        }
+        // In place on the root (input == output), the other ranks' outputs receive it.
+        runner.run([&](int r, rcclx::gpu::stream_t s) {
+          rcclx::dda::broadcast(world.template table<T>(r), r == root ? d.in[r] : nullptr, r == root ? d.in[r] : d.out[r],
+                                count, root, a, s, blocks);
+        });
+        world.throw_if_error();
+        for (int r = 0; r < n; ++r) REQUIRE(same_bits(d.result(r), d.host_in[root]));
+      }
+      for (const reduce_spec& spec : specs) {
+        CAPTURE(rcclx::to_string(spec.op), spec.factor);
+        buffers<T> d(n, count, count, count * 3 + root, spec.op);
+        runner.run([&](int r, rcclx::gpu::stream_t s) {
+          rcclx::dda::reduce(world.template table<T>(r), d.in[r], r == root ? d.out[r] : nullptr, count, root, spec, a, s,
+                             blocks);
+        });
+        world.throw_if_error();
+        const std::vector<T> got = d.result(root);
+        for (std::size_t i = 0; i < count; ++i) {
+          const std::string e = check_element(d.host_in, i, spec, got[i]);
+          if (!e.empty()) FAIL(e);
+        }
+        const std::vector<unsigned char> poison(count * sizeof(T), 0x5A);
+        for (int r = 0; r < n; ++r) {
+          if (r == root) continue;
+          const std::vector<T> o = d.result(r);
+          REQUIRE(std::memcmp(o.data(), poison.data(), poison.size()) == 0);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace op_ext_test
 
 TEST_CASE("dda allreduce / reduce_scatter: product, avg, premul_sum against references, flat and tree",
@@ -291,6 +354,65 @@ TEST_CASE("dda allreduce / reduce_scatter: the new ops' invalid uses are named e
   REQUIRE(r.first == rcclx::errc::invalid_argument);
   REQUIRE(r.second.find("use algorithm::tree") != std::string::npos);
   rcclx::gpu::device_free(ii);
+  rcclx::gpu::device_free(f);
+  rcclx::gpu::device_free(g);
+}
+
+TEST_CASE("dda broadcast / reduce / barrier against references, flat and tree, every root kind", "[dda][rooted]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  if (!rcclx_test::concurrent_kernels_possible()) {
+    WARN("kernels are serialised under compute-sanitizer: per-rank launches cannot meet; skipped");
+    return;
+  }
+  using namespace op_ext_test;
+  const int n = GENERATE(2, 3, 5, 8);
+  const std::vector<reduce_spec> f_specs = {reduce_spec{reduce_op::sum}, reduce_spec{reduce_op::max},
+                                            reduce_spec{reduce_op::avg}, reduce_spec{reduce_op::premul_sum, 0.7f}};
+  const std::vector<reduce_spec> i_specs = {reduce_spec{reduce_op::sum}, reduce_spec{reduce_op::min},
+                                            reduce_spec{reduce_op::product}};
+  for (const std::size_t count : {std::size_t{1}, std::size_t{37}, std::size_t{4099}}) {
+    rooted_sweep<float>(n, count, f_specs);
+    rooted_sweep<rcclx::bf16>(n, count, {reduce_spec{reduce_op::sum}, reduce_spec{reduce_op::avg}});
+    rooted_sweep<std::int32_t>(n, count, i_specs);
+  }
+  // The barrier: repeated, with one and several blocks.
+  rcclx::testing::emulated_world<max_r> world(n, 1024, 32);
+  rcclx_test::rank_runner runner(n);
+  runner.run([&](int r, rcclx::gpu::stream_t s) {
+    for (int k = 0; k < 20; ++k) rcclx::dda::barrier(world.table<float>(r), s, 1 + k % 3);
+  });
+  world.throw_if_error();
+}
+
+TEST_CASE("dda broadcast / reduce: bad roots and algorithms are named errors", "[dda][rooted]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  using op_ext_test::max_r;
+  using rcclx::reduce_op;
+  const int n = 3;
+  rcclx::testing::emulated_world<max_r> world(n, 4096, 32);
+  float* f = static_cast<float*>(rcclx::gpu::device_malloc(64));
+  float* g = static_cast<float*>(rcclx::gpu::device_malloc(64));
+  const auto what = [](auto fn) -> std::pair<rcclx::errc, std::string> {
+    try {
+      fn();
+    } catch (const rcclx::error& e) {
+      return {e.code(), e.what()};
+    }
+    return {rcclx::errc{}, "no error"};
+  };
+  auto r = what([&] { rcclx::dda::broadcast(world.table<float>(0), f, g, 4, 3); });
+  REQUIRE(r.first == rcclx::errc::invalid_argument);
+  REQUIRE(r.second.find("root = 3 is outside [0, 3)") != std::string::npos);
+  r = what([&] { rcclx::dda::reduce(world.table<float>(1), f, g, 4, -1); });
+  REQUIRE(r.second.find("root = -1 is outside [0, 3)") != std::string::npos);
+  r = what([&] { rcclx::dda::reduce(world.table<float>(1), f, g, 4, 0, reduce_op::sum, rcclx::algorithm::low_precision); });
+  REQUIRE(r.first == rcclx::errc::unsupported);
+  r = what([&] { rcclx::dda::broadcast(world.table<float>(0), f, static_cast<float*>(nullptr), 4, 0); });
+  REQUIRE(r.second.find("output must not be null") != std::string::npos);
+  r = what([&] { rcclx::dda::reduce(world.table<float>(0), f, static_cast<float*>(nullptr), 4, 0); });
+  REQUIRE(r.second.find("output must not be null") != std::string::npos);
+  r = what([&] { rcclx::dda::reduce(world.table<float>(0), f, f + 1, 4, 0); });
+  REQUIRE(r.second.find("overlap partially") != std::string::npos);
   rcclx::gpu::device_free(f);
   rcclx::gpu::device_free(g);
 }

@@ -32,11 +32,16 @@ namespace gpu {
 
 // a * b rounded once to fp32, never contracted with a following add into a fused multiply-add (the
 // compilers for CUDA and HIP contract by default): a product whose rounding a sum must see, e.g.
-// premul_sum's factor * x before the rank-order sum. Host: the plain product (host builds do not
-// target FMA instructions unless asked to).
+// premul_sum's factor * x before the rank-order sum. CUDA: __fmul_rn (never contracted); clang (HIP,
+// whose __fmul_rn is a plain product; its default -ffp-contract=fast-honor-pragmas honours the
+// pragma): the product without the contract flag. Other host compilers: the plain product (host
+// builds do not target FMA instructions unless asked to).
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float mul_rn(float a, float b) {
-#if (RCCLX_BACKEND_CUDA || RCCLX_BACKEND_HIP) && RCCLX_DEVICE_COMPILE
+#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
   return __fmul_rn(a, b);
+#elif defined(__clang__)
+#  pragma clang fp contract(off)
+  return a * b;
 #else
   return a * b;
 #endif

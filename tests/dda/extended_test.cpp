@@ -5,7 +5,9 @@
 // against the documented fp32 rank-order computation (this file's own float arithmetic and its own
 // rounding to bf16 / fp16), and within a float64 tolerance of the exact result. Every rank must hold
 // the same bits, flat and tree must agree, and a ReduceScatter's block r is the AllReduce's block r.
+#include <rcclx/dda/allgather.hpp>
 #include <rcclx/dda/allreduce.hpp>
+#include <rcclx/dda/alltoall.hpp>
 #include <rcclx/dda/reduce_scatter.hpp>
 #include <rcclx/dda/rooted.hpp>
 #include <rcclx/testing/emulated_world.hpp>
@@ -32,10 +34,11 @@ constexpr int max_r = 8;
 
 using op_ref::check_element;
 using op_ref::make_input;
+using op_ref::host_vec;
 
 template <class T>
 struct buffers {
-  std::vector<std::vector<T>> host_in;
+  std::vector<host_vec<T>> host_in;
   std::vector<T*> in, out;
   std::size_t out_count;
   buffers(int n, std::size_t count, std::size_t out_elems, std::uint64_t seed, reduce_op op)
@@ -53,16 +56,16 @@ struct buffers {
     for (auto p : in) rcclx::gpu::device_free(p);
     for (auto p : out) rcclx::gpu::device_free(p);
   }
-  std::vector<T> result(int r) const {
-    std::vector<T> o(out_count);
+  host_vec<T> result(int r) const {
+    host_vec<T> o(out_count);
     rcclx::gpu::copy(o.data(), out[r], out_count * sizeof(T));
     return o;
   }
 };
 
-template <class T>
-bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+template <class E>
+bool same_bits(const std::vector<E>& a, const std::vector<E>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(E)) == 0);
 }
 
 // AllReduce of every op of `specs` with flat and tree on n ranks: each rank's output against the
@@ -75,7 +78,7 @@ void sweep(int n, std::size_t count, const std::vector<reduce_spec>& specs) {
   for (const reduce_spec& spec : specs) {
     CAPTURE(n, count, rcclx::to_string(spec.op), spec.factor, rcclx::core::type_name<T>());
     buffers<T> d(n, count, count, count * 7 + n, spec.op);
-    std::vector<T> flat_bits;
+    host_vec<T> flat_bits;
     for (const algorithm a : {algorithm::flat, algorithm::tree}) {
       for (const bool device_table : {false, true}) {
         CAPTURE(rcclx::to_string(a), device_table);
@@ -86,9 +89,9 @@ void sweep(int n, std::size_t count, const std::vector<reduce_spec>& specs) {
             rcclx::dda::allreduce(world.template table<T>(r), d.in[r], d.out[r], count, spec, a, s, blocks);
         });
         world.throw_if_error();
-        const std::vector<T> r0 = d.result(0);
+        const host_vec<T> r0 = d.result(0);
         for (std::size_t i = 0; i < count; ++i) {
-          const std::string e = check_element(d.host_in, i, spec, r0[i]);
+          const std::string e = check_element<T>(d.host_in, i, spec, r0[i]);
           if (!e.empty()) FAIL(e);
         }
         for (int r = 1; r < n; ++r) REQUIRE(same_bits(d.result(r), r0));
@@ -107,12 +110,11 @@ void sweep(int n, std::size_t count, const std::vector<reduce_spec>& specs) {
     });
     world.throw_if_error();
     for (int r = 0; r < n; ++r) {
-      const std::vector<T> got = rs.result(r);
+      const host_vec<T> got = rs.result(r);
       for (std::size_t j = 0; j < c; ++j) {
-        const std::string e = check_element(rs.host_in, static_cast<std::size_t>(r) * c + j, spec, got[j]);
+        const std::string e = check_element<T>(rs.host_in, static_cast<std::size_t>(r) * c + j, spec, got[j]);
         if (!e.empty()) FAIL("reduce_scatter rank " + std::to_string(r) + ": " + e);
-        const T want = flat_bits[static_cast<std::size_t>(r) * c + j];
-        REQUIRE(std::memcmp(&got[j], &want, sizeof(T)) == 0);
+        REQUIRE(std::memcmp(&got[j], &flat_bits[static_cast<std::size_t>(r) * c + j], sizeof(T)) == 0);
       }
     }
   }
@@ -163,19 +165,50 @@ void rooted_sweep(int n, std::size_t count, const std::vector<reduce_spec>& spec
                              blocks);
         });
         world.throw_if_error();
-        const std::vector<T> got = d.result(root);
+        const host_vec<T> got = d.result(root);
         for (std::size_t i = 0; i < count; ++i) {
-          const std::string e = check_element(d.host_in, i, spec, got[i]);
+          const std::string e = check_element<T>(d.host_in, i, spec, got[i]);
           if (!e.empty()) FAIL(e);
         }
         const std::vector<unsigned char> poison(count * sizeof(T), 0x5A);
         for (int r = 0; r < n; ++r) {
           if (r == root) continue;
-          const std::vector<T> o = d.result(r);
+          const host_vec<T> o = d.result(r);
           REQUIRE(std::memcmp(o.data(), poison.data(), poison.size()) == 0);
         }
       }
     }
+  }
+}
+
+// AllGather and AlltoAll of T: bit copies on every rank.
+template <class T>
+void copy_sweep(int n, std::size_t count) {
+  rcclx::testing::emulated_world<max_r> world(n, (count * n + 64) * sizeof(T), 32);
+  rcclx_test::rank_runner runner(n);
+  const int blocks = rcclx_test::launcher_blocks_per_rank();
+  CAPTURE(n, count, rcclx::core::type_name<T>());
+  const std::size_t nn = static_cast<std::size_t>(n);
+  buffers<T> g(n, count, count * nn, count + 3, reduce_op::sum);
+  runner.run([&](int r, rcclx::gpu::stream_t s) {
+    rcclx::dda::allgather(world.template table<T>(r), g.in[r], g.out[r], count, s, blocks);
+  });
+  world.throw_if_error();
+  host_vec<T> want;
+  for (const auto& v : g.host_in) want.insert(want.end(), v.begin(), v.end());
+  for (int r = 0; r < n; ++r) REQUIRE(same_bits(g.result(r), want));
+  const std::size_t total = count * nn, c = count;
+  buffers<T> a(n, total, total, count + 4, reduce_op::sum);
+  runner.run([&](int r, rcclx::gpu::stream_t s) {
+    rcclx::dda::alltoall(world.template table<T>(r), a.in[r], a.out[r], total, s, blocks);
+  });
+  world.throw_if_error();
+  for (int r = 0; r < n; ++r) {
+    host_vec<T> w;
+    for (int p = 0; p < n; ++p)
+      w.insert(w.end(), a.host_in[p].begin() + static_cast<std::ptrdiff_t>(r * c),
+               a.host_in[p].begin() + static_cast<std::ptrdiff_t>((r + 1) * c));
+    REQUIRE(same_bits(a.result(r), w));
   }
 }
 
@@ -219,7 +252,7 @@ TEST_CASE("dda allreduce / reduce_scatter: the new ops' invalid uses are named e
     rcclx::dda::allreduce(world.table<std::int32_t>(0), ii, ii, 4, rcclx::reduce_spec{reduce_op::premul_sum, 2.0f});
   });
   REQUIRE(r.first == rcclx::errc::unsupported);
-  REQUIRE(r.second.find("premul_sum takes floating elements") != std::string::npos);
+  REQUIRE(r.second.find("op = premul_sum is not defined for int32 elements (int32: sum, min, max, product, avg; premul_sum: float, bf16, fp16, float64)") != std::string::npos);
   r = code_and_text([&] {
     rcclx::dda::reduce_scatter(world.table<float>(0), f, g, 4,
                                rcclx::reduce_spec{reduce_op::premul_sum, std::numeric_limits<float>::infinity()});
@@ -294,4 +327,65 @@ TEST_CASE("dda broadcast / reduce: bad roots and algorithms are named errors", "
   REQUIRE(r.second.find("overlap partially") != std::string::npos);
   rcclx::gpu::device_free(f);
   rcclx::gpu::device_free(g);
+}
+
+TEST_CASE("dda collectives of int8, uint8, int64, float64 and bool: copies and the ops each takes",
+          "[dda][dtypes]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  if (!rcclx_test::concurrent_kernels_possible()) {
+    WARN("kernels are serialised under compute-sanitizer: per-rank launches cannot meet; skipped");
+    return;
+  }
+  using namespace op_ext_test;
+  const int n = GENERATE(2, 3, 5, 8);
+  const std::vector<reduce_spec> small_int = {reduce_spec{reduce_op::sum}, reduce_spec{reduce_op::min},
+                                              reduce_spec{reduce_op::max}, reduce_spec{reduce_op::product}};
+  const std::vector<reduce_spec> int64_specs = {reduce_spec{reduce_op::sum}, reduce_spec{reduce_op::max},
+                                                reduce_spec{reduce_op::product}, reduce_spec{reduce_op::avg}};
+  const std::vector<reduce_spec> f64_specs = {reduce_spec{reduce_op::sum}, reduce_spec{reduce_op::min},
+                                              reduce_spec{reduce_op::product}, reduce_spec{reduce_op::avg},
+                                              reduce_spec{reduce_op::premul_sum, 0.1}};
+  for (const std::size_t count : {std::size_t{1}, std::size_t{37}, std::size_t{4099}}) {
+    sweep<std::int8_t>(n, count, small_int);
+    sweep<std::uint8_t>(n, count, small_int);
+    sweep<bool>(n, count, small_int);
+    sweep<std::int64_t>(n, count, int64_specs);
+    sweep<double>(n, count, f64_specs);
+    rooted_sweep<std::int8_t>(n, count, {reduce_spec{reduce_op::sum}});
+    rooted_sweep<bool>(n, count, {reduce_spec{reduce_op::product}, reduce_spec{reduce_op::max}});
+    rooted_sweep<double>(n, count, {reduce_spec{reduce_op::avg}});
+    copy_sweep<std::int8_t>(n, count);
+    copy_sweep<bool>(n, count);
+    copy_sweep<std::int64_t>(n, count);
+    copy_sweep<double>(n, count);
+  }
+}
+
+TEST_CASE("dda: ops an element type does not take are named errors", "[dda][dtypes]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  using op_ext_test::max_r;
+  using rcclx::reduce_op;
+  rcclx::testing::emulated_world<max_r> world(2, 4096, 32);
+  auto* b = static_cast<bool*>(rcclx::gpu::device_malloc(64));
+  auto* i8 = static_cast<std::int8_t*>(rcclx::gpu::device_malloc(64));
+  auto* i64 = static_cast<std::int64_t*>(rcclx::gpu::device_malloc(64));
+  const auto what = [](auto fn) -> std::pair<rcclx::errc, std::string> {
+    try {
+      fn();
+    } catch (const rcclx::error& e) {
+      return {e.code(), e.what()};
+    }
+    return {rcclx::errc{}, "no error"};
+  };
+  auto r = what([&] { rcclx::dda::allreduce(world.table<bool>(0), b, b, 16, reduce_op::avg); });
+  REQUIRE(r.first == rcclx::errc::unsupported);
+  REQUIRE(r.second.find("op = avg is not defined for bool elements (bool: sum (or), min (and), max (or), product (and)") !=
+          std::string::npos);
+  r = what([&] { rcclx::dda::reduce_scatter(world.table<std::int8_t>(0), i8, i8 + 32, 32, reduce_op::avg); });
+  REQUIRE(r.second.find("op = avg is not defined for int8 elements") != std::string::npos);
+  r = what([&] { rcclx::dda::reduce(world.table<std::int64_t>(0), i64, i64, 4, 0, rcclx::reduce_spec{reduce_op::premul_sum, 2.0}); });
+  REQUIRE(r.second.find("op = premul_sum is not defined for int64 elements") != std::string::npos);
+  rcclx::gpu::device_free(b);
+  rcclx::gpu::device_free(i8);
+  rcclx::gpu::device_free(i64);
 }

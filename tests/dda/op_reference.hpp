@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -22,6 +23,19 @@ namespace op_ref {
 
 using rcclx::reduce_op;
 using rcclx::reduce_spec;
+
+// Host copies of elements: std::vector<bool> packs bits, so a bool travels as a one-byte wrapper.
+struct byte_bool {
+  bool v;
+  byte_bool() = default;
+  byte_bool(bool b) : v(b) {}  // NOLINT: implicit, as a bool
+  operator bool() const { return v; }
+};
+static_assert(sizeof(byte_bool) == 1, "byte_bool is one byte, as bool");
+template <class T>
+using host_elem = std::conditional_t<std::is_same<T, bool>::value, byte_bool, T>;
+template <class T>
+using host_vec = std::vector<host_elem<T>>;
 
 // fp32 -> T, nearest even, by this file's own arithmetic (double is exact for every step here).
 inline double round_fp16(double f) {
@@ -54,18 +68,23 @@ double round_to(float f) {
 }
 
 // Inputs: product: magnitudes in [0.75, 1.5) with random signs (products stay normal); the others
-// uniform in [-1, 1); all exact in T. int32: the whole range (product and sum wrap).
+// uniform in [-1, 1); all exact in T. Integers: their whole range (sums and products wrap); bool:
+// mostly true for and (min, product), mostly false for or (sum, max), so both results occur.
 template <class T>
-std::vector<T> make_input(std::size_t count, std::uint64_t seed, reduce_op op) {
+host_vec<T> make_input(std::size_t count, std::uint64_t seed, reduce_op op) {
   std::mt19937_64 g(seed);
-  std::vector<T> v(count);
+  host_vec<T> v(count);
   for (auto& x : v) {
-    if constexpr (std::is_same<T, std::int32_t>::value) {
-      x = static_cast<std::int32_t>(static_cast<std::uint32_t>(g()));
+    if constexpr (std::is_same<T, bool>::value) {
+      const bool b = (g() % 4) != 0;
+      x = (op == reduce_op::max || op == reduce_op::sum) ? !b : b;
+    } else if constexpr (std::is_integral<T>::value) {
+      x = static_cast<T>(g());
     } else {
       double d = std::ldexp(static_cast<double>(g() >> 11), -53);  // [0, 1)
       d = op == reduce_op::product ? (0.75 + 0.75 * d) * ((g() & 1) ? -1 : 1) : 2 * d - 1;
-      x = T(static_cast<float>(d));
+      if constexpr (std::is_same<T, double>::value) x = d;
+      else x = T(static_cast<float>(d));
       // T(float) rounds; exact() decodes what was stored, independent of rcclx.
     }
   }
@@ -78,27 +97,51 @@ inline std::string num(double x) {
   return buf;
 }
 
-// The expected bits (as a double) and the float64 check of element i.
+// Element i of the result against the references (T explicit: check_element<T>).
 template <class T>
-std::string check_element(const std::vector<std::vector<T>>& in, std::size_t i, const reduce_spec& spec, T got) {
+std::string check_element(const std::vector<host_vec<T>>& in, std::size_t i, const reduce_spec& spec,
+                          host_elem<T> got) {
   const int n = static_cast<int>(in.size());
   using rcclx_test::exact;
-  if constexpr (std::is_same<T, std::int32_t>::value) {
-    std::uint32_t acc = static_cast<std::uint32_t>(in[0][i]);
-    std::int64_t wide = in[0][i];
+  if constexpr (std::is_same<T, bool>::value) {
+    const bool all = spec.op == reduce_op::min || spec.op == reduce_op::product;  // and; sum, max: or
+    bool acc = in[0][i];
+    for (int p = 1; p < n; ++p) acc = all ? (acc && bool(in[p][i])) : (acc || bool(in[p][i]));
+    if (bool(got) != acc)
+      return "element " + std::to_string(i) + ": got " + std::to_string(bool(got)) + ", expected " + std::to_string(acc);
+    return {};
+  } else if constexpr (std::is_integral<T>::value) {
+    // Sums and products modulo 2^64, then narrowed to T (modulo its width); min / max exact.
+    std::uint64_t acc = static_cast<std::uint64_t>(static_cast<std::int64_t>(in[0][i]));
     for (int p = 1; p < n; ++p) {
-      const std::uint32_t x = static_cast<std::uint32_t>(in[p][i]);
+      const T cur = static_cast<T>(acc);
+      const std::uint64_t x = static_cast<std::uint64_t>(static_cast<std::int64_t>(in[p][i]));
       if (spec.op == reduce_op::product) acc *= x;
-      else if (spec.op == reduce_op::min) acc = in[p][i] < static_cast<std::int32_t>(acc) ? x : acc;
-      else if (spec.op == reduce_op::max) acc = in[p][i] > static_cast<std::int32_t>(acc) ? x : acc;
+      else if (spec.op == reduce_op::min) acc = in[p][i] < cur ? x : acc;
+      else if (spec.op == reduce_op::max) acc = in[p][i] > cur ? x : acc;
       else acc += x;
-      wide += in[p][i];
     }
-    std::int64_t want = static_cast<std::int32_t>(acc);
-    if (spec.op == reduce_op::avg) want = static_cast<std::int32_t>(acc) / n;  // truncated toward zero
+    T want = static_cast<T>(acc);
+    if (spec.op == reduce_op::avg) want = static_cast<T>(want / n);  // the wrapped sum, truncated toward zero
     if (got != want)
-      return "element " + std::to_string(i) + ": got " + std::to_string(got) + ", expected " + std::to_string(want);
-    (void)wide;
+      return "element " + std::to_string(i) + ": got " + std::to_string(static_cast<long long>(got)) + ", expected " +
+             std::to_string(static_cast<long long>(want));
+    return {};
+  } else if constexpr (std::is_same<T, double>::value) {
+    // Rank order in double, each product rounded before the sum (volatile: never fused).
+    double acc = 0;
+    for (int p = 0; p < n; ++p) {
+      volatile double y = in[p][i];
+      if (spec.op == reduce_op::premul_sum) y = y * spec.factor;
+      if (p == 0) acc = y;
+      else if (spec.op == reduce_op::product) acc = acc * y;
+      else if (spec.op == reduce_op::min) acc = y < acc ? static_cast<double>(y) : acc;
+      else if (spec.op == reduce_op::max) acc = y > acc ? static_cast<double>(y) : acc;
+      else acc = acc + y;
+    }
+    if (spec.op == reduce_op::avg) acc = acc / n;
+    if (std::memcmp(&acc, &got, sizeof(double)) != 0)
+      return "element " + std::to_string(i) + ": got " + num(got) + ", expected " + num(acc) + " (float64 rank order)";
     return {};
   } else {
     float acc = 0;
@@ -108,9 +151,10 @@ std::string check_element(const std::vector<std::vector<T>>& in, std::size_t i, 
       float y = x;
       double yd = exact(in[p][i]);
       if (spec.op == reduce_op::premul_sum) {
-        volatile float prod = x * spec.factor;  // rounded to fp32 on its own
+        const float f = static_cast<float>(spec.factor);
+        volatile float prod = x * f;  // rounded to fp32 on its own
         y = prod;
-        yd *= static_cast<double>(spec.factor);
+        yd *= static_cast<double>(f);
       }
       if (p == 0) {
         acc = y;

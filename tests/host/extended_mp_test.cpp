@@ -1,6 +1,6 @@
 // communicator's extended collectives across N processes: allreduce and reduce_scatter with
 // product, avg and premul_sum; broadcast and reduce from / to every kind of root (in place too);
-// barrier; calls larger than the workspace (chunked); and the errors every rank must throw together
+// barrier; the element types int8, bool, int64 and float64 (and allgather / alltoall of them); calls larger than the workspace (chunked); and the errors every rank must throw together
 // (a bad root, ranks that disagree on the root or the premul factor, ops a path does not take).
 // Every rank computes every rank's input from one generator and checks its own output against
 // tests/dda/op_reference.hpp (bit for bit against the fp32 rank-order result, and within the float64
@@ -44,28 +44,28 @@ struct dev {
   ~dev() { rcclx::gpu::device_free(p); }
   dev(const dev&) = delete;
   dev& operator=(const dev&) = delete;
-  void upload(const std::vector<T>& h) {
+  void upload(const op_ref::host_vec<T>& h) {
     if (!h.empty()) rcclx_test::upload_bytes(p, h.data(), h.size() * sizeof(T));
   }
-  std::vector<T> download(std::size_t count) const {
-    std::vector<T> h(count);
+  op_ref::host_vec<T> download(std::size_t count) const {
+    op_ref::host_vec<T> h(count);
     if (count) rcclx::gpu::copy(h.data(), p, count * sizeof(T));
     return h;
   }
 };
 
 template <class T>
-std::vector<std::vector<T>> inputs(int n, std::size_t count, std::uint64_t seed, reduce_op op) {
-  std::vector<std::vector<T>> in;
+std::vector<op_ref::host_vec<T>> inputs(int n, std::size_t count, std::uint64_t seed, reduce_op op) {
+  std::vector<op_ref::host_vec<T>> in;
   for (int p = 0; p < n; ++p) in.push_back(op_ref::make_input<T>(count, seed + 101 * p, op));
   return in;
 }
 
 template <class T>
-std::string check_all(const std::vector<std::vector<T>>& in, std::size_t base, const std::vector<T>& got,
+std::string check_all(const std::vector<op_ref::host_vec<T>>& in, std::size_t base, const op_ref::host_vec<T>& got,
                       const reduce_spec& spec, const std::string& what) {
   for (std::size_t j = 0; j < got.size(); ++j) {
-    const std::string e = op_ref::check_element(in, base + j, spec, got[j]);
+    const std::string e = op_ref::check_element<T>(in, base + j, spec, got[j]);
     if (!e.empty()) return what + ": " + e;
   }
   return {};
@@ -86,15 +86,37 @@ std::string sweep(comm_t& comm, rcclx::gpu::stream_t stream, const std::vector<r
       for (const algorithm a : {algorithm::flat, algorithm::tree, algorithm::automatic}) {
         comm.allreduce(x.p, y.p, count, spec, a, stream);
         comm.synchronize(stream);
-        std::string e = check_all(in, 0, y.download(count), spec, "allreduce " + s + " " + rcclx::to_string(a));
+        std::string e = check_all<T>(in, 0, y.download(count), spec, "allreduce " + s + " " + rcclx::to_string(a));
         if (!e.empty()) return e;
       }
       const std::size_t rs = count / static_cast<std::size_t>(n) * static_cast<std::size_t>(n), c = rs / n;
       if (c > 0 && rs * sizeof(T) <= buffer_bytes) {
         comm.reduce_scatter(x.p, y.p, rs, spec, algorithm::automatic, stream);
         comm.synchronize(stream);
-        std::string e = check_all(in, static_cast<std::size_t>(rank) * c, y.download(c), spec, "reduce_scatter " + s);
+        std::string e = check_all<T>(in, static_cast<std::size_t>(rank) * c, y.download(c), spec, "reduce_scatter " + s);
         if (!e.empty()) return e;
+      }
+    }
+    // AllGather and AlltoAll: bit copies (one launch: up to the workspace).
+    if (count * sizeof(T) <= buffer_bytes) {
+      const std::size_t nn = static_cast<std::size_t>(n);
+      const auto in = inputs<T>(n, count, count + 29, reduce_op::sum);
+      dev<T> x(count), y(count * nn);
+      x.upload(in[rank]);
+      comm.allgather(x.p, y.p, count, algorithm::automatic, stream);
+      comm.synchronize(stream);
+      const op_ref::host_vec<T> got = y.download(count * nn);
+      for (int p = 0; p < n; ++p)
+        if (std::memcmp(got.data() + p * count, in[p].data(), count * sizeof(T)) != 0)
+          return "allgather " + at + ": block " + std::to_string(p) + " differs";
+      const std::size_t c = count / nn;
+      if (c > 0) {
+        comm.alltoall(x.p, y.p, c * nn, algorithm::automatic, stream);
+        comm.synchronize(stream);
+        const op_ref::host_vec<T> a = y.download(c * nn);
+        for (int p = 0; p < n; ++p)
+          if (std::memcmp(a.data() + p * c, in[p].data() + rank * c, c * sizeof(T)) != 0)
+            return "alltoall " + at + ": block " + std::to_string(p) + " differs";
       }
     }
     // Broadcast and Reduce from / to each kind of root.
@@ -106,7 +128,7 @@ std::string sweep(comm_t& comm, rcclx::gpu::stream_t stream, const std::vector<r
         x.upload(in[rank]);
         comm.broadcast(rank == root ? x.p : static_cast<const T*>(nullptr), y.p, count, root, a, stream);
         comm.synchronize(stream);
-        const std::vector<T> got = y.download(count);
+        const op_ref::host_vec<T> got = y.download(count);
         if (std::memcmp(got.data(), in[root].data(), count * sizeof(T)) != 0) return "broadcast " + s + ": bits differ";
         comm.broadcast(x.p, x.p, count, root, a, stream);  // in place on every rank
         comm.synchronize(stream);
@@ -121,9 +143,9 @@ std::string sweep(comm_t& comm, rcclx::gpu::stream_t stream, const std::vector<r
           x.upload(rin[rank]);
           comm.reduce(x.p, x.p, count, root, spec, a, stream);  // in place on the root
           comm.synchronize(stream);
-          const std::vector<T> got = x.download(count);
+          const op_ref::host_vec<T> got = x.download(count);
           if (rank == root) {
-            std::string e = check_all(rin, 0, got, spec, "reduce " + s + " op " + rcclx::to_string(spec.op));
+            std::string e = check_all<T>(rin, 0, got, spec, "reduce " + s + " op " + rcclx::to_string(spec.op));
             if (!e.empty()) return e;
           } else if (std::memcmp(got.data(), rin[rank].data(), count * sizeof(T)) != 0) {
             return "reduce " + s + ": a non-root rank's buffer was written";
@@ -139,7 +161,7 @@ std::string sweep(comm_t& comm, rcclx::gpu::stream_t stream, const std::vector<r
 
 }  // namespace ext_mp_test
 
-TEST_CASE("communicator: product, avg, premul_sum; broadcast, reduce, barrier; across processes",
+TEST_CASE("communicator: product, avg, premul_sum; broadcast, reduce, barrier; int8, bool, int64, float64; across processes",
           "[host][multiprocess][extended]") {
   using namespace ext_mp_test;
   const int n = GENERATE(2, 3, 5);
@@ -151,6 +173,10 @@ TEST_CASE("communicator: product, avg, premul_sum; broadcast, reduce, barrier; a
     std::string err = sweep<float>(comm, stream, f_specs);
     if (err.empty()) err = sweep<rcclx::bf16>(comm, stream, {reduce_spec{reduce_op::avg}, reduce_spec{reduce_op::premul_sum, -2.5f}});
     if (err.empty()) err = sweep<std::int32_t>(comm, stream, {reduce_spec{reduce_op::max}, reduce_spec{reduce_op::avg}});
+    if (err.empty()) err = sweep<std::int8_t>(comm, stream, {reduce_spec{reduce_op::sum}, reduce_spec{reduce_op::min}});
+    if (err.empty()) err = sweep<bool>(comm, stream, {reduce_spec{reduce_op::sum}, reduce_spec{reduce_op::product}});
+    if (err.empty()) err = sweep<std::int64_t>(comm, stream, {reduce_spec{reduce_op::sum}, reduce_spec{reduce_op::avg}});
+    if (err.empty()) err = sweep<double>(comm, stream, {reduce_spec{reduce_op::avg}, reduce_spec{reduce_op::premul_sum, 0.1}});
     return err;
   }, std::chrono::seconds(300));
   RCCLX_SKIP_IF_NO_GPU(rs);
@@ -191,7 +217,7 @@ TEST_CASE("communicator: bad roots, mismatched roots or factors, ops a path does
       {"root", "invalid_argument: rank 0: broadcast: root = 3 is outside [0, 3)"},
       {"root-mismatch", "mismatch: reduce call #2: ranks disagree on the root: rank 0: 0, rank 1: 1, rank 2: 0"},
       {"factor", "ranks disagree on the premul_sum factor: rank 0: 0.250000, rank 1: 0.250000, rank 2: 0.500000"},
-      {"premul-int", "reduce_scatter: op = premul_sum takes floating elements (float, bf16, fp16), not int32"},
+      {"premul-int", "reduce_scatter: op = premul_sum is not defined for int32 elements"},
       {"lp-avg", "allreduce: op = avg is not supported here (sum, min, max)"},
       {"good", "no error"},
   };

@@ -55,6 +55,11 @@ RCCLX_HOST_DEVICE constexpr std::uint32_t type_id() {
   else if constexpr (std::is_same<T, bf16>::value) return 2;
   else if constexpr (std::is_same<T, fp16>::value) return 3;
   else if constexpr (std::is_same<T, std::int32_t>::value) return 4;
+  else if constexpr (std::is_same<T, double>::value) return 5;
+  else if constexpr (std::is_same<T, std::int64_t>::value) return 6;
+  else if constexpr (std::is_same<T, std::int8_t>::value) return 7;
+  else if constexpr (std::is_same<T, std::uint8_t>::value) return 8;
+  else if constexpr (std::is_same<T, bool>::value) return 9;
   else return 0x80u | (static_cast<std::uint32_t>(sizeof(T)) & 0x7Fu);
 }
 

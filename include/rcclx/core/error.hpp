@@ -191,9 +191,16 @@ inline std::string field_value(std::uint32_t f, std::uint32_t v) {
         case 2: return "bf16";
         case 3: return "fp16";
         case 4: return "int32";
+        case 5: return "float64";
+        case 6: return "int64";
+        case 7: return "int8";
+        case 8: return "uint8";
+        case 9: return "bool";
         default: return "type of " + std::to_string(v & 0xFFu) + " bytes";
       }
-    case call_field::op: return v == 0 ? "sum" : v == 1 ? "min" : v == 2 ? "max" : std::to_string(v);
+    case call_field::op:
+      return v == 0 ? "sum" : v == 1 ? "min" : v == 2 ? "max" : v == 3 ? "product" : v == 4 ? "avg"
+             : v == 5 ? "premul_sum" : std::to_string(v);
     case call_field::algorithm: return v == 0 ? "flat" : v == 1 ? "tree" : std::to_string(v);
     default: return std::to_string(v);
   }

@@ -44,11 +44,13 @@ enum class reduce_op {
 
 // An op with its run-time parameter: the factor of reduce_op::premul_sum (ignored by the others).
 // Implicit from a reduce_op, so every API that takes one takes a plain op too.
+// The factor is applied in the element type's accumulator precision: fp32 (rounded to float) for
+// float, bf16 and fp16, fp64 for double.
 struct reduce_spec {
   reduce_op op = reduce_op::sum;
-  float factor = 1.0f;
+  double factor = 1.0;
   constexpr reduce_spec() = default;
-  constexpr reduce_spec(reduce_op o, float f = 1.0f) : op(o), factor(f) {}  // NOLINT: implicit on purpose
+  constexpr reduce_spec(reduce_op o, double f = 1.0) : op(o), factor(f) {}  // NOLINT: implicit on purpose
 };
 
 // How an AllReduce moves data. automatic picks flat or tree from the size, the rank count and the
@@ -108,6 +110,11 @@ struct op_sum {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::int32_t operator()(std::int32_t a, std::int32_t b) const {
     return static_cast<std::int32_t>(static_cast<std::uint32_t>(a) + static_cast<std::uint32_t>(b));
   }
+  // double accumulates in double; int64 wraps modulo 2^64.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE double operator()(double a, double b) const { return a + b; }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::int64_t operator()(std::int64_t a, std::int64_t b) const {
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
+  }
 };
 
 // min and max propagate NaN (like torch.minimum / torch.maximum, unlike fminf / fmaxf, which
@@ -141,6 +148,10 @@ struct op_product {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::int32_t operator()(std::int32_t a, std::int32_t b) const {
     return static_cast<std::int32_t>(static_cast<std::uint32_t>(a) * static_cast<std::uint32_t>(b));
   }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE double operator()(double a, double b) const { return a * b; }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::int64_t operator()(std::int64_t a, std::int64_t b) const {
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
+  }
 };
 
 struct op_avg : op_sum {
@@ -149,13 +160,17 @@ struct op_avg : op_sum {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float finish(float acc, int n) const { return acc / static_cast<float>(n); }
   // Truncated toward zero (C++ division), as NCCL's ncclAvg for integers.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::int32_t finish(std::int32_t acc, int n) const { return acc / n; }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE double finish(double acc, int n) const { return acc / static_cast<double>(n); }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::int64_t finish(std::int64_t acc, int n) const { return acc / n; }
 };
 
 struct op_premul_sum : op_sum {
   static constexpr reduce_op value = reduce_op::premul_sum;
-  float factor;
+  float factor;     // the factor for fp32 accumulators
+  double factor64;  // and for double
   using op_sum::operator();
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float pre(float x) const { return gpu::mul_rn(x, factor); }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE double pre(double x) const { return gpu::mul_rn(x, factor64); }
 };
 
 namespace detail {
@@ -184,7 +199,7 @@ inline decltype(auto) with_extended_op(const reduce_spec& spec, F&& f) {
     case reduce_op::product: return f(op_product{});
     case reduce_op::avg: return f(op_avg{});
     case reduce_op::premul_sum:
-    default: return f(op_premul_sum{{}, spec.factor});
+    default: return f(op_premul_sum{{}, static_cast<float>(spec.factor), spec.factor});
   }
 }
 
@@ -323,7 +338,103 @@ struct value_traits<fp16> : detail::half_traits<fp16, detail::fp16_half> {
   static const char* name() { return "fp16"; }
 };
 
-// True for the element types rcclx collectives reduce: float, rcclx::bf16, rcclx::fp16, int32_t.
+namespace detail {
+// An element type other than a 32-bit word or a 16-bit float: the 16 / sizeof(T) elements of a vector
+// one by one (the lowest address first), each widened to Acc. int8 and uint8 accumulate in int32 (a
+// sum of at most max_ranks values fits; sums and products are exact modulo 2^8 when narrowed), int64
+// in int64 (wrapping), double in double.
+template <class T, class Acc>
+struct scalar_traits {
+  static constexpr bool supported = true;
+  using acc_type = Acc;
+  static constexpr int vec_elems = static_cast<int>(16 / sizeof(T));
+  // Narrowing an integer keeps its low bits (two's complement, as every supported compiler does).
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE acc_type load(T x) { return static_cast<Acc>(x); }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE T store(acc_type a) { return static_cast<T>(a); }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE void unpack(const gpu::vec16& v, acc_type (&out)[vec_elems]) {
+    T e[vec_elems];
+    __builtin_memcpy(e, &v, 16);
+    for (int i = 0; i < vec_elems; ++i) out[i] = load(e[i]);
+  }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE gpu::vec16 pack(const acc_type (&in)[vec_elems]) {
+    T e[vec_elems];
+    for (int i = 0; i < vec_elems; ++i) e[i] = store(in[i]);
+    gpu::vec16 v;
+    __builtin_memcpy(&v, e, 16);
+    return v;
+  }
+};
+
+// bool: each byte is true when not 0 (accumulated as 0 / 1 in int32), stored as 0 / 1. Its ops are
+// min (and) and max (or); effective_op maps sum to or and product to and, as torch does.
+struct bool_traits {
+  static constexpr bool supported = true;
+  using acc_type = std::int32_t;
+  static constexpr int vec_elems = 16;
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE acc_type load(bool x) { return x ? 1 : 0; }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE bool store(acc_type a) { return a != 0; }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE void unpack(const gpu::vec16& v, acc_type (&out)[16]) {
+    unsigned char e[16];
+    __builtin_memcpy(e, &v, 16);
+    for (int i = 0; i < 16; ++i) out[i] = e[i] != 0 ? 1 : 0;
+  }
+  RCCLX_HOST_DEVICE static RCCLX_FORCEINLINE gpu::vec16 pack(const acc_type (&in)[16]) {
+    unsigned char e[16];
+    for (int i = 0; i < 16; ++i) e[i] = in[i] != 0 ? 1 : 0;
+    gpu::vec16 v;
+    __builtin_memcpy(&v, e, 16);
+    return v;
+  }
+};
+}  // namespace detail
+
+template <>
+struct value_traits<std::int8_t> : detail::scalar_traits<std::int8_t, std::int32_t> {
+  static const char* name() { return "int8"; }
+};
+template <>
+struct value_traits<std::uint8_t> : detail::scalar_traits<std::uint8_t, std::int32_t> {
+  static const char* name() { return "uint8"; }
+};
+template <>
+struct value_traits<std::int64_t> : detail::scalar_traits<std::int64_t, std::int64_t> {
+  static const char* name() { return "int64"; }
+};
+template <>
+struct value_traits<double> : detail::scalar_traits<double, double> {
+  static const char* name() { return "float64"; }
+};
+template <>
+struct value_traits<bool> : detail::bool_traits {
+  static const char* name() { return "bool"; }
+};
+
+// Which ops an element type takes: float, bf16, fp16, double: all; int32, int64: all but premul_sum
+// (avg truncates toward zero); int8, uint8: sum, min, max, product (modulo 2^8); bool: sum (or),
+// min (and), max (or), product (and).
+template <class T>
+RCCLX_HOST_DEVICE constexpr bool takes_op(reduce_op op) {
+  if constexpr (std::is_same<T, bool>::value || std::is_same<T, std::int8_t>::value ||
+                std::is_same<T, std::uint8_t>::value)
+    return op == reduce_op::sum || op == reduce_op::min || op == reduce_op::max || op == reduce_op::product;
+  else if constexpr (std::is_integral<T>::value)
+    return op != reduce_op::premul_sum;
+  else
+    return true;
+}
+
+// The op a reduction of T runs: bool's sum is or (max) and its product and (min), as torch maps
+// them; every other type runs the op itself.
+template <class T>
+RCCLX_HOST_DEVICE constexpr reduce_op effective_op(reduce_op op) {
+  if constexpr (std::is_same<T, bool>::value)
+    return op == reduce_op::sum ? reduce_op::max : op == reduce_op::product ? reduce_op::min : op;
+  else
+    return op;
+}
+
+// True for the element types rcclx collectives reduce: float, rcclx::bf16, rcclx::fp16, int32_t,
+// and double, int64_t, int8_t, uint8_t, bool (takes_op says with which ops).
 template <class T>
 inline constexpr bool is_reducible_v = value_traits<T>::supported;
 

@@ -122,13 +122,15 @@ struct allreduce_body
 
 // Both table forms: checks, shape, launch.
 template <class T, int MaxRanks, class Table>
-inline void allreduce(const Table& table, const T* input, T* output, std::size_t count, const reduce_spec& spec,
+inline void allreduce(const Table& table, const T* input, T* output, std::size_t count, const reduce_spec& spec_in,
                       algorithm algo, gpu::stream_t stream, int num_blocks, int threads) {
-  static_assert(core::is_reducible_v<T>, "rcclx::dda::allreduce: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
+  static_assert(core::is_reducible_v<T>, "rcclx::dda::allreduce: T must be float, rcclx::bf16, rcclx::fp16, int32_t, "
+                                         "double, int64_t, int8_t, uint8_t or bool");
   const std::string who = kernel::name_of("rcclx::dda::allreduce", table);
   const int n = kernel::num_ranks_of(table);
-  check_allreduce_call<T>(who, n, MaxRanks, input, output, count, spec, algo, num_blocks);
+  check_allreduce_call<T>(who, n, MaxRanks, input, output, count, spec_in, algo, num_blocks);
   const algorithm a = resolve_algorithm<T>(algo, count, n);
+  const reduce_spec spec{core::effective_op<T>(spec_in.op), spec_in.factor};  // bool: sum = or, product = and
   if (!is_basic(spec.op))  // product, avg, premul_sum: kernels of their own (op_allreduce.hpp)
     return allreduce_extended<T, MaxRanks>(who, table, input, output, count, spec, a, stream, num_blocks, threads);
   const reduce_op op = spec.op;

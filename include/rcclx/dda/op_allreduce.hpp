@@ -85,7 +85,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_owned_with(const kernel::layout<
 template <class ReduceOp, class T, int MaxRanks, class Group>
 RCCLX_HOST_DEVICE bool flat_allreduce_op(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
                                          T* output, std::size_t count, int block, int num_blocks, ReduceOp op) {
-  static_assert(detail::op_takes<ReduceOp, T>(), "dda::flat_allreduce_op: T must be float, bf16, fp16 or int32_t "
+  static_assert(detail::op_takes<ReduceOp, T>(), "dda::flat_allreduce_op: T must be reducible (core::is_reducible_v) "
                                                  "(premul_sum: floating types)");
   if (count == 0) return true;
   const kernel::layout<T> l(count, g.size(), block, num_blocks);
@@ -226,8 +226,10 @@ inline void allreduce_extended(const std::string& who, const Table& table, const
 // The ReduceScatter launcher's path for product, avg and premul_sum (both table forms).
 template <class T, int MaxRanks, class Table>
 inline void reduce_scatter_extended(const std::string& who, const Table& table, const T* input, T* output,
-                                    std::size_t count, const reduce_spec& spec, gpu::stream_t stream, int num_blocks) {
-  kernel::check_spec<T>(who, spec);
+                                    std::size_t count, const reduce_spec& spec_in, gpu::stream_t stream,
+                                    int num_blocks) {
+  kernel::check_spec<T>(who, spec_in);
+  const reduce_spec spec{core::effective_op<T>(spec_in.op), spec_in.factor};
   const int n = kernel::num_ranks_of(table);
   kernel::check_call<T>(who, kernel::io_kind::scatter, n, MaxRanks, input, output, count, num_blocks);
   const core::peer_table<T, MaxRanks>* t = kernel::readable(who, table);

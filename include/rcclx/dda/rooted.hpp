@@ -268,7 +268,7 @@ inline void rooted(const char* fn, const Table& table, const T* input, T* output
   if (count == 0) return;
   const kernel::table_need need{n, count * sizeof(T)};
   if constexpr (Reduces) {
-    with_any_op(spec, [&](auto op) {
+    with_any_op(reduce_spec{core::effective_op<T>(spec.op), spec.factor}, [&](auto op) {
       using Op = decltype(op);
       if constexpr (op_takes<Op, T>()) {
         using flat_body = reduce_body<Op, algorithm::flat, T>;

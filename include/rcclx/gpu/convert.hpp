@@ -46,6 +46,16 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float mul_rn(float a, float b) {
   return a * b;
 #endif
 }
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE double mul_rn(double a, double b) {
+#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+  return __dmul_rn(a, b);
+#elif defined(__clang__)
+#  pragma clang fp contract(off)
+  return a * b;
+#else
+  return a * b;
+#endif
+}
 
 // ---- fp16 <-> fp32 ------------------------------------------------------------------------------
 // IEEE round to nearest even, subnormals kept: v_cvt_f32_f16 / v_cvt_f16_f32 (through _Float16) on

@@ -47,20 +47,29 @@ inline void check_op(const std::string& who, reduce_op op) {
                                        "(rcclx::dda, flat and tree)");
 }
 
-// An op of dda's AllReduce or ReduceScatter (any reduce_op) for element type T: premul_sum on
-// floating types only, with a finite factor.
+// An op of dda's AllReduce, ReduceScatter or Reduce (any reduce_op) for element type T: one that T
+// takes (core::takes_op: premul_sum on floating types only, avg not on int8 / uint8 / bool), and a
+// premul_sum factor that is finite in T's accumulator precision.
 template <class T>
 inline void check_spec(const std::string& who, const reduce_spec& spec) {
   if (!is_valid(spec.op))
     throw error(errc::invalid_argument, who + ": op = " + std::to_string(static_cast<int>(spec.op)) +
                                             " is not a reduce_op (sum, min, max, product, avg, premul_sum)");
+  if (!core::takes_op<T>(spec.op)) {
+    const std::string takes = std::is_same<T, bool>::value ? "sum (or), min (and), max (or), product (and)"
+                              : sizeof(T) == 1            ? "sum, min, max, product (modulo 2^8)"
+                                                          : "sum, min, max, product, avg";
+    throw error(errc::unsupported, who + ": op = " + to_string(spec.op) + " is not defined for " +
+                                       core::type_name<T>() + " elements (" + core::type_name<T>() + ": " + takes +
+                                       "; premul_sum: float, bf16, fp16, float64)");
+  }
   if (spec.op == reduce_op::premul_sum) {
-    if (std::is_integral<T>::value)
-      throw error(errc::unsupported, who + ": op = premul_sum takes floating elements (float, bf16, fp16), not " +
-                                         core::type_name<T>());
-    if (!(spec.factor - spec.factor == 0.0f))
+    const double f = std::is_same<T, double>::value ? spec.factor : static_cast<double>(static_cast<float>(spec.factor));
+    if (!(f - f == 0.0))
       throw error(errc::invalid_argument, who + ": premul_sum factor = " + std::to_string(spec.factor) +
-                                              " is not finite");
+                                              " is not finite" +
+                                              (std::is_same<T, double>::value ? "" : " in fp32 (the accumulators of " +
+                                                                                          std::string(core::type_name<T>()) + ")"));
   }
 }
 

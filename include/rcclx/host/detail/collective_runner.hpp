@@ -297,11 +297,9 @@ class collective_runner {
   }
 
  private:
-  // The call check's factor word of a reduction: premul_sum's factor bits (ranks with different
+  // The call check's factor of a reduction: premul_sum's factor (ranks with different
   // factors would not produce the same bits), 0 for the other ops.
-  static std::uint32_t factor_word(const reduce_spec& op) {
-    return op.op == reduce_op::premul_sum ? rcclx::detail::float_bits(op.factor) : 0u;
-  }
+  static double factor_word(const reduce_spec& op) { return op.op == reduce_op::premul_sum ? op.factor : 0.0; }
 
   // Where run() lets peers read `bytes` of input at `input` (zero_copy: the caller allows it).
   // Peers read zero-copy inputs with 16-byte vectors: only 16-byte aligned inputs qualify (the

@@ -30,6 +30,7 @@
 #include "dda/reduce_scatter.hpp"
 #include "dda/rooted.hpp"
 #include "dda/select.hpp"
+#include "dda/strided.hpp"
 #include "dda/tree.hpp"
 #include "fp8/block_layout.hpp"
 #include "fp8/block_scale.hpp"

@@ -1,6 +1,7 @@
 // communicator's extended collectives across N processes: allreduce and reduce_scatter with
 // product, avg and premul_sum; broadcast and reduce from / to every kind of root (in place too);
-// barrier; the element types int8, bool, int64 and float64 (and allgather / alltoall of them); calls larger than the workspace (chunked); and the errors every rank must throw together
+// barrier; the element types int8, bool, int64 and float64; allgather, reduce_scatter and alltoall
+// larger than the workspace (in slices of every block); calls larger than the workspace (chunked); and the errors every rank must throw together
 // (a bad root, ranks that disagree on the root or the premul factor, ops a path does not take).
 // Every rank computes every rank's input from one generator and checks its own output against
 // tests/dda/op_reference.hpp (bit for bit against the fp32 rank-order result, and within the float64
@@ -27,7 +28,7 @@ using rcclx::algorithm;
 using rcclx::reduce_op;
 using rcclx::reduce_spec;
 
-constexpr std::size_t buffer_bytes = 16 << 10;  // small: 5001 floats run in two chunks
+constexpr std::size_t buffer_bytes = 16 << 10;  // small: 5001 floats run in two chunks, 20011 in five
 
 rcclx::host::communicator_options options() {
   rcclx::host::communicator_options o;
@@ -75,7 +76,7 @@ template <class T>
 std::string sweep(comm_t& comm, rcclx::gpu::stream_t stream, const std::vector<reduce_spec>& specs) {
   const int n = comm.num_ranks(), rank = comm.rank();
   const std::string tname = rcclx::core::type_name<T>();
-  for (const std::size_t count : {std::size_t{1}, std::size_t{37}, std::size_t{5001}}) {
+  for (const std::size_t count : {std::size_t{1}, std::size_t{37}, std::size_t{5001}, std::size_t{20011}}) {
     const std::string at = tname + " count " + std::to_string(count);
     // AllReduce (chunked above buffer_bytes) and ReduceScatter (one launch: up to the workspace).
     for (const reduce_spec& spec : specs) {
@@ -90,15 +91,16 @@ std::string sweep(comm_t& comm, rcclx::gpu::stream_t stream, const std::vector<r
         if (!e.empty()) return e;
       }
       const std::size_t rs = count / static_cast<std::size_t>(n) * static_cast<std::size_t>(n), c = rs / n;
-      if (c > 0 && rs * sizeof(T) <= buffer_bytes) {
+      if (c > 0) {  // above buffer_bytes: in slices of every block
         comm.reduce_scatter(x.p, y.p, rs, spec, algorithm::automatic, stream);
         comm.synchronize(stream);
         std::string e = check_all<T>(in, static_cast<std::size_t>(rank) * c, y.download(c), spec, "reduce_scatter " + s);
         if (!e.empty()) return e;
       }
     }
-    // AllGather and AlltoAll: bit copies (one launch: up to the workspace).
-    if (count * sizeof(T) <= buffer_bytes) {
+    // AllGather and AlltoAll: bit copies (above buffer_bytes: in slices of every block), AlltoAll
+    // out of place and in place.
+    {
       const std::size_t nn = static_cast<std::size_t>(n);
       const auto in = inputs<T>(n, count, count + 29, reduce_op::sum);
       dev<T> x(count), y(count * nn);
@@ -117,6 +119,12 @@ std::string sweep(comm_t& comm, rcclx::gpu::stream_t stream, const std::vector<r
         for (int p = 0; p < n; ++p)
           if (std::memcmp(a.data() + p * c, in[p].data() + rank * c, c * sizeof(T)) != 0)
             return "alltoall " + at + ": block " + std::to_string(p) + " differs";
+        comm.alltoall(x.p, x.p, c * nn, algorithm::automatic, stream);  // in place
+        comm.synchronize(stream);
+        const op_ref::host_vec<T> b = x.download(c * nn);
+        for (int p = 0; p < n; ++p)
+          if (std::memcmp(b.data() + p * c, in[p].data() + rank * c, c * sizeof(T)) != 0)
+            return "alltoall in place " + at + ": block " + std::to_string(p) + " differs";
       }
     }
     // Broadcast and Reduce from / to each kind of root.

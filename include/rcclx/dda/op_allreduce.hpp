@@ -49,6 +49,13 @@ RCCLX_HOST_DEVICE constexpr bool op_takes() {
   return core::is_reducible_v<T> && !(std::is_integral<T>::value && core::op_steps<ReduceOp>::pre);
 }
 
+// Calls f(op functor) for any valid spec (sum, min, max, product, avg, premul_sum).
+template <class F>
+inline void with_any_op(const reduce_spec& spec, F&& f) {
+  if (is_basic(spec.op)) core::with_op(spec.op, f);
+  else core::with_extended_op(spec, f);
+}
+
 // reduce_owned with an op value (tiles.hpp's, through kernel::reduce_vec_with / reduce_elem_with).
 template <class ReduceOp, class T, int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_owned_with(const kernel::layout<T>& l, int tid, kernel::tile_range r,

@@ -163,6 +163,31 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_barrier(const Group& g, const core
   return core::barrier(g, t.signals, block, core::barrier_kind::start);
 }
 
+// The checks of a broadcast or reduce call that need no table (a launcher over dda::broadcast /
+// dda::reduce runs them before it picks a table); returns the algorithm it runs (flat or tree).
+// in_needed / out_needed: this rank passes a buffer the call reads / writes.
+template <class T>
+inline algorithm check_rooted_call(const std::string& who, int n, int max_ranks, const T* input, const T* output,
+                                   std::size_t count, int root, algorithm algo, int num_blocks, bool in_needed,
+                                   bool out_needed) {
+  kernel::check_algorithm(who, algo);
+  if (algo == algorithm::low_precision)
+    throw error(errc::unsupported, who + ": algorithm::low_precision is not offered here (flat, tree or automatic)");
+  kernel::check_num_ranks(who, n, max_ranks);
+  kernel::check_num_blocks(who, num_blocks);
+  if (root < 0 || root >= n)
+    throw error(errc::invalid_argument, who + ": root = " + std::to_string(root) + " is outside [0, " +
+                                            std::to_string(n) + ") (num_ranks = " + std::to_string(n) + ")");
+  kernel::check_count<T>(who, count);
+  if (count > 0) {
+    if (in_needed) kernel::check_user_pointer<T>(who, "input", input);
+    if (out_needed) kernel::check_user_pointer<T>(who, "output", output);
+    if (in_needed && out_needed && input != output && kernel::overlaps(input, output, count * sizeof(T)))
+      throw error(errc::invalid_argument, who + ": input and output overlap partially (they must be equal or disjoint)");
+  }
+  return algo == algorithm::automatic ? select_algorithm(count * sizeof(T), n) : algo;
+}
+
 namespace detail {
 
 template <algorithm Algo, class T>
@@ -200,37 +225,6 @@ struct barrier_body {
     return flat_barrier(g, t, block);
   }
 };
-
-// Calls f(op functor) for any valid spec (sum, min, max, product, avg, premul_sum).
-template <class F>
-inline void with_any_op(const reduce_spec& spec, F&& f) {
-  if (is_basic(spec.op)) core::with_op(spec.op, f);
-  else core::with_extended_op(spec, f);
-}
-
-// The checks of a rooted call that need no table; returns the algorithm it runs (flat or tree).
-// in_needed / out_needed: this rank passes a buffer the call reads / writes.
-template <class T>
-inline algorithm check_rooted_call(const std::string& who, int n, int max_ranks, const T* input, const T* output,
-                                   std::size_t count, int root, algorithm algo, int num_blocks, bool in_needed,
-                                   bool out_needed) {
-  kernel::check_algorithm(who, algo);
-  if (algo == algorithm::low_precision)
-    throw error(errc::unsupported, who + ": algorithm::low_precision is not offered here (flat, tree or automatic)");
-  kernel::check_num_ranks(who, n, max_ranks);
-  kernel::check_num_blocks(who, num_blocks);
-  if (root < 0 || root >= n)
-    throw error(errc::invalid_argument, who + ": root = " + std::to_string(root) + " is outside [0, " +
-                                            std::to_string(n) + ") (num_ranks = " + std::to_string(n) + ")");
-  kernel::check_count<T>(who, count);
-  if (count > 0) {
-    if (in_needed) kernel::check_user_pointer<T>(who, "input", input);
-    if (out_needed) kernel::check_user_pointer<T>(who, "output", output);
-    if (in_needed && out_needed && input != output && kernel::overlaps(input, output, count * sizeof(T)))
-      throw error(errc::invalid_argument, who + ": input and output overlap partially (they must be equal or disjoint)");
-  }
-  return algo == algorithm::automatic ? select_algorithm(count * sizeof(T), n) : algo;
-}
 
 // Checks of a table the host can read and the grid: capacity, blocks, the symmetric buffer rules.
 template <class T, int MaxRanks>

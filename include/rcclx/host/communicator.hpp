@@ -27,9 +27,10 @@
 // ones (FP8 with block scales, float and bf16; always through the workspace, which holds their FP8
 // form). AllReduce runs
 // larger calls in chunks (low precision: of whole quantization blocks, the same bits as one call).
-// AllGather, ReduceScatter and AlltoAll run in one launch (their output blocks are strided by the
-// whole count): through the workspace they need count * sizeof(T) <= buffer_bytes (low precision:
-// lpc::workspace_bytes), else every rank throws an error naming both; a registered input needs none.
+// AllGather, ReduceScatter and AlltoAll run in one launch when they fit (count * sizeof(T) <=
+// buffer_bytes, or a registered input), else in slices of every block through the workspace
+// (dda/strided.hpp); low precision needs lpc::workspace_bytes, else every rank throws an error
+// naming both.
 //
 // Errors: every set-up step and every call check is exchanged, so a rank's local error (a bad
 // pointer, an allocation failure, a count that differs) is thrown on every rank with the same
@@ -237,8 +238,9 @@ class communicator {
   // AllGather of `count` elements per rank: output[p * count + i] = rank p's input[i] (output:
   // num_ranks * count elements, disjoint from input), the same bits on every rank. Plain: exact
   // copies, zero-copy when input is registered or captured; low precision: every block is the FP8
-  // round trip of its rank's input (the own block too). One launch: the workspace must hold
-  // count * sizeof(T) bytes (plain, unless zero-copy) or lpc::workspace_bytes(allgather, count, N).
+  // round trip of its rank's input (the own block too). Plain: any count (in slices above the
+  // workspace); low precision: one launch, the workspace must hold lpc::workspace_bytes(allgather,
+  // count, N).
   template <class T>
   void allgather(const T* input, T* output, std::size_t count, algorithm algo = algorithm::automatic,
                  gpu::stream_t stream = {}) {

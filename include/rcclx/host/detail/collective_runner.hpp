@@ -143,7 +143,7 @@ class collective_runner {
     const std::string who = name;
     const bool low = algo == algorithm::low_precision;
     std::string local_error;
-    bool zero_copy = false;
+    bool zero_copy = false, sliced = false;
     try {
       if (!is_valid(algo))
         throw error(errc::invalid_argument, who + ": algorithm = " + std::to_string(static_cast<int>(algo)) +
@@ -168,8 +168,13 @@ class collective_runner {
         if (low) {
           check_workspace_holds(who, count, lpc::workspace_bytes<>(traits::lpc_kind, count, n_),
                                 " (the FP8 form with algorithm::low_precision; one launch: raise buffer_bytes)");
-        } else {
-          check_workspace_holds(who, count, bytes, " (one launch: raise buffer_bytes, or register the input: zero-copy)");
+        } else if (bytes > ws_.buffer_bytes()) {
+          // Larger than the workspace: in slices of every block (dda/strided.hpp).
+          sliced = true;
+          if (traits::template slice_elems<T>(ws_.buffer_bytes(), n_) == 0)
+            throw error(errc::invalid_argument, who + ": communicator_options::buffer_bytes = " +
+                                                    std::to_string(ws_.buffer_bytes()) + " holds less than one " +
+                                                    "16-byte vector per rank");
         }
         check_outside_workspace(who, input, bytes, "input", !low);
         check_outside_workspace(who, output, out_bytes, "output", false);
@@ -183,8 +188,11 @@ class collective_runner {
     if (traits::reduces) d.factor = factor_word(op);
     const int n = n_;
     run(d, input, count, zero_copy, stream,
-        [=](const auto& t, bool) {
+        [=](const auto& t, bool uses_workspace) {
           if (!low) {
+            if constexpr (!std::is_pointer<std::decay_t<decltype(t)>>::value) {
+              if (sliced && uses_workspace) return traits::plain_sliced(t, n, input, output, count, op, stream);
+            }
             traits::plain(t, n, input, output, count, op, stream);
           } else if constexpr (lpc::is_element_v<T>) {
             traits::low_precision(t, n, input, output, count, op.op, stream);
@@ -205,7 +213,7 @@ class collective_runner {
     algorithm a = algo;
     try {
       if constexpr (Reduces) kernel::check_spec<T>(who, op);
-      a = dda::detail::check_rooted_call<T>(who, n_, MaxRanks, input, output, count, root, algo, 0, in_needed,
+      a = dda::check_rooted_call<T>(who, n_, MaxRanks, input, output, count, root, algo, 0, in_needed,
                                             out_needed);
       if (in_needed) check_outside_workspace(who, input, count * sizeof(T), "input", true);
       if (out_needed) check_outside_workspace(who, output, count * sizeof(T), "output", false);

@@ -1,0 +1,206 @@
+// rcclx/dda/strided.hpp: AllGather, ReduceScatter and AlltoAll whose blocks lie `stride` elements
+// apart in the caller's buffers while the symmetric buffers hold them back to back: a call of any
+// size runs as several of these, each moving a slice [off, off + count) of every block through the
+// workspace (host::communicator cuts its calls so). The device templates for your kernels and the
+// host launchers for one rank.
+//
+//   // slice [off, off + k) of an AllGather of `total` elements per rank (output: num_ranks * total):
+//   rcclx::dda::allgather_strided(t, in + off, out + off, k, total, stream);
+//   // slice of a ReduceScatter of num_ranks blocks of C elements (output C elements):
+//   rcclx::dda::reduce_scatter_strided(t, in + off, out + off, k, C, rcclx::reduce_op::sum, stream);
+//   rcclx::dda::alltoall_strided(t, in + off, out + off, k, C, stream);   // blocks of C elements
+//
+// Algorithms (one-shot, 2 barriers, tiles of `count` elements per block, kernel/layout.hpp), for rank r:
+//  allgather_strided: input -> own symmetric buffer and output block r; start barrier; output block p
+//    <- rank p's buffer (p = r+1, r+2, ...); end barrier. Symmetric buffer: count elements.
+//  reduce_scatter_strided: input block c (at c * stride) -> own buffer block c (at c * count), c != r;
+//    start barrier; output <- block r of every rank, in rank order (rank r: its input), with the fold
+//    of kernel::reduce_vec_with (the same bits as dda::reduce_scatter and dda::allreduce); end barrier.
+//    Symmetric buffer: num_ranks * count elements.
+//  alltoall_strided: input block c -> own buffer block c (c != r), input block r -> output block r;
+//    start barrier; output block p <- block r of rank p's buffer; end barrier. Symmetric buffer:
+//    num_ranks * count. Input may equal output (each slice reads its input before the start barrier
+//    and writes its output after it).
+// Copies are exact bits. Preconditions (the launchers check them): count <= stride; the same count,
+// stride and grid on every rank; symmetric buffers of the sizes above; input and output disjoint
+// from this rank's symmetric buffer; AllGather and ReduceScatter inputs disjoint from their outputs.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "../core/barrier.hpp"
+#include "../core/error.hpp"
+#include "../core/ops.hpp"
+#include "../core/peer_table.hpp"
+#include "../gpu/runtime.hpp"
+#include "../kernel/checks.hpp"
+#include "../kernel/launch.hpp"
+#include "../kernel/layout.hpp"
+#include "../kernel/vector_io.hpp"
+#include "launch_config.hpp"
+#include "op_allreduce.hpp"
+
+RCCLX_NAMESPACE_BEGIN
+namespace dda {
+
+// T: any element type whose size divides 16. Group-collective; false if a barrier timed out.
+template <class T, int MaxRanks, class Group>
+RCCLX_HOST_DEVICE bool allgather_strided(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
+                                         T* output, std::size_t count, std::size_t stride, int block, int num_blocks) {
+  static_assert(16 % sizeof(T) == 0, "dda::allgather_strided: sizeof(T) must divide 16");
+  if (count == 0) return true;
+  const kernel::layout<T> l(count, g.size(), block, num_blocks);
+  const kernel::tile_range all{0, l.tiles};
+  const int tid = g.thread_rank(), r = t.rank(), n = t.num_ranks();
+  kernel::copy_owned(l, tid, all, input, output + static_cast<std::size_t>(r) * stride, t.data[r]);
+  if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
+  for (int s = 1; s < n; ++s) {
+    const int p = r + s < n ? r + s : r + s - n;
+    kernel::copy_owned(l, tid, all, static_cast<const T*>(t.data[p]), output + static_cast<std::size_t>(p) * stride);
+  }
+  return core::barrier(g, t.signals, block, core::barrier_kind::end);
+}
+
+// ReduceOp: a core op functor value (op_sum, op_min, op_max, op_product, op_avg, op_premul_sum).
+template <class ReduceOp, class T, int MaxRanks, class Group>
+RCCLX_HOST_DEVICE bool reduce_scatter_strided(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
+                                              T* output, std::size_t count, std::size_t stride, int block,
+                                              int num_blocks, ReduceOp op) {
+  static_assert(detail::op_takes<ReduceOp, T>(), "dda::reduce_scatter_strided: T must be reducible "
+                                                 "(premul_sum: floating types)");
+  if (count == 0) return true;
+  const kernel::layout<T> l(count, g.size(), block, num_blocks);
+  const kernel::tile_range all{0, l.tiles};
+  const int tid = g.thread_rank(), r = t.rank(), n = t.num_ranks();
+  T* own = t.data[r];
+  for (int c = 0; c < n; ++c)
+    if (c != r)
+      kernel::copy_owned(l, tid, all, input + static_cast<std::size_t>(c) * stride, own + static_cast<std::size_t>(c) * count);
+  if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
+  kernel::peer_ptrs<T, MaxRanks> src(t);
+  for (int p = 0; p < MaxRanks; ++p)
+    if (p < n)
+      src.p[p] = p == r ? input + static_cast<std::size_t>(r) * stride : src.p[p] + static_cast<std::size_t>(r) * count;
+  const bool src_aligned = (static_cast<std::size_t>(r) * count * sizeof(T)) % 16 == 0 &&
+                           gpu::is_aligned(input + static_cast<std::size_t>(r) * stride, 16);
+  detail::reduce_owned_with(l, tid, all, src, src_aligned, output, static_cast<T*>(nullptr), op);
+  return core::barrier(g, t.signals, block, core::barrier_kind::end);
+}
+
+// T: any element type whose size divides 16. Input may equal output.
+template <class T, int MaxRanks, class Group>
+RCCLX_HOST_DEVICE bool alltoall_strided(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
+                                        T* output, std::size_t count, std::size_t stride, int block, int num_blocks) {
+  static_assert(16 % sizeof(T) == 0, "dda::alltoall_strided: sizeof(T) must divide 16");
+  if (count == 0) return true;
+  const kernel::layout<T> l(count, g.size(), block, num_blocks);
+  const kernel::tile_range all{0, l.tiles};
+  const int tid = g.thread_rank(), r = t.rank(), n = t.num_ranks();
+  T* own = t.data[r];
+  const std::size_t mine = static_cast<std::size_t>(r) * stride;
+  for (int c = 0; c < n; ++c)
+    if (c != r)
+      kernel::copy_owned(l, tid, all, input + static_cast<std::size_t>(c) * stride, own + static_cast<std::size_t>(c) * count);
+  if (input != output) kernel::copy_owned(l, tid, all, input + mine, output + mine);
+  if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
+  for (int s = 1; s < n; ++s) {
+    const int p = r + s < n ? r + s : r + s - n;
+    kernel::copy_owned(l, tid, all, static_cast<const T*>(t.data[p]) + static_cast<std::size_t>(r) * count,
+                       output + static_cast<std::size_t>(p) * stride);
+  }
+  return core::barrier(g, t.signals, block, core::barrier_kind::end);
+}
+
+namespace detail {
+
+enum class strided_kind { allgather, reduce_scatter, alltoall };
+
+template <strided_kind Kind, class ReduceOp, class T>
+struct strided_body {
+  const T* input;
+  T* output;
+  std::size_t count;
+  std::size_t stride;
+  ReduceOp op;
+  template <class Group, int MaxRanks>
+  RCCLX_HOST_DEVICE bool operator()(const Group& g, const core::peer_table<T, MaxRanks>& t, int block,
+                                    int num_blocks) const {
+    if constexpr (Kind == strided_kind::allgather)
+      return allgather_strided(g, t, input, output, count, stride, block, num_blocks);
+    else if constexpr (Kind == strided_kind::reduce_scatter)
+      return reduce_scatter_strided(g, t, input, output, count, stride, block, num_blocks, op);
+    else
+      return alltoall_strided(g, t, input, output, count, stride, block, num_blocks);
+  }
+};
+
+// The host side of the three (a table by value): checks, grid (the one-shot shape for count
+// elements), launch.
+template <strided_kind Kind, class T, int MaxRanks>
+inline void strided(const char* fn, const core::peer_table<T, MaxRanks>& t, const T* input, T* output,
+                    std::size_t count, std::size_t stride, const reduce_spec& spec, gpu::stream_t stream,
+                    int num_blocks) {
+  const std::string who = fn;
+  const int n = t.num_ranks();
+  kernel::check_num_ranks(who, n, MaxRanks);
+  kernel::check_num_blocks(who, num_blocks);
+  if (count > stride)
+    throw error(errc::invalid_argument, who + ": count = " + std::to_string(count) + " exceeds stride = " +
+                                            std::to_string(stride) + " (the blocks would overlap)");
+  if (Kind == strided_kind::reduce_scatter) kernel::check_spec<T>(who, spec);
+  const std::size_t nn = static_cast<std::size_t>(n);
+  kernel::check_count<T>(who, stride, nn);
+  const std::size_t in_elems = Kind == strided_kind::allgather ? count : (nn - 1) * stride + count;
+  const std::size_t out_elems = Kind == strided_kind::reduce_scatter ? count : (nn - 1) * stride + count;
+  const std::size_t ws_bytes = (Kind == strided_kind::allgather ? count : nn * count) * sizeof(T);
+  const launch_config cfg = one_shot_launch_config();
+  const kernel::grid_shape shape{num_blocks > 0 ? num_blocks : kernel::blocks_for_elems<T>(count, cfg.threads, cfg.flat_max_blocks),
+                                 cfg.threads};
+  kernel::check_table(who, t, count, ws_bytes, "the slices of every block", shape.blocks);
+  if (count == 0) return;
+  kernel::check_in_out<T>(who, input, in_elems, output, out_elems, Kind == strided_kind::alltoall);
+  const T* own = t.data[t.rank()];
+  if (kernel::overlaps(input, in_elems * sizeof(T), own, t.capacity_bytes) ||
+      kernel::overlaps(output, out_elems * sizeof(T), own, t.capacity_bytes))
+    throw error(errc::invalid_argument, who + ": input or output overlaps this rank's symmetric buffer (peers read it)");
+  const kernel::table_need need{n, ws_bytes};
+  if constexpr (Kind == strided_kind::reduce_scatter) {
+    with_any_op(reduce_spec{core::effective_op<T>(spec.op), spec.factor}, [&](auto op) {
+      using Op = decltype(op);
+      if constexpr (op_takes<Op, T>())
+        kernel::launch(who, t, need, shape, strided_body<Kind, Op, T>{input, output, count, stride, op}, stream);
+    });
+  } else {
+    kernel::launch(who, t, need, shape, strided_body<Kind, core::op_sum, T>{input, output, count, stride, {}}, stream);
+  }
+}
+
+}  // namespace detail
+
+// AllGather slice for this rank: output[p * stride + i] = rank p's input[i], i < count.
+template <class T, int MaxRanks>
+void allgather_strided(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
+                       std::size_t stride, gpu::stream_t stream = {}, int num_blocks = 0) {
+  detail::strided<detail::strided_kind::allgather>("rcclx::dda::allgather_strided", table, input, output, count,
+                                                   stride, reduce_spec{}, stream, num_blocks);
+}
+
+// ReduceScatter slice for this rank r: output[i] = op over ranks p of input_p[r * stride + i], i < count.
+template <class T, int MaxRanks>
+void reduce_scatter_strided(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
+                            std::size_t stride, const reduce_spec& op, gpu::stream_t stream = {}, int num_blocks = 0) {
+  detail::strided<detail::strided_kind::reduce_scatter>("rcclx::dda::reduce_scatter_strided", table, input, output,
+                                                        count, stride, op, stream, num_blocks);
+}
+
+// AlltoAll slice for this rank r: output[p * stride + i] = input_p[r * stride + i], i < count.
+template <class T, int MaxRanks>
+void alltoall_strided(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
+                      std::size_t stride, gpu::stream_t stream = {}, int num_blocks = 0) {
+  detail::strided<detail::strided_kind::alltoall>("rcclx::dda::alltoall_strided", table, input, output, count, stride,
+                                                  reduce_spec{}, stream, num_blocks);
+}
+
+}  // namespace dda
+RCCLX_NAMESPACE_END

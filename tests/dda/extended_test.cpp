@@ -389,3 +389,36 @@ TEST_CASE("dda: ops an element type does not take are named errors", "[dda][dtyp
   rcclx::gpu::device_free(i8);
   rcclx::gpu::device_free(i64);
 }
+
+#if RCCLX_CHECKS
+TEST_CASE("dda broadcast / reduce, checked mode: ranks that name different roots fail with a mismatch naming the root",
+          "[dda][rooted][checks]") {
+  RCCLX_REQUIRE_DEVICE_OR_SKIP();
+  if (!rcclx_test::concurrent_kernels_possible()) return;
+  using op_ext_test::max_r;
+  const int n = 3;
+  rcclx::testing::emulated_world<max_r> world(n, 4096, 32);
+  std::vector<float*> in(n), out(n);
+  for (int r = 0; r < n; ++r) {
+    in[r] = static_cast<float*>(rcclx::gpu::device_malloc(256));
+    out[r] = static_cast<float*>(rcclx::gpu::device_malloc(256));
+  }
+  rcclx_test::rank_runner runner(n);
+  std::string what;
+  try {
+    runner.run([&](int r, rcclx::gpu::stream_t s) {
+      rcclx::dda::broadcast(world.table<float>(r), in[r], out[r], 64, r == 2 ? 1 : 0, rcclx::algorithm::flat, s, 1);
+    });
+    world.throw_if_error();
+  } catch (const rcclx::error& e) {
+    what = e.what();
+  }
+  CAPTURE(what);
+  REQUIRE(what.find("mismatch") != std::string::npos);
+  REQUIRE(what.find("called Broadcast with different root: rank 0 passed 0, rank 2 passed 1") != std::string::npos);
+  for (int r = 0; r < n; ++r) {
+    rcclx::gpu::device_free(in[r]);
+    rcclx::gpu::device_free(out[r]);
+  }
+}
+#endif

@@ -162,6 +162,8 @@ inline const char* collective_name(std::uint32_t c) {
   switch (c) {
     case 1: return "AllReduce";
     case 2: return "tile AllReduce";
+    case 3: return "Broadcast";
+    case 4: return "Reduce";
   }
   return "a collective";
 }
@@ -174,7 +176,7 @@ inline const char* field_name(std::uint32_t collective, std::uint32_t f) {
     case call_field::algorithm: return "algorithm";
     case call_field::count: return tiles ? "tile count" : "count (elements, low 32 bits)";
     case call_field::blocks: return "blocks per rank";
-    case call_field::shape: return tiles ? "elements per tile" : "threads per block";
+    case call_field::shape: return tiles ? "elements per tile" : collective == 3 || collective == 4 ? "root" : "threads per block";
     case call_field::map_tiles: return "tile map's tile count";
     case call_field::map_tile_rows: return "tile map's tile rows";
     case call_field::map_tile_cols: return "tile map's tile columns";

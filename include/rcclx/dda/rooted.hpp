@@ -41,6 +41,7 @@
 #include <type_traits>
 
 #include "../core/barrier.hpp"
+#include "../core/call_check.hpp"
 #include "../core/error.hpp"
 #include "../core/ops.hpp"
 #include "../core/peer_table.hpp"
@@ -57,6 +58,23 @@ RCCLX_NAMESPACE_BEGIN
 namespace dda {
 
 namespace detail {
+// The checked mode's call check of a broadcast or reduce (core/call_check.hpp: the root in the
+// fingerprint's shape word), before any store; always true without RCCLX_CHECKS.
+template <class T, class ReduceOp, class Group, int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool rooted_call_matches(const Group& g, const core::signal_pads<MaxRanks>& s,
+                                                             core::checked_collective c, algorithm algo,
+                                                             std::size_t count, int root, int block, int num_blocks) {
+#if RCCLX_CHECKS
+  const core::call_fingerprint fp =
+      core::fingerprint<T, ReduceOp>(c, algo, count, num_blocks, static_cast<std::size_t>(static_cast<unsigned>(root)));
+  const std::uint32_t cflag = core::check_begin(g, s, block, fp);
+  return !g.sync_or(!core::check_verify(g, s, block, cflag, fp, block));
+#else
+  (void)g, (void)s, (void)c, (void)algo, (void)count, (void)root, (void)block, (void)num_blocks;
+  return true;
+#endif
+}
+
 // src into a and b (either may be null or src itself: skipped), one load per vector.
 template <class T>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void copy_into(const kernel::layout<T>& l, int tid, kernel::tile_range r,
@@ -77,6 +95,9 @@ RCCLX_HOST_DEVICE bool flat_broadcast(const Group& g, const core::peer_table<T, 
                                       T* output, std::size_t count, int root, int block, int num_blocks) {
   static_assert(16 % sizeof(T) == 0, "dda::flat_broadcast: sizeof(T) must divide 16");
   if (count == 0) return true;
+  if (!detail::rooted_call_matches<T, core::op_sum>(g, t.signals, core::checked_collective::broadcast,
+                                                    algorithm::flat, count, root, block, num_blocks))
+    return false;
   const kernel::layout<T> l(count, g.size(), block, num_blocks);
   const kernel::tile_range all{0, l.tiles};
   const int tid = g.thread_rank(), r = t.rank();
@@ -92,6 +113,9 @@ RCCLX_HOST_DEVICE bool tree_broadcast(const Group& g, const core::peer_table<T, 
                                       T* output, std::size_t count, int root, int block, int num_blocks) {
   static_assert(16 % sizeof(T) == 0, "dda::tree_broadcast: sizeof(T) must divide 16");
   if (count == 0) return true;
+  if (!detail::rooted_call_matches<T, core::op_sum>(g, t.signals, core::checked_collective::broadcast,
+                                                    algorithm::tree, count, root, block, num_blocks))
+    return false;
   const kernel::layout<T> l(count, g.size(), block, num_blocks);
   const int tid = g.thread_rank(), r = t.rank(), n = t.num_ranks();
   if (r == root) detail::copy_into(l, tid, kernel::tile_range{0, l.tiles}, input, t.data[r], output);
@@ -118,6 +142,9 @@ RCCLX_HOST_DEVICE bool flat_reduce(const Group& g, const core::peer_table<T, Max
   static_assert(detail::op_takes<ReduceOp, T>(), "dda::flat_reduce: T must be float, bf16, fp16 or int32_t "
                                                  "(premul_sum: floating types)");
   if (count == 0) return true;
+  if (!detail::rooted_call_matches<T, ReduceOp>(g, t.signals, core::checked_collective::reduce,
+                                                algorithm::flat, count, root, block, num_blocks))
+    return false;
   const kernel::layout<T> l(count, g.size(), block, num_blocks);
   const kernel::tile_range all{0, l.tiles};
   const int tid = g.thread_rank(), r = t.rank();
@@ -136,6 +163,9 @@ RCCLX_HOST_DEVICE bool tree_reduce(const Group& g, const core::peer_table<T, Max
   static_assert(detail::op_takes<ReduceOp, T>(), "dda::tree_reduce: T must be float, bf16, fp16 or int32_t "
                                                  "(premul_sum: floating types)");
   if (count == 0) return true;
+  if (!detail::rooted_call_matches<T, ReduceOp>(g, t.signals, core::checked_collective::reduce,
+                                                algorithm::tree, count, root, block, num_blocks))
+    return false;
   const kernel::layout<T> l(count, g.size(), block, num_blocks);
   const int tid = g.thread_rank(), r = t.rank(), n = t.num_ranks();
   T* own = t.data[r];

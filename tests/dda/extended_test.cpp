@@ -221,6 +221,58 @@ void copy_sweep(int n, std::size_t count) {
   }
 }
 
+// premul_sum with its factor in device memory (one T): AllReduce flat and tree, ReduceScatter, Reduce
+// against the references with the factor's exact value; the host factor is ignored.
+template <class T>
+void device_factor_sweep(int n, std::size_t count) {
+  rcclx::testing::emulated_world<max_r> world(n, (count + 64) * sizeof(T), 32);
+  rcclx_test::rank_runner runner(n);
+  const int blocks = rcclx_test::launcher_blocks_per_rank();
+  const T f = T(-0.3f);
+  T* f_dev = static_cast<T*>(rcclx::gpu::device_malloc(16));
+  rcclx::gpu::copy(f_dev, &f, sizeof(T));
+  const reduce_spec dev{reduce_op::premul_sum, 1e30, f_dev}, ref{reduce_op::premul_sum, rcclx_test::exact(f)};
+  CAPTURE(n, count, rcclx::core::type_name<T>());
+  buffers<T> d(n, count, count, count + 11, reduce_op::premul_sum);
+  for (const algorithm a : {algorithm::flat, algorithm::tree}) {
+    runner.run([&](int r, rcclx::gpu::stream_t s) {
+      rcclx::dda::allreduce(world.template table<T>(r), d.in[r], d.out[r], count, dev, a, s, blocks);
+    });
+    world.throw_if_error();
+    for (int r = 0; r < n; ++r) {
+      const host_vec<T> got = d.result(r);
+      for (std::size_t i = 0; i < count; ++i) {
+        const std::string e = check_element<T>(d.host_in, i, ref, got[i]);
+        if (!e.empty()) FAIL(e);
+      }
+    }
+    runner.run([&](int r, rcclx::gpu::stream_t s) {
+      rcclx::dda::reduce(world.template table<T>(r), d.in[r], d.out[r], count, n - 1, dev, a, s, blocks);
+    });
+    world.throw_if_error();
+    const host_vec<T> got = d.result(n - 1);
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::string e = check_element<T>(d.host_in, i, ref, got[i]);
+      if (!e.empty()) FAIL("reduce: " + e);
+    }
+  }
+  const std::size_t c = count / static_cast<std::size_t>(n);
+  if (c > 0) {
+    runner.run([&](int r, rcclx::gpu::stream_t s) {
+      rcclx::dda::reduce_scatter(world.template table<T>(r), d.in[r], d.out[r], c * n, dev, s, blocks);
+    });
+    world.throw_if_error();
+    for (int r = 0; r < n; ++r) {
+      const host_vec<T> got = d.result(r);
+      for (std::size_t j = 0; j < c; ++j) {
+        const std::string e = check_element<T>(d.host_in, static_cast<std::size_t>(r) * c + j, ref, got[j]);
+        if (!e.empty()) FAIL("reduce_scatter: " + e);
+      }
+    }
+  }
+  rcclx::gpu::device_free(f_dev);
+}
+
 }  // namespace op_ext_test
 
 TEST_CASE("dda allreduce / reduce_scatter: product, avg, premul_sum against references, flat and tree",
@@ -233,6 +285,8 @@ TEST_CASE("dda allreduce / reduce_scatter: product, avg, premul_sum against refe
   using namespace op_ext_test;
   const int n = GENERATE(2, 3, 5, 8);
   for (const std::size_t count : {std::size_t{1}, std::size_t{37}, std::size_t{4099}}) {
+    device_factor_sweep<float>(n, count);
+    device_factor_sweep<rcclx::bf16>(n, count);
     sweep<float>(n, count, float_specs);
     sweep<rcclx::bf16>(n, count, float_specs);
     sweep<rcclx::fp16>(n, count, float_specs);
@@ -394,6 +448,10 @@ TEST_CASE("dda: ops an element type does not take are named errors", "[dda][dtyp
   REQUIRE(r.second.find("op = avg is not defined for int8 elements") != std::string::npos);
   r = what([&] { rcclx::dda::reduce(world.table<std::int64_t>(0), i64, i64, 4, 0, rcclx::reduce_spec{reduce_op::premul_sum, 2.0}); });
   REQUIRE(r.second.find("op = premul_sum is not defined for int64 elements") != std::string::npos);
+  r = what([&] {
+    rcclx::dda::allreduce(world.table<std::int64_t>(0), i64, i64, 4, rcclx::reduce_spec{reduce_op::sum, 1.0, i64 + 5});
+  });
+  REQUIRE(r.second.find("a device factor (reduce_spec::factor_device) is for premul_sum, not sum") != std::string::npos);
   rcclx::gpu::device_free(b);
   rcclx::gpu::device_free(i8);
   rcclx::gpu::device_free(i64);

@@ -167,6 +167,26 @@ std::string sweep(comm_t& comm, rcclx::gpu::stream_t stream, const std::vector<r
   return {};
 }
 
+// premul_sum with its factor in device memory: AllReduce (chunked) and ReduceScatter (sliced).
+inline std::string device_factor(comm_t& comm, rcclx::gpu::stream_t stream) {
+  const int n = comm.num_ranks(), rank = comm.rank();
+  const std::size_t count = 5001, c = count / n, rs = c * n;
+  const float f = 0.7f;
+  dev<float> fd(1);
+  fd.upload({f});
+  const reduce_spec spec{reduce_op::premul_sum, 0.0, fd.p}, ref{reduce_op::premul_sum, f};
+  const auto in = inputs<float>(n, count, 77, reduce_op::premul_sum);
+  dev<float> x(count), y(count);
+  x.upload(in[rank]);
+  comm.allreduce(x.p, y.p, count, spec, algorithm::automatic, stream);
+  comm.synchronize(stream);
+  std::string e = check_all<float>(in, 0, y.download(count), ref, "allreduce, device factor");
+  if (!e.empty()) return e;
+  comm.reduce_scatter(x.p, y.p, rs, spec, algorithm::automatic, stream);
+  comm.synchronize(stream);
+  return check_all<float>(in, static_cast<std::size_t>(rank) * c, y.download(c), ref, "reduce_scatter, device factor");
+}
+
 }  // namespace ext_mp_test
 
 TEST_CASE("communicator: product, avg, premul_sum; broadcast, reduce, barrier; int8, bool, int64, float64; across processes",
@@ -185,6 +205,7 @@ TEST_CASE("communicator: product, avg, premul_sum; broadcast, reduce, barrier; i
     if (err.empty()) err = sweep<bool>(comm, stream, {reduce_spec{reduce_op::sum}, reduce_spec{reduce_op::product}});
     if (err.empty()) err = sweep<std::int64_t>(comm, stream, {reduce_spec{reduce_op::sum}, reduce_spec{reduce_op::avg}});
     if (err.empty()) err = sweep<double>(comm, stream, {reduce_spec{reduce_op::avg}, reduce_spec{reduce_op::premul_sum, 0.1}});
+    if (err.empty()) err = device_factor(comm, stream);
     return err;
   }, std::chrono::seconds(300));
   RCCLX_SKIP_IF_NO_GPU(rs);

@@ -45,12 +45,17 @@ enum class reduce_op {
 // An op with its run-time parameter: the factor of reduce_op::premul_sum (ignored by the others).
 // Implicit from a reduce_op, so every API that takes one takes a plain op too.
 // The factor is applied in the element type's accumulator precision: fp32 (rounded to float) for
-// float, bf16 and fp16, fp64 for double.
+// float, bf16 and fp16, fp64 for double. factor_device, when not null, is the factor in device
+// memory instead: one element of the collective's type T (torch's tensor factor, NCCL's
+// ncclScalarDevice), read by the kernel when it runs (so a captured graph reads its current value),
+// widened like an input element; `factor` is then not used.
 struct reduce_spec {
   reduce_op op = reduce_op::sum;
   double factor = 1.0;
+  const void* factor_device = nullptr;
   constexpr reduce_spec() = default;
-  constexpr reduce_spec(reduce_op o, double f = 1.0) : op(o), factor(f) {}  // NOLINT: implicit on purpose
+  constexpr reduce_spec(reduce_op o, double f = 1.0, const void* f_device = nullptr)  // NOLINT: implicit on purpose
+      : op(o), factor(f), factor_device(f_device) {}
 };
 
 // How an AllReduce moves data. automatic picks flat or tree from the size, the rank count and the
@@ -141,6 +146,9 @@ struct op_max {
 // before it is folded, rank 0's included) and finish(acc, n) (applied once to the folded value of
 // n ranks before it is narrowed to T); op_steps says which.
 
+template <class T>
+struct value_traits;  // (below)
+
 struct op_product {
   static constexpr reduce_op value = reduce_op::product;
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float operator()(float a, float b) const { return a * b; }
@@ -168,7 +176,19 @@ struct op_premul_sum : op_sum {
   static constexpr reduce_op value = reduce_op::premul_sum;
   float factor;     // the factor for fp32 accumulators
   double factor64;  // and for double
+  const void* factor_device = nullptr;  // one T in device memory: read by with_device_factor<T>
   using op_sum::operator();
+  // The op with its factor read from factor_device (one element of T, widened), when that is set.
+  template <class T>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE op_premul_sum with_device_factor() const {
+    op_premul_sum o = *this;
+    if (factor_device) {
+      const auto f = value_traits<T>::load(*static_cast<const T*>(factor_device));
+      o.factor = static_cast<float>(f);
+      o.factor64 = static_cast<double>(f);
+    }
+    return o;
+  }
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float pre(float x) const { return gpu::mul_rn(x, factor); }
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE double pre(double x) const { return gpu::mul_rn(x, factor64); }
 };
@@ -199,7 +219,7 @@ inline decltype(auto) with_extended_op(const reduce_spec& spec, F&& f) {
     case reduce_op::product: return f(op_product{});
     case reduce_op::avg: return f(op_avg{});
     case reduce_op::premul_sum:
-    default: return f(op_premul_sum{{}, static_cast<float>(spec.factor), spec.factor});
+    default: return f(op_premul_sum{{}, static_cast<float>(spec.factor), spec.factor, spec.factor_device});
   }
 }
 

@@ -58,7 +58,8 @@ template <class T>
 inline void check_allreduce_call(const std::string& who, int num_ranks, int max_ranks, const void* input,
                                  const void* output, std::size_t count, const reduce_spec& op, algorithm algo,
                                  int num_blocks) {
-  if (is_valid(op.op) && !is_basic(op.op)) kernel::check_spec<T>(who, op);  // product, avg, premul_sum
+  // product, avg, premul_sum (and a device factor, premul_sum's only)
+  if (is_valid(op.op) && (!is_basic(op.op) || op.factor_device)) kernel::check_spec<T>(who, op);
   else kernel::check_op(who, op.op);
   kernel::check_algorithm(who, algo);
   if (algo == algorithm::low_precision)
@@ -130,7 +131,8 @@ inline void allreduce(const Table& table, const T* input, T* output, std::size_t
   const int n = kernel::num_ranks_of(table);
   check_allreduce_call<T>(who, n, MaxRanks, input, output, count, spec_in, algo, num_blocks);
   const algorithm a = resolve_algorithm<T>(algo, count, n);
-  const reduce_spec spec{core::effective_op<T>(spec_in.op), spec_in.factor};  // bool: sum = or, product = and
+  // bool: sum = or, product = and.
+  const reduce_spec spec{core::effective_op<T>(spec_in.op), spec_in.factor, spec_in.factor_device};
   if (!is_basic(spec.op))  // product, avg, premul_sum: kernels of their own (op_allreduce.hpp)
     return allreduce_extended<T, MaxRanks>(who, table, input, output, count, spec, a, stream, num_blocks, threads);
   const reduce_op op = spec.op;

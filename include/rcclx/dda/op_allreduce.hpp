@@ -19,7 +19,9 @@
 // flat here always runs the barrier protocol (no LL one-shot): count * sizeof(T) must fit the
 // symmetric buffer, and the output must not be this rank's symmetric buffer (tree allows it).
 // Preconditions and errors are those of dda::allreduce / dda::reduce_scatter, plus: premul_sum with
-// an integer T or a factor that is not finite (unsupported / invalid_argument).
+// an integer T or a factor that is not finite (unsupported / invalid_argument). A device factor
+// (reduce_spec::factor_device) is read by the launchers' kernel bodies (resolve_op); a kernel of your
+// own calls op.with_device_factor<T>() itself.
 #pragma once
 
 #include <cstddef>
@@ -47,6 +49,16 @@ namespace detail {
 template <class ReduceOp, class T>
 RCCLX_HOST_DEVICE constexpr bool op_takes() {
   return core::is_reducible_v<T> && !(std::is_integral<T>::value && core::op_steps<ReduceOp>::pre);
+}
+
+// The op a kernel body runs: premul_sum's factor read from the device when the spec gave a device
+// factor (core::op_premul_sum::with_device_factor), every other op as it is.
+template <class T, class ReduceOp>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE ReduceOp resolve_op(const ReduceOp& op) {
+  if constexpr (std::is_same<ReduceOp, core::op_premul_sum>::value && !std::is_integral<T>::value)
+    return op.template with_device_factor<T>();
+  else
+    return op;
 }
 
 // Calls f(op functor) for any valid spec (sum, min, max, product, avg, premul_sum).
@@ -166,8 +178,10 @@ struct allreduce_op_body {
   template <class Group, int MaxRanks>
   RCCLX_HOST_DEVICE bool operator()(const Group& g, const core::peer_table<T, MaxRanks>& t, int block,
                                     int num_blocks) const {
-    if constexpr (Algo == algorithm::flat) return flat_allreduce_op(g, t, input, output, count, block, num_blocks, op);
-    else return tree_allreduce_op(g, t, input, output, count, block, num_blocks, op);
+    if constexpr (Algo == algorithm::flat)
+      return flat_allreduce_op(g, t, input, output, count, block, num_blocks, resolve_op<T>(op));
+    else
+      return tree_allreduce_op(g, t, input, output, count, block, num_blocks, resolve_op<T>(op));
   }
 };
 
@@ -180,7 +194,7 @@ struct reduce_scatter_op_body {
   template <class Group, int MaxRanks>
   RCCLX_HOST_DEVICE bool operator()(const Group& g, const core::peer_table<T, MaxRanks>& t, int block,
                                     int num_blocks) const {
-    return flat_reduce_scatter_op(g, t, input, output, count, block, num_blocks, op);
+    return flat_reduce_scatter_op(g, t, input, output, count, block, num_blocks, resolve_op<T>(op));
   }
 };
 
@@ -236,7 +250,7 @@ inline void reduce_scatter_extended(const std::string& who, const Table& table, 
                                     std::size_t count, const reduce_spec& spec_in, gpu::stream_t stream,
                                     int num_blocks) {
   kernel::check_spec<T>(who, spec_in);
-  const reduce_spec spec{core::effective_op<T>(spec_in.op), spec_in.factor};
+  const reduce_spec spec{core::effective_op<T>(spec_in.op), spec_in.factor, spec_in.factor_device};
   const int n = kernel::num_ranks_of(table);
   kernel::check_call<T>(who, kernel::io_kind::scatter, n, MaxRanks, input, output, count, num_blocks);
   const core::peer_table<T, MaxRanks>* t = kernel::readable(who, table);

@@ -94,7 +94,7 @@ void reduce_scatter(const core::peer_table<T, MaxRanks>& table, const T* input, 
 template <class T, int MaxRanks>
 void reduce_scatter(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                     const reduce_spec& op, gpu::stream_t stream = {}, int num_blocks = 0) {
-  if (is_valid(op.op) && !is_basic(core::effective_op<T>(op.op)))
+  if (is_valid(op.op) && (!is_basic(core::effective_op<T>(op.op)) || op.factor_device))
     return detail::reduce_scatter_extended<T, MaxRanks>("rcclx::dda::reduce_scatter", table, input, output, count, op,
                                                         stream, num_blocks);
   reduce_scatter(table, input, output, count, op.op, stream, num_blocks);
@@ -116,7 +116,7 @@ void reduce_scatter(const core::peer_table<T, MaxRanks>* device_table, int num_r
 template <class T, int MaxRanks>
 void reduce_scatter(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                     std::size_t count, const reduce_spec& op, gpu::stream_t stream = {}, int num_blocks = 0) {
-  if (is_valid(op.op) && !is_basic(core::effective_op<T>(op.op)))
+  if (is_valid(op.op) && (!is_basic(core::effective_op<T>(op.op)) || op.factor_device))
     return detail::reduce_scatter_extended<T, MaxRanks>("rcclx::dda::reduce_scatter(device table)",
                                                         kernel::device_table<T, MaxRanks>{device_table, num_ranks},
                                                         input, output, count, op, stream, num_blocks);

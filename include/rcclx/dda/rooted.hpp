@@ -244,8 +244,10 @@ struct reduce_body {
   template <class Group, int MaxRanks>
   RCCLX_HOST_DEVICE bool operator()(const Group& g, const core::peer_table<T, MaxRanks>& t, int block,
                                     int num_blocks) const {
-    if constexpr (Algo == algorithm::flat) return flat_reduce(g, t, input, output, count, root, block, num_blocks, op);
-    else return tree_reduce(g, t, input, output, count, root, block, num_blocks, op);
+    if constexpr (Algo == algorithm::flat)
+      return flat_reduce(g, t, input, output, count, root, block, num_blocks, resolve_op<T>(op));
+    else
+      return tree_reduce(g, t, input, output, count, root, block, num_blocks, resolve_op<T>(op));
   }
 };
 
@@ -292,7 +294,7 @@ inline void rooted(const char* fn, const Table& table, const T* input, T* output
   if (count == 0) return;
   const kernel::table_need need{n, count * sizeof(T)};
   if constexpr (Reduces) {
-    with_any_op(reduce_spec{core::effective_op<T>(spec.op), spec.factor}, [&](auto op) {
+    with_any_op(reduce_spec{core::effective_op<T>(spec.op), spec.factor, spec.factor_device}, [&](auto op) {
       using Op = decltype(op);
       if constexpr (op_takes<Op, T>()) {
         using flat_body = reduce_body<Op, algorithm::flat, T>;

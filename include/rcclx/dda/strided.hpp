@@ -129,7 +129,7 @@ struct strided_body {
     if constexpr (Kind == strided_kind::allgather)
       return allgather_strided(g, t, input, output, count, stride, block, num_blocks);
     else if constexpr (Kind == strided_kind::reduce_scatter)
-      return reduce_scatter_strided(g, t, input, output, count, stride, block, num_blocks, op);
+      return reduce_scatter_strided(g, t, input, output, count, stride, block, num_blocks, resolve_op<T>(op));
     else
       return alltoall_strided(g, t, input, output, count, stride, block, num_blocks);
   }
@@ -166,7 +166,7 @@ inline void strided(const char* fn, const core::peer_table<T, MaxRanks>& t, cons
     throw error(errc::invalid_argument, who + ": input or output overlaps this rank's symmetric buffer (peers read it)");
   const kernel::table_need need{n, ws_bytes};
   if constexpr (Kind == strided_kind::reduce_scatter) {
-    with_any_op(reduce_spec{core::effective_op<T>(spec.op), spec.factor}, [&](auto op) {
+    with_any_op(reduce_spec{core::effective_op<T>(spec.op), spec.factor, spec.factor_device}, [&](auto op) {
       using Op = decltype(op);
       if constexpr (op_takes<Op, T>())
         kernel::launch(who, t, need, shape, strided_body<Kind, Op, T>{input, output, count, stride, op}, stream);

@@ -63,7 +63,13 @@ inline void check_spec(const std::string& who, const reduce_spec& spec) {
                                        core::type_name<T>() + " elements (" + core::type_name<T>() + ": " + takes +
                                        "; premul_sum: float, bf16, fp16, float64)");
   }
-  if (spec.op == reduce_op::premul_sum) {
+  if (spec.factor_device && spec.op != reduce_op::premul_sum)
+    throw error(errc::invalid_argument, who + ": a device factor (reduce_spec::factor_device) is for premul_sum, not " +
+                                            to_string(spec.op));
+  if (spec.op == reduce_op::premul_sum && spec.factor_device && !gpu::is_aligned(spec.factor_device, alignof(T)))
+    throw error(errc::misaligned, who + ": premul_sum factor_device = " + pointer_text(spec.factor_device) +
+                                      " is not aligned to sizeof(" + core::type_name<T>() + ")");
+  if (spec.op == reduce_op::premul_sum && !spec.factor_device) {
     const double f = std::is_same<T, double>::value ? spec.factor : static_cast<double>(static_cast<float>(spec.factor));
     if (!(f - f == 0.0))
       throw error(errc::invalid_argument, who + ": premul_sum factor = " + std::to_string(spec.factor) +

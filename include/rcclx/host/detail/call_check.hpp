@@ -91,7 +91,7 @@ struct call_descriptor {
   std::uint32_t path;        // buffer_path
   std::uint32_t shape;       // a call's shape word beyond its count (user calls: e.g. a row length)
   std::uint32_t root;        // broadcast, reduce: the root rank (0 elsewhere)
-  std::uint32_t reserved;    // 0
+  std::uint32_t factor_on_device;  // premul_sum: 1 when its factor is read from device memory
   std::uint64_t count;       // elements
   std::uint64_t reg_id;      // registration number (registered path)
   std::uint64_t reg_offset;  // bytes from the registered buffer's start (registered path)
@@ -161,6 +161,10 @@ inline std::string compare_descriptors(const std::vector<call_descriptor>& all) 
       return list("the shape (row length)", [&](const call_descriptor& d) { return num(d.shape); });
     if (b.root != a.root)
       return list("the root", [&](const call_descriptor& d) { return num(d.root); });
+    if (b.factor_on_device != a.factor_on_device)
+      return list("where the premul_sum factor is", [](const call_descriptor& d) {
+        return std::string(d.factor_on_device ? "device memory" : "a host value");
+      });
     if (std::memcmp(&b.factor, &a.factor, sizeof(double)) != 0)
       return list("the premul_sum factor", [](const call_descriptor& d) { return std::to_string(d.factor); });
     if (b.algo != a.algo)

@@ -111,6 +111,7 @@ class collective_runner {
     auto d = make_descriptor<T>(collective_kind::allreduce, count, static_cast<std::uint32_t>(op.op), to_string(op.op),
                                 static_cast<std::uint32_t>(a), to_string(a));
     d.factor = factor_word(op);
+    d.factor_on_device = op.factor_device ? 1u : 0u;
     const int n = n_;
     // This communicator's launch shape for c elements (a function of c and options that agree on
     // every rank).
@@ -185,7 +186,7 @@ class collective_runner {
     auto d = make_descriptor<T>(Kind, count, traits::reduces ? static_cast<std::uint32_t>(op.op) : 0u,
                                 traits::reduces ? to_string(op.op) : "-", static_cast<std::uint32_t>(algo),
                                 is_valid(algo) ? to_string(algo) : "invalid");
-    if (traits::reduces) d.factor = factor_word(op);
+    if (traits::reduces) d.factor = factor_word(op), d.factor_on_device = op.factor_device ? 1u : 0u;
     const int n = n_;
     run(d, input, count, zero_copy, stream,
         [=](const auto& t, bool uses_workspace) {
@@ -225,7 +226,7 @@ class collective_runner {
                                 Reduces ? to_string(op.op) : "-", static_cast<std::uint32_t>(a),
                                 is_valid(a) ? to_string(a) : "invalid");
     d.root = static_cast<std::uint32_t>(root);
-    if (Reduces) d.factor = factor_word(op);
+    if (Reduces) d.factor = factor_word(op), d.factor_on_device = op.factor_device ? 1u : 0u;
     const auto shape = [this, a](std::size_t c) { return shape_of<T>(c, a); };
     run(d, input, count, false, stream,
         [=](const auto& t, bool) {
@@ -307,7 +308,9 @@ class collective_runner {
  private:
   // The call check's factor of a reduction: premul_sum's factor (ranks with different
   // factors would not produce the same bits), 0 for the other ops.
-  static double factor_word(const reduce_spec& op) { return op.op == reduce_op::premul_sum ? op.factor : 0.0; }
+  static double factor_word(const reduce_spec& op) {
+    return op.op == reduce_op::premul_sum && !op.factor_device ? op.factor : 0.0;
+  }
 
   // Where run() lets peers read `bytes` of input at `input` (zero_copy: the caller allows it).
   // Peers read zero-copy inputs with 16-byte vectors: only 16-byte aligned inputs qualify (the

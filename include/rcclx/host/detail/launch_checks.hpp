@@ -69,7 +69,7 @@ inline void check_plain_call(const std::string& who, int n, int max_ranks, const
                       Kind == collective_kind::alltoall,
                   "a collective with plain checks");
     if constexpr (Kind == collective_kind::reduce_scatter) {
-      if (is_valid(op.op) && !is_basic(op.op)) kernel::check_spec<T>(who, op);  // product, avg, premul_sum
+      if (is_valid(op.op) && (!is_basic(op.op) || op.factor_device)) kernel::check_spec<T>(who, op);
       else kernel::check_op(who, op.op);
     }
     constexpr kernel::io_kind io = Kind == collective_kind::allgather        ? kernel::io_kind::gather

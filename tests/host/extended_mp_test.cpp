@@ -1,7 +1,7 @@
 // communicator's extended collectives across N processes: allreduce and reduce_scatter with
 // product, avg and premul_sum; broadcast and reduce from / to every kind of root (in place too);
 // barrier; the element types int8, bool, int64 and float64; allgather, reduce_scatter and alltoall
-// larger than the workspace (in slices of every block); calls larger than the workspace (chunked); and the errors every rank must throw together
+// larger than the workspace (in slices of every block); the uneven AlltoAll (alltoallv); calls larger than the workspace (chunked); and the errors every rank must throw together
 // (a bad root, ranks that disagree on the root or the premul factor, ops a path does not take).
 // Every rank computes every rank's input from one generator and checks its own output against
 // tests/dda/op_reference.hpp (bit for bit against the fp32 rank-order result, and within the float64
@@ -187,6 +187,44 @@ inline std::string device_factor(comm_t& comm, rcclx::gpu::stream_t stream) {
   return check_all<float>(in, static_cast<std::size_t>(rank) * c, y.download(c), ref, "reduce_scatter, device factor");
 }
 
+// Uneven AlltoAll: rank r sends split(r, p) elements to rank p (zeros included; the largest above
+// the workspace, so several slices), bit copies at the packed offsets.
+inline std::size_t split(int r, int p, int k) { return static_cast<std::size_t>(((r * 7 + p * 3 + k) % 5) * 1733 % 4001); }
+
+template <class T>
+std::string uneven_alltoall(comm_t& comm, rcclx::gpu::stream_t stream, int k) {
+  const int n = comm.num_ranks(), rank = comm.rank();
+  std::vector<std::size_t> in_s(n), out_s(n);
+  std::size_t in_total = 0, out_total = 0;
+  for (int p = 0; p < n; ++p) {
+    in_s[p] = split(rank, p, k);
+    out_s[p] = split(p, rank, k);
+    in_total += in_s[p];
+    out_total += out_s[p];
+  }
+  std::vector<op_ref::host_vec<T>> in;  // every rank's input
+  for (int p = 0; p < n; ++p) {
+    std::size_t t = 0;
+    for (int q = 0; q < n; ++q) t += split(p, q, k);
+    in.push_back(op_ref::make_input<T>(t, 1000 + 17 * p + k, reduce_op::sum));
+  }
+  dev<T> x(in_total + 1), y(out_total + 1);
+  x.upload(in[rank]);
+  comm.alltoallv(x.p, in_s.data(), y.p, out_s.data(), stream);
+  comm.synchronize(stream);
+  const op_ref::host_vec<T> got = y.download(out_total);
+  std::size_t at = 0;
+  for (int p = 0; p < n; ++p) {
+    std::size_t from = 0;  // rank p's offset of its block for this rank
+    for (int q = 0; q < rank; ++q) from += split(p, q, k);
+    if (out_s[p] && std::memcmp(got.data() + at, in[p].data() + from, out_s[p] * sizeof(T)) != 0)
+      return "alltoallv " + std::string(rcclx::core::type_name<T>()) + ": the block from rank " + std::to_string(p) +
+             " differs";
+    at += out_s[p];
+  }
+  return {};
+}
+
 }  // namespace ext_mp_test
 
 TEST_CASE("communicator: product, avg, premul_sum; broadcast, reduce, barrier; int8, bool, int64, float64; across processes",
@@ -206,6 +244,9 @@ TEST_CASE("communicator: product, avg, premul_sum; broadcast, reduce, barrier; i
     if (err.empty()) err = sweep<std::int64_t>(comm, stream, {reduce_spec{reduce_op::sum}, reduce_spec{reduce_op::avg}});
     if (err.empty()) err = sweep<double>(comm, stream, {reduce_spec{reduce_op::avg}, reduce_spec{reduce_op::premul_sum, 0.1}});
     if (err.empty()) err = device_factor(comm, stream);
+    for (int k = 0; k < 3 && err.empty(); ++k) err = uneven_alltoall<float>(comm, stream, k);
+    if (err.empty()) err = uneven_alltoall<std::int8_t>(comm, stream, 1);
+    if (err.empty()) err = uneven_alltoall<double>(comm, stream, 2);
     return err;
   }, std::chrono::seconds(300));
   RCCLX_SKIP_IF_NO_GPU(rs);
@@ -237,6 +278,10 @@ TEST_CASE("communicator: bad roots, mismatched roots or factors, ops a path does
     });
     capture_error("premul-int", [&] { comm.reduce_scatter(xi.p, yi.p, 63, reduce_spec{reduce_op::premul_sum, 2.0f}); });
     capture_error("lp-avg", [&] { comm.allreduce(x.p, y.p, 64, reduce_op::avg, algorithm::low_precision); });
+    capture_error("splits", [&] {
+      std::size_t in_s[3] = {4, 4, 4}, out_s[3] = {4, rank == 0 ? 5u : 4u, 4};
+      comm.alltoallv(x.p, in_s, y.p, out_s);
+    });
     capture_error("good", [&] { comm.reduce(x.p, y.p, 64, 2, reduce_op::avg); });
     return out;
   }, std::chrono::seconds(120));
@@ -248,6 +293,7 @@ TEST_CASE("communicator: bad roots, mismatched roots or factors, ops a path does
       {"factor", "ranks disagree on the premul_sum factor: rank 0: 0.250000, rank 1: 0.250000, rank 2: 0.500000"},
       {"premul-int", "reduce_scatter: op = premul_sum is not defined for int32 elements"},
       {"lp-avg", "allreduce: op = avg is not supported here (sum, min, max)"},
+      {"splits", "mismatch|rcclx: mismatch: alltoallv: rank 0 expects 5 elements from rank 1, which sends 4"},
       {"good", "no error"},
   };
   for (const auto& r : rs) {

@@ -112,7 +112,58 @@ RCCLX_HOST_DEVICE bool alltoall_strided(const Group& g, const core::peer_table<T
   return core::barrier(g, t.signals, block, core::barrier_kind::end);
 }
 
+// Uneven AlltoAll (torch's all_to_all_single with split sizes), one slice [off, off + k) of every
+// block: rank r sends in_len[c] elements from input + in_off[c] to rank c and receives out_len[p]
+// elements from rank p at output + out_off[p]; out_len[p] on rank r must equal rank p's in_len[r]
+// (the layouts that pair block b of the two ranks are then the same). The symmetric buffer holds
+// num_ranks slots of k elements (slot c: what this rank sends to c). Input and output disjoint.
+template <int MaxRanks>
+struct uneven_splits {
+  std::size_t in_off[MaxRanks], in_len[MaxRanks], out_off[MaxRanks], out_len[MaxRanks];
+};
+template <class T, int MaxRanks, class Group>
+RCCLX_HOST_DEVICE bool alltoallv_slice(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
+                                       T* output, const uneven_splits<MaxRanks>& sp, std::size_t off, std::size_t k,
+                                       int block, int num_blocks) {
+  static_assert(16 % sizeof(T) == 0, "dda::alltoallv_slice: sizeof(T) must divide 16");
+  const int tid = g.thread_rank(), r = t.rank(), n = t.num_ranks();
+  // Elements of a block of `len` in this slice.
+  const auto part = [&](std::size_t len) { return len > off ? (len - off < k ? len - off : k) : std::size_t{0}; };
+  T* own = t.data[r];
+  for (int c = 0; c < n; ++c) {
+    const std::size_t m = part(sp.in_len[c]);
+    if (m == 0) continue;
+    const kernel::layout<T> l(m, g.size(), block, num_blocks);
+    const T* src = input + sp.in_off[c] + off;
+    if (c == r) kernel::copy_owned(l, tid, kernel::tile_range{0, l.tiles}, src, output + sp.out_off[r] + off);
+    else kernel::copy_owned(l, tid, kernel::tile_range{0, l.tiles}, src, own + static_cast<std::size_t>(c) * k);
+  }
+  if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
+  for (int s = 1; s < n; ++s) {
+    const int p = r + s < n ? r + s : r + s - n;
+    const std::size_t m = part(sp.out_len[p]);
+    if (m == 0) continue;
+    const kernel::layout<T> l(m, g.size(), block, num_blocks);
+    kernel::copy_owned(l, tid, kernel::tile_range{0, l.tiles},
+                       static_cast<const T*>(t.data[p]) + static_cast<std::size_t>(r) * k, output + sp.out_off[p] + off);
+  }
+  return core::barrier(g, t.signals, block, core::barrier_kind::end);
+}
+
 namespace detail {
+
+template <class T, int MaxRanks>
+struct alltoallv_body {
+  const T* input;
+  T* output;
+  uneven_splits<MaxRanks> splits;
+  std::size_t off, k;
+  template <class Group>
+  RCCLX_HOST_DEVICE bool operator()(const Group& g, const core::peer_table<T, MaxRanks>& t, int block,
+                                    int num_blocks) const {
+    return alltoallv_slice(g, t, input, output, splits, off, k, block, num_blocks);
+  }
+};
 
 enum class strided_kind { allgather, reduce_scatter, alltoall };
 
@@ -200,6 +251,28 @@ void alltoall_strided(const core::peer_table<T, MaxRanks>& table, const T* input
                       std::size_t stride, gpu::stream_t stream = {}, int num_blocks = 0) {
   detail::strided<detail::strided_kind::alltoall>("rcclx::dda::alltoall_strided", table, input, output, count, stride,
                                                   reduce_spec{}, stream, num_blocks);
+}
+
+// The uneven AlltoAll for this rank: every slice of `k` elements (k a multiple of 16 / sizeof(T),
+// num_ranks * k * sizeof(T) <= the capacity) up to the largest block of any rank, `max_len` (the same
+// on every rank; the caller agrees on it and on the splits' consistency, as host::communicator does).
+template <class T, int MaxRanks>
+void alltoallv(const core::peer_table<T, MaxRanks>& table, const T* input, T* output,
+               const uneven_splits<MaxRanks>& splits, std::size_t max_len, std::size_t k, gpu::stream_t stream = {}) {
+  const std::string who = "rcclx::dda::alltoallv";
+  const int n = table.num_ranks();
+  kernel::check_num_ranks(who, n, MaxRanks);
+  if (k == 0 || k % (16 / sizeof(T)) != 0)
+    throw error(errc::invalid_argument, who + ": slice k = " + std::to_string(k) + " is not a positive multiple of " +
+                                            std::to_string(16 / sizeof(T)) + " elements");
+  const launch_config cfg = one_shot_launch_config();
+  const std::size_t per_launch = max_len < k ? max_len : k;
+  const kernel::grid_shape shape{kernel::blocks_for_elems<T>(per_launch, cfg.threads, cfg.flat_max_blocks), cfg.threads};
+  kernel::check_table(who, table, per_launch, static_cast<std::size_t>(n) * k * sizeof(T), "num_ranks slots of k",
+                      shape.blocks);
+  for (std::size_t off = 0; off < max_len; off += k)
+    kernel::launch(who, table, kernel::table_need{n, static_cast<std::size_t>(n) * k * sizeof(T)}, shape,
+                   detail::alltoallv_body<T, MaxRanks>{input, output, splits, off, k}, stream);
 }
 
 }  // namespace dda

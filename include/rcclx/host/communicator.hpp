@@ -276,6 +276,19 @@ class communicator {
                                                                       reduce_op::sum, algo, stream);
   }
 
+  // Uneven AlltoAll (torch's all_to_all_single with split sizes): this rank sends input_splits[p]
+  // elements to rank p, from input + input_splits[0] + ... + input_splits[p - 1], and receives
+  // output_splits[p] elements from rank p at the same prefix offset of output. Both arrays have
+  // num_ranks entries; output_splits[p] of rank r must equal input_splits[r] of rank p (every rank's
+  // splits are exchanged first, one bootstrap allgather, and a mismatch is an error on every rank
+  // naming both ranks). input and output disjoint; any sizes, through the workspace in slices. Bit
+  // copies; any element type of 1, 2, 4, 8 or 16 bytes.
+  template <class T>
+  void alltoallv(const T* input, const std::size_t* input_splits, T* output, const std::size_t* output_splits,
+                 gpu::stream_t stream = {}) {
+    runner_.alltoallv(input, input_splits, output, output_splits, stream);
+  }
+
   // Broadcast of `count` elements from `root`: every rank's output <- the root's input (bit copies).
   // input is read on the root only (other ranks may pass null); input == output on the root is in
   // place. algo: flat (one-shot: every rank reads the root's buffer), tree (scatter from the root,

@@ -29,6 +29,7 @@ enum class collective_kind : std::uint32_t {
   alltoall = 5,
   broadcast = 6,
   reduce = 7,
+  alltoallv = 8,
   user = 100,  // a user's kernel run through communicator::launch
 };
 
@@ -41,6 +42,7 @@ inline const char* to_string(collective_kind k) {
     case collective_kind::alltoall: return "alltoall";
     case collective_kind::broadcast: return "broadcast";
     case collective_kind::reduce: return "reduce";
+    case collective_kind::alltoallv: return "alltoallv";
     case collective_kind::user: return "user kernel";
   }
   return "collective";

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -243,6 +244,78 @@ class collective_runner {
           }
         },
         local_error);
+  }
+
+  // communicator::alltoallv: every rank's splits are exchanged first (one bootstrap allgather), so
+  // every rank checks the same matrix (rank r's output split p equals rank p's input split r) and
+  // runs the same number of slices (up to the largest split of any rank) through the workspace.
+  template <class T>
+  void alltoallv(const T* input, const std::size_t* input_splits, T* output, const std::size_t* output_splits,
+                 gpu::stream_t stream) {
+    ensure_usable();
+    const std::string who = "alltoallv";
+    const int n = n_;
+    std::string local_error;
+    std::array<std::uint64_t, 2 * MaxRanks> mine{};
+    std::size_t in_total = 0, out_total = 0;
+    try {
+      if (!input_splits || !output_splits)
+        throw error(errc::invalid_argument, who + ": input_splits and output_splits must not be null");
+      for (int p = 0; p < n; ++p) {
+        mine[static_cast<std::size_t>(p)] = input_splits[p];
+        mine[static_cast<std::size_t>(MaxRanks + p)] = output_splits[p];
+        in_total += input_splits[p];
+        out_total += output_splits[p];
+      }
+      kernel::check_count<T>(who, in_total);
+      kernel::check_count<T>(who, out_total);
+      if (in_total) kernel::check_user_pointer<T>(who, "input", input);
+      if (out_total) kernel::check_user_pointer<T>(who, "output", output);
+      if (kernel::overlaps(input, in_total * sizeof(T), output, out_total * sizeof(T)))
+        throw error(errc::invalid_argument, who + ": input and output overlap (they must be disjoint)");
+      if (one_shot<collective_kind::alltoall>::template slice_elems<T>(ws_.buffer_bytes(), n) == 0)
+        throw error(errc::invalid_argument, who + ": communicator_options::buffer_bytes = " +
+                                                std::to_string(ws_.buffer_bytes()) + " holds less than one 16-byte "
+                                                "vector per rank");
+      check_outside_workspace(who, input, in_total * sizeof(T), "input", false);
+      check_outside_workspace(who, output, out_total * sizeof(T), "output", false);
+    } catch (const std::exception& e) {
+      local_error = strip_prefix(e.what());
+    }
+    const auto all = agree_.exchange(mine, local_error, errc::invalid_argument);
+    std::uint64_t max_len = 0, total = 0;
+    for (int r = 0; r < n; ++r) {
+      for (int p = 0; p < n; ++p) {
+        const std::uint64_t sends = all[static_cast<std::size_t>(p)][static_cast<std::size_t>(r)];
+        const std::uint64_t expects = all[static_cast<std::size_t>(r)][static_cast<std::size_t>(MaxRanks + p)];
+        if (sends != expects)
+          throw error(errc::mismatch, who + ": rank " + std::to_string(r) + " expects " + std::to_string(expects) +
+                                          " elements from rank " + std::to_string(p) + ", which sends " +
+                                          std::to_string(sends) + " (output_splits[" + std::to_string(p) +
+                                          "] of rank " + std::to_string(r) + " must equal input_splits[" +
+                                          std::to_string(r) + "] of rank " + std::to_string(p) + ")");
+        max_len = std::max(max_len, sends);
+        total += sends;
+      }
+    }
+    dda::uneven_splits<MaxRanks> sp{};
+    std::size_t in_off = 0, out_off = 0;
+    for (int p = 0; p < n; ++p) {
+      sp.in_off[p] = in_off;
+      sp.in_len[p] = input_splits[p];
+      sp.out_off[p] = out_off;
+      sp.out_len[p] = output_splits[p];
+      in_off += input_splits[p];
+      out_off += output_splits[p];
+    }
+    const auto d = make_descriptor<T>(collective_kind::alltoallv, static_cast<std::size_t>(total));
+    const std::size_t longest = static_cast<std::size_t>(max_len);
+    run(d, input, in_total, false, stream, [=](const auto& t, bool) {
+      if constexpr (!std::is_pointer<std::decay_t<decltype(t)>>::value) {  // (never zero-copy)
+        const std::size_t k = one_shot<collective_kind::alltoall>::template slice_elems<T>(t.capacity_bytes, n);
+        dda::alltoallv(t, input, output, sp, longest, k, stream);
+      }
+    });
   }
 
   // communicator::barrier.

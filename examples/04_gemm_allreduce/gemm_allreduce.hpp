@@ -63,7 +63,7 @@ RCCLX_HOST_DEVICE void gemm_tile(const Group& g, const T* A, const T* B, std::si
       const int id = tid + u * gs, mu = id / (BN / 4), nu = id % (BN / 4);
       // The BK steps unrolled (on GPUs), in both kernels alike. Left to the compiler (unrolled by
       // 2), the fused kernel's copy of this loop (the same source, compiled in another kernel) ran
-      // ~4% slower per block than the plain GEMM's on one H200 (docs/fusion.md, design notes).
+      // ~4% slower per block than the plain GEMM's on one H200 (docs/performance.md).
 #if RCCLX_DEVICE_COMPILE
 #  pragma unroll
 #endif

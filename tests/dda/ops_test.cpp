@@ -74,7 +74,9 @@ TEST_CASE("ops: sum, min and max on accumulators", "[dda][ops]") {
   REQUIRE(mx(std::int32_t{-5}, std::int32_t{3}) == 3);
   REQUIRE(std::string(rcclx::to_string(rcclx::reduce_op::max)) == "max");
   REQUIRE(std::string(rcclx::to_string(algorithm::tree)) == "tree");
-  REQUIRE(!rcclx::is_valid(static_cast<rcclx::reduce_op>(3)));
+  REQUIRE(!rcclx::is_valid(static_cast<rcclx::reduce_op>(6)));
+  REQUIRE(rcclx::is_valid(rcclx::reduce_op::premul_sum));
+  REQUIRE(!rcclx::is_basic(rcclx::reduce_op::avg));
   REQUIRE(rcclx::core::with_op(rcclx::reduce_op::min, [](auto op) { return decltype(op)::value; }) ==
           rcclx::reduce_op::min);
 }
@@ -84,7 +86,7 @@ TEMPLATE_TEST_CASE("value_traits: vector unpack/pack agree with the scalar load/
   using T = TestType;
   using tr = rcclx::core::value_traits<T>;
   static_assert(rcclx::core::is_reducible_v<T>, "");
-  static_assert(!rcclx::core::is_reducible_v<double>, "");
+  static_assert(rcclx::core::is_reducible_v<double> && !rcclx::core::is_reducible_v<std::uint16_t>, "");
   // Every 16-bit pattern, eight per vector: widening is exact, narrowing of the widened value
   // returns the same pattern (NaN stays NaN).
   for (std::uint32_t base = 0; base < 65536; base += 8) {

@@ -413,12 +413,9 @@ TEST_CASE("communicator: bad or mismatched collective calls fail on every rank, 
   }, std::chrono::seconds(120));
   RCCLX_SKIP_IF_NO_GPU(rs);
   INFO(rcclx_test::describe(rs));
-  const std::string need_ws = "needs " + std::to_string((buffer_bytes / sizeof(float) + 1) * sizeof(float)) +
-                              " bytes of workspace per rank, more than communicator_options::buffer_bytes = " +
-                              std::to_string(buffer_bytes);
   // Each call's line on every rank: the error (rcclx: <code>: message) or "no error".
   const std::pair<const char*, std::string> expected[] = {
-      {"big", "invalid_argument: rank 0: allgather: count = 16385 " + need_ws},
+      {"big", "no error"},  // larger than the workspace: in slices (tests/host/extended_mp_test.cpp checks the bits)
       {"divide", "count = 22 is not a multiple of num_ranks = 3"},
       {"lp-int", "allreduce: algorithm::low_precision takes float or bf16 elements, not int32"},
       {"lp-fp16", "alltoall: algorithm::low_precision takes float or bf16 elements, not float16"},

@@ -39,11 +39,11 @@ RCCLX_NAMESPACE_BEGIN
 namespace core {
 
 // What a fingerprint describes (the `collective` field).
-enum class checked_collective : std::uint32_t { allreduce = 1, tile_allreduce = 2 };
+enum class checked_collective : std::uint32_t { allreduce = 1, tile_allreduce = 2, broadcast = 3, reduce = 4 };
 
 // 16 bytes: w[0] = collective << 24 | element type << 16 | op << 8 | algorithm; w[1] = count (low
 // 32 bits); w[2] = count bits 32..47 << 16 | blocks per rank; w[3] = shape (threads per block, or
-// elements per tile). A tile map's fingerprint uses the four words for its own fields.
+// elements per tile; broadcast and reduce: the root). A tile map's fingerprint uses the four words for its own fields.
 struct call_fingerprint {
   std::uint32_t w[4];
 };
@@ -55,6 +55,11 @@ RCCLX_HOST_DEVICE constexpr std::uint32_t type_id() {
   else if constexpr (std::is_same<T, bf16>::value) return 2;
   else if constexpr (std::is_same<T, fp16>::value) return 3;
   else if constexpr (std::is_same<T, std::int32_t>::value) return 4;
+  else if constexpr (std::is_same<T, double>::value) return 5;
+  else if constexpr (std::is_same<T, std::int64_t>::value) return 6;
+  else if constexpr (std::is_same<T, std::int8_t>::value) return 7;
+  else if constexpr (std::is_same<T, std::uint8_t>::value) return 8;
+  else if constexpr (std::is_same<T, bool>::value) return 9;
   else return 0x80u | (static_cast<std::uint32_t>(sizeof(T)) & 0x7Fu);
 }
 

@@ -162,6 +162,8 @@ inline const char* collective_name(std::uint32_t c) {
   switch (c) {
     case 1: return "AllReduce";
     case 2: return "tile AllReduce";
+    case 3: return "Broadcast";
+    case 4: return "Reduce";
   }
   return "a collective";
 }
@@ -174,7 +176,7 @@ inline const char* field_name(std::uint32_t collective, std::uint32_t f) {
     case call_field::algorithm: return "algorithm";
     case call_field::count: return tiles ? "tile count" : "count (elements, low 32 bits)";
     case call_field::blocks: return "blocks per rank";
-    case call_field::shape: return tiles ? "elements per tile" : "threads per block";
+    case call_field::shape: return tiles ? "elements per tile" : collective == 3 || collective == 4 ? "root" : "threads per block";
     case call_field::map_tiles: return "tile map's tile count";
     case call_field::map_tile_rows: return "tile map's tile rows";
     case call_field::map_tile_cols: return "tile map's tile columns";
@@ -191,9 +193,16 @@ inline std::string field_value(std::uint32_t f, std::uint32_t v) {
         case 2: return "bf16";
         case 3: return "fp16";
         case 4: return "int32";
+        case 5: return "float64";
+        case 6: return "int64";
+        case 7: return "int8";
+        case 8: return "uint8";
+        case 9: return "bool";
         default: return "type of " + std::to_string(v & 0xFFu) + " bytes";
       }
-    case call_field::op: return v == 0 ? "sum" : v == 1 ? "min" : v == 2 ? "max" : std::to_string(v);
+    case call_field::op:
+      return v == 0 ? "sum" : v == 1 ? "min" : v == 2 ? "max" : v == 3 ? "product" : v == 4 ? "avg"
+             : v == 5 ? "premul_sum" : std::to_string(v);
     case call_field::algorithm: return v == 0 ? "flat" : v == 1 ? "tree" : std::to_string(v);
     default: return std::to_string(v);
   }

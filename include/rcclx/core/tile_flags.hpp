@@ -107,7 +107,7 @@ class tile_flags {
   // and the object stays usable for the rest of the call. At the end of the kernel, its round trip
   // (the count's atomic) is the kernel's last step; earlier, e.g. right after publishing while the
   // flags are on their way, it overlaps the wait (the AllReduce + RMSNorm kernels: 0.15-0.3 us per
-  // call on one H200, docs/fusion.md, design notes).
+  // call on one H200, docs/performance.md).
   template <class Group>
   RCCLX_HOST_DEVICE void finish(const Group& g, int num_blocks) const {
     g.sync();
@@ -123,7 +123,7 @@ class tile_flags {
       // a later kernel, and peers reuse what a call wrote only after this rank's flags of the next
       // call (see Protocol). A system-scope fence here waited for the block's last stores to land:
       // 0.4-0.5 us per call of the tile-flag AllReduce + RMSNorm kernels on one H200
-      // (docs/fusion.md, design notes).
+      // (docs/performance.md).
       const std::uint32_t now = gpu::fetch_add_local(w + arrived_word, 1u) + 1u;
       if (now - arrived_before_ == static_cast<std::uint32_t>(num_blocks)) {
         gpu::store_relaxed_system(w + began_word, now);

@@ -37,6 +37,7 @@
 #include "../kernel/launch.hpp"
 #include "flat.hpp"
 #include "launch_config.hpp"
+#include "op_allreduce.hpp"
 #include "select.hpp"
 #include "tree.hpp"
 
@@ -55,8 +56,11 @@ inline algorithm resolve_algorithm(algorithm algo, std::size_t count, int num_ra
 // equal or disjoint.
 template <class T>
 inline void check_allreduce_call(const std::string& who, int num_ranks, int max_ranks, const void* input,
-                                 const void* output, std::size_t count, reduce_op op, algorithm algo, int num_blocks) {
-  kernel::check_op(who, op);
+                                 const void* output, std::size_t count, const reduce_spec& op, algorithm algo,
+                                 int num_blocks) {
+  // product, avg, premul_sum (and a device factor, premul_sum's only)
+  if (is_valid(op.op) && (!is_basic(op.op) || op.factor_device)) kernel::check_spec<T>(who, op);
+  else kernel::check_op(who, op.op);
   kernel::check_algorithm(who, algo);
   if (algo == algorithm::low_precision)
     throw error(errc::unsupported, who + ": algorithm::low_precision is not a DDA algorithm: call "
@@ -119,13 +123,19 @@ struct allreduce_body
 
 // Both table forms: checks, shape, launch.
 template <class T, int MaxRanks, class Table>
-inline void allreduce(const Table& table, const T* input, T* output, std::size_t count, reduce_op op,
+inline void allreduce(const Table& table, const T* input, T* output, std::size_t count, const reduce_spec& spec_in,
                       algorithm algo, gpu::stream_t stream, int num_blocks, int threads) {
-  static_assert(core::is_reducible_v<T>, "rcclx::dda::allreduce: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
+  static_assert(core::is_reducible_v<T>, "rcclx::dda::allreduce: T must be float, rcclx::bf16, rcclx::fp16, int32_t, "
+                                         "double, int64_t, int8_t, uint8_t or bool");
   const std::string who = kernel::name_of("rcclx::dda::allreduce", table);
   const int n = kernel::num_ranks_of(table);
-  check_allreduce_call<T>(who, n, MaxRanks, input, output, count, op, algo, num_blocks);
+  check_allreduce_call<T>(who, n, MaxRanks, input, output, count, spec_in, algo, num_blocks);
   const algorithm a = resolve_algorithm<T>(algo, count, n);
+  // bool: sum = or, product = and.
+  const reduce_spec spec{core::effective_op<T>(spec_in.op), spec_in.factor, spec_in.factor_device};
+  if (!is_basic(spec.op))  // product, avg, premul_sum: kernels of their own (op_allreduce.hpp)
+    return allreduce_extended<T, MaxRanks>(who, table, input, output, count, spec, a, stream, num_blocks, threads);
+  const reduce_op op = spec.op;
   const core::peer_table<T, MaxRanks>* t = kernel::readable(who, table);
   const launch_config cfg =
       launch_config_for(who, count * sizeof(T), a, t ? t->signals.max_blocks : default_max_blocks, threads);
@@ -174,9 +184,18 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool dispatch_allreduce(const Group& g, cons
 // AllReduce of `count` elements for this rank (table.rank()): output[i] = op over ranks of input[i].
 // T: float, rcclx::bf16, rcclx::fp16 or int32_t. input may be the rank's symmetric buffer
 // (table.data[rank]: no copy) and may equal output (in place). See the header comment for errors.
+// op: sum, min, max, or product and avg, which run the kernels of op_allreduce.hpp (flat: its
+// barrier protocol); premul_sum needs its factor: the reduce_spec overload below.
 template <class T, int MaxRanks>
 void allreduce(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                reduce_op op = reduce_op::sum, algorithm algo = algorithm::automatic, gpu::stream_t stream = {},
+               int num_blocks = 0, int threads = 0) {
+  detail::allreduce<T, MaxRanks>(table, input, output, count, reduce_spec{op}, algo, stream, num_blocks, threads);
+}
+// The same with a reduce_spec: any op, premul_sum with its factor (reduce_spec{reduce_op::premul_sum, f}).
+template <class T, int MaxRanks>
+void allreduce(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
+               const reduce_spec& op, algorithm algo = algorithm::automatic, gpu::stream_t stream = {},
                int num_blocks = 0, int threads = 0) {
   detail::allreduce<T, MaxRanks>(table, input, output, count, op, algo, stream, num_blocks, threads);
 }
@@ -189,6 +208,13 @@ void allreduce(const core::peer_table<T, MaxRanks>& table, const T* input, T* ou
 template <class T, int MaxRanks>
 void allreduce(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                std::size_t count, reduce_op op = reduce_op::sum, algorithm algo = algorithm::automatic,
+               gpu::stream_t stream = {}, int num_blocks = 0, int threads = 0) {
+  detail::allreduce<T, MaxRanks>(kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count,
+                                 reduce_spec{op}, algo, stream, num_blocks, threads);
+}
+template <class T, int MaxRanks>
+void allreduce(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
+               std::size_t count, const reduce_spec& op, algorithm algo = algorithm::automatic,
                gpu::stream_t stream = {}, int num_blocks = 0, int threads = 0) {
   detail::allreduce<T, MaxRanks>(kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count, op,
                                  algo, stream, num_blocks, threads);

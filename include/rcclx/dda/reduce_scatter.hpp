@@ -30,6 +30,7 @@
 #include "../mesh/schedule.hpp"
 #include "detail/launch.hpp"
 #include "detail/tiles.hpp"
+#include "op_allreduce.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace dda {
@@ -78,20 +79,48 @@ RCCLX_HOST_DEVICE constexpr int reduce_scatter_blocks(std::size_t count, int num
 
 // ReduceScatter for this rank: output[i] = op over ranks p of input_p[r * C + i], C = count / num_ranks.
 // Errors as dda::allgather, plus an invalid op and count % num_ranks != 0 (invalid_argument).
+// product and avg run op_allreduce.hpp's kernel; premul_sum: the reduce_spec overloads.
 template <class T, int MaxRanks>
 void reduce_scatter(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
                     reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
+  op = core::effective_op<T>(op);     // bool: sum = or, product = and
+  if (is_valid(op) && !is_basic(op))  // product, avg
+    return detail::reduce_scatter_extended<T, MaxRanks>("rcclx::dda::reduce_scatter", table, input, output, count,
+                                                        reduce_spec{op}, stream, num_blocks);
   kernel::launch_io<detail::one_shot<kernel::io_kind::scatter, detail::reduce_scatter_fn, mesh::default_schedule>>(
       "rcclx::dda::reduce_scatter", table, input, output, count, op, stream, num_blocks);
+}
+// The same with a reduce_spec (any op; premul_sum with its factor).
+template <class T, int MaxRanks>
+void reduce_scatter(const core::peer_table<T, MaxRanks>& table, const T* input, T* output, std::size_t count,
+                    const reduce_spec& op, gpu::stream_t stream = {}, int num_blocks = 0) {
+  if (is_valid(op.op) && (!is_basic(core::effective_op<T>(op.op)) || op.factor_device))
+    return detail::reduce_scatter_extended<T, MaxRanks>("rcclx::dda::reduce_scatter", table, input, output, count, op,
+                                                        stream, num_blocks);
+  reduce_scatter(table, input, output, count, op.op, stream, num_blocks);
 }
 
 // The same with the table in device memory (the kernel checks rank count, capacity and grid).
 template <class T, int MaxRanks>
 void reduce_scatter(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
                     std::size_t count, reduce_op op = reduce_op::sum, gpu::stream_t stream = {}, int num_blocks = 0) {
+  op = core::effective_op<T>(op);
+  if (is_valid(op) && !is_basic(op))
+    return detail::reduce_scatter_extended<T, MaxRanks>("rcclx::dda::reduce_scatter(device table)",
+                                                        kernel::device_table<T, MaxRanks>{device_table, num_ranks},
+                                                        input, output, count, reduce_spec{op}, stream, num_blocks);
   kernel::launch_io<detail::one_shot<kernel::io_kind::scatter, detail::reduce_scatter_fn, mesh::default_schedule>>(
       "rcclx::dda::reduce_scatter", kernel::device_table<T, MaxRanks>{device_table, num_ranks}, input, output, count,
       op, stream, num_blocks);
+}
+template <class T, int MaxRanks>
+void reduce_scatter(const core::peer_table<T, MaxRanks>* device_table, int num_ranks, const T* input, T* output,
+                    std::size_t count, const reduce_spec& op, gpu::stream_t stream = {}, int num_blocks = 0) {
+  if (is_valid(op.op) && (!is_basic(core::effective_op<T>(op.op)) || op.factor_device))
+    return detail::reduce_scatter_extended<T, MaxRanks>("rcclx::dda::reduce_scatter(device table)",
+                                                        kernel::device_table<T, MaxRanks>{device_table, num_ranks},
+                                                        input, output, count, op, stream, num_blocks);
+  reduce_scatter(device_table, num_ranks, input, output, count, op.op, stream, num_blocks);
 }
 
 }  // namespace dda

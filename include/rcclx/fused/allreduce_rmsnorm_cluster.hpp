@@ -76,7 +76,7 @@ namespace detail {
 // 8.0 us), then 4 x 128, then (one vector per thread) one block of 512, then 2 x 256.
 // The one-block "cluster" sums the row with add_rmsnorm's block reduction, no message between SMs:
 // for 16 x 4096 bf16 on 8 emulated ranks of one H200, where 4 x 128 does not fit, 7.07 against
-// 7.26 us on 2 x 256 (docs/fusion.md, design notes; 2026-12-02); with two rows per block, or two
+// 7.26 us on 2 x 256 (docs/performance.md; 2026-12-02); with two rows per block, or two
 // vectors per thread (8 x 8192: 10.7 against 7.6 us on 2 x 512), it is slower, so it takes neither.
 template <int VecsPerThread, class F>
 inline void with_rmsnorm_cluster_shapes(F&& f) {
@@ -172,7 +172,7 @@ RCCLX_DEVICE RCCLX_FORCEINLINE void cluster_row_init() {
 // sum and failure into block b with gpu::st_async; each block waits on its own mbarrier for all of
 // them and adds the sums in warp order from its own shared memory. No cluster barrier: its arrive
 // would release every earlier write of the thread, the LL packets and the residual included, and
-// cost ~0.2 us per row on an H200 (docs/fusion.md, design notes). KSplit = 2: the slice-0
+// cost ~0.2 us per row on an H200 (docs/performance.md). KSplit = 2: the slice-0
 // threads first hand their partials to the slice-1 threads holding the same logical threads, whose
 // sums make the warps' (add_rmsnorm's thread adds its vectors' sums in k order).
 // Slot reuse (row m + 2 into slot m % 2) is safe: a block sends row m + 2 only after receiving its

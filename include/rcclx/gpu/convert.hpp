@@ -30,6 +30,33 @@
 RCCLX_NAMESPACE_BEGIN
 namespace gpu {
 
+// a * b rounded once to fp32, never contracted with a following add into a fused multiply-add (the
+// compilers for CUDA and HIP contract by default): a product whose rounding a sum must see, e.g.
+// premul_sum's factor * x before the rank-order sum. CUDA: __fmul_rn (never contracted); clang (HIP,
+// whose __fmul_rn is a plain product; its default -ffp-contract=fast-honor-pragmas honours the
+// pragma): the product without the contract flag. Other host compilers: the plain product (host
+// builds do not target FMA instructions unless asked to).
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float mul_rn(float a, float b) {
+#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+  return __fmul_rn(a, b);
+#elif defined(__clang__)
+#  pragma clang fp contract(off)
+  return a * b;
+#else
+  return a * b;
+#endif
+}
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE double mul_rn(double a, double b) {
+#if RCCLX_BACKEND_CUDA && RCCLX_DEVICE_COMPILE
+  return __dmul_rn(a, b);
+#elif defined(__clang__)
+#  pragma clang fp contract(off)
+  return a * b;
+#else
+  return a * b;
+#endif
+}
+
 // ---- fp16 <-> fp32 ------------------------------------------------------------------------------
 // IEEE round to nearest even, subnormals kept: v_cvt_f32_f16 / v_cvt_f16_f32 (through _Float16) on
 // AMD, cvt.f32.f16 / cvt.rn.f16.f32 on NVIDIA, fp16::to_float / from_float on the host. A NaN stays a

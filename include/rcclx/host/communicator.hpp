@@ -22,13 +22,15 @@
 //    peer pointers are filled after capture (end_capture / register_graph_buffers: vLLM's scheme);
 //  - otherwise the symmetric workspace: the kernel copies the input in (large calls run in chunks).
 //
-// Collectives: allreduce, allgather, reduce_scatter, alltoall; algorithm automatic / flat / tree
-// run the plain rcclx::dda kernels (exact), low_precision the rcclx::lpc ones (FP8 with block
-// scales, float and bf16; always through the workspace, which holds their FP8 form). AllReduce runs
+// Collectives: allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce, barrier; algorithm
+// automatic / flat / tree run the plain rcclx::dda kernels (exact), low_precision the rcclx::lpc
+// ones (FP8 with block scales, float and bf16; always through the workspace, which holds their FP8
+// form). AllReduce runs
 // larger calls in chunks (low precision: of whole quantization blocks, the same bits as one call).
-// AllGather, ReduceScatter and AlltoAll run in one launch (their output blocks are strided by the
-// whole count): through the workspace they need count * sizeof(T) <= buffer_bytes (low precision:
-// lpc::workspace_bytes), else every rank throws an error naming both; a registered input needs none.
+// AllGather, ReduceScatter and AlltoAll run in one launch when they fit (count * sizeof(T) <=
+// buffer_bytes, or a registered input), else in slices of every block through the workspace
+// (dda/strided.hpp); low precision needs lpc::workspace_bytes, else every rank throws an error
+// naming both.
 //
 // Errors: every set-up step and every call check is exchanged, so a rank's local error (a bad
 // pointer, an allocation failure, a count that differs) is thrown on every rank with the same
@@ -219,9 +221,16 @@ class communicator {
   // bf16). input may equal output. Zero-copy when input is registered (or captured in a graph) and
   // the algorithm leaves it intact: flat out of place, tree in place; otherwise through the
   // workspace, in chunks of buffer_bytes (low precision: of whole quantization blocks, the same
-  // bits as one call).
+  // bits as one call). op: sum, min, max, or (plain algorithms only) product, avg and premul_sum as
+  // a reduce_spec{reduce_op::premul_sum, factor} (core/ops.hpp says how each is computed; the factor
+  // must be the same on every rank: the call check compares it).
   template <class T>
   void allreduce(const T* input, T* output, std::size_t count, reduce_op op = reduce_op::sum,
+                 algorithm algo = algorithm::automatic, gpu::stream_t stream = {}) {
+    runner_.allreduce(input, output, count, reduce_spec{op}, algo, stream);
+  }
+  template <class T>
+  void allreduce(const T* input, T* output, std::size_t count, const reduce_spec& op,
                  algorithm algo = algorithm::automatic, gpu::stream_t stream = {}) {
     runner_.allreduce(input, output, count, op, algo, stream);
   }
@@ -229,8 +238,9 @@ class communicator {
   // AllGather of `count` elements per rank: output[p * count + i] = rank p's input[i] (output:
   // num_ranks * count elements, disjoint from input), the same bits on every rank. Plain: exact
   // copies, zero-copy when input is registered or captured; low precision: every block is the FP8
-  // round trip of its rank's input (the own block too). One launch: the workspace must hold
-  // count * sizeof(T) bytes (plain, unless zero-copy) or lpc::workspace_bytes(allgather, count, N).
+  // round trip of its rank's input (the own block too). Plain: any count (in slices above the
+  // workspace); low precision: one launch, the workspace must hold lpc::workspace_bytes(allgather,
+  // count, N).
   template <class T>
   void allgather(const T* input, T* output, std::size_t count, algorithm algo = algorithm::automatic,
                  gpu::stream_t stream = {}) {
@@ -241,9 +251,15 @@ class communicator {
   // ReduceScatter of `count` elements per rank (count % num_ranks == 0, C = count / num_ranks):
   // output[i] = op over ranks p of input_p[rank * C + i] (C elements, disjoint from input), reduced
   // in rank order in fp32 (plain: bit for bit block `rank` of the plain AllReduce). T: float, bf16,
-  // fp16, int32_t (low precision: float, bf16). Zero-copy and workspace as allgather.
+  // fp16, int32_t (low precision: float, bf16). op as allreduce's. Zero-copy and workspace as allgather.
   template <class T>
   void reduce_scatter(const T* input, T* output, std::size_t count, reduce_op op = reduce_op::sum,
+                      algorithm algo = algorithm::automatic, gpu::stream_t stream = {}) {
+    runner_.template one_shot_call<detail::collective_kind::reduce_scatter>("reduce_scatter", input, output, count,
+                                                                            reduce_spec{op}, algo, stream);
+  }
+  template <class T>
+  void reduce_scatter(const T* input, T* output, std::size_t count, const reduce_spec& op,
                       algorithm algo = algorithm::automatic, gpu::stream_t stream = {}) {
     runner_.template one_shot_call<detail::collective_kind::reduce_scatter>("reduce_scatter", input, output, count, op,
                                                                             algo, stream);
@@ -258,6 +274,42 @@ class communicator {
                 gpu::stream_t stream = {}) {
     runner_.template one_shot_call<detail::collective_kind::alltoall>("alltoall", input, output, count,
                                                                       reduce_op::sum, algo, stream);
+  }
+
+  // Uneven AlltoAll (torch's all_to_all_single with split sizes): this rank sends input_splits[p]
+  // elements to rank p, from input + input_splits[0] + ... + input_splits[p - 1], and receives
+  // output_splits[p] elements from rank p at the same prefix offset of output. Both arrays have
+  // num_ranks entries; output_splits[p] of rank r must equal input_splits[r] of rank p (every rank's
+  // splits are exchanged first, one bootstrap allgather, and a mismatch is an error on every rank
+  // naming both ranks). input and output disjoint; any sizes, through the workspace in slices. Bit
+  // copies; any element type of 1, 2, 4, 8 or 16 bytes.
+  template <class T>
+  void alltoallv(const T* input, const std::size_t* input_splits, T* output, const std::size_t* output_splits,
+                 gpu::stream_t stream = {}) {
+    runner_.alltoallv(input, input_splits, output, output_splits, stream);
+  }
+
+  // Broadcast of `count` elements from `root`: every rank's output <- the root's input (bit copies).
+  // input is read on the root only (other ranks may pass null); input == output on the root is in
+  // place. algo: flat (one-shot: every rank reads the root's buffer), tree (scatter from the root,
+  // then allgather: for large messages) or automatic (by size, as allreduce). Any element type of
+  // 1, 2, 4, 8 or 16 bytes. Always through the workspace, in chunks of buffer_bytes. A root outside
+  // [0, num_ranks) is an error on every rank; ranks that name different roots fail together (call
+  // check).
+  template <class T>
+  void broadcast(const T* input, T* output, std::size_t count, int root, algorithm algo = algorithm::automatic,
+                 gpu::stream_t stream = {}) {
+    runner_.template rooted<false>(input, output, count, root, reduce_spec{}, algo, stream);
+  }
+
+  // Reduce of `count` elements to `root`: the root's output[i] = op over every rank's input[i], the
+  // same bits as allreduce with that op; other ranks' outputs are not written (they may pass null).
+  // input == output on the root is in place. T and op as allreduce (plain algorithms: flat one-shot,
+  // tree reduce-scatter + gather, automatic). Through the workspace, in chunks of buffer_bytes.
+  template <class T>
+  void reduce(const T* input, T* output, std::size_t count, int root, const reduce_spec& op = reduce_op::sum,
+              algorithm algo = algorithm::automatic, gpu::stream_t stream = {}) {
+    runner_.template rooted<true>(input, output, count, root, op, algo, stream);
   }
 
   // The launch shape of an AllReduce of `count` elements by this communicator, for algorithm flat,

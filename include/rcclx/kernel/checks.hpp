@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "../core/error.hpp"
 #include "../core/ops.hpp"
@@ -34,10 +35,48 @@ inline bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::siz
 }
 inline bool overlaps(const void* a, const void* b, std::size_t bytes) { return overlaps(a, bytes, b, bytes); }
 
+// An op a collective of sum, min and max takes: an invalid value is invalid_argument; product, avg and
+// premul_sum are unsupported there (they are dda's AllReduce and ReduceScatter's, dda/op_allreduce.hpp).
 inline void check_op(const std::string& who, reduce_op op) {
   if (!is_valid(op))
     throw error(errc::invalid_argument, who + ": op = " + std::to_string(static_cast<int>(op)) +
-                                            " is not a reduce_op (sum, min, max)");
+                                            " is not a reduce_op (sum, min, max, product, avg, premul_sum)");
+  if (!is_basic(op))
+    throw error(errc::unsupported, who + ": op = " + to_string(op) + " is not supported here (sum, min, max); " +
+                                       to_string(op) + " is taken by the plain AllReduce and ReduceScatter "
+                                       "(rcclx::dda, flat and tree)");
+}
+
+// An op of dda's AllReduce, ReduceScatter or Reduce (any reduce_op) for element type T: one that T
+// takes (core::takes_op: premul_sum on floating types only, avg not on int8 / uint8 / bool), and a
+// premul_sum factor that is finite in T's accumulator precision.
+template <class T>
+inline void check_spec(const std::string& who, const reduce_spec& spec) {
+  if (!is_valid(spec.op))
+    throw error(errc::invalid_argument, who + ": op = " + std::to_string(static_cast<int>(spec.op)) +
+                                            " is not a reduce_op (sum, min, max, product, avg, premul_sum)");
+  if (!core::takes_op<T>(spec.op)) {
+    const std::string takes = std::is_same<T, bool>::value ? "sum (or), min (and), max (or), product (and)"
+                              : sizeof(T) == 1            ? "sum, min, max, product (modulo 2^8)"
+                                                          : "sum, min, max, product, avg";
+    throw error(errc::unsupported, who + ": op = " + to_string(spec.op) + " is not defined for " +
+                                       core::type_name<T>() + " elements (" + core::type_name<T>() + ": " + takes +
+                                       "; premul_sum: float, bf16, fp16, float64)");
+  }
+  if (spec.factor_device && spec.op != reduce_op::premul_sum)
+    throw error(errc::invalid_argument, who + ": a device factor (reduce_spec::factor_device) is for premul_sum, not " +
+                                            to_string(spec.op));
+  if (spec.op == reduce_op::premul_sum && spec.factor_device && !gpu::is_aligned(spec.factor_device, alignof(T)))
+    throw error(errc::misaligned, who + ": premul_sum factor_device = " + pointer_text(spec.factor_device) +
+                                      " is not aligned to sizeof(" + core::type_name<T>() + ")");
+  if (spec.op == reduce_op::premul_sum && !spec.factor_device) {
+    const double f = std::is_same<T, double>::value ? spec.factor : static_cast<double>(static_cast<float>(spec.factor));
+    if (!(f - f == 0.0))
+      throw error(errc::invalid_argument, who + ": premul_sum factor = " + std::to_string(spec.factor) +
+                                              " is not finite" +
+                                              (std::is_same<T, double>::value ? "" : " in fp32 (the accumulators of " +
+                                                                                          std::string(core::type_name<T>()) + ")"));
+  }
 }
 
 inline void check_algorithm(const std::string& who, algorithm a) {

@@ -215,5 +215,60 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T reduce_elem(const peer_ptrs<T, MaxRanks>& 
   return traits::store(acc[0]);
 }
 
+// ---- the same with an op value (core::op_steps: pre and finish; the premul factor) --------------
+// The ops with kernels of their own (dda/op_allreduce.hpp): each rank's value goes through op.pre
+// (when the op has one) before the fold, the folded value through op.finish(acc, n) once; the rank
+// order and the fp32 (int32) accumulators are rank_order's.
+template <class ReduceOp, class Acc, int E>
+struct rank_order_with {
+  Acc (&acc)[E];
+  const ReduceOp& op;
+  template <class Source, class Loaded>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void operator()(int p, const Source& src, const Loaded& loaded) const {
+    Acc x[E];
+    src.values(p, loaded, x);
+    if constexpr (core::op_steps<ReduceOp>::pre)
+      for (int i = 0; i < E; ++i) x[i] = op.pre(x[i]);
+    if (p == 0) {
+      for (int i = 0; i < E; ++i) acc[i] = x[i];
+    } else {
+      for (int i = 0; i < E; ++i) acc[i] = op(acc[i], x[i]);
+    }
+  }
+};
+
+template <class ReduceOp, class Acc, int E>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void finish_with(const ReduceOp& op, Acc (&acc)[E], int n) {
+  if constexpr (core::op_steps<ReduceOp>::finish)
+    for (int i = 0; i < E; ++i) acc[i] = op.finish(acc[i], n);
+  else
+    (void)op, (void)acc, (void)n;
+}
+
+// reduce_vec with an op value.
+template <class ReduceOp, gpu::cache_hint Loads = gpu::cache_hint::normal, class T, int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE gpu::vec16 reduce_vec_with(const peer_ptrs<T, MaxRanks>& src, std::size_t off,
+                                                               const ReduceOp& op) {
+  using traits = core::value_traits<T>;
+  typename traits::acc_type acc[gpu::elems_per_vec16<T>];
+  (void)fold_ranks<MaxRanks, peer_batch<MaxRanks>>(
+      make_vector_source<T, Loads>([&](int p) { return src.p[p]; }, off), src.n,
+      rank_order_with<ReduceOp, typename traits::acc_type, gpu::elems_per_vec16<T>>{acc, op});
+  finish_with(op, acc, src.n);
+  return traits::pack(acc);
+}
+
+// reduce_elem with an op value.
+template <class ReduceOp, class T, int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE T reduce_elem_with(const peer_ptrs<T, MaxRanks>& src, std::size_t i,
+                                                       const ReduceOp& op) {
+  using traits = core::value_traits<T>;
+  typename traits::acc_type acc[1];
+  (void)fold_ranks<MaxRanks, 1>(element_source<T, MaxRanks>{{}, src, i}, src.n,
+                                rank_order_with<ReduceOp, typename traits::acc_type, 1>{acc, op});
+  finish_with(op, acc, src.n);
+  return traits::store(acc[0]);
+}
+
 }  // namespace kernel
 RCCLX_NAMESPACE_END

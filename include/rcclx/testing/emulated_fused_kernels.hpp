@@ -71,8 +71,8 @@ RCCLX_GLOBAL void __launch_bounds__(emulated_fused_threads * KSplit / ClusterBlo
 // One shape is compiled with an explicit minimum of 1 resident block per SM: 4 blocks of 128
 // threads holding two vectors each (bf16 rows of 4104-8192). ptxas then gives it 187 registers
 // instead of 164 (sm_90), so at most 2 of its blocks share an SM instead of 3, and 8 x 8192 bf16 on
-// 8 emulated ranks (64 clusters of 4 on one GPU) ran in 8.0 us instead of 8.9 (docs/fusion.md,
-// design notes; probably the clusters spread over more SMs). Only the emulated launch has that
+// 8 emulated ranks (64 clusters of 4 on one GPU) ran in 8.0 us instead of 8.9 (docs/performance.md;
+// probably the clusters spread over more SMs). Only the emulated launch has that
 // many clusters on one GPU; a real job's kernel (fused/allreduce_rmsnorm_cluster.hpp) is unchanged.
 // The other shapes keep the compiler's choice: the same minimum gave the one-vector shapes 160
 // registers instead of 128 and fewer resident clusters (16 x 4096: 7.3 -> 8.9 us), and 4 per SM

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../core/error.hpp"
@@ -63,6 +64,12 @@ struct emulated_options {
   std::size_t output_count = 0;  // elements of output(r) after run() (0: count)
 };
 
+// The element types emulated_peers runs: float, bf16, fp16, int32 (the library reduces more; the
+// emulated kernels and their shared instantiations are these four's).
+template <class T>
+inline constexpr bool emulated_type_v = std::is_same<T, float>::value || std::is_same<T, bf16>::value ||
+                                        std::is_same<T, fp16>::value || std::is_same<T, std::int32_t>::value;
+
 template <class T, int MaxRanks = max_ranks>
 class emulated_peers {
  public:
@@ -70,7 +77,7 @@ class emulated_peers {
       : num_ranks_(check_ranks(num_ranks)), count_(count), opt_(options),
         world_(num_ranks, world_bytes(check_ranks(num_ranks), count, options), world_slots(options),
                options.timeout_ns, options.ll) {
-    if constexpr (!core::is_reducible_v<T>)
+    if constexpr (!emulated_type_v<T>)
       throw error(errc::unsupported, "emulated_peers: the element type is not supported (float, rcclx::bf16, "
                                      "rcclx::fp16 or int32_t)");
     if (opt_.threads < 0 || opt_.blocks_per_rank < 0)
@@ -304,9 +311,11 @@ class emulated_peers {
   }
 
   void check_op_and_algorithm(const char* who, reduce_op op, algorithm algo) const {
-    if (!is_valid(op))
-      throw error(errc::invalid_argument, std::string(who) + ": op = " + std::to_string(static_cast<int>(op)) +
-                                              " is not a reduce_op (sum, min, max)");
+    // The emulated kernels take sum, min and max (product, avg, premul_sum: dda/op_allreduce.hpp).
+    if (!is_basic(op))
+      throw error(is_valid(op) ? errc::unsupported : errc::invalid_argument,
+                  std::string(who) + ": op = " + std::to_string(static_cast<int>(op)) +
+                      " is not a reduce_op of the emulated kernels (sum, min, max)");
     if (!is_valid(algo))
       throw error(errc::invalid_argument, std::string(who) + ": algorithm = " +
                                               std::to_string(static_cast<int>(algo)) + " is not an rcclx::algorithm");
@@ -434,7 +443,7 @@ template <class T, int MaxRanks>
 template <class Config, algorithm Only>
 void emulated_peers<T, MaxRanks>::allreduce_impl(algorithm algo, reduce_op op) {
   constexpr bool any = Only == algorithm::automatic;
-  if constexpr (core::is_reducible_v<T>) {
+  if constexpr (emulated_type_v<T>) {
     const char* who = "emulated_peers::allreduce";
     check_op_and_algorithm(who, op, algo);
     const algorithm a = lpc::resolve_algorithm<T>(lpc::collective::allreduce, algo, count_, num_ranks_);

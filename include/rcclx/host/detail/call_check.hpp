@@ -2,7 +2,7 @@
 // collective so that ranks which disagree (count, type, op, algorithm, buffers) fail together
 // with one message instead of hanging or reading garbage.
 //
-// Cost: one bootstrap allgather of sizeof(call_descriptor) = 96 bytes per collective: two small
+// Cost: one bootstrap allgather of sizeof(call_descriptor) = 120 bytes per collective: two small
 // messages per rank through rank 0's socket, some 10-50 us on one node, and a host-side
 // synchronisation point. communicator_options::check_calls (or RCCLX_CHECK_CALLS=0) turns it off
 // once a program is known to be consistent.
@@ -27,6 +27,9 @@ enum class collective_kind : std::uint32_t {
   allgather = 3,
   reduce_scatter = 4,
   alltoall = 5,
+  broadcast = 6,
+  reduce = 7,
+  alltoallv = 8,
   user = 100,  // a user's kernel run through communicator::launch
 };
 
@@ -37,6 +40,9 @@ inline const char* to_string(collective_kind k) {
     case collective_kind::allgather: return "allgather";
     case collective_kind::reduce_scatter: return "reduce_scatter";
     case collective_kind::alltoall: return "alltoall";
+    case collective_kind::broadcast: return "broadcast";
+    case collective_kind::reduce: return "reduce";
+    case collective_kind::alltoallv: return "alltoallv";
     case collective_kind::user: return "user kernel";
   }
   return "collective";
@@ -76,6 +82,7 @@ RCCLX_DETAIL_TYPE_TAG(std::int64_t, 7, "int64")
 RCCLX_DETAIL_TYPE_TAG(std::uint64_t, 8, "uint64")
 RCCLX_DETAIL_TYPE_TAG(std::int8_t, 9, "int8")
 RCCLX_DETAIL_TYPE_TAG(std::uint8_t, 10, "uint8")
+RCCLX_DETAIL_TYPE_TAG(bool, 11, "bool")
 #undef RCCLX_DETAIL_TYPE_TAG
 
 struct call_descriptor {
@@ -85,15 +92,18 @@ struct call_descriptor {
   std::uint32_t algo;        // algorithm requested (enum value)
   std::uint32_t path;        // buffer_path
   std::uint32_t shape;       // a call's shape word beyond its count (user calls: e.g. a row length)
+  std::uint32_t root;        // broadcast, reduce: the root rank (0 elsewhere)
+  std::uint32_t factor_on_device;  // premul_sum: 1 when its factor is read from device memory
   std::uint64_t count;       // elements
   std::uint64_t reg_id;      // registration number (registered path)
   std::uint64_t reg_offset;  // bytes from the registered buffer's start (registered path)
   std::uint64_t seq;         // collective number on this communicator
+  double factor;             // premul_sum: its factor (0 elsewhere)
   char type_name[16];
-  char op_name[8];
+  char op_name[16];
   char algo_name[16];
 };
-static_assert(sizeof(call_descriptor) == 96, "call_descriptor is exchanged between processes");
+static_assert(sizeof(call_descriptor) == 120, "call_descriptor is exchanged between processes");
 
 // Copies a name, truncated and NUL-terminated.
 template <std::size_t N>
@@ -147,10 +157,18 @@ inline std::string compare_descriptors(const std::vector<call_descriptor>& all) 
       return list("the element type", [](const call_descriptor& d) { return std::string(d.type_name); });
     if (b.count != a.count)
       return list("the element count", [&](const call_descriptor& d) { return num(d.count); });
-    if (b.shape != a.shape)
-      return list("the shape (row length)", [&](const call_descriptor& d) { return num(d.shape); });
     if (b.op != a.op)
       return list("the reduction op", [](const call_descriptor& d) { return std::string(d.op_name); });
+    if (b.shape != a.shape)
+      return list("the shape (row length)", [&](const call_descriptor& d) { return num(d.shape); });
+    if (b.root != a.root)
+      return list("the root", [&](const call_descriptor& d) { return num(d.root); });
+    if (b.factor_on_device != a.factor_on_device)
+      return list("where the premul_sum factor is", [](const call_descriptor& d) {
+        return std::string(d.factor_on_device ? "device memory" : "a host value");
+      });
+    if (std::memcmp(&b.factor, &a.factor, sizeof(double)) != 0)
+      return list("the premul_sum factor", [](const call_descriptor& d) { return std::to_string(d.factor); });
     if (b.algo != a.algo)
       return list("the algorithm", [](const call_descriptor& d) { return std::string(d.algo_name); });
     if (b.path != a.path)

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -22,6 +23,7 @@
 #include "../../core/ops.hpp"
 #include "../../core/peer_table.hpp"
 #include "../../dda/allreduce.hpp"
+#include "../../dda/rooted.hpp"
 #include "../../gpu/runtime.hpp"
 #include "../../lpc/allreduce.hpp"
 #include "../options.hpp"
@@ -93,8 +95,9 @@ class collective_runner {
   // ---- the collectives (see communicator's methods of the same names) ---------------------------
 
   template <class T>
-  void allreduce(const T* input, T* output, std::size_t count, reduce_op op, algorithm algo, gpu::stream_t stream) {
-    if (algo == algorithm::low_precision) return allreduce_low_precision(input, output, count, op, stream);
+  void allreduce(const T* input, T* output, std::size_t count, const reduce_spec& op, algorithm algo,
+                 gpu::stream_t stream) {
+    if (algo == algorithm::low_precision) return allreduce_low_precision(input, output, count, op.op, stream);
     std::string local_error;
     algorithm a = algo;
     try {
@@ -106,8 +109,10 @@ class collective_runner {
     const std::size_t bytes = count * sizeof(T);
     const bool disjoint = !overlaps(input, bytes, output, bytes);
     const bool zero_copy = local_error.empty() && (a == algorithm::flat ? disjoint : input == output);
-    auto d = make_descriptor<T>(collective_kind::allreduce, count, static_cast<std::uint32_t>(op), to_string(op),
+    auto d = make_descriptor<T>(collective_kind::allreduce, count, static_cast<std::uint32_t>(op.op), to_string(op.op),
                                 static_cast<std::uint32_t>(a), to_string(a));
+    d.factor = factor_word(op);
+    d.factor_on_device = op.factor_device ? 1u : 0u;
     const int n = n_;
     // This communicator's launch shape for c elements (a function of c and options that agree on
     // every rank).
@@ -134,20 +139,20 @@ class collective_runner {
 
   // AllGather, ReduceScatter, AlltoAll (detail::one_shot): one launch, plain or low precision.
   template <collective_kind Kind, class T>
-  void one_shot_call(const char* name, const T* input, T* output, std::size_t count, reduce_op op, algorithm algo,
-                     gpu::stream_t stream) {
+  void one_shot_call(const char* name, const T* input, T* output, std::size_t count, const reduce_spec& op,
+                     algorithm algo, gpu::stream_t stream) {
     using traits = one_shot<Kind>;
     const std::string who = name;
     const bool low = algo == algorithm::low_precision;
     std::string local_error;
-    bool zero_copy = false;
+    bool zero_copy = false, sliced = false;
     try {
       if (!is_valid(algo))
         throw error(errc::invalid_argument, who + ": algorithm = " + std::to_string(static_cast<int>(algo)) +
                                                 " is not an rcclx::algorithm");
       if (low) {
         if constexpr (!lpc::is_element_v<T>) throw error(errc::unsupported, low_precision_type_error<T>(who));
-        else check_low_precision_call(who, traits::lpc_kind, n_, MaxRanks, input, output, count, op);
+        else check_low_precision_call(who, traits::lpc_kind, n_, MaxRanks, input, output, count, op.op);
       } else {
         check_plain_call<Kind>(who, n_, MaxRanks, input, output, count, op, algo);
       }
@@ -165,8 +170,13 @@ class collective_runner {
         if (low) {
           check_workspace_holds(who, count, lpc::workspace_bytes<>(traits::lpc_kind, count, n_),
                                 " (the FP8 form with algorithm::low_precision; one launch: raise buffer_bytes)");
-        } else {
-          check_workspace_holds(who, count, bytes, " (one launch: raise buffer_bytes, or register the input: zero-copy)");
+        } else if (bytes > ws_.buffer_bytes()) {
+          // Larger than the workspace: in slices of every block (dda/strided.hpp).
+          sliced = true;
+          if (traits::template slice_elems<T>(ws_.buffer_bytes(), n_) == 0)
+            throw error(errc::invalid_argument, who + ": communicator_options::buffer_bytes = " +
+                                                    std::to_string(ws_.buffer_bytes()) + " holds less than one " +
+                                                    "16-byte vector per rank");
         }
         check_outside_workspace(who, input, bytes, "input", !low);
         check_outside_workspace(who, output, out_bytes, "output", false);
@@ -174,19 +184,138 @@ class collective_runner {
     } catch (const std::exception& e) {
       local_error = strip_prefix(e.what());
     }
-    auto d = make_descriptor<T>(Kind, count, traits::reduces ? static_cast<std::uint32_t>(op) : 0u,
-                                traits::reduces ? to_string(op) : "-", static_cast<std::uint32_t>(algo),
+    auto d = make_descriptor<T>(Kind, count, traits::reduces ? static_cast<std::uint32_t>(op.op) : 0u,
+                                traits::reduces ? to_string(op.op) : "-", static_cast<std::uint32_t>(algo),
                                 is_valid(algo) ? to_string(algo) : "invalid");
+    if (traits::reduces) d.factor = factor_word(op), d.factor_on_device = op.factor_device ? 1u : 0u;
     const int n = n_;
     run(d, input, count, zero_copy, stream,
-        [=](const auto& t, bool) {
+        [=](const auto& t, bool uses_workspace) {
           if (!low) {
+            if constexpr (!std::is_pointer<std::decay_t<decltype(t)>>::value) {
+              if (sliced && uses_workspace) return traits::plain_sliced(t, n, input, output, count, op, stream);
+            }
             traits::plain(t, n, input, output, count, op, stream);
           } else if constexpr (lpc::is_element_v<T>) {
-            traits::low_precision(t, n, input, output, count, op, stream);
+            traits::low_precision(t, n, input, output, count, op.op, stream);
           }
         },
         local_error);
+  }
+
+  // communicator::broadcast (Reduces false) and communicator::reduce: always through the workspace,
+  // in chunks of buffer_bytes, each with the algorithm chosen for the whole call.
+  template <bool Reduces, class T>
+  void rooted(const T* input, T* output, std::size_t count, int root, const reduce_spec& op, algorithm algo,
+              gpu::stream_t stream) {
+    const char* who = Reduces ? "reduce" : "broadcast";
+    const bool is_root = agree_.get_bootstrap().rank() == root;
+    const bool in_needed = Reduces || is_root, out_needed = !Reduces || is_root;
+    std::string local_error;
+    algorithm a = algo;
+    try {
+      if constexpr (Reduces) kernel::check_spec<T>(who, op);
+      a = dda::check_rooted_call<T>(who, n_, MaxRanks, input, output, count, root, algo, 0, in_needed,
+                                            out_needed);
+      if (in_needed) check_outside_workspace(who, input, count * sizeof(T), "input", true);
+      if (out_needed) check_outside_workspace(who, output, count * sizeof(T), "output", false);
+    } catch (const std::exception& e) {
+      local_error = strip_prefix(e.what());
+    }
+    const collective_kind kind = Reduces ? collective_kind::reduce : collective_kind::broadcast;
+    auto d = make_descriptor<T>(kind, count, Reduces ? static_cast<std::uint32_t>(op.op) : 0u,
+                                Reduces ? to_string(op.op) : "-", static_cast<std::uint32_t>(a),
+                                is_valid(a) ? to_string(a) : "invalid");
+    d.root = static_cast<std::uint32_t>(root);
+    if (Reduces) d.factor = factor_word(op), d.factor_on_device = op.factor_device ? 1u : 0u;
+    const auto shape = [this, a](std::size_t c) { return shape_of<T>(c, a); };
+    run(d, input, count, false, stream,
+        [=](const auto& t, bool) {
+          if constexpr (!std::is_pointer<std::decay_t<decltype(t)>>::value) {  // (never zero-copy)
+            const std::size_t chunk = t.capacity_bytes / sizeof(T);
+            for (std::size_t off = 0; off < count; off += chunk) {
+              const std::size_t c = count - off < chunk ? count - off : chunk;
+              const auto s = shape(c);
+              const T* in = in_needed ? input + off : nullptr;
+              T* out = out_needed ? output + off : nullptr;
+              if constexpr (Reduces) dda::reduce(t, in, out, c, root, op, a, stream, s.blocks, s.threads);
+              else dda::broadcast(t, in, out, c, root, a, stream, s.blocks, s.threads);
+            }
+          }
+        },
+        local_error);
+  }
+
+  // communicator::alltoallv: every rank's splits are exchanged first (one bootstrap allgather), so
+  // every rank checks the same matrix (rank r's output split p equals rank p's input split r) and
+  // runs the same number of slices (up to the largest split of any rank) through the workspace.
+  template <class T>
+  void alltoallv(const T* input, const std::size_t* input_splits, T* output, const std::size_t* output_splits,
+                 gpu::stream_t stream) {
+    ensure_usable();
+    const std::string who = "alltoallv";
+    const int n = n_;
+    std::string local_error;
+    std::array<std::uint64_t, 2 * MaxRanks> mine{};
+    std::size_t in_total = 0, out_total = 0;
+    try {
+      if (!input_splits || !output_splits)
+        throw error(errc::invalid_argument, who + ": input_splits and output_splits must not be null");
+      for (int p = 0; p < n; ++p) {
+        mine[static_cast<std::size_t>(p)] = input_splits[p];
+        mine[static_cast<std::size_t>(MaxRanks + p)] = output_splits[p];
+        in_total += input_splits[p];
+        out_total += output_splits[p];
+      }
+      kernel::check_count<T>(who, in_total);
+      kernel::check_count<T>(who, out_total);
+      if (in_total) kernel::check_user_pointer<T>(who, "input", input);
+      if (out_total) kernel::check_user_pointer<T>(who, "output", output);
+      if (kernel::overlaps(input, in_total * sizeof(T), output, out_total * sizeof(T)))
+        throw error(errc::invalid_argument, who + ": input and output overlap (they must be disjoint)");
+      if (one_shot<collective_kind::alltoall>::template slice_elems<T>(ws_.buffer_bytes(), n) == 0)
+        throw error(errc::invalid_argument, who + ": communicator_options::buffer_bytes = " +
+                                                std::to_string(ws_.buffer_bytes()) + " holds less than one 16-byte "
+                                                "vector per rank");
+      check_outside_workspace(who, input, in_total * sizeof(T), "input", false);
+      check_outside_workspace(who, output, out_total * sizeof(T), "output", false);
+    } catch (const std::exception& e) {
+      local_error = strip_prefix(e.what());
+    }
+    const auto all = agree_.exchange(mine, local_error, errc::invalid_argument);
+    std::uint64_t max_len = 0, total = 0;
+    for (int r = 0; r < n; ++r) {
+      for (int p = 0; p < n; ++p) {
+        const std::uint64_t sends = all[static_cast<std::size_t>(p)][static_cast<std::size_t>(r)];
+        const std::uint64_t expects = all[static_cast<std::size_t>(r)][static_cast<std::size_t>(MaxRanks + p)];
+        if (sends != expects)
+          throw error(errc::mismatch, who + ": rank " + std::to_string(r) + " expects " + std::to_string(expects) +
+                                          " elements from rank " + std::to_string(p) + ", which sends " +
+                                          std::to_string(sends) + " (output_splits[" + std::to_string(p) +
+                                          "] of rank " + std::to_string(r) + " must equal input_splits[" +
+                                          std::to_string(r) + "] of rank " + std::to_string(p) + ")");
+        max_len = std::max(max_len, sends);
+        total += sends;
+      }
+    }
+    dda::uneven_splits<MaxRanks> sp{};
+    std::size_t in_off = 0, out_off = 0;
+    for (int p = 0; p < n; ++p) {
+      sp.in_off[p] = in_off;
+      sp.in_len[p] = input_splits[p];
+      sp.out_off[p] = out_off;
+      sp.out_len[p] = output_splits[p];
+      in_off += input_splits[p];
+      out_off += output_splits[p];
+    }
+    const auto d = make_descriptor<T>(collective_kind::alltoallv, static_cast<std::size_t>(total));
+    const std::size_t longest = static_cast<std::size_t>(max_len);
+    run(d, input, in_total, false, stream, [=](const auto& t, bool) {
+      if constexpr (!std::is_pointer<std::decay_t<decltype(t)>>::value) {  // (never zero-copy)
+        const std::size_t k = one_shot<collective_kind::alltoall>::template slice_elems<T>(t.capacity_bytes, n);
+        dda::alltoallv(t, input, output, sp, longest, k, stream);
+      }
+    });
   }
 
   // communicator::barrier.
@@ -250,6 +379,12 @@ class collective_runner {
   }
 
  private:
+  // The call check's factor of a reduction: premul_sum's factor (ranks with different
+  // factors would not produce the same bits), 0 for the other ops.
+  static double factor_word(const reduce_spec& op) {
+    return op.op == reduce_op::premul_sum && !op.factor_device ? op.factor : 0.0;
+  }
+
   // Where run() lets peers read `bytes` of input at `input` (zero_copy: the caller allows it).
   // Peers read zero-copy inputs with 16-byte vectors: only 16-byte aligned inputs qualify (the
   // same offset into buffers registered 16-byte aligned is aligned on every rank).

@@ -61,14 +61,17 @@ inline launch_shape allreduce_shape(std::size_t count, algorithm a, int n, int c
 // The plain (rcclx::dda) collective's checks that need no table: pointers, count, op, algorithm.
 template <collective_kind Kind, class T>
 inline void check_plain_call(const std::string& who, int n, int max_ranks, const T* input, T* output,
-                             std::size_t count, reduce_op op, algorithm algo) {
+                             std::size_t count, const reduce_spec& op, algorithm algo) {
   if constexpr (Kind == collective_kind::allreduce) {
     dda::check_allreduce_call<T>(who, n, max_ranks, input, output, count, op, algo, 0);
   } else {
     static_assert(Kind == collective_kind::allgather || Kind == collective_kind::reduce_scatter ||
                       Kind == collective_kind::alltoall,
                   "a collective with plain checks");
-    if constexpr (Kind == collective_kind::reduce_scatter) kernel::check_op(who, op);
+    if constexpr (Kind == collective_kind::reduce_scatter) {
+      if (is_valid(op.op) && (!is_basic(op.op) || op.factor_device)) kernel::check_spec<T>(who, op);
+      else kernel::check_op(who, op.op);
+    }
     constexpr kernel::io_kind io = Kind == collective_kind::allgather        ? kernel::io_kind::gather
                                    : Kind == collective_kind::reduce_scatter ? kernel::io_kind::scatter
                                                                              : kernel::io_kind::exchange;

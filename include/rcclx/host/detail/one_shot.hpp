@@ -7,7 +7,8 @@
 //   traits::plain(table, n, in, out, count, rcclx::reduce_op::sum, stream);   // dda::alltoall
 //
 // A call of these cannot be cut into contiguous chunks (chunk k of rank p lands at p * count + k,
-// not at p * chunk + k), so the communicator runs each in one launch: the workspace must hold it.
+// not at p * chunk + k): a plain call that fits the workspace runs in one launch; a larger one runs
+// in slices of every block (plain_sliced: dda/strided.hpp), each slice through the workspace.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +19,7 @@
 #include "../../dda/allgather.hpp"
 #include "../../dda/alltoall.hpp"
 #include "../../dda/reduce_scatter.hpp"
+#include "../../dda/strided.hpp"
 #include "../../lpc/allgather.hpp"
 #include "../../lpc/alltoall.hpp"
 #include "../../lpc/reduce_scatter.hpp"
@@ -54,13 +56,40 @@ struct one_shot {
 
   // The launchers, for a table by value or (captured graphs) a pointer to one in device memory.
   template <class Table, class T>
-  static void plain(const Table& t, int n, const T* in, T* out, std::size_t count, reduce_op op, gpu::stream_t s) {
+  static void plain(const Table& t, int n, const T* in, T* out, std::size_t count, const reduce_spec& op,
+                    gpu::stream_t s) {
     with_table(t, n, [&](const auto&... table) {
       if constexpr (Kind == collective_kind::allgather) dda::allgather(table..., in, out, count, s);
       else if constexpr (Kind == collective_kind::reduce_scatter) dda::reduce_scatter(table..., in, out, count, op, s);
       else dda::alltoall(table..., in, out, count, s);
     });
   }
+  // Elements per slice of every block for a workspace of `capacity` bytes: the largest whole number
+  // of 16-byte vectors whose slices fit (AllGather: one slice per rank; the others: num_ranks
+  // slices). 0: not even one vector fits.
+  template <class T>
+  static std::size_t slice_elems(std::size_t capacity, int n) {
+    const std::size_t per = capacity / sizeof(T) / (Kind == collective_kind::allgather ? 1 : static_cast<std::size_t>(n));
+    const std::size_t e = 16 / sizeof(T);
+    return per / e * e;
+  }
+
+  // A plain call of any size through the workspace of table t (by value), in slices.
+  template <class T, int MaxRanks>
+  static void plain_sliced(const core::peer_table<T, MaxRanks>& t, int n, const T* in, T* out, std::size_t count,
+                           const reduce_spec& op, gpu::stream_t s) {
+    const std::size_t nn = static_cast<std::size_t>(n);
+    const std::size_t block = Kind == collective_kind::allgather ? count : count / nn;  // elements per block
+    const std::size_t k = slice_elems<T>(t.capacity_bytes, n);
+    for (std::size_t off = 0; off < block; off += k) {
+      const std::size_t c = block - off < k ? block - off : k;
+      if constexpr (Kind == collective_kind::allgather) dda::allgather_strided(t, in + off, out + off, c, block, s);
+      else if constexpr (Kind == collective_kind::reduce_scatter)
+        dda::reduce_scatter_strided(t, in + off, out + off, c, block, op, s);
+      else dda::alltoall_strided(t, in + off, out + off, c, block, s);
+    }
+  }
+
   template <class Table, class T>
   static void low_precision(const Table& t, int n, const T* in, T* out, std::size_t count, reduce_op op,
                             gpu::stream_t s) {

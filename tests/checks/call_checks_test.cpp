@@ -330,6 +330,84 @@ TEST_CASE("checked tile call: tiles a call never published or never reduced (a s
   }
 }
 
+TEST_CASE("checked tile call: a symmetric input changed between publish and the end of its reduce", "[checks]") {
+  call_setup s(4 * in_bytes);
+  // An epilogue of the user's (not a stage: nothing checks it before the call) that stores the sums
+  // into the tile's own input while the peers may still read it: every rank, every tile.
+  for (algo_kind algo : {algo_kind::flat, algo_kind::tree}) {
+    CAPTURE(algo == algo_kind::tree);
+    call_args bad;
+    bad.algo = algo;
+    bad.epilogue = 4;
+    s.reset();
+    const call_result r1 = s.run(bad);
+    for (int q = 0; q < call_checks::ranks; ++q) CHECK(r1.errors[static_cast<std::size_t>(q)].code == 0u);
+    {
+      rcclx::errc code{};
+      const std::string e = s.described_errors(&code);  // the harness's audit after the launch
+      INFO(e);
+      CHECK(code == rcclx::errc::invalid_argument);
+      CHECK(e.find("symmetric input of tile 0 changed in call 1") != std::string::npos);
+    }
+    call_args next;
+    next.algo = algo;
+    const call_result r2 = s.run(next);  // the next call's first block to finish names it on the device
+    for (int q = 0; q < call_checks::ranks; ++q) check_record(r2, q, misuse::input_changed, 0u, 1u);
+    check_recovers(s, next);
+  }
+  // A kernel's store into a tile's input after publishing it (rank 1, tile 5): that rank, that tile.
+  for (algo_kind algo : {algo_kind::flat, algo_kind::tree}) {
+    CAPTURE(algo == algo_kind::tree);
+    call_args bad;
+    bad.algo = algo;
+    bad.store_rank = 1;
+    bad.store_tile = 5;
+    s.reset();
+    const call_result r1 = s.run(bad);
+    for (int q = 0; q < call_checks::ranks; ++q) CHECK(r1.errors[static_cast<std::size_t>(q)].code == 0u);
+    {
+      rcclx::errc code{};
+      const std::string e = s.described_errors(&code);
+      INFO(e);
+      CHECK(code == rcclx::errc::invalid_argument);
+      CHECK(e.find("rank 1") != std::string::npos);
+      CHECK(e.find("symmetric input of tile 5 changed in call 1") != std::string::npos);
+      CHECK(e.find("rank 0") == std::string::npos);
+      CHECK(e.find("rank 2") == std::string::npos);
+    }
+    call_args next;
+    next.algo = algo;
+    const call_result r2 = s.run(next);
+    check_record(r2, 1, misuse::input_changed, 5u, 1u);
+    // The other ranks: nothing, or (tree) a wait for a result rank 1 refused from then on.
+    for (int q : {0, 2}) {
+      const std::uint32_t c = r2.errors[static_cast<std::size_t>(q)].code;
+      CHECK((c == 0u || (algo == algo_kind::tree && c == static_cast<std::uint32_t>(rcclx::errc::timeout))));
+    }
+    {
+      rcclx::errc code{};
+      const std::string e = s.described_errors(&code);
+      INFO(e);
+      CHECK(code == rcclx::errc::invalid_argument);  // the root cause first
+      CHECK(e.find("rank 1: the symmetric input of tile 5 changed in call 1") != std::string::npos);
+    }
+    check_recovers(s, next);
+  }
+  // Correct calls one after another leave nothing to name (the hashes cancel, each call's words
+  // are cleared for the call after next).
+  for (algo_kind algo : {algo_kind::flat, algo_kind::tree}) {
+    call_args good;
+    good.algo = algo;
+    s.reset();
+    for (int c = 0; c < 4; ++c) {
+      const call_result r = s.run(good);
+      for (int q = 0; q < call_checks::ranks; ++q) CHECK(r.errors[static_cast<std::size_t>(q)].code == 0u);
+      rcclx::errc code{};
+      CHECK(s.described_errors(&code).empty());
+    }
+  }
+}
+
 TEST_CASE("checked tile call: two calls in flight over the same bytes or slots are refused", "[checks]") {
   call_setup s(4 * in_bytes);
   const auto ref = call_checks::reference(8, 64);

@@ -50,6 +50,20 @@ struct checked_store {
   }
 };
 
+// A user's epilogue that stores the sums back into the tile's own input (no check(): not a stage).
+struct input_store {
+  float* in;  // ar.input(t) of the tile being reduced
+
+  template <int VPT, int E, class Group, class Map>
+  RCCLX_HOST_DEVICE void operator()(const Group&, float (&v)[VPT][E], const fz::held_vectors<Map, E>& h) const {
+    for (int k = 0; k < VPT; ++k) {
+      if (!h.holds(k)) continue;
+      const fz::position p = h.at(k);
+      for (int e = 0; e < E; ++e) in[p.col + static_cast<std::size_t>(e)] = v[k][e];
+    }
+  }
+};
+
 struct misuse_kernel {
   const core::peer_table<float, max_r>* tables;
   float* out[max_r];
@@ -70,6 +84,7 @@ struct misuse_kernel {
       }
       if (a.reduce_first_rank == r) (void)reduce(g, ar, t, map, epi);
       ar.publish(g, t);
+      if (r == a.store_rank && t == a.store_tile && g.thread_rank() == 0) ar.input(t)[0] += 1000.0f;
       if (a.publish_twice) ar.publish(g, t);
     }
     if (a.publish_past_end && ix.block == 0) ar.publish(g, a.num_tiles);
@@ -94,6 +109,7 @@ struct misuse_kernel {
   template <class G, class AR, class Map, class Epi>
   RCCLX_HOST_DEVICE bool reduce(const G& g, const AR& ar, int t, const Map& map, const Epi& epi) const {
     if (a.epilogue == 0) return ar.template reduce<4>(g, t, map, epi);
+    if (a.epilogue == 4) return ar.template reduce<4>(g, t, map, input_store{ar.input(t)});
     float* o = a.epilogue == 2 ? ar.input(0) : out[ar.rank()];
     const checked_store st{o, static_cast<std::size_t>(a.num_tiles), a.epilogue == 3 ? a.tile_elems / 2 : a.tile_elems};
     return ar.template reduce<4>(g, t, map, st);

@@ -43,8 +43,10 @@ struct call_args {
   int finish_blocks = -1;           // finish(g, this) (-1: the grid)
   // The epilogue: 0 fused::epilogue<store>; 1 a store with a check() of its own (fused/stage_check.hpp)
   // into the output; 2 the same store into this rank's symmetric input; 3 the same with columns
-  // other than the map's.
+  // other than the map's; 4 a functor of the test (no check()) that stores the sums into the tile's
+  // own symmetric input, ar.input(t).
   int epilogue = 0;
+  int store_rank = -1, store_tile = -1;  // this rank's block adds 1000 to input(tile)[0] after publishing it
 };
 
 struct call_result {

@@ -52,8 +52,8 @@ TEST_CASE("tile audit: rows after the directory, one per slot, inside the pad", 
   CHECK(reinterpret_cast<const unsigned char*>(h.pads.audit_base()) - base == static_cast<std::ptrdiff_t>(h.l.audit));
   for (int s = 0; s < 37; ++s)
     CHECK(reinterpret_cast<const unsigned char*>(core::audit_row(h.pads, s)) - base ==
-          static_cast<std::ptrdiff_t>(h.l.audit + core::audit_directory_bytes + 32 * static_cast<std::size_t>(s)));
-  CHECK(h.l.audit + core::audit_directory_bytes + 37 * 32 <= h.l.bytes);
+          static_cast<std::ptrdiff_t>(h.l.audit + core::audit_directory_bytes + 40 * static_cast<std::size_t>(s)));
+  CHECK(h.l.audit + core::audit_directory_bytes + 37 * 40 <= h.l.bytes);
 }
 
 TEST_CASE("tile audit: the directory refuses ranges that share bytes or slots with a bound range", "[pad][audit]") {

@@ -57,7 +57,7 @@ void check_layout(int slots, core::ll_layout ll) {
   REQUIRE(l.ll == flags + llo);
   REQUIRE(l.audit == old_bytes);
   REQUIRE(l.audit % 256 == 0);
-  REQUIRE(l.bytes == old_bytes + (1024 + 32 * s + 255) / 256 * 256);
+  REQUIRE(l.bytes == old_bytes + (1024 + 40 * s + 255) / 256 * 256);
   REQUIRE(l.bytes % 256 == 0);
   REQUIRE(core::signal_pad_bytes<R>(slots, ll) == l.bytes);
 
@@ -82,7 +82,7 @@ void check_layout(int slots, core::ll_layout ll) {
     REQUIRE(at(pads.check_epoch_slot(b), rank) == l.check_epochs + static_cast<std::size_t>(b) * 4);
     for (std::uint32_t parity = 0; parity < 2; ++parity)
       REQUIRE(at(pads.check_packet(0, parity, b), 0) == l.check + (parity * s + static_cast<std::size_t>(b)) * 32);
-    REQUIRE(at(core::audit_row(pads, b), rank) == l.audit + 1024 + static_cast<std::size_t>(b) * 32);
+    REQUIRE(at(core::audit_row(pads, b), rank) == l.audit + 1024 + static_cast<std::size_t>(b) * 40);
   }
   REQUIRE(at(pads.audit_base(), rank) == l.audit);
   REQUIRE(at(core::audit_row(pads, slots - 1) + core::audit_row_words, rank) <= l.bytes);

@@ -149,7 +149,7 @@ void launch(World& world, const K& k, outcome& o) {
     o.what = e.what();
   }
   rcclx::gpu::device_synchronize();
-  o.records = world.errors();
+  o.records = world.audited_errors();  // with the audit of the last calls, as the error's text
 }
 
 // ---- tile AllReduce misuses --------------------------------------------------------------------

@@ -27,7 +27,7 @@ struct outcome {
   bool threw = false;
   rcclx::errc code{};
   std::string what;                                // the error's what()
-  std::vector<rcclx::core::error_record> records;  // every rank's, after the launch
+  std::vector<rcclx::core::error_record> records;  // every rank's after the launch, with the audit of the last calls
   bool guards_intact = true;       // no byte changed outside the buffers the calls may write
   std::size_t outputs_changed = 0;  // output elements that differ from the sentinel
   std::size_t outputs_wrong = 0;    // output elements that differ from the float64 reference

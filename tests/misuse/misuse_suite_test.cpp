@@ -135,15 +135,19 @@ TEST_CASE("misuse suite: the audit words name unpublished and unreduced tiles", 
   }
 }
 
-// A store into a tile's symmetric input after its publish (peers may be reading it): the misuse
-// code exists (input_changed) but no build records it yet; [!mayfail] keeps the case visible
-// without failing the run.
-TEST_CASE("misuse suite: a store into the input after publish is named", "[misuse][!mayfail]") {
+// A store into a tile's symmetric input after its publish (peers may be reading it): the tile's
+// input hash taken at publish and again at the end of its reduce differs (input_changed).
+TEST_CASE("misuse suite: a store into the input after publish is named", "[misuse]") {
   const outcome o = misuse_suite::run_tile_case(tile_abuse::store_after_publish);
   INFO(o.what);
   REQUIRE(o.threw);
   CHECK(o.code == errc::invalid_argument);
-  CHECK(o.has(misuse::input_changed));
+  std::uint32_t tile = 0, call = 0;
+  REQUIRE(o.has(misuse::input_changed, &tile, &call));
+  CHECK_THAT(o.what, RCCLX_CONTAINS("symmetric input of tile " + std::to_string(tile) + " changed"));
+  CHECK(o.guards_intact);
+  INFO("after reset: " << o.after_reset_error);
+  CHECK(o.after_reset_ok);
 }
 
 TEST_CASE("misuse suite: bad epilogue stages are refused before any output", "[misuse]") {

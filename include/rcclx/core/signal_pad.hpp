@@ -89,7 +89,7 @@ inline constexpr int tile_control_words = 4;
 inline constexpr std::size_t check_packet_bytes = 32;
 // The audit region (core/tile_audit.hpp): a directory, then a row of audit_row_words per slot.
 inline constexpr std::size_t audit_directory_bytes = 1024;
-inline constexpr int audit_row_words = 8;
+inline constexpr int audit_row_words = 10;
 
 namespace detail {
 // The regions before the audit region, as the hot paths' accessors (signal_pads) compute them:

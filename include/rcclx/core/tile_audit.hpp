@@ -8,7 +8,8 @@
 //   row first (control): [reserved x 3, bound end slot (0: not bound), lo (2 words), hi (2 words)]:
 //                        [lo, hi) = this rank's bytes of the call's region (absolute addresses)
 //   row first + 1 + t (tile t): [2p] publish mark, [2p + 1] consumed epoch; row first + 1 also
-//                        [4 + 2p] the call's epoch, [5 + 2p] its tiles | tree << 31
+//                        [4 + 2p] the call's epoch, [5 + 2p] its tiles | tree << 31;
+//                        [8 + p] the input hash (below)
 // By parity, so that the first block of call e + 1 to reach finish() can look at call e's rows
 // (tile_not_published; flat: tile_not_reduced) while call e + 1 writes its own: off the critical
 // path, and after call e's kernel ended (finish() may come before a call's work, so a call's own
@@ -17,6 +18,11 @@
 // second publisher of the same call (published_twice), the reducer compares it with itself under
 // tile_reducer::same_block (reduced_before_publish, reducer_not_publisher). Epochs carry the call,
 // so nothing needs clearing between calls; emulated_world::reset zeroes the region.
+// input hash: the xor of a hash of every 16-byte vector of the tile's input (with its index), bit 0
+// cleared, and 1, taken once when the tile is published and once more at the end of its reduce
+// (after the epilogue): 0 when the input did not change in between; bit 0 set: the tile was not
+// reduced by the library's reduce (not looked at). Otherwise input_changed. The next call's look
+// clears the words of its parity (a call without the second pass would leave them set).
 // Written only by checked builds; present in every build (one pad layout).
 #pragma once
 
@@ -35,6 +41,9 @@ namespace core {
 RCCLX_HOST_DEVICE constexpr int audit_mark_word(std::uint32_t epoch) { return static_cast<int>(2u * (epoch & 1u)); }
 RCCLX_HOST_DEVICE constexpr int audit_consumed_word(std::uint32_t epoch) { return audit_mark_word(epoch) + 1; }
 RCCLX_HOST_DEVICE constexpr int audit_call_word(std::uint32_t epoch) { return 4 + audit_mark_word(epoch); }
+RCCLX_HOST_DEVICE constexpr int audit_hash_word(std::uint32_t epoch) { return static_cast<int>(8u + (epoch & 1u)); }
+// Does an input hash after a call name a changed input (both passes taken, the hashes differ)?
+RCCLX_HOST_DEVICE constexpr bool audit_hash_changed(std::uint32_t h) { return (h & 1u) == 0u && h != 0u; }
 inline constexpr int audit_end_word = 3, audit_lo_word = 4, audit_hi_word = 6;
 // Slots the directory's bits cover (ranges starting beyond are not compared).
 inline constexpr int audit_directory_slots = static_cast<int>(audit_directory_bytes * 8);
@@ -161,7 +170,8 @@ inline void audit_unbind(std::uint32_t* pad_image, const pad_layout<MaxRanks>& l
 
 // Host: the last call of every bound slot range in a copy of a rank's pad (`pad_image`, laid out as
 // `l` for `slots` slots), as a checked build's rows recorded it: every tile published on this rank
-// (tile_not_published) and, flat, reduced (tile_not_reduced). What the first block of the range's
+// (tile_not_published) and, flat, reduced (tile_not_reduced), its input unchanged until the end of
+// its reduce (input_changed). What the first block of the range's
 // next call to reach finish() checks on the device, for a call no next call follows (a program's
 // last launch): the emulated harnesses look after every launch. The first finding as this rank's
 // error record (code 0: none).
@@ -189,6 +199,7 @@ inline error_record audit_last_calls(const std::uint32_t* pad_image, const pad_l
       misuse m{};
       if (!audit_mark_of(row[audit_mark_word(calls)], calls)) m = misuse::tile_not_published;
       else if (flat && row[audit_consumed_word(calls)] != calls) m = misuse::tile_not_reduced;
+      else if (audit_hash_changed(row[audit_hash_word(calls)])) m = misuse::input_changed;
       if (m == misuse{}) continue;
       error_record e{};
       e.code = static_cast<std::uint32_t>(errc::invalid_argument);

@@ -454,10 +454,12 @@ class combine {
       Record* res = w_.resolved() == algorithm::tree ? results_of(rank(), tile) : nullptr;
       owned(res);
       if (res) w_.publish_result(g, tile);
+      w_.input_kept(g, tile);
       return true;
     }
     if (!w_.wait_result(g, tile)) return false;
     read(static_cast<const Record*>(results_of(owner(tile), tile)));
+    w_.input_kept(g, tile);
     return true;
   }
 

@@ -136,6 +136,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
     if (!wait_inputs(g, tile)) return false;
     if (!map_agrees(g, tile, map)) return false;
     reduce_visit<VecsPerThread, PeersInFlight, Loads>(g, tile, map, epi, [](std::size_t, const gpu::vec16&) {});
+    this->input_kept(g, tile);
     return true;
   }
 
@@ -162,6 +163,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
       if (!wait_parts()) return false;
       reduce_visit<VecsPerThread, PeersInFlight, Loads>(g, tile, map, epi, [](std::size_t, const gpu::vec16&) {},
                                                         parts, stride);
+      this->input_kept(g, tile, parts, stride);
       return true;
     }
     if constexpr (Algo != algorithm::flat) {
@@ -174,12 +176,14 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
             g, tile, map, epi, [&](std::size_t vi, const gpu::vec16& v) { gpu::store16(res + vi * vec_elems, v); },
             parts, stride);
         publish_result(g, tile);
+        this->input_kept(g, tile, parts, stride);
         return true;
       }
       if (!wait_result(g, tile) || !map_agrees(g, tile, map)) return false;
       const T* res = reinterpret_cast<const T*>(results(o)) + tile_off;
       visit<VecsPerThread>(g, tile, map, epi,
                            [&](std::size_t vi, gpu::vec16& v) { v = gpu::load16(res + vi * vec_elems); });
+      this->input_kept(g, tile, parts, stride);
       return true;
     } else {
       return true;  // not reached: flat returned above

@@ -152,6 +152,15 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t fetch_or_local(std::uint32_t* 
 #endif
 }
 
+// Atomic xor on a word owned by the calling rank (the checked mode's input hashes). Returns the old value.
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t fetch_xor_local(std::uint32_t* p, std::uint32_t v) {
+#if RCCLX_BACKEND_GPU && RCCLX_DEVICE_COMPILE
+  return atomicXor(p, v);
+#else
+  return __atomic_fetch_xor(p, v, __ATOMIC_ACQ_REL);
+#endif
+}
+
 // Full fence at system scope (orders a thread's earlier writes before later ones for peers).
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void fence_system() {
 #if RCCLX_BACKEND_HIP && RCCLX_DEVICE_COMPILE

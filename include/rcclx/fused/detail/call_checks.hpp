@@ -2,13 +2,15 @@
 // tile-flag call (fused::tile_allreduce, fused::combine through detail::tile_exchange): its
 // arguments, as the host-side check() sees them, found in every thread of every block before the
 // first access to the pads or the buffers, and recorded once per block (core::record_error,
-// errc::invalid_argument, kind = the misuse).
+// errc::invalid_argument, kind = the misuse); and the host-side check() of every build.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "../../core/error.hpp"
+#include "../../core/ops.hpp"
 #include "../../core/peer_table.hpp"
 #include "../../core/region.hpp"
 #include "../../core/signal_pad.hpp"
@@ -79,6 +81,41 @@ RCCLX_HOST_DEVICE inline call_problem find_call_problem(const core::peer_table<E
   return {};
 }
 
+// Host, every build: the exchange's check() (tile_exchange::check) of a call of num_tiles tiles of
+// tile_elems elements of T in vectors of vec_elems: throws rcclx::error naming the argument and the
+// limit. need: the workspace bytes (two halves), half: the bytes of one half of the buffer.
+template <class T, int MaxRanks>
+inline void check_tile_call(const char* who, const core::peer_table<T, MaxRanks>& t, tile_slots slots,
+                            std::size_t tile_elems, int num_tiles, int vec_elems, std::size_t need, std::size_t half,
+                            bool tree) {
+  const std::string w(who);
+  const std::size_t ve = static_cast<std::size_t>(vec_elems);
+  if (tile_elems == 0 || tile_elems % ve != 0)
+    throw error(errc::invalid_argument, w + ": tile_elems = " + std::to_string(tile_elems) +
+                                            " must be a positive multiple of " + std::to_string(vec_elems) +
+                                            " (16-byte vectors of " + core::type_name<T>() + ")");
+  if (num_tiles < 0 || num_tiles > slots.max_tiles)
+    throw error(errc::invalid_argument, w + ": num_tiles = " + std::to_string(num_tiles) + " is outside [0, " +
+                                            std::to_string(slots.max_tiles) + "] (tile_slots.max_tiles)");
+  if (slots.first < 0 || slots.max_tiles < 0 || slots.end() > t.signals.max_blocks)
+    throw error(errc::invalid_argument,
+                w + ": tile_slots{first = " + std::to_string(slots.first) + ", max_tiles = " +
+                    std::to_string(slots.max_tiles) + "} needs signal-pad slots [" + std::to_string(slots.first) +
+                    ", " + std::to_string(slots.end()) + ") but the pads have max_blocks = " +
+                    std::to_string(t.signals.max_blocks));
+  for (int p = 0; p < t.num_ranks(); ++p) {
+    if (!t.data[p]) throw error(errc::invalid_argument, w + ": table.data[" + std::to_string(p) + "] is null");
+    if (!gpu::is_aligned(t.data[p], 16))
+      throw error(errc::misaligned, w + ": table.data[" + std::to_string(p) + "] is not 16-byte aligned");
+  }
+  if (need / 2 > half)
+    throw error(errc::invalid_argument, w + ": " + std::to_string(num_tiles) + " tiles of " +
+                                            std::to_string(tile_elems) + " elements need " + std::to_string(need) +
+                                            " bytes of symmetric buffer (two halves" +
+                                            (tree ? std::string(", with results") : std::string()) +
+                                            ") but it has " + std::to_string(t.capacity_bytes));
+}
+
 // Records `p` for this rank (first failure wins), from the first thread of each block.
 template <int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_call_problem(const core::signal_pads<MaxRanks>& s,
@@ -89,8 +126,10 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_call_problem(const core::signal_
 
 // The first block of a call of epoch `epoch` on `slots` to reach finish() (thread 0): the call
 // before it (epoch - 1, whose kernel ended) as its rows recorded it: every tile published on this
-// rank (tile_not_published) and, flat, reduced (tile_not_reduced). Loads in batches of 8 tiles, so
-// a small call costs one round trip; a block that is not the last to finish has the time.
+// rank (tile_not_published) and, flat, reduced (tile_not_reduced), its input unchanged until the
+// end of its reduce (input_changed; the input hashes of the call's parity are cleared for the call
+// after this one). Loads in batches of 8 tiles, so a small call costs one round trip; a block that
+// is not the last to finish has the time.
 template <int MaxRanks>
 RCCLX_HOST_DEVICE void audit_previous_call(const core::signal_pads<MaxRanks>& s, tile_slots slots, std::uint32_t epoch) {
   if (slots.max_tiles < 1) return;
@@ -104,16 +143,19 @@ RCCLX_HOST_DEVICE void audit_previous_call(const core::signal_pads<MaxRanks>& s,
   const int n = tiles < static_cast<std::uint32_t>(slots.max_tiles) ? static_cast<int>(tiles) : slots.max_tiles;
   constexpr int batch = 8;
   for (int t0 = 0; t0 < n; t0 += batch) {
-    std::uint32_t mark[batch], used[batch];
+    std::uint32_t mark[batch], used[batch], hash[batch];
     for (int i = 0; i < batch; ++i) {
       const std::uint32_t* row = core::audit_row(s, slots.first + 1 + (t0 + i < n ? t0 + i : t0));
       mark[i] = gpu::load_relaxed_system(row + core::audit_mark_word(prev));
       used[i] = gpu::load_relaxed_system(row + core::audit_consumed_word(prev));
+      hash[i] = gpu::load_relaxed_system(row + core::audit_hash_word(prev));
     }
     for (int i = 0; i < batch && t0 + i < n; ++i) {
       core::misuse m{};
       if (!core::audit_mark_of(mark[i], prev)) m = core::misuse::tile_not_published;
       else if (flat && used[i] != prev) m = core::misuse::tile_not_reduced;
+      else if (core::audit_hash_changed(hash[i])) m = core::misuse::input_changed;
+      gpu::store_relaxed_system(core::audit_row(s, slots.first + 1 + t0 + i) + core::audit_hash_word(prev), 0u);
       if (m != core::misuse{}) {
         core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(m), t0 + i, prev,
                            static_cast<std::uint32_t>(t0 + i), prev);

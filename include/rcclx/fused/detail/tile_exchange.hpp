@@ -16,8 +16,9 @@
 // map's in the next slot's (fused/detail/map_check.hpp). The constructors check the arguments and
 // the region (detail/call_checks.hpp) before touching anything; the audit words (core/tile_audit.hpp)
 // name a tile published twice, reduced by another block or before its publish, a finish() count
-// other than the grid's, the previous call's tiles left unpublished or unreduced (found during the
-// next call), and two calls in flight over the same bytes or slots. A refused call (bad_) publishes, waits and finishes nothing.
+// other than the grid's, the previous call's tiles left unpublished or unreduced or their input
+// changed before the end of their reduce (input_kept; found during the next call), and two calls in
+// flight over the same bytes or slots. A refused call (bad_) publishes, waits and finishes nothing.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +39,7 @@
 #include "../../gpu/memory.hpp"
 #include "../../kernel/reduce.hpp"
 #include "call_checks.hpp"
+#include "input_hash.hpp"
 #include "../stage_check.hpp"
 
 RCCLX_NAMESPACE_BEGIN
@@ -84,32 +86,9 @@ class tile_exchange {
   // the region) on the device. This is what a launcher should call first.
   static void check(const char* who, const core::peer_table<T, MaxRanks>& t, tile_slots slots, std::size_t tile_elems,
                     int num_tiles, std::size_t results_bytes = detail::default_results) {
-    const std::string w(who);
-    if (tile_elems == 0 || tile_elems % vec_elems != 0)
-      throw error(errc::invalid_argument, w + ": tile_elems = " + std::to_string(tile_elems) +
-                                              " must be a positive multiple of " + std::to_string(vec_elems) +
-                                              " (16-byte vectors of " + core::type_name<T>() + ")");
-    if (num_tiles < 0 || num_tiles > slots.max_tiles)
-      throw error(errc::invalid_argument, w + ": num_tiles = " + std::to_string(num_tiles) + " is outside [0, " +
-                                              std::to_string(slots.max_tiles) + "] (tile_slots.max_tiles)");
-    if (slots.first < 0 || slots.max_tiles < 0 || slots.end() > t.signals.max_blocks)
-      throw error(errc::invalid_argument,
-                  w + ": tile_slots{first = " + std::to_string(slots.first) + ", max_tiles = " +
-                      std::to_string(slots.max_tiles) + "} needs signal-pad slots [" + std::to_string(slots.first) +
-                      ", " + std::to_string(slots.end()) + ") but the pads have max_blocks = " +
-                      std::to_string(t.signals.max_blocks));
-    for (int p = 0; p < t.num_ranks(); ++p) {
-      if (!t.data[p]) throw error(errc::invalid_argument, w + ": table.data[" + std::to_string(p) + "] is null");
-      if (!gpu::is_aligned(t.data[p], 16))
-        throw error(errc::misaligned, w + ": table.data[" + std::to_string(p) + "] is not 16-byte aligned");
-    }
-    const std::size_t need = workspace_bytes(tile_elems, num_tiles, results_bytes);
-    if (need / 2 > half_bytes(t.capacity_bytes))
-      throw error(errc::invalid_argument, w + ": " + std::to_string(num_tiles) + " tiles of " +
-                                              std::to_string(tile_elems) + " elements need " + std::to_string(need) +
-                                              " bytes of symmetric buffer (two halves" +
-                                              (Algo == algorithm::tree ? std::string(", with results") : std::string()) +
-                                              ") but it has " + std::to_string(t.capacity_bytes));
+    detail::check_tile_call(who, t, slots, tile_elems, num_tiles, vec_elems,
+                            workspace_bytes(tile_elems, num_tiles, results_bytes), half_bytes(t.capacity_bytes),
+                            Algo == algorithm::tree);
   }
 
   // This rank's view `t` (kept by reference: it must outlive the object, e.g. a kernel argument or
@@ -227,6 +206,7 @@ class tile_exchange {
     for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(slot, tile, p);
 #if RCCLX_CHECKS
     if (g.thread_rank() == 0) audit_publish(slot);
+    audit_hash(g, slot);
 #endif
   }
 
@@ -248,6 +228,7 @@ class tile_exchange {
     }
 #if RCCLX_CHECKS
     for (int i = g.thread_rank(); i < count; i += g.size()) audit_publish(first + i * step);
+    for (int i = 0; i < count; ++i) audit_hash(g, first + i * step);
 #endif
   }
 
@@ -356,6 +337,20 @@ class tile_exchange {
       failed = !flags_.wait(tile, o, tile);
     }
     return !g.sync_or(failed || !call_agrees(g, first));
+  }
+
+  // Group-collective, at the end of a reduce of the `parts` slots tile, tile + stride, ... (after its
+  // epilogue): checked mode, their input hashes' second pass (core/tile_audit.hpp: input_changed);
+  // nothing otherwise. The reduces of tile_allreduce and combine call it after a successful reduce.
+  template <class Group>
+  RCCLX_HOST_DEVICE void input_kept(const Group& g, int tile, int parts = 1, int stride = 0) const {
+#if RCCLX_CHECKS
+    if (bad_) return;
+    g.sync();  // the group's stores (the epilogue's) before the loads
+    for (int q = 0; q < parts; ++q) audit_hash(g, tile + q * stride);
+#else
+    (void)g, (void)tile, (void)parts, (void)stride;
+#endif
   }
 
   // Group-collective, every block, once per call: counts the block; the last block of this rank to
@@ -468,6 +463,12 @@ class tile_exchange {
   // This rank's audit row of `tile` (core/tile_audit.hpp).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* audit_row_of(int tile) const {
     return core::audit_row(t_->signals, flags_.slots().first + 1 + tile);
+  }
+
+  // Group-collective: xors the hash of this rank's input of `slot` into its input hash word.
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_hash(const Group& g, int slot) const {
+    detail::xor_input_hash(g, input(slot), tile_elems_ / vec_elems, audit_row_of(slot) + core::audit_hash_word(flags_.epoch()));
   }
 
   // One thread, after the flags of `tile` went up: this block's publish mark; a mark of this call

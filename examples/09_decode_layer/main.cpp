@@ -149,7 +149,11 @@ int run_process_rank(const rcclx::host::launch_config& cfg, const dl::layer_shap
   rcclx::host::use_device(cfg);
   rcclx::host::socket_bootstrap bs(cfg);
   const int n = bs.num_ranks();
-  rcclx::host::communicator<dl::max_ranks> comm(bs, rcclx::host::communicator_options{});
+  // The pads hold the communicator's own grids (up to 128 block slots on a GPU) and, above them, the
+  // plan's tile slots: room for both.
+  rcclx::host::communicator_options o;
+  o.max_blocks = 256;
+  rcclx::host::communicator<dl::max_ranks> comm(bs, o);
   const int rank = comm.rank();
   using kernel = dl::layer_kernel<T, automatic, automatic, automatic, Map>;
   // [decode-procs]

@@ -106,6 +106,7 @@ std::string run_rank(int rank, int n, const std::string& id) {
   rcclx::host::socket_bootstrap bs(rank, n, id, rcclx_test::test_socket_options());
   rcclx::host::communicator_options o;
   o.buffer_bytes = 64 << 10;
+  o.max_blocks = 256;  // the communicator's grids (up to 128 slots on a GPU) and the plan's tile slots
   o.timeout_ns = 30ull * 1000 * 1000 * 1000;
   comm_t comm(bs, o);
 

@@ -31,6 +31,17 @@ namespace core = rcclx::core;
 using flat_ar = rcclx::fused::tile_allreduce<float, 8, rcclx::algorithm::flat>;
 using tree_ar = rcclx::fused::tile_allreduce<float, 8, rcclx::algorithm::tree>;
 constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
+#if defined(__SANITIZE_THREAD__)
+constexpr bool under_thread_sanitizer = true;
+#elif defined(__has_feature)
+#  if __has_feature(thread_sanitizer)
+constexpr bool under_thread_sanitizer = true;
+#  else
+constexpr bool under_thread_sanitizer = false;
+#  endif
+#else
+constexpr bool under_thread_sanitizer = false;
+#endif
 
 // 8 tiles of 64 floats: 2 KiB of inputs per half.
 constexpr std::size_t in_bytes = 8 * 64 * sizeof(float);
@@ -200,6 +211,12 @@ TEST_CASE("checked tile call: publish marks name the block that published or red
     check_recovers(s);
   }
   SECTION("every rank runs with rank 0's table (two tiles per block, and one)") {
+    // Every rank's producers write rank 0's buffer at once: a data race by design, which
+    // ThreadSanitizer (rightly) stops; the case runs in the other builds.
+    if (under_thread_sanitizer) {
+      WARN("skipped under ThreadSanitizer: a race by design");
+      return;
+    }
     for (int tiles : {2 * s.blocks(), s.blocks()}) {
       CAPTURE(tiles);
       call_args a;

@@ -348,6 +348,12 @@ TEST_CASE("checked tile call: tiles a call never published or never reduced (a s
 }
 
 TEST_CASE("checked tile call: a symmetric input changed between publish and the end of its reduce", "[checks]") {
+  // Stores into inputs the peers read at the same time: a data race by design, which
+  // ThreadSanitizer (rightly) stops; the case runs in the other builds.
+  if (under_thread_sanitizer) {
+    WARN("skipped under ThreadSanitizer: a race by design");
+    return;
+  }
   call_setup s(4 * in_bytes);
   // An epilogue of the user's (not a stage: nothing checks it before the call) that stores the sums
   // into the tile's own input while the peers may still read it: every rank, every tile.

@@ -31,17 +31,7 @@ namespace core = rcclx::core;
 using flat_ar = rcclx::fused::tile_allreduce<float, 8, rcclx::algorithm::flat>;
 using tree_ar = rcclx::fused::tile_allreduce<float, 8, rcclx::algorithm::tree>;
 constexpr bool on_host = rcclx::current_backend == rcclx::backend::host;
-#if defined(__SANITIZE_THREAD__)
-constexpr bool under_thread_sanitizer = true;
-#elif defined(__has_feature)
-#  if __has_feature(thread_sanitizer)
-constexpr bool under_thread_sanitizer = true;
-#  else
-constexpr bool under_thread_sanitizer = false;
-#  endif
-#else
-constexpr bool under_thread_sanitizer = false;
-#endif
+using rcclx_test::under_thread_sanitizer;
 
 // 8 tiles of 64 floats: 2 KiB of inputs per half.
 constexpr std::size_t in_bytes = 8 * 64 * sizeof(float);

@@ -38,10 +38,17 @@ namespace rcclx_test {
 // timeout is quick, but not so short that the call after reset() times out on a loaded 2-core
 // machine under ThreadSanitizer (a rank's thread can wait that long for a core there).
 #if defined(__SANITIZE_THREAD__)
-inline constexpr std::uint64_t absent_timeout_ns = 2000ull * 1000 * 1000;
+inline constexpr bool under_thread_sanitizer = true;
+#elif defined(__has_feature)
+#  if __has_feature(thread_sanitizer)
+inline constexpr bool under_thread_sanitizer = true;
+#  else
+inline constexpr bool under_thread_sanitizer = false;
+#  endif
 #else
-inline constexpr std::uint64_t absent_timeout_ns = 200ull * 1000 * 1000;
+inline constexpr bool under_thread_sanitizer = false;
 #endif
+inline constexpr std::uint64_t absent_timeout_ns = (under_thread_sanitizer ? 2000ull : 200ull) * 1000 * 1000;
 #if RCCLX_BACKEND_CUDA
 // Every test binary loads its kernels eagerly (unless CUDA_MODULE_LOADING is set already). With
 // CUDA's default lazy loading, a rank's first launch of a kernel while another rank's kernel

@@ -48,7 +48,11 @@ inline constexpr bool under_thread_sanitizer = false;
 #else
 inline constexpr bool under_thread_sanitizer = false;
 #endif
-inline constexpr std::uint64_t absent_timeout_ns = (under_thread_sanitizer ? 2000ull : 200ull) * 1000 * 1000;
+#if defined(__SANITIZE_THREAD__)
+inline constexpr std::uint64_t absent_timeout_ns = 2000ull * 1000 * 1000;
+#else
+inline constexpr std::uint64_t absent_timeout_ns = 200ull * 1000 * 1000;
+#endif
 #if RCCLX_BACKEND_CUDA
 // Every test binary loads its kernels eagerly (unless CUDA_MODULE_LOADING is set already). With
 // CUDA's default lazy loading, a rank's first launch of a kernel while another rank's kernel

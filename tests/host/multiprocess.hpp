@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <stdexcept>
@@ -24,6 +25,15 @@
 #include <rcclx/host/socket_bootstrap.hpp>
 
 namespace rcclx_test {
+
+// RCCLX_TEST_TIMEOUT_SCALE (a whole factor, default 1): the tests' start-up and call bounds times
+// that factor, for runs under tools that slow each process down (compute-sanitizer starts the
+// processes of a job one after another: scripts/gpu-run's sanitize step sets it).
+inline int test_timeout_scale() {
+  const char* v = std::getenv("RCCLX_TEST_TIMEOUT_SCALE");
+  const int f = v ? std::atoi(v) : 1;
+  return f >= 1 ? f : 1;
+}
 
 constexpr int skip_code = 77;
 
@@ -123,7 +133,7 @@ inline std::vector<child_result> run_processes(int n, const std::function<std::s
     kids.push_back(child{pid, p[0], false, start});
     results[static_cast<std::size_t>(r)].rank = r;
   }
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline = std::chrono::steady_clock::now() + timeout * test_timeout_scale();
   int running = n;
   while (running > 0) {
     // Read what is available, and reap exited children at once (so peers can see them gone).
@@ -207,8 +217,8 @@ inline bool any_skipped(const std::vector<child_result>& rs) {
 // Bootstrap options for tests: short start-up bound (all processes start together).
 inline rcclx::host::socket_options test_socket_options() {
   rcclx::host::socket_options o;
-  o.connect_timeout = std::chrono::seconds(30);
-  o.timeout = std::chrono::seconds(60);
+  o.connect_timeout = std::chrono::seconds(30 * test_timeout_scale());
+  o.timeout = std::chrono::seconds(60 * test_timeout_scale());
   return o;
 }
 

@@ -168,19 +168,24 @@ inline void audit_unbind(std::uint32_t* pad_image, const pad_layout<MaxRanks>& l
 }
 
 
-// Host: the last call of every bound slot range in a copy of a rank's pad (`pad_image`, laid out as
-// `l` for `slots` slots), as a checked build's rows recorded it: every tile published on this rank
-// (tile_not_published) and, flat, reduced (tile_not_reduced), its input unchanged until the end of
-// its reduce (input_changed). What the first block of the range's
-// next call to reach finish() checks on the device, for a call no next call follows (a program's
-// last launch): the emulated harnesses look after every launch. The first finding as this rank's
-// error record (code 0: none).
+// Host: the last call of every bound slot range of a rank's pad of `slots` slots, as a checked
+// build's rows recorded it: every tile published on this rank (tile_not_published) and, flat,
+// reduced (tile_not_reduced), its input unchanged until the end of its reduce (input_changed).
+// What the first block of the range's next call to reach finish() checks on the device, for a call
+// no next call follows (a program's last launch): the emulated harnesses look after every launch.
+// Reads copies of two regions only: `control`, the tile control rows (audit_control_bytes from
+// pad_layout::tile_control), and `audit`, the audit region (audit_region_bytes from
+// pad_layout::audit). The first finding as this rank's error record (code 0: none).
 inline constexpr int audit_calls_word = 0;  // tile_flags<>::calls_word: calls completed on the range
-template <int MaxRanks>
-inline error_record audit_last_calls(const std::uint32_t* pad_image, const pad_layout<MaxRanks>& l, int slots, int rank) {
-  const std::uint32_t* dir = pad_image + l.audit / sizeof(std::uint32_t);
+inline constexpr std::size_t audit_control_bytes(int slots) {
+  return static_cast<std::size_t>(slots) * tile_control_words * sizeof(std::uint32_t);
+}
+inline constexpr std::size_t audit_region_bytes(int slots) {
+  return audit_directory_bytes + static_cast<std::size_t>(slots) * audit_row_words * sizeof(std::uint32_t);
+}
+inline error_record audit_last_calls(const std::uint32_t* control, const std::uint32_t* audit, int slots, int rank) {
+  const std::uint32_t* dir = audit;
   const std::uint32_t* rows = dir + audit_directory_bytes / sizeof(std::uint32_t);
-  const std::uint32_t* control = pad_image + l.tile_control / sizeof(std::uint32_t);
   const int limit = slots < audit_directory_slots ? slots : audit_directory_slots;
   for (int first = 0; first + 1 < limit; ++first) {
     if (((dir[first / 32] >> (first % 32)) & 1u) == 0u) continue;

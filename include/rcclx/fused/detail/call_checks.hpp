@@ -151,10 +151,7 @@ RCCLX_HOST_DEVICE void audit_previous_call(const core::signal_pads<MaxRanks>& s,
       hash[i] = gpu::load_relaxed_system(row + core::audit_hash_word(prev));
     }
     for (int i = 0; i < batch && t0 + i < n; ++i) {
-      core::misuse m{};
-      if (!core::audit_mark_of(mark[i], prev)) m = core::misuse::tile_not_published;
-      else if (flat && used[i] != prev) m = core::misuse::tile_not_reduced;
-      else if (core::audit_hash_changed(hash[i])) m = core::misuse::input_changed;
+      const core::misuse m = core::audit_tile_verdict(mark[i], used[i], hash[i], prev, flat);
       gpu::store_relaxed_system(core::audit_row(s, slots.first + 1 + t0 + i) + core::audit_hash_word(prev), 0u);
       if (m != core::misuse{}) {
         core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(m), t0 + i, prev,

@@ -65,6 +65,19 @@ RCCLX_HOST_DEVICE constexpr bool audit_mark_of(std::uint32_t mark, std::uint32_t
   return (mark >> 16) == audit_epoch_bits(epoch);
 }
 
+// The verdict on tile t of a call of `epoch` from its row's words of that epoch (mark, consumed,
+// hash: row[audit_mark_word], [audit_consumed_word], [audit_hash_word]): not published on this rank
+// (tile_not_published), flat and not reduced (tile_not_reduced), its input changed before the end of
+// its reduce (input_changed), or none. The one verdict of the device's look (a call's next call)
+// and the host's (audit_last_calls).
+RCCLX_HOST_DEVICE constexpr misuse audit_tile_verdict(std::uint32_t mark, std::uint32_t consumed, std::uint32_t hash,
+                                                      std::uint32_t epoch, bool flat) {
+  if (!audit_mark_of(mark, epoch)) return misuse::tile_not_published;
+  if (flat && consumed != epoch) return misuse::tile_not_reduced;
+  if (audit_hash_changed(hash)) return misuse::input_changed;
+  return misuse{};
+}
+
 // The verdict of binding a slot range to bytes: the misuse (region_overlap_slots,
 // region_overlap_bytes, or none) with (the other range's first slot, this one's).
 struct bind_verdict {
@@ -168,19 +181,24 @@ inline void audit_unbind(std::uint32_t* pad_image, const pad_layout<MaxRanks>& l
 }
 
 
-// Host: the last call of every bound slot range in a copy of a rank's pad (`pad_image`, laid out as
-// `l` for `slots` slots), as a checked build's rows recorded it: every tile published on this rank
-// (tile_not_published) and, flat, reduced (tile_not_reduced), its input unchanged until the end of
-// its reduce (input_changed). What the first block of the range's
-// next call to reach finish() checks on the device, for a call no next call follows (a program's
-// last launch): the emulated harnesses look after every launch. The first finding as this rank's
-// error record (code 0: none).
+// Host: the last call of every bound slot range of a rank's pad of `slots` slots, as a checked
+// build's rows recorded it: every tile published on this rank (tile_not_published) and, flat,
+// reduced (tile_not_reduced), its input unchanged until the end of its reduce (input_changed).
+// What the first block of the range's next call to reach finish() checks on the device, for a call
+// no next call follows (a program's last launch): the emulated harnesses look after every launch.
+// Reads copies of two regions only: `control`, the tile control rows (audit_control_bytes from
+// pad_layout::tile_control), and `audit`, the audit region (audit_region_bytes from
+// pad_layout::audit). The first finding as this rank's error record (code 0: none).
 inline constexpr int audit_calls_word = 0;  // tile_flags<>::calls_word: calls completed on the range
-template <int MaxRanks>
-inline error_record audit_last_calls(const std::uint32_t* pad_image, const pad_layout<MaxRanks>& l, int slots, int rank) {
-  const std::uint32_t* dir = pad_image + l.audit / sizeof(std::uint32_t);
+inline constexpr std::size_t audit_control_bytes(int slots) {
+  return static_cast<std::size_t>(slots) * tile_control_words * sizeof(std::uint32_t);
+}
+inline constexpr std::size_t audit_region_bytes(int slots) {
+  return audit_directory_bytes + static_cast<std::size_t>(slots) * audit_row_words * sizeof(std::uint32_t);
+}
+inline error_record audit_last_calls(const std::uint32_t* control, const std::uint32_t* audit, int slots, int rank) {
+  const std::uint32_t* dir = audit;
   const std::uint32_t* rows = dir + audit_directory_bytes / sizeof(std::uint32_t);
-  const std::uint32_t* control = pad_image + l.tile_control / sizeof(std::uint32_t);
   const int limit = slots < audit_directory_slots ? slots : audit_directory_slots;
   for (int first = 0; first + 1 < limit; ++first) {
     if (((dir[first / 32] >> (first % 32)) & 1u) == 0u) continue;
@@ -196,10 +214,8 @@ inline error_record audit_last_calls(const std::uint32_t* pad_image, const pad_l
     const std::uint32_t n = (shape & 0x7FFFFFFFu) < max_tiles ? (shape & 0x7FFFFFFFu) : max_tiles;
     for (std::uint32_t t = 0; t < n; ++t) {
       const std::uint32_t* row = row1 + static_cast<std::size_t>(t) * audit_row_words;
-      misuse m{};
-      if (!audit_mark_of(row[audit_mark_word(calls)], calls)) m = misuse::tile_not_published;
-      else if (flat && row[audit_consumed_word(calls)] != calls) m = misuse::tile_not_reduced;
-      else if (audit_hash_changed(row[audit_hash_word(calls)])) m = misuse::input_changed;
+      const misuse m = audit_tile_verdict(row[audit_mark_word(calls)], row[audit_consumed_word(calls)],
+                                          row[audit_hash_word(calls)], calls, flat);
       if (m == misuse{}) continue;
       error_record e{};
       e.code = static_cast<std::uint32_t>(errc::invalid_argument);

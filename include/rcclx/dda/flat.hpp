@@ -199,17 +199,19 @@ RCCLX_HOST_DEVICE bool flat_allreduce_ll(const Group& g, const core::peer_table<
   return !g.sync_or(failed);
 }
 
-// The barrier one-shot (see the header comment).
+// The barrier one-shot (see the header comment). op: the reduction's value (sum, min and max: the
+// default; flat_allreduce_op passes product's, avg's and premul_sum's, dda/op_allreduce.hpp).
 template <class ReduceOp, class T, int MaxRanks, class Group>
 RCCLX_HOST_DEVICE bool flat_allreduce_barrier(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
-                                              T* output, std::size_t count, int block, int num_blocks) {
+                                              T* output, std::size_t count, int block, int num_blocks,
+                                              ReduceOp op = {}) {
   if (count == 0) return true;  // the same on every rank: no barrier needed
   const kernel::layout<T> l(count, g.size(), block, num_blocks);
   const int tid = g.thread_rank();
   const kernel::tile_range all{0, l.tiles};
   if (!detail::stage_input<ReduceOp>(g, t, algorithm::flat, l, tid, t.data[t.rank()], input, count, block, num_blocks))
     return false;
-  detail::reduce_owned<ReduceOp>(l, tid, all, t, output, static_cast<T*>(nullptr));
+  detail::reduce_owned(l, tid, all, t, output, static_cast<T*>(nullptr), op);
   return core::barrier(g, t.signals, block, core::barrier_kind::end);
 }
 

@@ -2,8 +2,8 @@
 // pairwise step (reduce_op::product, avg, premul_sum; core/ops.hpp): the device templates for your
 // kernels and the host launchers' path for them. dda::allreduce and dda::reduce_scatter take a
 // reduce_spec (an op and, for premul_sum, its factor) and come here for those three ops; sum, min
-// and max keep their own kernels (flat.hpp, tree.hpp, reduce_scatter.hpp), which this path leaves as
-// they are: these are new kernels.
+// and max keep their own kernels (flat.hpp, tree.hpp, reduce_scatter.hpp): these are new kernels of
+// the same bodies, which take the op's value (sum, min and max: a default-constructed op).
 //
 //   bool ok = rcclx::dda::tree_allreduce_op(rcclx::gpu::block_group{}, table, in, out, count, blockIdx.x,
 //                                           gridDim.x, rcclx::core::op_premul_sum{{}, 0.25f});
@@ -39,7 +39,9 @@
 #include "../kernel/reduce.hpp"
 #include "../kernel/vector_io.hpp"
 #include "detail/tiles.hpp"
+#include "flat.hpp"
 #include "launch_config.hpp"
+#include "tree.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace dda {
@@ -68,52 +70,16 @@ inline void with_any_op(const reduce_spec& spec, F&& f) {
   else core::with_extended_op(spec, f);
 }
 
-// reduce_owned with an op value (tiles.hpp's, through kernel::reduce_vec_with / reduce_elem_with).
-template <class ReduceOp, class T, int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_owned_with(const kernel::layout<T>& l, int tid, kernel::tile_range r,
-                                                           const kernel::peer_ptrs<T, MaxRanks>& src, bool src_aligned,
-                                                           T* out, T* out2, const ReduceOp& op) {
-  constexpr int e = kernel::layout<T>::vec_elems;
-  const bool out_aligned = gpu::is_aligned(out, 16);
-  kernel::for_each_owned<1>(
-      l, tid, r,
-      [&](const std::size_t(&vi)[1], const bool(&ok)[1]) {
-        if (!ok[0]) return;
-        const std::size_t off = vi[0] * e;
-        if (src_aligned) {
-          const gpu::vec16 v = kernel::reduce_vec_with(src, off, op);
-          kernel::store_vec(out + off, v, out_aligned);
-          if (out2) gpu::store16(out2 + off, v);
-        } else {
-          for (int i = 0; i < e; ++i) out[off + i] = kernel::reduce_elem_with(src, off + i, op);
-        }
-      },
-      [&](std::size_t pv) {
-        for (int i = 0; i < l.partial_elems(); ++i) {
-          const T x = kernel::reduce_elem_with(src, pv * e + i, op);
-          out[pv * e + i] = x;
-          if (out2) out2[pv * e + i] = x;
-        }
-      });
-}
-
 }  // namespace detail
 
-// flat_allreduce's barrier one-shot with an op value. Group-collective; false if a peer never
-// arrived or (checked mode) ran another call (recorded: leave the kernel).
+// flat_allreduce's barrier one-shot with an op value (flat_allreduce_barrier). Group-collective;
+// false if a peer never arrived or (checked mode) ran another call (recorded: leave the kernel).
 template <class ReduceOp, class T, int MaxRanks, class Group>
 RCCLX_HOST_DEVICE bool flat_allreduce_op(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
                                          T* output, std::size_t count, int block, int num_blocks, ReduceOp op) {
   static_assert(detail::op_takes<ReduceOp, T>(), "dda::flat_allreduce_op: T must be reducible (core::is_reducible_v) "
                                                  "(premul_sum: floating types)");
-  if (count == 0) return true;
-  const kernel::layout<T> l(count, g.size(), block, num_blocks);
-  const int tid = g.thread_rank();
-  if (!detail::stage_input<ReduceOp>(g, t, algorithm::flat, l, tid, t.data[t.rank()], input, count, block, num_blocks))
-    return false;
-  detail::reduce_owned_with(l, tid, kernel::tile_range{0, l.tiles}, kernel::peer_ptrs<T, MaxRanks>(t), true, output,
-                            static_cast<T*>(nullptr), op);
-  return core::barrier(g, t.signals, block, core::barrier_kind::end);
+  return flat_allreduce_barrier(g, t, input, output, count, block, num_blocks, op);
 }
 
 // tree_allreduce with an op value (output may be this rank's symmetric buffer).
@@ -122,25 +88,15 @@ RCCLX_HOST_DEVICE bool tree_allreduce_op(const Group& g, const core::peer_table<
                                          T* output, std::size_t count, int block, int num_blocks, ReduceOp op) {
   static_assert(detail::op_takes<ReduceOp, T>(), "dda::tree_allreduce_op: T must be float, bf16, fp16 or int32_t "
                                                  "(premul_sum: floating types)");
-  if (count == 0) return true;
-  const kernel::layout<T> l(count, g.size(), block, num_blocks);
-  const int tid = g.thread_rank(), r = t.rank(), n = t.num_ranks();
-  T* own = t.data[r];
-  if (!detail::stage_input<ReduceOp>(g, t, algorithm::tree, l, tid, own, input, count, block, num_blocks)) return false;
-  detail::reduce_owned_with(l, tid, kernel::chunk_tiles(l.tiles, n, r), kernel::peer_ptrs<T, MaxRanks>(t), true, output,
-                            output == own ? static_cast<T*>(nullptr) : own, op);
-  if (!core::barrier(g, t.signals, block, core::barrier_kind::mid)) return false;
-  for (int s = 1; s < n; ++s) {
-    const int q = r + s < n ? r + s : r + s - n;
-    kernel::copy_owned(l, tid, kernel::chunk_tiles(l.tiles, n, q), static_cast<const T*>(t.data[q]), output);
-  }
-  return core::barrier(g, t.signals, block, core::barrier_kind::end);
+  return tree_allreduce(g, t, input, output, count, block, num_blocks, op);
 }
 
-// flat_reduce_scatter with an op value (count = N * C; rank r gets block r reduced).
+// The one-shot ReduceScatter with an op value (count = N * C; rank r gets block r reduced): the body
+// of dda::flat_reduce_scatter too (reduce_scatter.hpp), with a default-constructed op.
 template <class ReduceOp, class T, int MaxRanks, class Group>
-RCCLX_HOST_DEVICE bool flat_reduce_scatter_op(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
-                                              T* output, std::size_t count, int block, int num_blocks, ReduceOp op) {
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_reduce_scatter_op(const Group& g, const core::peer_table<T, MaxRanks>& t,
+                                                                const T* input, T* output, std::size_t count, int block,
+                                                                int num_blocks, ReduceOp op) {
   static_assert(detail::op_takes<ReduceOp, T>(), "dda::flat_reduce_scatter_op: T must be float, bf16, fp16 or "
                                                  "int32_t (premul_sum: floating types)");
   const int tid = g.thread_rank(), r = t.rank(), n = t.num_ranks();
@@ -162,7 +118,7 @@ RCCLX_HOST_DEVICE bool flat_reduce_scatter_op(const Group& g, const core::peer_t
   for (int p = 0; p < MaxRanks; ++p)
     if (p < n) src.p[p] = (p == r ? input : src.p[p]) + mine;
   const bool src_aligned = (c_elems * sizeof(T)) % 16 == 0 && gpu::is_aligned(input, 16);
-  detail::reduce_owned_with(l, tid, all, src, src_aligned, output, static_cast<T*>(nullptr), op);
+  detail::reduce_owned(l, tid, all, src, src_aligned, output, static_cast<T*>(nullptr), op);
   return core::barrier(g, t.signals, block, core::barrier_kind::end);
 }
 

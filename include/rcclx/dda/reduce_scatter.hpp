@@ -42,27 +42,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool flat_reduce_scatter(const Group& g, con
                                            T* output, std::size_t count, int block, int num_blocks) {
   static_assert(core::is_reducible_v<T>,
                 "dda::flat_reduce_scatter: T must be float, rcclx::bf16, rcclx::fp16 or int32_t");
-  const int tid = g.thread_rank(), r = t.rank(), n = t.num_ranks();
-  const std::size_t c_elems = count / static_cast<std::size_t>(n);
-  if (c_elems == 0) return true;
-  const kernel::layout<T> l(c_elems, g.size(), block, num_blocks);
-  const kernel::tile_range all{0, l.tiles};
-  T* own = t.data[r];
-  if (input != own) {
-    for (int c = 0; c < n; ++c) {
-      if (c == r) continue;
-      const std::size_t off = static_cast<std::size_t>(c) * c_elems;
-      kernel::copy_owned(l, tid, all, input + off, own + off);
-    }
-  }
-  if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
-  kernel::peer_ptrs<T, MaxRanks> src(t);
-  const std::size_t mine = static_cast<std::size_t>(r) * c_elems;
-  for (int p = 0; p < MaxRanks; ++p)
-    if (p < n) src.p[p] = (p == r ? input : src.p[p]) + mine;
-  const bool src_aligned = (c_elems * sizeof(T)) % 16 == 0 && gpu::is_aligned(input, 16);
-  detail::reduce_owned<ReduceOp>(l, tid, all, src, src_aligned, output, static_cast<T*>(nullptr));
-  return core::barrier(g, t.signals, block, core::barrier_kind::end);
+  return flat_reduce_scatter_op(g, t, input, output, count, block, num_blocks, ReduceOp{});
 }
 
 namespace detail {

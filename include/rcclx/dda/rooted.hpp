@@ -152,7 +152,7 @@ RCCLX_HOST_DEVICE bool flat_reduce(const Group& g, const core::peer_table<T, Max
   if (input != own) kernel::copy_owned(l, tid, all, input, own);
   if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
   if (r == root)
-    detail::reduce_owned_with(l, tid, all, kernel::peer_ptrs<T, MaxRanks>(t), true, output, static_cast<T*>(nullptr), op);
+    detail::reduce_owned(l, tid, all, kernel::peer_ptrs<T, MaxRanks>(t), true, output, static_cast<T*>(nullptr), op);
   return core::barrier(g, t.signals, block, core::barrier_kind::end);
 }
 
@@ -173,8 +173,8 @@ RCCLX_HOST_DEVICE bool tree_reduce(const Group& g, const core::peer_table<T, Max
   if (!core::barrier(g, t.signals, block, core::barrier_kind::start)) return false;
   // Chunk r of every buffer, reduced into this rank's buffer (read back by the root), and the
   // root's output. Peers read only their own chunks of this buffer meanwhile.
-  detail::reduce_owned_with(l, tid, kernel::chunk_tiles(l.tiles, n, r), kernel::peer_ptrs<T, MaxRanks>(t), true,
-                            r == root ? output : own, r == root ? own : static_cast<T*>(nullptr), op);
+  detail::reduce_owned(l, tid, kernel::chunk_tiles(l.tiles, n, r), kernel::peer_ptrs<T, MaxRanks>(t), true,
+                       r == root ? output : own, r == root ? own : static_cast<T*>(nullptr), op);
   if (!core::barrier(g, t.signals, block, core::barrier_kind::mid)) return false;
   if (r == root) {
     for (int s = 1; s < n; ++s) {

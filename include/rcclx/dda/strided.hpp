@@ -84,7 +84,7 @@ RCCLX_HOST_DEVICE bool reduce_scatter_strided(const Group& g, const core::peer_t
       src.p[p] = p == r ? input + static_cast<std::size_t>(r) * stride : src.p[p] + static_cast<std::size_t>(r) * count;
   const bool src_aligned = (static_cast<std::size_t>(r) * count * sizeof(T)) % 16 == 0 &&
                            gpu::is_aligned(input + static_cast<std::size_t>(r) * stride, 16);
-  detail::reduce_owned_with(l, tid, all, src, src_aligned, output, static_cast<T*>(nullptr), op);
+  detail::reduce_owned(l, tid, all, src, src_aligned, output, static_cast<T*>(nullptr), op);
   return core::barrier(g, t.signals, block, core::barrier_kind::end);
 }
 

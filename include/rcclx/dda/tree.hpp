@@ -40,19 +40,21 @@
 RCCLX_NAMESPACE_BEGIN
 namespace dda {
 
-// ReduceOp: core::op_sum, core::op_min or core::op_max. Group-collective: every thread of g calls it.
-// Returns false if a barrier timed out (the error is recorded; the caller must leave the kernel).
+// ReduceOp: core::op_sum, core::op_min or core::op_max (op: its value, the default; tree_allreduce_op
+// passes product's, avg's and premul_sum's, dda/op_allreduce.hpp). Group-collective: every thread of
+// g calls it. Returns false if a barrier timed out (the error is recorded; the caller must leave the
+// kernel).
 template <class ReduceOp, class T, int MaxRanks, class Group>
 RCCLX_HOST_DEVICE bool tree_allreduce(const Group& g, const core::peer_table<T, MaxRanks>& t, const T* input,
-                                      T* output, std::size_t count, int block, int num_blocks) {
+                                      T* output, std::size_t count, int block, int num_blocks, ReduceOp op = {}) {
   if (count == 0) return true;  // the same on every rank: no barrier needed
   const kernel::layout<T> l(count, g.size(), block, num_blocks);
   const int tid = g.thread_rank(), r = t.rank(), n = t.num_ranks();
   T* own = t.data[r];
   if (!detail::stage_input<ReduceOp>(g, t, algorithm::tree, l, tid, own, input, count, block, num_blocks)) return false;
   // Reduce-scatter: this rank's chunk, into its own buffer (for the peers) and its output.
-  detail::reduce_owned<ReduceOp>(l, tid, kernel::chunk_tiles(l.tiles, n, r), t, output,
-                                 output == own ? static_cast<T*>(nullptr) : own);
+  detail::reduce_owned(l, tid, kernel::chunk_tiles(l.tiles, n, r), t, output,
+                       output == own ? static_cast<T*>(nullptr) : own, op);
   if (!core::barrier(g, t.signals, block, core::barrier_kind::mid)) return false;
   // All-gather: every other chunk from its owner.
   for (int s = 1; s < n; ++s) {

@@ -57,22 +57,9 @@ struct fp8_out_per_token {
 
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float row_combine(const Group& g, float partial) const {
-    if constexpr (std::is_same<Group, gpu::thread_group>::value) {
-      (void)g;
-      return partial;
-    } else {
-#if RCCLX_BACKEND_GPU || RCCLX_EMULATE_THREADS
-      static_assert(std::is_same<Group, gpu::block_group>::value,
-                    "rcclx::fused::fp8_out_per_token: the row maximum runs over a whole block (gpu::block_group)");
-      (void)g;
-#  if RCCLX_EMULATE_THREADS
-      if (!tmp) throw error(errc::invalid_argument, "rcclx::fused::fp8_out_per_token: tmp is null (the row maximum's storage_type, in gpu::block_shared)");
-#  endif
-      return gpu::block_reduce<float, BlockThreads>().max(partial, *tmp);
-#else
-      return partial;
-#endif
-    }
+    return detail::row_combine<detail::row_reduction::max, BlockThreads>(
+        g, partial, tmp,
+        "rcclx::fused::fp8_out_per_token: tmp is null (the row maximum's storage_type, in gpu::block_shared)");
   }
 
   // The row's multiplier m = qmax / max(amax, 1e-12f).

@@ -86,6 +86,40 @@ struct row_sum {
 };
 #endif
 
+// The reduction of a row-wide stage's row_combine: rms_norm's sum of squares, fp8_out_per_token's
+// maximum.
+enum class row_reduction { sum, max };
+
+// row_combine of a row-wide stage: a thread_group holds whole rows (its partial is the row's); a
+// block_group combines its threads' partials with a gpu::block_reduce of BlockThreads threads in
+// *tmp (the stage's storage_type, row_sum<BlockThreads>). null_tmp: the emulated threads' refusal
+// of a null tmp, naming the stage.
+template <row_reduction R, int BlockThreads, class Group, class Storage>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float row_combine(const Group& g, float partial, Storage* tmp, const char* null_tmp) {
+  (void)g;
+  (void)tmp;
+  (void)null_tmp;
+  if constexpr (std::is_same<Group, gpu::thread_group>::value) {
+    return partial;
+  } else {
+#if RCCLX_BACKEND_GPU || RCCLX_EMULATE_THREADS
+    static_assert(std::is_same<Group, gpu::block_group>::value,
+                  "rcclx::fused: a row-wide stage's row reduction (rms_norm's row sum, fp8_out_per_token's row "
+                  "maximum) runs over a whole block (gpu::block_group)");
+#  if RCCLX_EMULATE_THREADS
+    if (!tmp) throw error(errc::invalid_argument, null_tmp);
+#  endif
+    if constexpr (R == row_reduction::max) {
+      return gpu::block_reduce<float, BlockThreads>().max(partial, *tmp);
+    } else {
+      return gpu::block_reduce<float, BlockThreads>().sum(partial, *tmp);
+    }
+#else
+    return partial;
+#endif
+  }
+}
+
 }  // namespace detail
 
 // v += residual (in FP32), then v is rounded to T: the new residual, written to `updated` (which may
@@ -168,22 +202,8 @@ struct rms_norm {
 
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE float row_combine(const Group& g, float partial) const {
-    if constexpr (std::is_same<Group, gpu::thread_group>::value) {
-      (void)g;
-      return partial;
-    } else {
-#if RCCLX_BACKEND_GPU || RCCLX_EMULATE_THREADS
-      static_assert(std::is_same<Group, gpu::block_group>::value,
-                    "rcclx::fused::rms_norm: the row sum runs over a whole block (gpu::block_group)");
-      (void)g;
-#  if RCCLX_EMULATE_THREADS
-      if (!tmp) throw error(errc::invalid_argument, "rcclx::fused::rms_norm: tmp is null (the row sum's storage_type, in gpu::block_shared)");
-#  endif
-      return gpu::block_reduce<float, BlockThreads>().sum(partial, *tmp);
-#else
-      return partial;
-#endif
-    }
+    return detail::row_combine<detail::row_reduction::sum, BlockThreads>(
+        g, partial, tmp, "rcclx::fused::rms_norm: tmp is null (the row sum's storage_type, in gpu::block_shared)");
   }
 
   template <int E>

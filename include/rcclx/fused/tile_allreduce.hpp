@@ -211,12 +211,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
     std::uint32_t a = 0, b = 0, call = 0;
     stage_fault fault{};
     if constexpr (detail::has_stage_check<Epilogue>::value) {
-      const detail::map_shape shape = detail::map_output_shape(map);
-      stage_context ctx = this->stage_context_for(shape.rows, shape.cols);
-      const stage_context by_map = make_stage_context<T>(map);  // vector path, E
-      ctx.vector_path = by_map.vector_path;
-      ctx.vec_elems = by_map.vec_elems;
-      fault = epi.check(ctx);
+      fault = epi.check(this->stage_context_for(map));
       if (fault.what == core::misuse::stage_writes_symmetric) fault.b = static_cast<std::uint32_t>(rank());
     }
     if (this->bad_) {

@@ -126,12 +126,18 @@ class emulated_world {
   std::vector<core::error_record> audited_errors() const {
     std::vector<core::error_record> recs = errors();
 #if RCCLX_CHECKS
+    // Only the words the audit reads: the tile control rows and the audit region.
     const auto l = core::pad_layout<MaxRanks>::of(max_blocks_, ll_);
-    std::vector<std::uint32_t> image(pad_bytes_ / sizeof(std::uint32_t));
+    const std::size_t control_bytes = core::audit_control_bytes(max_blocks_);
+    const std::size_t audit_bytes = core::audit_region_bytes(max_blocks_);
+    std::vector<std::uint32_t> control(control_bytes / sizeof(std::uint32_t));
+    std::vector<std::uint32_t> audit(audit_bytes / sizeof(std::uint32_t));
     for (int r = 0; r < num_ranks_; ++r) {
       if (recs[static_cast<std::size_t>(r)].code != 0) continue;
-      gpu::copy(image.data(), pad(r), pad_bytes_);
-      recs[static_cast<std::size_t>(r)] = core::audit_last_calls(image.data(), l, max_blocks_, r);
+      const char* base = static_cast<const char*>(pad(r));
+      gpu::copy(control.data(), base + l.tile_control, control_bytes);
+      gpu::copy(audit.data(), base + l.audit, audit_bytes);
+      recs[static_cast<std::size_t>(r)] = core::audit_last_calls(control.data(), audit.data(), max_blocks_, r);
     }
 #endif
     return recs;

@@ -35,13 +35,14 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool stage_input(const Group& g, const core:
   return core::barrier(g, t.signals, block, core::barrier_kind::start);
 }
 
-// Reduces the owned vectors of tiles r across src.p[0..n) (in rank order) into out, and into out2
-// too when out2 is not null (tree: the rank's own symmetric buffer). src_aligned false (chunks of a
-// ReduceScatter at offsets that are not 16-byte aligned): element by element.
+// Reduces the owned vectors of tiles r across src.p[0..n) (in rank order, with the op value `op`:
+// kernel::reduce_vec_with; a default-constructed ReduceOp for sum, min and max) into out, and into
+// out2 too when out2 is not null (tree: the rank's own symmetric buffer). src_aligned false (chunks
+// of a ReduceScatter at offsets that are not 16-byte aligned): element by element.
 template <class ReduceOp, class T, int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_owned(const kernel::layout<T>& l, int tid, kernel::tile_range r,
                                                       const kernel::peer_ptrs<T, MaxRanks>& src, bool src_aligned,
-                                                      T* out, T* out2) {
+                                                      T* out, T* out2, const ReduceOp& op) {
   constexpr int e = kernel::layout<T>::vec_elems;
   const bool out_aligned = gpu::is_aligned(out, 16);
   kernel::for_each_owned<1>(
@@ -49,17 +50,17 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_owned(const kernel::layout<T>& l
       [&](const std::size_t(&vi)[1], const bool(&ok)[1]) {
         if (!ok[0]) return;
         const std::size_t off = vi[0] * e;
-        if (RCCLX_LIKELY(src_aligned)) {
-          const gpu::vec16 v = kernel::reduce_vec<ReduceOp>(src, off);
+        if (src_aligned) {
+          const gpu::vec16 v = kernel::reduce_vec_with(src, off, op);
           kernel::store_vec(out + off, v, out_aligned);
           if (out2) gpu::store16(out2 + off, v);
         } else {
-          for (int i = 0; i < e; ++i) out[off + i] = kernel::reduce_elem<ReduceOp>(src, off + i);
+          for (int i = 0; i < e; ++i) out[off + i] = kernel::reduce_elem_with(src, off + i, op);
         }
       },
       [&](std::size_t pv) {
         for (int i = 0; i < l.partial_elems(); ++i) {
-          const T x = kernel::reduce_elem<ReduceOp>(src, pv * e + i);
+          const T x = kernel::reduce_elem_with(src, pv * e + i, op);
           out[pv * e + i] = x;
           if (out2) out2[pv * e + i] = x;
         }
@@ -69,8 +70,9 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_owned(const kernel::layout<T>& l
 // The same from every rank's symmetric buffer (the table's; 16-byte aligned).
 template <class ReduceOp, class T, int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void reduce_owned(const kernel::layout<T>& l, int tid, kernel::tile_range r,
-                                                      const core::peer_table<T, MaxRanks>& t, T* out, T* out2) {
-  reduce_owned<ReduceOp>(l, tid, r, kernel::peer_ptrs<T, MaxRanks>(t), true, out, out2);
+                                                      const core::peer_table<T, MaxRanks>& t, T* out, T* out2,
+                                                      const ReduceOp& op) {
+  reduce_owned(l, tid, r, kernel::peer_ptrs<T, MaxRanks>(t), true, out, out2, op);
 }
 
 }  // namespace detail

@@ -16,6 +16,7 @@
 #include "../../core/signal_pad.hpp"
 #include "../../core/slot_ranges.hpp"
 #include "../../core/tile_audit.hpp"
+#include "../epilogue.hpp"
 #include "../stage_check.hpp"
 #include "../../gpu/group.hpp"
 #include "../../gpu/memory.hpp"
@@ -151,10 +152,7 @@ RCCLX_HOST_DEVICE void audit_previous_call(const core::signal_pads<MaxRanks>& s,
       hash[i] = gpu::load_relaxed_system(row + core::audit_hash_word(prev));
     }
     for (int i = 0; i < batch && t0 + i < n; ++i) {
-      core::misuse m{};
-      if (!core::audit_mark_of(mark[i], prev)) m = core::misuse::tile_not_published;
-      else if (flat && used[i] != prev) m = core::misuse::tile_not_reduced;
-      else if (core::audit_hash_changed(hash[i])) m = core::misuse::input_changed;
+      const core::misuse m = core::audit_tile_verdict(mark[i], used[i], hash[i], prev, flat);
       gpu::store_relaxed_system(core::audit_row(s, slots.first + 1 + t0 + i) + core::audit_hash_word(prev), 0u);
       if (m != core::misuse{}) {
         core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(m), t0 + i, prev,
@@ -177,15 +175,13 @@ RCCLX_HOST_DEVICE void audit_note_call(const core::signal_pads<MaxRanks>& s, til
   gpu::store_relaxed_system(first + core::audit_call_word(epoch), epoch);
 }
 
-// A stage's view of a call (stage_context): the output's shape and, forbidden, this rank's bytes
-// [lo, hi) of the call's region but its results area [results, results + results_bytes).
-RCCLX_HOST_DEVICE inline stage_context make_stage_context(std::size_t rows, std::size_t cols, const unsigned char* lo,
-                                                          const unsigned char* hi, const unsigned char* results,
-                                                          std::size_t results_bytes) {
-  stage_context ctx;
-  ctx.rows = rows;
-  ctx.cols = cols;
-  ctx.vector_path = true;
+// A stage's view of a call on `map` for tiles of T (stage_context): the map's shape, vector path
+// and vector width (fused::make_stage_context) and, forbidden, this rank's bytes [lo, hi) of the
+// call's region but its results area [results, results + results_bytes).
+template <class T, class Map>
+RCCLX_HOST_DEVICE stage_context call_stage_context(const Map& map, const unsigned char* lo, const unsigned char* hi,
+                                                   const unsigned char* results, std::size_t results_bytes) {
+  stage_context ctx = fused::make_stage_context<T>(map);
   ctx.forbidden[0][0] = lo;
   if (results_bytes > 0) {
     ctx.forbidden[0][1] = results;

@@ -45,20 +45,6 @@ RCCLX_HOST_DEVICE constexpr std::uint32_t ragged_tile_cols_misfit(const ragged_t
 template <class Map>
 RCCLX_HOST_DEVICE constexpr std::uint32_t ragged_tile_cols_misfit(const Map&, int) { return 0u; }
 
-// The output's rows and columns as a stage's check sees them (stage_context): {0, 0} for a map type
-// of your own (shapes unchecked).
-struct map_shape {
-  std::size_t rows, cols;
-};
-RCCLX_HOST_DEVICE constexpr map_shape map_output_shape(const tile_map& m) { return {m.rows, m.cols}; }
-RCCLX_HOST_DEVICE constexpr map_shape map_output_shape(const row_tiles& m) { return {m.rows, m.cols}; }
-RCCLX_HOST_DEVICE constexpr map_shape map_output_shape(const ragged_tile_map& m) { return {m.rows, m.cols}; }
-RCCLX_HOST_DEVICE constexpr map_shape map_output_shape(const ragged_row_tiles& m) { return {m.rows, m.cols}; }
-template <class Map>
-RCCLX_HOST_DEVICE constexpr map_shape map_output_shape(const Map&) {
-  return {0, 0};
-}
-
 }  // namespace detail
 }  // namespace fused
 RCCLX_NAMESPACE_END

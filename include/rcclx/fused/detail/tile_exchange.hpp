@@ -437,12 +437,12 @@ class tile_exchange {
     return true;
   }
 
-  // What a stage may not write (fused/stage_check.hpp): this rank's bytes of the region but the
-  // call's own results area (tree: the owner's published results).
-  RCCLX_HOST_DEVICE stage_context stage_context_for(std::size_t rows, std::size_t cols) const {
+  // The stage_context of this call on `map` (fused/stage_check.hpp): a stage may not write this
+  // rank's bytes of the region but the call's own results area (tree: the owner's published results).
+  template <class Map>
+  RCCLX_HOST_DEVICE stage_context stage_context_for(const Map& map) const {
     const unsigned char* lo = reinterpret_cast<const unsigned char*>(t_->data[rank()]) + region_offset_;
-    return detail::make_stage_context(rows, cols, lo, lo + region_bytes_, results(rank()),
-                                      is_tree() ? results_bytes_ : 0);
+    return detail::call_stage_context<T>(map, lo, lo + region_bytes_, results(rank()), is_tree() ? results_bytes_ : 0);
   }
 
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record(core::misuse m, int block, std::uint32_t a, std::uint32_t b,

@@ -246,6 +246,8 @@ void matrix(int n, const std::vector<std::size_t>& tokens_list, const std::vecto
 std::vector<std::size_t> hidden_sizes() {
   // 1024 + 8 and 1024 + 8 + 16 * 7: odd multiples of the vector width; 4096 + 8: several vectors per
   // thread on a GPU; 16384: the largest row (a GPU build only: 4 or 8 vectors per thread).
+  // Emulated threads: 4104, several vectors per thread of a 512-thread block, as on a GPU.
+  if (rcclx::emulate_threads) return {1032, 4104};
   if (on_host) return tsan ? std::vector<std::size_t>{1032} : std::vector<std::size_t>{1032, 1144};
   if (quick) return {1032};
   return {1032, 4104, 16384};

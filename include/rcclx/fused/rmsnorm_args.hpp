@@ -144,8 +144,8 @@ constexpr int max_vecs_per_thread() {
 }
 
 // Calls f(std::integral_constant<int, VPT>{}) for the smallest instantiated VPT >= vpt. The host
-// backend instantiates the largest only (any VPT >= vpt gives the same result; with emulated
-// threads that is the GPU's largest, a few vectors per thread).
+// backend instantiates the largest only (a thread's vectors past the row are never loaded; with
+// emulated threads the largest is the GPU's, a few vectors per thread).
 template <class T, int V = 1, class F>
 inline void with_vecs_per_thread(int vpt, F&& f) {
 #if RCCLX_BACKEND_GPU

@@ -120,6 +120,10 @@
 #  undef RCCLX_EMULATE_THREADS
 #  define RCCLX_EMULATE_THREADS 0
 #endif
+// Do blocks have their GPU thread counts? 1 on GPU backends and on the host backend with emulated
+// threads (the ready-made kernels' launchers then pick their GPU block sizes, and their bodies get
+// a gpu::block_group of that many threads); 0 with the host backend's one-thread blocks.
+#define RCCLX_GPU_BLOCKS (RCCLX_BACKEND_GPU || RCCLX_EMULATE_THREADS)
 #ifndef RCCLX_EMULATE_WARP_SIZE
 #  define RCCLX_EMULATE_WARP_SIZE 32
 #endif

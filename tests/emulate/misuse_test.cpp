@@ -16,6 +16,9 @@
 #include <string>
 #include <vector>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "../support/bits.hpp"
 #include "../support/catch.hpp"
 
@@ -124,9 +127,104 @@ struct problem {
   }
 };
 
+// A kernel whose thread 3 of block 0 of rank 1 recurses through `depth` frames of about 1 KiB.
+volatile int deep_sink = 0;
+__attribute__((noinline)) int deep_frames(int d) {
+  volatile char frame[1024];
+  frame[d % 1024] = static_cast<char>(d);
+  if (d == 0) return frame[0];
+  return deep_frames(d - 1) + frame[(d * 7) % 1024];
+}
+struct deep_kernel {
+  int depth;
+  template <class G>
+  void operator()(const G& g, rt::launch_index ix) const {
+    if (ix.rank == 1 && ix.block == 0 && g.thread_rank() == 3) deep_sink = deep_frames(depth);
+    g.sync();
+  }
+};
+
+// This program again, running only the hidden test case `tag` with RCCLX_EMULATE_STACK = stack
+// (nullptr: unset): its output (stdout and stderr) and whether it ended in abort().
+struct child_run {
+  std::string output;
+  bool aborted;
+};
+inline child_run run_child(const char* tag, const char* stack) {
+  int fd[2];
+  REQUIRE(::pipe(fd) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(fd[1], 1);
+    ::dup2(fd[1], 2);
+    ::close(fd[0]);
+    if (stack) ::setenv("RCCLX_EMULATE_STACK", stack, 1);
+    else ::unsetenv("RCCLX_EMULATE_STACK");
+    char self[] = "/proc/self/exe";
+    char* argv[] = {self, const_cast<char*>(tag), nullptr};
+    ::execv(self, argv);
+    ::_exit(127);
+  }
+  ::close(fd[1]);
+  child_run r{{}, false};
+  char buf[4096];
+  for (ssize_t k; (k = ::read(fd[0], buf, sizeof buf)) > 0;) r.output.append(buf, static_cast<std::size_t>(k));
+  ::close(fd[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.aborted = WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+  return r;
+}
+
 }  // namespace emulate_misuse
 
 using namespace emulate_misuse;
+
+// Hidden: run in a process of their own by the case below (an overflow ends the process).
+TEST_CASE("emulated threads: 1 GiB of frames in one thread", "[.overflow]") {
+  rt::launch_emulated(2, 2, 64, deep_kernel{1 << 20});  // more than any stack
+}
+TEST_CASE("emulated threads: 200 KiB of frames in one thread", "[.deep]") {
+  rt::launch_emulated(2, 2, 64, deep_kernel{200});
+  std::printf("200 KiB of frames: done\n");
+}
+
+TEST_CASE("emulated threads: a fiber stack overflow ends the process naming the thread, RCCLX_EMULATE_STACK sets the size",
+          "[emulate]") {
+  const child_run over = run_child("[.overflow]", "256K");
+  CAPTURE(over.output);
+  REQUIRE(over.aborted);
+  REQUIRE(over.output.find("rcclx emulate: fiber stack overflow in rank 1 block 0 thread 3 (stack 262144 bytes; "
+                           "RCCLX_EMULATE_STACK=256K)") != std::string::npos);
+  const child_run deflt = run_child("[.deep]", nullptr);  // 200 KiB of frames in the default 128 KiB
+  CAPTURE(deflt.output);
+  REQUIRE(deflt.aborted);
+  REQUIRE(deflt.output.find("fiber stack overflow in rank 1 block 0 thread 3 (stack 131072 bytes") != std::string::npos);
+  const child_run big = run_child("[.deep]", "1M");
+  CAPTURE(big.output);
+  REQUIRE(!big.aborted);
+  REQUIRE(big.output.find("200 KiB of frames: done") != std::string::npos);
+  REQUIRE(big.output.find("overflow") == std::string::npos);
+}
+
+TEST_CASE("emulated threads: RCCLX_EMULATE_STACK's values", "[emulate]") {
+  namespace d = rcclx::gpu::detail;
+  REQUIRE(d::parse_fiber_stack("2M") == (std::size_t{2} << 20));
+  REQUIRE(d::parse_fiber_stack("512k") == (std::size_t{512} << 10));
+  REQUIRE(d::parse_fiber_stack("70000") == 73728);  // whole pages
+  for (const char* v : {"12K", "abc", "64Q", "", "2G", "99999999999999999999"}) {
+    std::string what;
+    try {
+      (void)d::parse_fiber_stack(v);
+    } catch (const rcclx::error& e) {
+      what = e.what();
+    }
+    CAPTURE(v, what);
+    REQUIRE(what.find(std::string("RCCLX_EMULATE_STACK = \"") + v + "\"") != std::string::npos);
+  }
+  REQUIRE(d::fiber_stack_bytes() % 4096 == 0);
+}
 
 TEST_CASE("emulated threads: AllReduce + residual + RMSNorm with 256-thread blocks against float64", "[emulate]") {
   problem<float> p(4, 6, 4096);

@@ -5,12 +5,15 @@
 #include <rcclx/dda/flat.hpp>
 #include <rcclx/dda/partition.hpp>
 #include <rcclx/fused/allreduce_rmsnorm.hpp>
+#include <rcclx/kernel/launch.hpp>
 #include <rcclx/testing/emulated_peers.hpp>
 #include <rcclx/testing/emulated_world.hpp>
 #include <rcclx/testing/launch.hpp>
 
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../support/bits.hpp"
@@ -64,6 +67,24 @@ struct user_rmsnorm {
   void operator()(const G& g, rt::launch_index ix) const {
     const fz::rmsnorm_args<float, float> a{input[ix.rank], residual[ix.rank], weight, output[ix.rank], tokens, hidden, 1e-6f};
     (void)fz::allreduce_rmsnorm_block<Algo, 2, 512>(g, tables[ix.rank], a, slots, ix.block, ix.num_blocks);
+  }
+};
+
+// A ready-made kernel's block body (kernel/launch.hpp) that records who ran: every thread of every
+// block once, each seeing the launch's block size. divergent: thread 0 alone syncs.
+struct who_ran_body {
+  static constexpr int max_threads = 256;
+  int* seen;  // [blocks][256]
+  int* sizes;
+  bool divergent;
+  template <class Group>
+  bool operator()(const Group& g, int block, int) const {
+    static_assert(std::is_same<Group, rcclx::gpu::block_group>::value, "a block body gets the whole block");
+    const int i = block * max_threads + g.thread_rank();
+    seen[i] += 1;
+    sizes[i] = g.size();
+    if (!divergent || g.thread_rank() == 0) g.sync();
+    return true;
   }
 };
 
@@ -158,4 +179,25 @@ TEST_CASE("emulated threads: emulated_peers' own AllReduce (flat, tree) with 512
   check();
   peers.allreduce<rcclx::algorithm::tree>();
   check();
+}
+
+TEST_CASE("emulated threads: kernel::launch runs every thread of the ready-made kernels' blocks", "[emulate]") {
+  const int blocks = 3, threads = who_ran_body::max_threads;
+  std::vector<int> seen(blocks * threads, 0), sizes(blocks * threads, 0);
+  rcclx::kernel::launch("who_ran", {blocks, threads}, who_ran_body{seen.data(), sizes.data(), false}, {});
+  for (int i = 0; i < blocks * threads; ++i) {
+    INFO("block " << i / threads << " thread " << i % threads);
+    REQUIRE(seen[static_cast<std::size_t>(i)] == 1);
+    REQUIRE(sizes[static_cast<std::size_t>(i)] == threads);
+  }
+  // A group-collective call from thread 0 alone is refused, as in a user's kernel.
+  std::string what;
+  try {
+    rcclx::kernel::launch("who_ran", {blocks, threads}, who_ran_body{seen.data(), sizes.data(), true}, {});
+  } catch (const rcclx::error& e) {
+    what = e.what();
+  }
+  CAPTURE(what);
+  REQUIRE(what.find("emulated threads") != std::string::npos);
+  REQUIRE(what.find("block-wide sync") != std::string::npos);
 }

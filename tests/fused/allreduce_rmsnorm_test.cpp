@@ -36,6 +36,8 @@ constexpr bool tsan = true;
 constexpr bool tsan = false;
 #endif
 const bool quick = rcclx_test::quick();
+// Fewer cases where every thread of a block runs on the host (ThreadSanitizer, emulated threads).
+constexpr bool small = tsan || rcclx::emulate_threads;
 
 template <class T, class F>
 using out_t = fz::output_t<T, std::conditional_t<std::is_void<F>::value, T, F>>;
@@ -244,6 +246,8 @@ void matrix(int n, const std::vector<std::size_t>& tokens_list, const std::vecto
 std::vector<std::size_t> hidden_sizes() {
   // 1024 + 8 and 1024 + 8 + 16 * 7: odd multiples of the vector width; 4096 + 8: several vectors per
   // thread on a GPU; 16384: the largest row (a GPU build only: 4 or 8 vectors per thread).
+  // Emulated threads: 4104, several vectors per thread of a 512-thread block, as on a GPU.
+  if (rcclx::emulate_threads) return {1032, 4104};
   if (on_host) return tsan ? std::vector<std::size_t>{1032} : std::vector<std::size_t>{1032, 1144};
   if (quick) return {1032};
   return {1032, 4104, 16384};
@@ -255,7 +259,7 @@ TEMPLATE_TEST_CASE("fused allreduce_rmsnorm: flat, tree and unfused against floa
                    rcclx::bf16) {
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
   using T = TestType;
-  const int n = quick ? GENERATE(2, 8) : tsan ? GENERATE(2, 3, 8) : GENERATE(2, 3, 4, 5, 6, 7, 8);
+  const int n = quick ? GENERATE(2, 8) : small ? GENERATE(2, 3, 8) : GENERATE(2, 3, 4, 5, 6, 7, 8);
   matrix<T, void>(n, {1, 3, 17}, hidden_sizes());
 }
 
@@ -470,7 +474,7 @@ TEST_CASE("fused allreduce_rmsnorm: back-to-back calls with changing shapes and 
   RCCLX_REQUIRE_DEVICE_OR_SKIP();
   using T = rcclx::bf16;
   const int n = on_host ? 4 : 8;
-  const int calls = rcclx_test::scaled(tsan ? 40 : (on_host ? 300 : 1000));
+  const int calls = rcclx_test::scaled(small ? 40 : (on_host ? 300 : 1000));
   const std::vector<std::size_t> tokens_list{1, 2, 5, 17, 64};
   const std::vector<std::size_t> hidden_list{1032, 2048, 1144};
   bench_world<T, void> w(n, 64, 2048);

@@ -18,7 +18,7 @@
 
 namespace {
 
-constexpr int threads = rcclx::current_backend == rcclx::backend::host ? 1 : 512;
+constexpr int threads = RCCLX_GPU_BLOCKS ? 512 : 1;  // the host backend: one thread, unless its threads are emulated
 constexpr std::size_t hidden_max = 1024;
 constexpr int vpt = hidden_max / 8 > threads ? static_cast<int>(hidden_max / 8 / threads) : 1;
 

@@ -31,7 +31,8 @@ namespace dda {
 
 // Threads per block and the block-count caps of the ready-made kernels.
 struct launch_config {
-  int threads;          // threads per block (1 on the host backend: a block is a thread)
+  int threads;          // threads per block (1 on the host backend: a block is a thread; the GPU's
+                        // with RCCLX_EMULATE_THREADS=1)
   int flat_max_blocks;  // blocks per rank, at most
   int tree_max_blocks;
 };
@@ -43,7 +44,7 @@ inline constexpr int default_max_blocks = RCCLX_BACKEND_GPU ? 128 : 4;
 // Threads per block of an AllReduce of `bytes` per rank: flat 128 up to 128 KiB (tiles of 2 KiB: a
 // small message spread over many blocks, each within an LL region), 256 above; tree 512.
 RCCLX_HOST_DEVICE constexpr int default_threads(std::size_t bytes, algorithm a) {
-#if RCCLX_BACKEND_GPU
+#if RCCLX_GPU_BLOCKS
   return a == algorithm::flat ? (bytes <= (std::size_t{128} << 10) ? 128 : 256) : 512;
 #else
   return (void)bytes, (void)a, 1;
@@ -57,10 +58,13 @@ RCCLX_HOST_DEVICE constexpr launch_config default_launch_config(std::size_t byte
   return {default_threads(bytes, a), cap, cap};
 }
 
-// AllGather, AlltoAll and ReduceScatter: 512 threads, at most 32 blocks (the host backend: 1, 4).
+// AllGather, AlltoAll and ReduceScatter: 512 threads, at most 32 blocks (the host backend: 1, 4;
+// with emulated threads 512, 4).
 RCCLX_HOST_DEVICE constexpr launch_config one_shot_launch_config() {
 #if RCCLX_BACKEND_GPU
   return {512, 32, 32};
+#elif RCCLX_EMULATE_THREADS
+  return {512, 4, 4};
 #else
   return {1, 4, 4};
 #endif
@@ -83,7 +87,7 @@ inline launch_config launch_config_for(const std::string& who, std::size_t bytes
                                        int pad_blocks = default_max_blocks, int threads = 0) {
   check_threads(who, threads);
   launch_config cfg = default_launch_config(bytes, a, pad_blocks);
-#if RCCLX_BACKEND_GPU
+#if RCCLX_GPU_BLOCKS
   if (threads > 0) cfg.threads = threads;
 #endif
   return cfg;

@@ -367,7 +367,7 @@ void barrier(const core::peer_table<T, MaxRanks>& table, gpu::stream_t stream = 
   kernel::check_num_ranks(who, table.num_ranks(), MaxRanks);
   if (num_blocks < 1) throw error(errc::invalid_argument, who + ": num_blocks = " + std::to_string(num_blocks) + " < 1");
   kernel::check_blocks_fit(who, num_blocks, table.signals);
-  kernel::launch(who, table, kernel::table_need{table.num_ranks(), 0}, kernel::grid_shape{num_blocks, RCCLX_BACKEND_GPU ? 64 : 1},
+  kernel::launch(who, table, kernel::table_need{table.num_ranks(), 0}, kernel::grid_shape{num_blocks, RCCLX_GPU_BLOCKS ? 64 : 1},
                  detail::barrier_body{}, stream);
 }
 

@@ -51,7 +51,7 @@ RCCLX_HOST_DEVICE void add_rmsnorm_block(const Group& g, const rmsnorm_args<T, O
 namespace detail {
 template <int VPT, class T, class Out>
 struct add_rmsnorm_body {
-  static constexpr int max_threads = RCCLX_BACKEND_GPU ? default_rmsnorm_launch_config().threads : 1;
+  static constexpr int max_threads = RCCLX_GPU_BLOCKS ? default_rmsnorm_launch_config().threads : 1;
   rmsnorm_args<T, Out> a;
   template <class Group>
   RCCLX_HOST_DEVICE void operator()(const Group& g, int block, int num_blocks) const {
@@ -61,7 +61,7 @@ struct add_rmsnorm_body {
 // Rows of any length, per-token output (fused/detail/rmsnorm_rows.hpp).
 template <int VPT, class T, class Out>
 struct add_rmsnorm_rows_body {
-  static constexpr int max_threads = RCCLX_BACKEND_GPU ? default_rmsnorm_launch_config().threads : 1;
+  static constexpr int max_threads = RCCLX_GPU_BLOCKS ? default_rmsnorm_launch_config().threads : 1;
   rmsnorm_args<T, Out> a;
   template <class Group>
   RCCLX_HOST_DEVICE void operator()(const Group& g, int block, int num_blocks) const {

@@ -327,7 +327,7 @@ inline void check_rmsnorm_table(const std::string& w, const core::peer_table<T, 
 // The tile-flag kernels' body (BlockThreads: the ready-made block, one thread on the host backend).
 template <algorithm Algo, int VPT, class T, class Out>
 struct rmsnorm_body {
-  static constexpr int max_threads = RCCLX_BACKEND_GPU ? default_rmsnorm_launch_config().threads : 1;
+  static constexpr int max_threads = RCCLX_GPU_BLOCKS ? default_rmsnorm_launch_config().threads : 1;
   rmsnorm_args<T, Out> a;
   tile_slots slots;
   template <class Group, int MaxRanks>
@@ -340,7 +340,7 @@ struct rmsnorm_body {
 // The rows kernels' body (rows of any length, per-token output; fused/detail/rmsnorm_rows.hpp).
 template <algorithm Algo, int VPT, class T, class Out>
 struct rmsnorm_rows_body {
-  static constexpr int max_threads = RCCLX_BACKEND_GPU ? default_rmsnorm_launch_config().threads : 1;
+  static constexpr int max_threads = RCCLX_GPU_BLOCKS ? default_rmsnorm_launch_config().threads : 1;
   rmsnorm_args<T, Out> a;
   tile_slots slots;
   template <class Group, int MaxRanks>

@@ -115,9 +115,10 @@ struct rmsnorm_launch_config {
 
 // GPUs: 512 threads (a 16 KiB bf16 row is 2 vectors per thread, so one block reads a whole row
 // from all peers in one round of loads) and 64 blocks (64 of 512 fit at once on every supported
-// GPU). Host backend: one thread per block, 4 blocks.
+// GPU). Host backend: one thread per block, 4 blocks (with emulated threads: 512 threads, 4 blocks).
 RCCLX_HOST_DEVICE constexpr rmsnorm_launch_config default_rmsnorm_launch_config() {
-  return RCCLX_BACKEND_GPU ? rmsnorm_launch_config{512, 64} : rmsnorm_launch_config{1, 4};
+  return RCCLX_BACKEND_GPU ? rmsnorm_launch_config{512, 64}
+                           : (RCCLX_EMULATE_THREADS ? rmsnorm_launch_config{512, 4} : rmsnorm_launch_config{1, 4});
 }
 
 namespace detail {
@@ -135,14 +136,16 @@ inline int vecs_per_thread(std::size_t hidden, int threads) {
 // Largest VecsPerThread the ready-made kernels are instantiated for (rows up to max_hidden).
 template <class T>
 constexpr int max_vecs_per_thread() {
-#if RCCLX_BACKEND_GPU
+#if RCCLX_GPU_BLOCKS
   return static_cast<int>(max_hidden / gpu::elems_per_vec16<T> / 512);
 #else
   return static_cast<int>(max_hidden / gpu::elems_per_vec16<T>);  // one thread holds the row
 #endif
 }
 
-// Calls f(std::integral_constant<int, VPT>{}) for the smallest instantiated VPT >= vpt.
+// Calls f(std::integral_constant<int, VPT>{}) for the smallest instantiated VPT >= vpt. The host
+// backend instantiates the largest only (a thread's vectors past the row are never loaded; with
+// emulated threads the largest is the GPU's, a few vectors per thread).
 template <class T, int V = 1, class F>
 inline void with_vecs_per_thread(int vpt, F&& f) {
 #if RCCLX_BACKEND_GPU

@@ -76,10 +76,12 @@ class emulated_block {
       b.start(threads, body, ctx, index, grid, stacks);
       current_emulated_block() = &b;
       b.current_ = 0;
+      current_fiber_site() = fiber_site{grid > 0 ? index / grid : -1, grid > 0 ? index % grid : index, &b.current_};
       tsan_release(&current_emulated_block());  // what the launching thread wrote, before every thread
       switch_fiber(&b.main_, &b.ctx_[0]);  // back here when every fiber has returned
       tsan_acquire(&b.done_);           // what every thread wrote, before the launch returns
       current_emulated_block() = nullptr;
+      current_fiber_site().thread = nullptr;
       b.end_tsan();
     }
     if (!b.error_) b.check_guards();
@@ -214,7 +216,7 @@ class emulated_block {
     slots_.resize(static_cast<std::size_t>(warps) * 2 * warp * slot_bytes);
     ctx_.resize(static_cast<std::size_t>(n_));
     for (int i = 0; i < n_; ++i)
-      make_fiber_context(ctx_[static_cast<std::size_t>(i)], stacks.stack(i), fiber_stacks::bytes, &entry);
+      make_fiber_context(ctx_[static_cast<std::size_t>(i)], stacks.stack(i), stacks.bytes(), &entry);
     start_tsan();
   }
 

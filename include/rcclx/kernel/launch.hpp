@@ -27,7 +27,8 @@
 // grid); on a mismatch it records errc::mismatch in the rank's error record (`observed`: 1 ranks,
 // 2 bytes, 3 pad blocks) and leaves without touching any buffer.
 // Host backend: the blocks run as std::threads (gpu::run_host_blocks), then a recorded error
-// (a barrier timeout) is thrown as rcclx::error.
+// (a barrier timeout) is thrown as rcclx::error; with RCCLX_EMULATE_THREADS=1 each block runs its
+// shape.threads threads (gpu/emulated_block.hpp) and the body gets a gpu::block_group of them.
 #pragma once
 
 #include <cstddef>
@@ -53,7 +54,8 @@ namespace kernel {
 // The thread bound of the ready-made kernels: 128 registers per thread on sm_90 and gfx942.
 inline constexpr int default_max_threads = 512;
 
-// Blocks per rank and threads per block of one launch (threads: 1 on the host backend).
+// Blocks per rank and threads per block of one launch (threads: 1 on the host backend, unless
+// RCCLX_EMULATE_THREADS=1: then the GPU's).
 struct grid_shape {
   int blocks;
   int threads;
@@ -148,8 +150,9 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::size_t buffer_bytes(const Body& body, c
     return (void)s, (void)threads, (void)blocks, need.bytes;
 }
 
-// The group a launch hands a block body: the whole block on GPUs, the block's one thread on the host.
-#if RCCLX_BACKEND_GPU
+// The group a launch hands a block body: the whole block on GPUs and with emulated threads
+// (RCCLX_EMULATE_THREADS=1: every thread of the block a fiber), the block's one thread on the host.
+#if RCCLX_GPU_BLOCKS
 using launch_group = gpu::block_group;
 #else
 using launch_group = gpu::thread_group;
@@ -345,7 +348,23 @@ inline void launch(const std::string& who, const Table& table, const table_need&
   else tp = &table;
   const core::peer_table<T, max_ranks>& t = *tp;
   const int nb = shape.blocks;
+#  if RCCLX_EMULATE_THREADS
+  // Every thread of every block (gpu/emulated_block.hpp): shape.threads fibers per block.
+  struct grid {
+    const Body* body;
+    const core::peer_table<T, max_ranks>* t;
+    int nb;
+  } const g{&body, tp, nb};
+  gpu::run_host_blocks(
+      nb,
+      [](const void* p, int b) {
+        const grid& x = *static_cast<const grid*>(p);
+        (void)(*x.body)(launch_group{}, *x.t, b, x.nb);
+      },
+      &g, 0, shape.threads);
+#  else
   gpu::run_host_blocks(nb, [&](int b) { (void)body(gpu::thread_group{}, t, b, nb); });
+#  endif
   core::throw_if_error(*t.signals.err);
 #endif
 }
@@ -363,7 +382,21 @@ inline void launch(const std::string& who, grid_shape shape, const Body& body, g
 #else
   (void)stream;
   const int nb = shape.blocks;
+#  if RCCLX_EMULATE_THREADS
+  struct grid {
+    const Body* body;
+    int nb;
+  } const g{&body, nb};
+  gpu::run_host_blocks(
+      nb,
+      [](const void* p, int b) {
+        const grid& x = *static_cast<const grid*>(p);
+        (void)(*x.body)(launch_group{}, b, x.nb);
+      },
+      &g, 0, shape.threads);
+#  else
   gpu::run_host_blocks(nb, [&](int b) { (void)body(gpu::thread_group{}, b, nb); });
+#  endif
 #endif
 }
 

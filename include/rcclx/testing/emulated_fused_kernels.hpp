@@ -144,7 +144,7 @@ inline void with_emulated_rmsnorm(algorithm algo, std::size_t hidden, F&& f) {
   const int vecs = fused::detail::vecs_per_thread<T>(hidden, emulated_fused_threads);
   fused::detail::with_vecs_per_thread<T>(vecs, [&](auto vpt) {
     constexpr int v = decltype(vpt)::value;
-    constexpr int bt = rcclx::current_backend == backend::host ? 1 : emulated_fused_threads;
+    constexpr int bt = emulated_fused_threads;  // 1 on the host backend, unless its threads are emulated
     if (algo == algorithm::tree) f(emulated_allreduce_rmsnorm<algorithm::tree, v, bt, T, Out, MaxRanks>{});
     else f(emulated_allreduce_rmsnorm<algorithm::flat, v, bt, T, Out, MaxRanks>{});
   });
@@ -194,7 +194,7 @@ inline void launch_add_rmsnorm(int num_ranks, const fused::rmsnorm_args<T, Out>*
   fused::detail::with_vecs_per_thread<T>(fused::detail::vecs_per_thread<T>(args[0].hidden, emulated_fused_threads),
                                          [&](auto vpt) {
     constexpr int v = decltype(vpt)::value;
-    constexpr int bt = rcclx::current_backend == backend::host ? 1 : emulated_fused_threads;
+    constexpr int bt = emulated_fused_threads;  // 1 on the host backend, unless its threads are emulated
     emulated_add_rmsnorm<v, bt, T, Out, MaxRanks> f{};
     for (int r = 0; r < num_ranks; ++r) f.args[r] = args[r];
     int nb = blocks_per_rank > 0 ? blocks_per_rank : fused::rmsnorm_blocks_for(args[0].tokens);

@@ -7,7 +7,8 @@
 //
 // 512 threads x 16 bytes = 8 KiB tiles; 32 blocks per rank keep 8 emulated ranks resident on one
 // GPU (256 blocks). A process per GPU has the device to itself and launches more, smaller blocks:
-// dda/launch_config.hpp is the library's default for it. Host backend: one thread, 4 blocks.
+// dda/launch_config.hpp is the library's default for it. Host backend: one thread, 4 blocks (512
+// threads, 4 blocks with RCCLX_EMULATE_THREADS=1).
 #pragma once
 
 #include "../dda/launch_config.hpp"
@@ -19,6 +20,8 @@ namespace testing {
 RCCLX_HOST_DEVICE constexpr dda::launch_config emulated_launch_config() {
 #if RCCLX_BACKEND_GPU
   return {512, 32, 32};
+#elif RCCLX_EMULATE_THREADS
+  return {512, 4, 4};  // every thread of a block emulated (gpu/emulated_block.hpp), few blocks
 #else
   return {1, 4, 4};
 #endif

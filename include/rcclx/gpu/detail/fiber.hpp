@@ -4,8 +4,8 @@
 // x86-64: a few instructions of inline assembly (the callee-saved registers are left to the compiler
 // as clobbers, the frame pointer and the red zone are kept by hand): no system call, unlike
 // glibc's swapcontext (two signal-mask calls per switch). Other architectures: ucontext.
-// Stacks are mmap'd once per OS thread and reused by every block it runs (a guard page below each,
-// so an overflow faults instead of writing into another fiber).
+// The stacks themselves (their size, guard pages, and the message an overflow ends in):
+// gpu/detail/fiber_stack.hpp.
 #pragma once
 
 #include "../../config.hpp"
@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../../core/error.hpp"
+#include "fiber_stack.hpp"
 
 // The switch: x86-64 assembly, unless RCCLX_EMULATE_UCONTEXT=1 asks for ucontext (other
 // architectures always use it).
@@ -55,11 +56,6 @@ void AnnotateIgnoreReadsEnd(const char* file, int line);
 void AnnotateIgnoreWritesBegin(const char* file, int line);
 void AnnotateIgnoreWritesEnd(const char* file, int line);
 }
-#endif
-
-// Stack bytes of one emulated thread (a multiple of 4096; the kernel's locals live there).
-#ifndef RCCLX_EMULATE_STACK_BYTES
-#  define RCCLX_EMULATE_STACK_BYTES (128 * 1024)
 #endif
 
 RCCLX_NAMESPACE_BEGIN
@@ -169,43 +165,6 @@ inline void make_fiber_context(fiber_context& c, void* lo, std::size_t bytes, vo
   ::makecontext(&c.uc, entry, 0);
 #endif
 }
-
-// The fiber stacks of one OS thread, kept for its next blocks. Never shrinks.
-class fiber_stacks {
- public:
-  static constexpr std::size_t bytes = RCCLX_EMULATE_STACK_BYTES;
-  static_assert(bytes % 4096 == 0 && bytes >= 16384, "RCCLX_EMULATE_STACK_BYTES: a multiple of 4096, at least 16 KiB");
-
-  fiber_stacks() = default;
-  fiber_stacks(const fiber_stacks&) = delete;
-  fiber_stacks& operator=(const fiber_stacks&) = delete;
-  ~fiber_stacks() {
-    for (void* p : maps_) ::munmap(p, chunk_bytes());
-  }
-
-  // The lowest usable byte of stack i (i < n after reserve(n)).
-  void* stack(int i) const { return stacks_[static_cast<std::size_t>(i)]; }
-
-  void reserve(int n) {
-    constexpr int per_chunk = 64;  // stacks per mapping: few mmap calls
-    while (static_cast<int>(stacks_.size()) < n) {
-      void* p = ::mmap(nullptr, chunk_bytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-      if (p == MAP_FAILED) throw error(errc::runtime, "emulated threads: no memory for fiber stacks");
-      maps_.push_back(p);
-      for (int k = 0; k < per_chunk; ++k) {
-        char* guard = static_cast<char*>(p) + static_cast<std::size_t>(k) * (bytes + page());
-        ::mprotect(guard, page(), PROT_NONE);  // an overflow faults here
-        stacks_.push_back(guard + page());
-      }
-    }
-  }
-
- private:
-  static std::size_t page() { return 4096; }
-  static std::size_t chunk_bytes() { return 64 * (bytes + page()); }
-  std::vector<void*> maps_;
-  std::vector<void*> stacks_;
-};
 
 }  // namespace detail
 }  // namespace gpu

@@ -60,6 +60,11 @@ class tile_flags {
   // it must outlive the object (a kernel argument, a table in device memory).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE tile_flags(const signal_pads<MaxRanks>& s, tile_slots slots)
       : s_(&s), control_(s.tile_control_slot(slots.first)), slots_(slots) {
+#if RCCLX_CHECKS
+    // The missing-finish detector's first look at launch_word, loaded before the counter's acquire
+    // so that the two round trips overlap: any value will do, its compare-and-swap checks it.
+    launch_seen_ = gpu::load_relaxed_system(control_ + launch_word);
+#endif
     // Acquire: this thread's later accesses (finish()'s count included) come after the counter's
     // read, whatever the compiler does with the loads; see finish().
     const std::uint32_t call = gpu::load_acquire_system(control_ + calls_word);
@@ -176,7 +181,11 @@ class tile_flags {
     constexpr std::uint32_t yes = 0x80000000u;
     std::uint32_t* w = control_ + launch_word;
     const std::uint32_t mine = (launch << 16) | (epoch_ & 0xFFFFu);
+#if RCCLX_CHECKS
+    std::uint32_t prev = launch_seen_;  // loaded by the constructor (a stale value fails the exchange)
+#else
     std::uint32_t prev = gpu::load_relaxed_system(w);
+#endif
     int found = -1;  // on_new_launch's answer, once asked
     for (;;) {
       const bool same_call = (prev & 0xFFFFu) == (epoch_ & 0xFFFFu);
@@ -209,6 +218,9 @@ class tile_flags {
   tile_slots slots_;
   std::uint32_t epoch_ = 0;           // this call's flag value: the call counter + 1
   std::uint32_t arrived_before_ = 0;  // blocks finished before this call
+#if RCCLX_CHECKS
+  std::uint32_t launch_seen_ = 0;  // launch_word as the constructor read it (previous_call_unfinished)
+#endif
 };
 
 }  // namespace core

@@ -70,10 +70,19 @@ RCCLX_HOST_DEVICE inline call_problem find_call_problem(const core::peer_table<E
   if (!slots_fit(r.slots, t.signals.max_blocks))
     return {misuse::arg_slots, static_cast<std::uint32_t>(r.slots.end()),
             static_cast<std::uint32_t>(t.signals.max_blocks), 0u};
-  for (int p = 0; p < MaxRanks && p < t.num_ranks(); ++p) {
-    if (t.data[p] == nullptr) return {misuse::arg_buffer, static_cast<std::uint32_t>(p), 0u, 0u};
-    if (!gpu::is_aligned(t.data[p], 16) || r.offset % 16 != 0)
-      return {misuse::arg_buffer, static_cast<std::uint32_t>(p), 1u, 0u};
+  // Every rank's pointer loaded at once (a table in device memory: one round trip, not one per
+  // rank), then the first bad one named.
+  std::uint32_t null_ranks = 0, misaligned_ranks = 0;
+  for (int p = 0; p < MaxRanks; ++p) {
+    if (p >= t.num_ranks()) continue;
+    const void* d = t.data[p];
+    null_ranks |= (d == nullptr ? 1u : 0u) << p;
+    misaligned_ranks |= (gpu::is_aligned(d, 16) && r.offset % 16 == 0 ? 0u : 1u) << p;
+  }
+  if ((null_ranks | misaligned_ranks) != 0u) {
+    int p = 0;
+    while ((((null_ranks | misaligned_ranks) >> p) & 1u) == 0u) ++p;
+    return {misuse::arg_buffer, static_cast<std::uint32_t>(p), (null_ranks >> p) & 1u ? 0u : 1u, 0u};
   }
   if (r.offset > t.capacity_bytes || r.bytes > t.capacity_bytes - r.offset)
     return {misuse::region_outside_buffer, sat32(r.offset + r.bytes), sat32(t.capacity_bytes), 0u};

@@ -188,6 +188,23 @@ struct check_poller {
   }
 };
 
+namespace detail {
+// Polls `c` (issued) until its packet landed, bounded: true if it matched (or had nothing to check).
+template <int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool check_settled(const signal_pads<MaxRanks>& s, check_poller<MaxRanks>& c) {
+  int x = c.poll();
+  if (x == 0 && !spin_bounded(
+                    s,
+                    [&] {
+                      x = c.poll();
+                      return x != 0;
+                    },
+                    [&] { c.expired(); }))
+    return false;
+  return x > 0;
+}
+}  // namespace detail
+
 // Compares the packet (slot, flag) of every peer this thread serves (p = thread_rank, + group size,
 // ...) with `fp`, waiting (bounded) for those not there yet. Not group-collective: merge the result
 // into a group vote (g.sync_or(!ok)) before the first output is written. False on a mismatch (the
@@ -203,17 +220,25 @@ RCCLX_HOST_DEVICE inline bool check_verify(const Group& g, const signal_pads<Max
   for (int p = only >= 0 ? only : g.thread_rank(); p < end; p += g.size()) {
     check_poller<MaxRanks> c(s, slot, flag, fp, block, p, map);
     c.issue();
-    int x = c.poll();
-    if (x == 0 && !detail::spin_bounded(
-                      s,
-                      [&] {
-                        x = c.poll();
-                        return x != 0;
-                      },
-                      [&] { c.expired(); }))
-      return false;
-    if (x < 0) return false;
+    if (!detail::check_settled(s, c)) return false;
     if (only >= 0) break;
+  }
+  return true;
+}
+
+// check_verify of two packets at once: `first` (packet slot `slot`, every peer) and a tile map's
+// `second` (slot + 1, peers below `second_below`). Both loads are issued before either is waited
+// for, so the two cost one round trip; `first` is looked at first (its mismatch is the one named).
+template <class Group, int MaxRanks>
+RCCLX_HOST_DEVICE inline bool check_verify_pair(const Group& g, const signal_pads<MaxRanks>& s, int slot,
+                                                std::uint32_t flag, const call_fingerprint& first,
+                                                const call_fingerprint& second, int block, int second_below) {
+  for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
+    check_poller<MaxRanks> a(s, slot, flag, first, block, p, false);
+    check_poller<MaxRanks> b(s, slot + 1, flag, second, block, p < second_below ? p : s.num_ranks, true);
+    a.issue();
+    b.issue();
+    if (!detail::check_settled(s, a) || !detail::check_settled(s, b)) return false;
   }
   return true;
 }

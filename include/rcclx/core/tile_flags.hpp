@@ -105,6 +105,13 @@ class tile_flags {
                                                         int below = max_ranks) const {
     return check_verify(g, *s_, slots_.first + packet, epoch_, fp, tile, packet != 0, -1, below);
   }
+  // verify_check of the call (packet 0, every rank) and of a tile map (packet 1, ranks below
+  // `map_below`) in one round trip (check_verify_pair).
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool verify_call_and_map(const Group& g, const call_fingerprint& call,
+                                                               const call_fingerprint& map, int tile, int map_below) const {
+    return check_verify_pair(g, *s_, slots_.first, epoch_, call, map, tile, map_below);
+  }
 
   // Group-collective, every block, once per call: counts the block; the last block of this rank to
   // be counted advances the call counter. It only touches the control words, which the

@@ -154,11 +154,21 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
   RCCLX_HOST_DEVICE bool reduce_parts(const Group& g, int tile, int parts, int stride, const Map& map,
                                       const Epilogue& epi) const {
     if (!map_fits(g, tile, map, epi)) return false;
+#if RCCLX_CHECKS
+    // The map's fingerprint is compared with the last part's call check (one round trip for both).
+    const core::call_fingerprint map_fp = detail::map_fingerprint(map);
+    const auto wait_parts = [&] {
+      for (int q = 0; q < parts; ++q)
+        if (!wait_inputs(g, tile + q * stride, q == parts - 1 ? &map_fp : nullptr, map_owners())) return false;
+      return true;
+    };
+#else
     const auto wait_parts = [&] {
       for (int q = 0; q < parts; ++q)
         if (!wait_inputs(g, tile + q * stride)) return false;
       return map_agrees(g, tile, map);
     };
+#endif
     if (!is_tree()) {
       if (!wait_parts()) return false;
       reduce_visit<VecsPerThread, PeersInFlight, Loads>(g, tile, map, epi, [](std::size_t, const gpu::vec16&) {},
@@ -262,9 +272,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
   template <class Group, class Map>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool map_agrees(const Group& g, int tile, const Map& map) const {
 #if RCCLX_CHECKS
-    const int per = tiles_per_owner();
-    const int owners = is_tree() && num_tiles_ > 0 ? (num_tiles_ + per - 1) / per : num_ranks();
-    const bool ok = flags_.verify_check(g, 1, detail::map_fingerprint(map), tile, owners);
+    const bool ok = flags_.verify_check(g, 1, detail::map_fingerprint(map), tile, map_owners());
     return !g.sync_or(!ok);
 #else
     (void)g;
@@ -272,6 +280,12 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
     (void)map;
     return true;
 #endif
+  }
+
+  // The ranks that publish the map's fingerprint (map_agrees): flat every rank, tree the owners.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int map_owners() const {
+    const int per = tiles_per_owner();
+    return is_tree() && num_tiles_ > 0 ? (num_tiles_ + per - 1) / per : num_ranks();
   }
 
   // Every rank's input of `tile`, copied out of the table once (the table may live in global memory).

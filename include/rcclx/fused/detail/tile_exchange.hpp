@@ -23,8 +23,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
-#include <type_traits>
 
 #include "../../core/call_check.hpp"
 #include "../../core/error.hpp"
@@ -234,8 +232,10 @@ class tile_exchange {
 
   // Group-collective: waits until every rank published `tile` (flat, or tree on the owner).
   // False if a wait expired (the error is recorded): leave without touching peer memory.
+  // Checked mode: also `map_fp` (a tile map's, from ranks below map_below) in the call check's round trip.
   template <class Group>
-  RCCLX_HOST_DEVICE bool wait_inputs(const Group& g, int tile) const {
+  RCCLX_HOST_DEVICE bool wait_inputs(const Group& g, int tile, const core::call_fingerprint* map_fp = nullptr,
+                                     int map_below = 0) const {
 #if RCCLX_CHECKS
     if (bad_ || !tile_in_range(g, tile)) return false;
 #endif
@@ -252,7 +252,7 @@ class tile_exchange {
 #if RCCLX_CHECKS
     if (!failed && g.thread_rank() == 0) failed = !audit_reduce(tile, pre);
 #endif
-    return !g.sync_or(failed || !call_agrees(g, tile));
+    return !g.sync_or(failed || !call_agrees(g, tile, map_fp, map_below));
   }
 
   // Group-collective: wait_inputs for every tile t = first, first + step, ... below num_tiles() at
@@ -388,15 +388,17 @@ class tile_exchange {
     else return Algo == algorithm::tree;
   }
 
-  // Checked mode: did every peer make this call (count, shape, type, op, algorithm)? Not
-  // group-collective (the callers fold it into their vote). Always true without RCCLX_CHECKS.
+  // Checked mode: did every peer make this call (count, shape, type, op, algorithm; with `map_fp`,
+  // also the tile map, ranks below map_below)? Not group-collective (the callers fold it into their
+  // vote). Always true without RCCLX_CHECKS.
   template <class Group>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool call_agrees(const Group& g, int tile) const {
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool call_agrees(const Group& g, int tile, const core::call_fingerprint* map_fp = nullptr,
+                                                       int map_below = 0) const {
 #if RCCLX_CHECKS
-    return !bad_ && flags_.verify_check(g, 0, fp_, tile);
+    if (bad_) return false;
+    return map_fp ? flags_.verify_call_and_map(g, fp_, *map_fp, tile, map_below) : flags_.verify_check(g, 0, fp_, tile);
 #else
-    (void)g;
-    (void)tile;
+    (void)g, (void)tile, (void)map_fp, (void)map_below;
     return true;
 #endif
   }

@@ -132,7 +132,7 @@ def test_many_ranks(n):
 def _bad_input(rank, n):
     dev = _device()
     comm = rcclx.Communicator(timeout=20.0)
-    t = torch.ones(64, dtype=torch.float64, device=dev)
+    t = torch.ones(64, dtype=torch.complex64, device=dev)
     with pytest.raises(RuntimeError, match="dtype"):
         comm.all_reduce(t)
     t = torch.ones(64, 2, device=dev).t()

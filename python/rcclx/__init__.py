@@ -81,6 +81,12 @@ class _Done:
         return self._result
 
 
+def _widened(name, t):
+    """avg of int8 / uint8 (which the library does not reduce) runs on an int32 copy: the exact sum,
+    divided by the rank count and truncated toward zero, narrowed back (modulo 2^8)."""
+    return name == "avg" and t.dtype in (torch.int8, torch.uint8)
+
+
 def _single_rank_reduce(t, name, factor, factor_tensor):
     """The reduction over one rank, as rcclx computes it (fp32 for 16-bit floats)."""
     if name == "premul_sum":
@@ -203,6 +209,10 @@ class Communicator:
             name, factor, ft = op_arguments(op, "rcclx.Communicator.all_reduce")
             if self.single:
                 return _single_rank_reduce(t, name, factor, ft)
+            if _widened(name, t):
+                w = t.to(torch.int32)
+                torch.ops.rcclx.all_reduce(w, cid, name, _algorithm_name(algorithm), factor, ft)
+                return t.copy_(w)
             torch.ops.rcclx.all_reduce(t, cid, name, _algorithm_name(algorithm), factor, ft)
         return t
 
@@ -225,6 +235,10 @@ class Communicator:
                 _local_copy("reduce_scatter", out, t, out.numel())
                 _single_rank_reduce(out, name, factor, ft)
                 return out
+            if _widened(name, t):
+                w = torch.empty(out.shape, dtype=torch.int32, device=out.device)
+                torch.ops.rcclx.reduce_scatter(w, t.to(torch.int32), cid, name, _algorithm_name(algorithm), factor, ft)
+                return out.copy_(w)
             torch.ops.rcclx.reduce_scatter(out, t, cid, name, _algorithm_name(algorithm), factor, ft)
         return out
 
@@ -299,6 +313,10 @@ class Communicator:
             name, factor, ft = op_arguments(op, "rcclx.Communicator.reduce")
             if self.single:
                 return _single_rank_reduce(t, name, factor, ft)
+            if _widened(name, t):
+                w = t.to(torch.int32)
+                torch.ops.rcclx.reduce(w, cid, int(root), name, _algorithm_name(algorithm), factor, ft)
+                return t.copy_(w) if self.rank == root else t
             torch.ops.rcclx.reduce(t, cid, int(root), name, _algorithm_name(algorithm), factor, ft)
         return t
 

@@ -98,12 +98,22 @@ def _no_grad_methods(cls):
 class ProcessGroupRcclx(dist.ProcessGroup):
     """A torch.distributed process group on an rcclx.Communicator (see the module's docstring)."""
 
-    def __init__(self, store, rank, size, timeout=datetime.timedelta(seconds=300), **communicator_options):
+    def __init__(self, store, rank, size, timeout=datetime.timedelta(seconds=300), communicator=None,
+                 **communicator_options):
         super().__init__(rank, size)
+        if communicator is not None:  # a group over an existing rcclx.Communicator
+            self._comm = communicator
+            return
         k = next(_groups)
         self._comm = _rcclx.Communicator(store=dist.PrefixStore(f"rcclx.pg/{k}/", store), rank=rank,
                                          world_size=size, exchange_timeout=timeout.total_seconds(),
                                          **communicator_options)
+
+    @classmethod
+    def from_communicator(cls, comm):
+        """A process group whose collectives run on `comm` (an rcclx.Communicator; not registered
+        with torch.distributed: pass it as `group=` where torch takes a group object)."""
+        return cls(None, comm.rank, comm.num_ranks, communicator=comm)
 
     @property
     def communicator(self):

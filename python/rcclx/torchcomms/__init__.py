@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 import rcclx as _rcclx
-from ._ops import RedOpType, ReduceOp
+from .._ops import RedOpType, ReduceOp
 
 __all__ = ["new_comm", "TorchComm", "ReduceOp", "RedOpType", "TorchWork", "WorkStatus", "CommOptions",
            "Timeout", "BatchP2POptions", "BatchSendRecv", "P2POp", "P2POpType", "register_backend",

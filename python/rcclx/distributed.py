@@ -17,6 +17,7 @@ rcclx.Communicator set up over the group's store. What reaches it:
    ProcessGroup subclass as the group itself. Not run here (CI has torch 1.13 only).
 send / recv raise (rcclx has no point-to-point). docs/pytorch.md, section torch.distributed.
 """
+import collections
 import datetime
 import itertools
 
@@ -101,6 +102,10 @@ class ProcessGroupRcclx(dist.ProcessGroup):
     def __init__(self, store, rank, size, timeout=datetime.timedelta(seconds=300), communicator=None,
                  **communicator_options):
         super().__init__(rank, size)
+        # The last works handed out, kept alive: a C++ caller (DDP) holds only the C++ half of a Python
+        # work, and once its Python object is gone, wait() would reach torch's base Work::wait, which
+        # blocks until a completion this class never signals (torch 1.13's trampoline).
+        self._recent = collections.deque(maxlen=64)
         if communicator is not None:  # a group over an existing rcclx.Communicator
             self._comm = communicator
             return
@@ -108,6 +113,11 @@ class ProcessGroupRcclx(dist.ProcessGroup):
         self._comm = _rcclx.Communicator(store=dist.PrefixStore(f"rcclx.pg/{k}/", store), rank=rank,
                                          world_size=size, exchange_timeout=timeout.total_seconds(),
                                          **communicator_options)
+
+    def _done(self, result):
+        work = _DoneWork(result)
+        self._recent.append(work)
+        return work
 
     @classmethod
     def from_communicator(cls, comm):
@@ -133,7 +143,7 @@ class ProcessGroupRcclx(dist.ProcessGroup):
         op = _op(opts) if opts is not None else _ReduceOp.SUM
         for t in tensors:
             self._comm.all_reduce(_dense(t, "allreduce"), op)
-        return _DoneWork(tensors)
+        return self._done(tensors)
 
     def allreduce_coalesced(self, tensors, opts=None):
         return self.allreduce(tensors, opts)
@@ -142,14 +152,14 @@ class ProcessGroupRcclx(dist.ProcessGroup):
         root = getattr(opts, "rootRank", 0)
         for t in tensors:
             self._comm.broadcast(_dense(t, "broadcast"), root)
-        return _DoneWork(tensors)
+        return self._done(tensors)
 
     def reduce(self, tensors, opts=None):
         root = getattr(opts, "rootRank", 0)
         op = _op(opts) if opts is not None else _ReduceOp.SUM
         for t in tensors:
             self._comm.reduce(_dense(t, "reduce"), root, op)
-        return _DoneWork(tensors)
+        return self._done(tensors)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         for outs, t in zip(output_tensors, input_tensors):
@@ -158,28 +168,28 @@ class ProcessGroupRcclx(dist.ProcessGroup):
             self._comm.all_gather(flat, t)
             for p, o in enumerate(outs):
                 o.copy_(flat[p * t.numel():(p + 1) * t.numel()].reshape(o.shape))
-        return _DoneWork(output_tensors)
+        return self._done(output_tensors)
 
     def _allgather_base(self, output, input, opts=None):  # noqa: A002
         self._comm.all_gather(output, input.contiguous())
-        return _DoneWork([output])
+        return self._done([output])
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         op = _op(opts) if opts is not None else _ReduceOp.SUM
         for o, ins in zip(output_tensors, input_tensors):
             flat = torch.cat([i.reshape(-1) for i in ins])
             self._comm.reduce_scatter(o, flat, op)
-        return _DoneWork(output_tensors)
+        return self._done(output_tensors)
 
     def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002
         op = _op(opts) if opts is not None else _ReduceOp.SUM
         self._comm.reduce_scatter(output, input.contiguous(), op)
-        return _DoneWork([output])
+        return self._done([output])
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: A002
         self._comm.all_to_all_single(output, input.contiguous(), list(output_split_sizes) or None,
                                      list(input_split_sizes) or None)
-        return _DoneWork([output])
+        return self._done([output])
 
     def alltoall(self, output_tensors, input_tensors, opts=None):
         src = torch.cat([t.reshape(-1) for t in input_tensors])
@@ -189,11 +199,11 @@ class ProcessGroupRcclx(dist.ProcessGroup):
         for t in output_tensors:
             t.copy_(out[at:at + t.numel()].reshape(t.shape))
             at += t.numel()
-        return _DoneWork(output_tensors)
+        return self._done(output_tensors)
 
     def barrier(self, opts=None):
         self._comm.barrier()
-        return _DoneWork([])
+        return self._done([])
 
     def send(self, tensors, dst, tag=0):
         raise NotImplementedError("rcclx (torch.distributed backend): send is not implemented (no point-to-point)")

@@ -263,6 +263,16 @@ def _skipped_call(rank, n, store, device):
         assert time.monotonic() - start < 30
     store.set(f"done/{rank}", "1")
     store.wait([f"done/{p}" for p in range(n)])
+    # A rank whose process exits: the others' next call names it at once (its pid is gone), well
+    # within the 60 s timeout.
+    comm = torchcomms.new_comm("rcclx", device, name="dies", timeout=datetime.timedelta(seconds=60))
+    comm.all_reduce(t, torchcomms.ReduceOp.SUM, False)
+    if rank == n - 1:
+        os._exit(0)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=f"rank {n - 1} .pid [0-9]+. no longer running"):
+        comm.all_reduce(t, torchcomms.ReduceOp.SUM, False)
+    assert time.monotonic() - start < 20
 
 
 # ---- one rank ---------------------------------------------------------------------------------

@@ -49,7 +49,10 @@ setup(
     version="0.1.0",
     description="rcclx collectives for PyTorch",
     package_dir={"": "python"},
-    packages=["rcclx"],
+    packages=["rcclx", "rcclx.torchcomms"],
     ext_modules=[ext],
     cmdclass={"build_ext": BuildExtension, "build_py": build_py_with_headers},
+    # The real torchcomms (meta-pytorch/torchcomms) finds rcclx here: torchcomms.new_comm("rcclx_shm", ...)
+    # (its own "rcclx" is AMD's RCCLX library). Untested: torchcomms is not installed where rcclx is tested.
+    entry_points={"torchcomms.backends": ["rcclx_shm = rcclx._torchcomms_backend"]},
 )

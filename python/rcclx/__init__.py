@@ -6,23 +6,31 @@
     comm.all_reduce(t)                             # in place, as dist.all_reduce; returns t
     torch.ops.rcclx.all_reduce(t, comm.id, "sum", "automatic")   # the registered operator
 
-The set-up exchange travels over the group (torch.distributed.all_gather_object): rcclx opens no
-socket of its own. docs/pytorch.md.
+The set-up exchange travels over the group (torch.distributed.all_gather_object) or over a
+torch.distributed Store (Communicator(store=...)): rcclx opens no socket of its own.
+rcclx.torchcomms is torchcomms' API over it; rcclx.distributed the torch.distributed backend.
+docs/pytorch.md.
 """
 import contextlib
-import enum
+import math
 import os
+import threading
 
 import torch
 import torch.distributed as dist
 
 from . import _C  # registers torch.ops.rcclx.*
+from ._exchange import StoreAllgather, group_allgather
+from ._ops import RedOpType, ReduceOp, op_arguments
 
-__all__ = ["Communicator", "ReduceOp", "new_comm", "backend", "max_ranks", "include_dir"]
+__all__ = ["Communicator", "ReduceOp", "RedOpType", "new_comm", "backend", "max_ranks", "include_dir"]
 
 backend = _C.backend      # "host" (CPU tensors, ranks as processes) or "cuda"
 max_ranks = _C.max_ranks
 
+# The dtypes the collectives take (low_precision: float32 and bfloat16).
+DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int8, torch.uint8, torch.int32,
+          torch.int64, torch.bool)
 
 
 def include_dir():
@@ -35,23 +43,7 @@ def include_dir():
     raise RuntimeError("rcclx.include_dir: the rcclx headers are not installed with this package")
 
 
-_OPS = ("sum", "min", "max")
 _ALGORITHMS = ("flat", "tree", "low_precision", "automatic")
-
-
-class ReduceOp(enum.Enum):
-    """The torchcomms spelling (rcclx.ReduceOp.SUM)."""
-    SUM = "sum"
-    MIN = "min"
-    MAX = "max"
-
-
-def _op_name(op):
-    if isinstance(op, ReduceOp):
-        return op.value
-    if isinstance(op, str) and op in _OPS:
-        return op
-    raise ValueError(f"rcclx: op must be one of {_OPS} or an rcclx.ReduceOp (got {op!r})")
 
 
 def _algorithm_name(a):
@@ -89,29 +81,62 @@ class _Done:
         return self._result
 
 
+def _widened(name, t):
+    """avg of int8 / uint8 (which the library does not reduce) runs on an int32 copy: the exact sum,
+    divided by the rank count and truncated toward zero, narrowed back (modulo 2^8)."""
+    return name == "avg" and t.dtype in (torch.int8, torch.uint8)
+
+
+def _single_rank_reduce(t, name, factor, factor_tensor):
+    """The reduction over one rank, as rcclx computes it (fp32 for 16-bit floats)."""
+    if name == "premul_sum":
+        if t.dtype in (torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool):
+            raise RuntimeError(f"rcclx: op = premul_sum is not defined for {t.dtype} elements")
+        f = factor_tensor.reshape(()).to(t.dtype) if factor_tensor is not None else factor
+        if t.dtype == torch.float64:
+            t.mul_(f)
+        else:
+            f = f.float() if isinstance(f, torch.Tensor) else float(torch.tensor(f, dtype=torch.float32))
+            t.copy_(t.float() * f)
+    return t
+
+
 class Communicator:
     """Every rank of `group` (None: the default group) constructs one, in the same order.
 
     buffer_bytes: the workspace each rank shares with its peers (default 8 MiB);
     timeout: seconds a rank waits for a peer before the call fails with an error naming it;
-    check_calls: compare every call's arguments across ranks over the group before it runs (one
-    all_gather_object per call: clear errors for mismatched calls, at the cost of a round trip over
-    the group; default on);
+    check_calls: compare every call's arguments across ranks before it runs (one exchange per call:
+    clear errors for mismatched calls, at the cost of a round trip; default on);
     symmetric_bytes: the pool of symmetric_empty (default 64 MiB, allocated on first use);
     max_tiles: signal-pad slots kept for tile-protocol kernels (all_reduce_rmsnorm's tokens, your
     own kernels' tiles; default 2048, at most 3967).
+    store, rank, world_size: exchange over a torch.distributed Store instead of a group (then rank
+    and world_size are required, torch.distributed need not be initialised); every wait of those
+    exchanges is bounded by exchange_timeout seconds (default: 300), naming the ranks that did not
+    arrive.
+    A group of one rank works (the collectives are local copies).
     """
 
     def __init__(self, group=None, device=None, buffer_bytes=0, timeout=0.0, check_calls=True,
-                 symmetric_bytes=0, max_tiles=0):
-        if not dist.is_initialized():
-            raise RuntimeError("rcclx.Communicator: torch.distributed is not initialized "
-                               "(call torch.distributed.init_process_group first)")
+                 symmetric_bytes=0, max_tiles=0, *, store=None, rank=None, world_size=None,
+                 exchange_timeout=None):
+        self.id = None
+        self._destroyed = False
+        self._lock = threading.RLock()
         self.group = group
-        self.rank = dist.get_rank(group)
-        self.num_ranks = dist.get_world_size(group)
-        if not 2 <= self.num_ranks <= max_ranks:
-            raise ValueError(f"rcclx.Communicator: the group has {self.num_ranks} ranks; rcclx takes 2..{max_ranks}")
+        if store is not None:
+            if rank is None or world_size is None:
+                raise ValueError("rcclx.Communicator: with store=..., rank and world_size are required")
+            self.rank, self.num_ranks = int(rank), int(world_size)
+        else:
+            if not dist.is_initialized():
+                raise RuntimeError("rcclx.Communicator: torch.distributed is not initialized "
+                                   "(call torch.distributed.init_process_group first, or pass store=...)")
+            self.rank = dist.get_rank(group)
+            self.num_ranks = dist.get_world_size(group)
+        if not 1 <= self.num_ranks <= max_ranks:
+            raise ValueError(f"rcclx.Communicator: the group has {self.num_ranks} ranks; rcclx takes 1..{max_ranks}")
         if backend == "host":
             self.device = torch.device("cpu")
             if device is not None and torch.device(device).type != "cpu":
@@ -124,42 +149,187 @@ class Communicator:
             self.device = torch.device("cuda", d.index if d.index is not None else torch.cuda.current_device())
             torch.cuda.set_device(self.device)
         n = self.num_ranks
-
-        def allgather(data: bytes) -> bytes:
-            out = [None] * n
-            dist.all_gather_object(out, data, group=group)
-            return b"".join(out)
-
+        if store is not None:
+            allgather = StoreAllgather(store, self.rank, n, 300.0 if exchange_timeout is None else exchange_timeout)
+        else:
+            allgather = group_allgather(group, n)
         self._allgather = allgather
+        if n == 1:
+            self.id = -1  # no shared memory: every collective is a local copy
+            return
         self.id = _C.create(self.rank, n, allgather, int(buffer_bytes), float(timeout),
                             1 if check_calls else 0, int(symmetric_bytes), int(max_tiles))
 
+    @property
+    def single(self):
+        """A communicator of one rank (collectives run locally)."""
+        return self.num_ranks == 1
+
     def destroy(self):
-        """Frees this rank's buffers (collective: every rank calls it)."""
-        if getattr(self, "id", None) is not None:
-            _C.destroy(self.id)
+        """Frees this rank's buffers (collective: every rank calls it). A later call raises an error
+        saying so."""
+        with self._lock:
+            if self.id is not None and self.id >= 0:
+                _C.destroy(self.id)
             self.id = None
+            self._destroyed = True
+
+    # ---- argument checks done here (before the operators) ----
+    def _live(self, what):
+        if self.id is None:
+            raise RuntimeError(f"rcclx.Communicator.{what}: this communicator was destroyed (destroy() or "
+                               f"finalize() was called); create a new one")
+        return self.id
+
+    def _check(self, what, *tensors):
+        """Refuses what the operators would run silently: meta tensors, tensors on another device,
+        tensors that require grad while autograd records (the collectives are not differentiable)."""
+        for t in tensors:
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"rcclx.Communicator.{what}: expected a tensor, got {type(t).__name__}")
+            if t.device.type == "meta":
+                raise RuntimeError(f"rcclx.Communicator.{what}: a meta tensor has no data to communicate "
+                                   f"(the communicator's device is {self.device})")
+            if t.device.type != self.device.type or (
+                    self.device.type != "cpu" and t.device.index is not None and t.device.index != self.device.index):
+                raise RuntimeError(f"rcclx.Communicator.{what}: the tensor is on {t.device}; this communicator's "
+                                   f"device is {self.device}")
+            if t.requires_grad and torch.is_grad_enabled():
+                raise RuntimeError(f"rcclx.Communicator.{what}: the tensor requires grad; rcclx's collectives are "
+                                   f"not differentiable (call them under torch.no_grad(), or on t.detach())")
+        return self._live(what)
 
     # ---- the torch.distributed spelling ----
     def all_reduce(self, t, op="sum", algorithm="automatic"):
-        """In place, as torch.distributed.all_reduce; returns t. The same bits on every rank."""
-        torch.ops.rcclx.all_reduce(t, self.id, _op_name(op), _algorithm_name(algorithm))
+        """In place, as torch.distributed.all_reduce; returns t. The same bits on every rank. op: "sum",
+        "min", "max", "product", "avg", or an rcclx.ReduceOp (PREMUL_SUM(factor): a number or a
+        one-element tensor)."""
+        with self._lock:
+            cid = self._check("all_reduce", t)
+            name, factor, ft = op_arguments(op, "rcclx.Communicator.all_reduce")
+            if self.single:
+                return _single_rank_reduce(t, name, factor, ft)
+            if _widened(name, t):
+                w = t.to(torch.int32)
+                torch.ops.rcclx.all_reduce(w, cid, name, _algorithm_name(algorithm), factor, ft)
+                return t.copy_(w)
+            torch.ops.rcclx.all_reduce(t, cid, name, _algorithm_name(algorithm), factor, ft)
         return t
 
     def all_gather(self, out, t, algorithm="automatic"):
         """out: num_ranks x t.numel() elements, as torch.distributed.all_gather_into_tensor."""
-        torch.ops.rcclx.all_gather(out, t, self.id, _algorithm_name(algorithm))
+        with self._lock:
+            cid = self._check("all_gather", out, t)
+            if self.single:
+                _local_copy("all_gather", out, t, t.numel())
+                return out
+            torch.ops.rcclx.all_gather(out, t, cid, _algorithm_name(algorithm))
         return out
 
     def reduce_scatter(self, out, t, op="sum", algorithm="automatic"):
         """t: num_ranks x out.numel() elements, as torch.distributed.reduce_scatter_tensor."""
-        torch.ops.rcclx.reduce_scatter(out, t, self.id, _op_name(op), _algorithm_name(algorithm))
+        with self._lock:
+            cid = self._check("reduce_scatter", out, t)
+            name, factor, ft = op_arguments(op, "rcclx.Communicator.reduce_scatter")
+            if self.single:
+                _local_copy("reduce_scatter", out, t, out.numel())
+                _single_rank_reduce(out, name, factor, ft)
+                return out
+            if _widened(name, t):
+                w = torch.empty(out.shape, dtype=torch.int32, device=out.device)
+                torch.ops.rcclx.reduce_scatter(w, t.to(torch.int32), cid, name, _algorithm_name(algorithm), factor, ft)
+                return out.copy_(w)
+            torch.ops.rcclx.reduce_scatter(out, t, cid, name, _algorithm_name(algorithm), factor, ft)
         return out
 
-    def all_to_all(self, out, t, algorithm="automatic"):
-        """Equal splits, as torch.distributed.all_to_all_single."""
-        torch.ops.rcclx.all_to_all(out, t, self.id, _algorithm_name(algorithm))
+    def all_to_all(self, out, t, algorithm="automatic", output_split_sizes=None, input_split_sizes=None):
+        """As torch.distributed.all_to_all_single: equal splits of the flattened tensors, or uneven
+        ones given in elements (output_split_sizes / input_split_sizes, num_ranks entries each; the
+        sizes of the first dimension are taken too, as torch does: see all_to_all_single)."""
+        if output_split_sizes is None and input_split_sizes is None:
+            with self._lock:
+                cid = self._check("all_to_all", out, t)
+                if self.single:
+                    _local_copy("all_to_all", out, t, t.numel())
+                    return out
+                torch.ops.rcclx.all_to_all(out, t, cid, _algorithm_name(algorithm))
+            return out
+        return self.all_to_all_single(out, t, output_split_sizes, input_split_sizes)
+
+    def all_to_all_single(self, out, t, output_split_sizes=None, input_split_sizes=None):
+        """torch.distributed.all_to_all_single: split sizes count rows of the first dimension (None:
+        equal splits); rank p's rows for this rank land at the prefix offset of output_split_sizes."""
+        n = self.num_ranks
+
+        def rows(sizes, x, which):
+            if sizes is None or len(sizes) == 0:
+                if x.dim() == 0 or x.shape[0] % n:
+                    raise RuntimeError(f"rcclx.Communicator.all_to_all_single: the {which}'s first dimension "
+                                       f"({x.shape[0] if x.dim() else 'a scalar'}) does not split into {n} equal parts")
+                return [x.shape[0] // n] * n
+            sizes = [int(v) for v in sizes]
+            if len(sizes) != n:
+                raise RuntimeError(f"rcclx.Communicator.all_to_all_single: {which}_split_sizes has {len(sizes)} "
+                                   f"entries; it needs num_ranks = {n}")
+            if x.dim() == 0 or sum(sizes) != x.shape[0]:
+                raise RuntimeError(f"rcclx.Communicator.all_to_all_single: {which}_split_sizes add up to "
+                                   f"{sum(sizes)} rows; the {which} has {x.shape[0] if x.dim() else 0}")
+            return sizes
+
+        with self._lock:
+            cid = self._check("all_to_all_single", out, t)
+            in_rows = rows(input_split_sizes, t, "input")
+            out_rows = rows(output_split_sizes, out, "output")
+            in_row, out_row = math.prod(t.shape[1:]), math.prod(out.shape[1:])
+            if t.dim() > 1 and out.dim() > 1 and t.shape[1:] != out.shape[1:]:
+                raise RuntimeError(f"rcclx.Communicator.all_to_all_single: the rows of the input {tuple(t.shape[1:])} "
+                                   f"and of the output {tuple(out.shape[1:])} differ")
+            in_splits = [r * in_row for r in in_rows]
+            out_splits = [r * out_row for r in out_rows]
+            if self.single:
+                _local_copy("all_to_all_single", out, t, in_splits[0])
+                return out
+            if input_split_sizes is None and output_split_sizes is None and in_splits == out_splits:
+                torch.ops.rcclx.all_to_all(out, t, cid, "automatic")
+            else:
+                torch.ops.rcclx.all_to_all_v(out, t, cid, out_splits, in_splits)
         return out
+
+    def broadcast(self, t, root=0, algorithm="automatic"):
+        """In place, as torch.distributed.broadcast: every rank's t <- root's t; returns t."""
+        with self._lock:
+            cid = self._check("broadcast", t)
+            self._check_root("broadcast", root)
+            if not self.single:
+                torch.ops.rcclx.broadcast(t, cid, int(root), _algorithm_name(algorithm))
+        return t
+
+    def reduce(self, t, root=0, op="sum", algorithm="automatic"):
+        """In place on the root, as torch.distributed.reduce (the other ranks' t are left as they
+        were); returns t."""
+        with self._lock:
+            cid = self._check("reduce", t)
+            self._check_root("reduce", root)
+            name, factor, ft = op_arguments(op, "rcclx.Communicator.reduce")
+            if self.single:
+                return _single_rank_reduce(t, name, factor, ft)
+            if _widened(name, t):
+                w = t.to(torch.int32)
+                torch.ops.rcclx.reduce(w, cid, int(root), name, _algorithm_name(algorithm), factor, ft)
+                return t.copy_(w) if self.rank == root else t
+            torch.ops.rcclx.reduce(t, cid, int(root), name, _algorithm_name(algorithm), factor, ft)
+        return t
+
+    def barrier(self):
+        """Every rank waits for every other."""
+        with self._lock:
+            cid = self._live("barrier")
+            if not self.single:
+                _C.barrier(cid)
+
+    def _check_root(self, what, root):
+        if not isinstance(root, int) or isinstance(root, bool) or not 0 <= root < self.num_ranks:
+            raise ValueError(f"rcclx.Communicator.{what}: root = {root!r} is outside [0, {self.num_ranks})")
 
     def all_reduce_rmsnorm(self, x, residual, weight, eps=1e-6, out_dtype=None, scale=None, out=None,
                            algorithm="automatic"):
@@ -178,7 +348,7 @@ class Communicator:
                 out = torch.empty(x.shape, dtype=dt, device=x.device)
         if fmt != "same" and scale is None:
             scale = torch.ones(1, dtype=torch.float32, device=x.device)
-        torch.ops.rcclx.all_reduce_rmsnorm(x, residual, weight, out, float(eps), self.id,
+        torch.ops.rcclx.all_reduce_rmsnorm(x, residual, weight, out, float(eps), self._check("all_reduce_rmsnorm", x),
                                            _algorithm_name(algorithm), fmt, scale)
         return out, residual
 
@@ -188,12 +358,12 @@ class Communicator:
         extension's kernels: a CPU uint8 tensor holding an rcclx::pytorch::kernel_handles record
         (include/rcclx/pytorch/kernel_handles.hpp): every rank's copy of t, the signal pads and the
         pad slots kept for tile-protocol kernels. Local (no exchange)."""
-        return _C.kernel_handles(self.id, t)
+        return _C.kernel_handles(self._live("kernel_handles"), t)
 
     @property
     def tile_slots(self):
         """(first, max_tiles): the signal-pad slots kept for tile-protocol kernels."""
-        return _C.tile_slots(self.id)
+        return _C.tile_slots(self._live("tile_slots"))
 
     # ---- symmetric tensors, graphs, errors ----
     def symmetric_empty(self, shape, dtype=torch.float32):
@@ -202,11 +372,11 @@ class Communicator:
         into the workspace). The pool is reused once none of its tensors is alive."""
         if isinstance(shape, int):
             shape = (shape,)
-        return _C.symmetric_empty(self.id, [int(d) for d in shape], torch.empty(0, dtype=dtype))
+        return _C.symmetric_empty(self._live("symmetric_empty"), [int(d) for d in shape], torch.empty(0, dtype=dtype))
 
     def is_symmetric(self, t):
         """Does t lie in this communicator's registered memory (symmetric_empty)?"""
-        return _C.is_symmetric(self.id, t)
+        return _C.is_symmetric(self._live("is_symmetric"), t)
 
     @contextlib.contextmanager
     def graph_capture(self):
@@ -220,12 +390,12 @@ class Communicator:
         The captured collectives read the peers' copies of their inputs directly; on leaving,
         every rank exchanges the handles of those buffers (collective)."""
         yield self
-        _C.register_graph_buffers(self.id)
+        _C.register_graph_buffers(self._live("graph_capture"))
 
     def synchronize(self):
         """Waits for the current stream, then raises an error a kernel recorded (GPU builds: a peer
         that never arrived within the timeout). The host backend raises at the call itself."""
-        _C.synchronize(self.id)
+        _C.synchronize(self._live("synchronize"))
 
     # ---- the torchcomms spelling ----
     def allreduce(self, t, op=ReduceOp.SUM, async_op=False):
@@ -233,9 +403,28 @@ class Communicator:
         return _Done(t) if async_op else None
 
 
-def new_comm(device, name=None, group=None, **kwargs):
-    """torchcomms' constructor: a Communicator over `group` (default: the torchrun job's default
-    group, initialised here from the environment if needed)."""
+def _local_copy(what, out, t, count):
+    """A collective over one rank: out's first `count` elements <- t's."""
+    if out.dtype != t.dtype:
+        raise RuntimeError(f"rcclx.{what}: the output's dtype {out.dtype} differs from the input's {t.dtype}")
+    if out.numel() < count or t.numel() < count:
+        raise RuntimeError(f"rcclx.{what}: the output has {out.numel()} elements, the input {t.numel()}; "
+                           f"{count} are needed")
+    if out.data_ptr() != t.data_ptr():
+        out.reshape(-1)[:count].copy_(t.reshape(-1)[:count])
+
+
+def new_comm(*args, **kwargs):
+    """torchcomms' constructor. new_comm("rcclx", device, name=..., ...) is rcclx.torchcomms.new_comm
+    (a TorchComm); the older new_comm(device, name=None, group=None, **kwargs) gives a Communicator
+    over `group` (default: the default group, initialised from the environment if needed)."""
+    if args and isinstance(args[0], str) and args[0] == "rcclx" or "backend" in kwargs:
+        from . import torchcomms
+        return torchcomms.new_comm(*args, **kwargs)
+    return _legacy_new_comm(*args, **kwargs)
+
+
+def _legacy_new_comm(device, name=None, group=None, **kwargs):
     if not dist.is_initialized():
         dist.init_process_group("gloo" if backend == "host" else "nccl")
     c = Communicator(group=group, device=device, **kwargs)

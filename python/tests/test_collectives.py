@@ -132,7 +132,7 @@ def test_many_ranks(n):
 def _bad_input(rank, n):
     dev = _device()
     comm = rcclx.Communicator(timeout=20.0)
-    t = torch.ones(64, dtype=torch.float64, device=dev)
+    t = torch.ones(64, dtype=torch.complex64, device=dev)
     with pytest.raises(RuntimeError, match="dtype"):
         comm.all_reduce(t)
     t = torch.ones(64, 2, device=dev).t()
@@ -168,3 +168,19 @@ def test_meta_implementations_keep_shapes():
     assert t.shape == (8, 4)
     out = torch.empty(16, device="meta")
     torch.ops.rcclx.all_gather(out, torch.empty(8, device="meta"), 0, "automatic")
+    torch.ops.rcclx.broadcast(t, 0, 1, "automatic")
+    torch.ops.rcclx.reduce(t, 0, 1, "premul_sum", "automatic", 0.5, torch.empty(1, device="meta"))
+    torch.ops.rcclx.all_to_all_v(out, torch.empty(16, device="meta"), 0, [8, 8], [4, 12])
+    assert t.shape == (8, 4) and out.shape == (16,)
+
+
+def test_meta_tensors_are_refused_by_the_communicator():
+    # The operators' Meta implementations serve tracing; a Communicator call on a meta tensor (no
+    # data to communicate) is an error before any exchange.
+    comm = rcclx.Communicator.__new__(rcclx.Communicator)
+    comm.id, comm.device = 1, _device()
+    with pytest.raises(RuntimeError, match="meta tensor"):
+        comm._check("all_reduce", torch.empty(4, device="meta"))
+    comm.id = None
+    with pytest.raises(RuntimeError, match="destroyed"):
+        comm._check("all_reduce", torch.empty(4))

@@ -58,10 +58,15 @@ rcclx::reduce_op to_rcclx(reduce r) {
   switch (r) {
     case reduce::min: return rcclx::reduce_op::min;
     case reduce::max: return rcclx::reduce_op::max;
+    case reduce::product: return rcclx::reduce_op::product;
+    case reduce::avg: return rcclx::reduce_op::avg;
+    case reduce::premul_sum: return rcclx::reduce_op::premul_sum;
     case reduce::sum: break;
   }
   return rcclx::reduce_op::sum;
 }
+
+rcclx::reduce_spec to_rcclx(const reduction& r) { return rcclx::reduce_spec{to_rcclx(r.op), r.factor, r.factor_device}; }
 
 rcclx::gpu::stream_t to_stream(void* s) {
 #if RCCLX_BACKEND_GPU
@@ -72,7 +77,7 @@ rcclx::gpu::stream_t to_stream(void* s) {
 #endif
 }
 
-// f(T{}) for the element type.
+// f(T{}) for the element type (the reducing collectives: one instantiation per type).
 template <class F>
 void with_type(element t, F&& f) {
   switch (t) {
@@ -80,6 +85,45 @@ void with_type(element t, F&& f) {
     case element::bf16: f(rcclx::bf16{}); break;
     case element::f16: f(rcclx::fp16{}); break;
     case element::i32: f(std::int32_t{}); break;
+    case element::i8: f(std::int8_t{}); break;
+    case element::u8: f(std::uint8_t{}); break;
+    case element::i64: f(std::int64_t{}); break;
+    case element::f64: f(double{}); break;
+    case element::boolean: f(bool{}); break;
+  }
+}
+
+// The copying collectives (allgather, alltoall, broadcast, alltoallv) move bits: the types of the
+// low-precision path (float, bf16) and the earlier four keep their own instantiation (their messages
+// and call checks name them); int8, uint8 and bool run as uint8, int64 and float64 as int64.
+template <class F>
+void with_copy_type(element t, F&& f) {
+  switch (t) {
+    case element::f32: f(float{}); break;
+    case element::bf16: f(rcclx::bf16{}); break;
+    case element::f16: f(rcclx::fp16{}); break;
+    case element::i32: f(std::int32_t{}); break;
+    case element::i8:
+    case element::u8:
+    case element::boolean: f(std::uint8_t{}); break;
+    case element::i64:
+    case element::f64: f(std::int64_t{}); break;
+  }
+}
+
+// alltoallv and broadcast: by size only (1, 2, 4 or 8 bytes).
+template <class F>
+void with_size_type(element t, F&& f) {
+  switch (t) {
+    case element::i8:
+    case element::u8:
+    case element::boolean: f(std::uint8_t{}); break;
+    case element::f16:
+    case element::bf16: f(rcclx::fp16{}); break;
+    case element::f32:
+    case element::i32: f(std::int32_t{}); break;
+    case element::i64:
+    case element::f64: f(std::int64_t{}); break;
   }
 }
 
@@ -183,32 +227,65 @@ rcclx::algorithm resolve(rcclx::lpc::collective c, algo a, std::size_t bytes) {
 }
 }  // namespace
 
-std::string run_collective(engine& e, collective c, element t, const void* in, void* out, std::size_t count, reduce op,
-                           algo a, void* stream) {
+std::string run_collective(engine& e, collective c, element t, const void* in, void* out, std::size_t count,
+                           const reduction& op, algo a, void* stream, int root) {
   return guarded(e, [&] {
-    with_type(t, [&](auto tag) {
+    const auto s = to_stream(stream);
+    const auto reducing = [&](auto tag) {
       using T = decltype(tag);
       const T* i = static_cast<const T*>(in);
       T* o = static_cast<T*>(out);
-      const auto s = to_stream(stream);
       const std::size_t bytes = count * sizeof(T);
       switch (c) {
         case collective::allreduce:
           e.comm->allreduce<T>(i, o, count, to_rcclx(op), resolve(rcclx::lpc::collective::allreduce, a, bytes), s);
           break;
-        case collective::allgather:
-          e.comm->allgather<T>(i, o, count, resolve(rcclx::lpc::collective::allgather, a, bytes), s);
-          break;
         case collective::reduce_scatter:
           e.comm->reduce_scatter<T>(i, o, count, to_rcclx(op),
                                     resolve(rcclx::lpc::collective::reduce_scatter, a, bytes), s);
           break;
-        case collective::alltoall:
-          e.comm->alltoall<T>(i, o, count, resolve(rcclx::lpc::collective::alltoall, a, bytes), s);
-          break;
+        case collective::reduce: e.comm->reduce<T>(i, o, count, root, to_rcclx(op), to_rcclx(a), s); break;
+        default: break;
       }
+    };
+    const auto copying = [&](auto tag) {
+      using T = decltype(tag);
+      const T* i = static_cast<const T*>(in);
+      T* o = static_cast<T*>(out);
+      const std::size_t bytes = count * sizeof(T);
+      if (c == collective::allgather)
+        e.comm->allgather<T>(i, o, count, resolve(rcclx::lpc::collective::allgather, a, bytes), s);
+      else
+        e.comm->alltoall<T>(i, o, count, resolve(rcclx::lpc::collective::alltoall, a, bytes), s);
+    };
+    switch (c) {
+      case collective::allreduce:
+      case collective::reduce_scatter:
+      case collective::reduce: with_type(t, reducing); break;
+      case collective::allgather:
+      case collective::alltoall: with_copy_type(t, copying); break;
+      case collective::broadcast:
+        with_size_type(t, [&](auto tag) {
+          using T = decltype(tag);
+          e.comm->broadcast<T>(static_cast<const T*>(in), static_cast<T*>(out), count, root, to_rcclx(a), s);
+        });
+        break;
+    }
+  });
+}
+
+std::string run_alltoallv(engine& e, element t, const void* in, const std::size_t* in_splits, void* out,
+                          const std::size_t* out_splits, void* stream) {
+  return guarded(e, [&] {
+    with_size_type(t, [&](auto tag) {
+      using T = decltype(tag);
+      e.comm->alltoallv<T>(static_cast<const T*>(in), in_splits, static_cast<T*>(out), out_splits, to_stream(stream));
     });
   });
+}
+
+std::string barrier(engine& e, void* stream) {
+  return guarded(e, [&] { e.comm->barrier(to_stream(stream)); });
 }
 
 std::string symmetric_take(engine& e, std::size_t bytes, void*& ptr, std::function<void()>& release) {

@@ -16,10 +16,10 @@ namespace rcclx_torch {
 constexpr int max_ranks = 16;         // rcclx::pytorch::max_ranks (checked in engine.cpp)
 constexpr int collective_slots = 128;  // pad slots of the communicator's own collectives
 
-enum class element : int { f32, bf16, f16, i32 };
+enum class element : int { f32, bf16, f16, i32, i8, u8, i64, f64, boolean };
 enum class out_format : int { same, e4m3, e5m2 };
-enum class collective : int { allreduce, allgather, reduce_scatter, alltoall };
-enum class reduce : int { sum, min, max };
+enum class collective : int { allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce };
+enum class reduce : int { sum, min, max, product, avg, premul_sum };
 enum class algo : int { flat, tree, low_precision, automatic };
 
 // The built backend: "host" or "cuda".
@@ -49,10 +49,22 @@ int rank_of(const engine& e);
 int num_ranks_of(const engine& e);
 void tile_slots_of(const engine& e, int& first, int& max_tiles);
 
-// out <- the collective of in (count elements per rank as the communicator's methods take it).
-// stream: the CUDA stream (cudaStream_t) or null.
-std::string run_collective(engine& e, collective c, element t, const void* in, void* out, std::size_t count, reduce op,
-                           algo a, void* stream);
+// A reduction with its premul_sum factor: `factor`, or (factor_device not null) one element of the
+// collective's type in device memory, read when the kernel runs.
+struct reduction {
+  reduce op = reduce::sum;
+  double factor = 1.0;
+  const void* factor_device = nullptr;
+};
+
+// out <- the collective of in (count elements per rank as the communicator's methods take it; root:
+// broadcast's and reduce's). stream: the CUDA stream (cudaStream_t) or null.
+std::string run_collective(engine& e, collective c, element t, const void* in, void* out, std::size_t count,
+                           const reduction& op, algo a, void* stream, int root = 0);
+// The uneven AlltoAll (communicator::alltoallv): num_ranks splits each, in elements.
+std::string run_alltoallv(engine& e, element t, const void* in, const std::size_t* in_splits, void* out,
+                          const std::size_t* out_splits, void* stream);
+std::string barrier(engine& e, void* stream);
 
 // symmetric_empty: `bytes` from the communicator's registered pool (collective on first use);
 // `release` hands them back (the pool starts over when nothing is out).

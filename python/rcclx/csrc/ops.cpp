@@ -203,7 +203,12 @@ rt::reduce parse_op(const std::string& op) {
   if (op == "sum") return rt::reduce::sum;
   if (op == "min") return rt::reduce::min;
   if (op == "max") return rt::reduce::max;
-  RCCLX_TORCH_CHECK(false, "rcclx: op must be \"sum\", \"min\" or \"max\" (got \"", op, "\")");
+  if (op == "product") return rt::reduce::product;
+  if (op == "avg") return rt::reduce::avg;
+  if (op == "premul_sum") return rt::reduce::premul_sum;
+  RCCLX_TORCH_CHECK(false,
+                    "rcclx: op must be \"sum\", \"min\", \"max\", \"product\", \"avg\" or \"premul_sum\" (got \"",
+                    op, "\")");
 }
 
 rt::algo parse_algorithm(const std::string& a) {
@@ -228,8 +233,10 @@ void check_tensor(const char* what, const char* name, const at::Tensor& t) {
                     "; this build of rcclx (host backend) takes CPU tensors");
 #endif
   const auto s = t.scalar_type();
-  RCCLX_TORCH_CHECK(s == at::kFloat || s == at::kBFloat16 || s == at::kHalf || s == at::kInt, "rcclx.", what, ": ",
-                    name, " has dtype ", s, "; rcclx takes float32, bfloat16, float16 and int32");
+  RCCLX_TORCH_CHECK(s == at::kFloat || s == at::kBFloat16 || s == at::kHalf || s == at::kInt || s == at::kChar ||
+                        s == at::kByte || s == at::kLong || s == at::kDouble || s == at::kBool,
+                    "rcclx.", what, ": ", name, " has dtype ", s,
+                    "; rcclx takes float32, bfloat16, float16, float64, int8, uint8, int32, int64 and bool");
 }
 
 rt::element element_of(const at::Tensor& t) {
@@ -238,8 +245,33 @@ rt::element element_of(const at::Tensor& t) {
     case at::kBFloat16: return rt::element::bf16;
     case at::kHalf: return rt::element::f16;
     case at::kInt: return rt::element::i32;
+    case at::kChar: return rt::element::i8;
+    case at::kByte: return rt::element::u8;
+    case at::kLong: return rt::element::i64;
+    case at::kDouble: return rt::element::f64;
+    case at::kBool: return rt::element::boolean;
     default: RCCLX_TORCH_CHECK(false, "rcclx: unsupported dtype ", t.scalar_type());
   }
+}
+
+// The op with its premul_sum factor: `factor`, or factor_tensor (one element, the collective's dtype
+// and device: read when the kernel runs). `keep` holds a converted copy of the factor for the call.
+rt::reduction reduction_of(const char* what, const std::string& op, double factor,
+                           const c10::optional<at::Tensor>& factor_tensor, const at::Tensor& like, at::Tensor& keep) {
+  rt::reduction r;
+  r.op = parse_op(op);
+  r.factor = factor;
+  if (factor_tensor.has_value() && factor_tensor->defined()) {
+    RCCLX_TORCH_CHECK(r.op == rt::reduce::premul_sum, "rcclx.", what, ": a factor tensor is for op \"premul_sum\" only (got \"",
+                      op, "\")");
+    RCCLX_TORCH_CHECK(factor_tensor->numel() == 1, "rcclx.", what, ": the premul_sum factor must have one element (got ",
+                      factor_tensor->numel(), ")");
+    RCCLX_TORCH_CHECK(factor_tensor->device() == like.device(), "rcclx.", what, ": the premul_sum factor is on ",
+                      factor_tensor->device(), ", the tensor on ", like.device());
+    keep = factor_tensor->reshape({1}).to(like.scalar_type()).contiguous();
+    r.factor_device = keep.data_ptr();
+  }
+  return r;
 }
 
 // An output / input pair of a collective: both usable, the same dtype.
@@ -250,13 +282,15 @@ void check_pair(const char* what, const at::Tensor& out, const at::Tensor& in) {
                     " differs from the input's ", in.scalar_type());
 }
 
-void all_reduce(at::Tensor t, std::int64_t comm, std::string op, std::string algorithm) {
+void all_reduce(at::Tensor t, std::int64_t comm, std::string op, std::string algorithm, double factor,
+                c10::optional<at::Tensor> factor_tensor) {
   check_tensor("all_reduce", "the tensor", t);
   const auto e = find(comm);
-  const auto o = parse_op(op);
+  at::Tensor keep;
+  const auto o = reduction_of("all_reduce", op, factor, factor_tensor, t, keep);
   const auto a = parse_algorithm(algorithm);
   check(rt::run_collective(*e->engine, rt::collective::allreduce, element_of(t), t.data_ptr(), t.data_ptr(),
-                               static_cast<std::size_t>(t.numel()), o, a, stream_of()));
+                           static_cast<std::size_t>(t.numel()), o, a, stream_of()));
 }
 
 void all_gather(at::Tensor out, at::Tensor in, std::int64_t comm, std::string algorithm) {
@@ -266,18 +300,20 @@ void all_gather(at::Tensor out, at::Tensor in, std::int64_t comm, std::string al
                     " elements; it needs num_ranks x input = ", e->num_ranks, " x ", in.numel());
   const auto a = parse_algorithm(algorithm);
   check(rt::run_collective(*e->engine, rt::collective::allgather, element_of(in), in.data_ptr(), out.data_ptr(),
-                               static_cast<std::size_t>(in.numel()), rt::reduce::sum, a, stream_of()));
+                           static_cast<std::size_t>(in.numel()), rt::reduction{}, a, stream_of()));
 }
 
-void reduce_scatter(at::Tensor out, at::Tensor in, std::int64_t comm, std::string op, std::string algorithm) {
+void reduce_scatter(at::Tensor out, at::Tensor in, std::int64_t comm, std::string op, std::string algorithm,
+                    double factor, c10::optional<at::Tensor> factor_tensor) {
   check_pair("reduce_scatter", out, in);
   const auto e = find(comm);
   RCCLX_TORCH_CHECK(in.numel() == out.numel() * e->num_ranks, "rcclx.reduce_scatter: the input has ", in.numel(),
                     " elements; it needs num_ranks x output = ", e->num_ranks, " x ", out.numel());
-  const auto o = parse_op(op);
+  at::Tensor keep;
+  const auto o = reduction_of("reduce_scatter", op, factor, factor_tensor, in, keep);
   const auto a = parse_algorithm(algorithm);
   check(rt::run_collective(*e->engine, rt::collective::reduce_scatter, element_of(in), in.data_ptr(),
-                               out.data_ptr(), static_cast<std::size_t>(in.numel()), o, a, stream_of()));
+                           out.data_ptr(), static_cast<std::size_t>(in.numel()), o, a, stream_of()));
 }
 
 void all_to_all(at::Tensor out, at::Tensor in, std::int64_t comm, std::string algorithm) {
@@ -289,7 +325,63 @@ void all_to_all(at::Tensor out, at::Tensor in, std::int64_t comm, std::string al
                     " elements do not split into ", e->num_ranks, " equal blocks");
   const auto a = parse_algorithm(algorithm);
   check(rt::run_collective(*e->engine, rt::collective::alltoall, element_of(in), in.data_ptr(), out.data_ptr(),
-                               static_cast<std::size_t>(in.numel()), rt::reduce::sum, a, stream_of()));
+                           static_cast<std::size_t>(in.numel()), rt::reduction{}, a, stream_of()));
+}
+
+// Uneven AlltoAll (all_to_all_single with split sizes, in elements of the flattened tensors).
+void all_to_all_v(at::Tensor out, at::Tensor in, std::int64_t comm, std::vector<std::int64_t> output_splits,
+                  std::vector<std::int64_t> input_splits) {
+  check_pair("all_to_all_v", out, in);
+  const auto e = find(comm);
+  const auto n = static_cast<std::size_t>(e->num_ranks);
+  RCCLX_TORCH_CHECK(input_splits.size() == n && output_splits.size() == n, "rcclx.all_to_all_v: input_splits has ",
+                    input_splits.size(), " entries and output_splits ", output_splits.size(), "; both need num_ranks = ",
+                    e->num_ranks);
+  std::vector<std::size_t> is(n), os(n);
+  std::int64_t in_total = 0, out_total = 0;
+  for (std::size_t p = 0; p < n; ++p) {
+    RCCLX_TORCH_CHECK(input_splits[p] >= 0 && output_splits[p] >= 0, "rcclx.all_to_all_v: split sizes must not be "
+                      "negative (input_splits[", p, "] = ", input_splits[p], ", output_splits[", p, "] = ",
+                      output_splits[p], ")");
+    is[p] = static_cast<std::size_t>(input_splits[p]);
+    os[p] = static_cast<std::size_t>(output_splits[p]);
+    in_total += input_splits[p];
+    out_total += output_splits[p];
+  }
+  RCCLX_TORCH_CHECK(in_total <= in.numel(), "rcclx.all_to_all_v: input_splits add up to ", in_total,
+                    " elements; the input has ", in.numel());
+  RCCLX_TORCH_CHECK(out_total <= out.numel(), "rcclx.all_to_all_v: output_splits add up to ", out_total,
+                    " elements; the output has ", out.numel());
+  check(rt::run_alltoallv(*e->engine, element_of(in), in.data_ptr(), is.data(), out.data_ptr(), os.data(),
+                          stream_of()));
+}
+
+// Broadcast from root, in place on every rank.
+void broadcast(at::Tensor t, std::int64_t comm, std::int64_t root, std::string algorithm) {
+  check_tensor("broadcast", "the tensor", t);
+  const auto e = find(comm);
+  const auto a = parse_algorithm(algorithm);
+  check(rt::run_collective(*e->engine, rt::collective::broadcast, element_of(t), t.data_ptr(), t.data_ptr(),
+                           static_cast<std::size_t>(t.numel()), rt::reduction{}, a, stream_of(),
+                           static_cast<int>(root)));
+}
+
+// Reduce to root, in place on the root (other ranks' tensors are left as they were).
+void reduce(at::Tensor t, std::int64_t comm, std::int64_t root, std::string op, std::string algorithm, double factor,
+            c10::optional<at::Tensor> factor_tensor) {
+  check_tensor("reduce", "the tensor", t);
+  const auto e = find(comm);
+  at::Tensor keep;
+  const auto o = reduction_of("reduce", op, factor, factor_tensor, t, keep);
+  const auto a = parse_algorithm(algorithm);
+  check(rt::run_collective(*e->engine, rt::collective::reduce, element_of(t), t.data_ptr(), t.data_ptr(),
+                           static_cast<std::size_t>(t.numel()), o, a, stream_of(), static_cast<int>(root)));
+}
+
+// Every rank waits for every other (the host backend blocks; GPU builds: on the current stream).
+void barrier(std::int64_t id) {
+  const auto e = find(id);
+  check(rt::barrier(*e->engine, stream_of()));
 }
 
 // ---- your own kernels: the device handles of a symmetric tensor -------------------------------
@@ -322,7 +414,8 @@ void all_reduce_rmsnorm(at::Tensor x, at::Tensor residual, at::Tensor weight, at
   check_tensor(who, "residual", residual);
   check_tensor(who, "weight", weight);
   RCCLX_TORCH_CHECK(out.is_contiguous(), "rcclx.all_reduce_rmsnorm: out must be contiguous");
-  RCCLX_TORCH_CHECK(x.scalar_type() != at::kInt, "rcclx.all_reduce_rmsnorm: x must be float32, bfloat16 or float16");
+  RCCLX_TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf,
+                    "rcclx.all_reduce_rmsnorm: x must be float32, bfloat16 or float16 (got ", x.scalar_type(), ")");
   RCCLX_TORCH_CHECK(residual.scalar_type() == x.scalar_type() && weight.scalar_type() == x.scalar_type(),
                     "rcclx.all_reduce_rmsnorm: x, residual and weight must have one dtype (got ", x.scalar_type(), ", ",
                     residual.scalar_type(), ", ", weight.scalar_type(), ")");
@@ -384,9 +477,14 @@ double time_all_reduce(std::int64_t id, at::Tensor t, std::string algorithm, std
 }
 
 // Meta: shapes only (torch.compile / fake tensors trace through them).
-void all_reduce_meta(at::Tensor, std::int64_t, std::string, std::string) {}
+void all_reduce_meta(at::Tensor, std::int64_t, std::string, std::string, double, c10::optional<at::Tensor>) {}
 void collective_meta(at::Tensor, at::Tensor, std::int64_t, std::string) {}
-void reduce_scatter_meta(at::Tensor, at::Tensor, std::int64_t, std::string, std::string) {}
+void reduce_scatter_meta(at::Tensor, at::Tensor, std::int64_t, std::string, std::string, double,
+                         c10::optional<at::Tensor>) {}
+void all_to_all_v_meta(at::Tensor, at::Tensor, std::int64_t, std::vector<std::int64_t>, std::vector<std::int64_t>) {}
+void broadcast_meta(at::Tensor, std::int64_t, std::int64_t, std::string) {}
+void reduce_meta(at::Tensor, std::int64_t, std::int64_t, std::string, std::string, double, c10::optional<at::Tensor>) {
+}
 void all_reduce_rmsnorm_meta(at::Tensor, at::Tensor, at::Tensor, at::Tensor, double, std::int64_t, std::string,
                              std::string, c10::optional<at::Tensor>) {}
 
@@ -394,10 +492,16 @@ void all_reduce_rmsnorm_meta(at::Tensor, at::Tensor, at::Tensor, at::Tensor, dou
 
 TORCH_LIBRARY(rcclx, m) {
   // In place, returning nothing (as the other three): torch.compile functionalizes such ops.
-  m.def("all_reduce(Tensor(a!) t, int comm, str op, str algorithm) -> ()");
+  // factor / factor_tensor: premul_sum's factor (a number, or one element read when the kernel runs).
+  m.def("all_reduce(Tensor(a!) t, int comm, str op, str algorithm, float factor=1.0, Tensor? factor_tensor=None) -> ()");
   m.def("all_gather(Tensor(a!) out, Tensor input, int comm, str algorithm) -> ()");
-  m.def("reduce_scatter(Tensor(a!) out, Tensor input, int comm, str op, str algorithm) -> ()");
+  m.def("reduce_scatter(Tensor(a!) out, Tensor input, int comm, str op, str algorithm, float factor=1.0, "
+        "Tensor? factor_tensor=None) -> ()");
   m.def("all_to_all(Tensor(a!) out, Tensor input, int comm, str algorithm) -> ()");
+  m.def("all_to_all_v(Tensor(a!) out, Tensor input, int comm, int[] output_splits, int[] input_splits) -> ()");
+  m.def("broadcast(Tensor(a!) t, int comm, int root, str algorithm) -> ()");
+  m.def("reduce(Tensor(a!) t, int comm, int root, str op, str algorithm, float factor=1.0, "
+        "Tensor? factor_tensor=None) -> ()");
   m.def("all_reduce_rmsnorm(Tensor x, Tensor(a!) residual, Tensor weight, Tensor(b!) out, float eps, int comm, "
         "str algorithm, str out_format, Tensor? scale) -> ()");
 }
@@ -407,6 +511,9 @@ TORCH_LIBRARY_IMPL(rcclx, CompositeExplicitAutograd, m) {
   m.impl("all_gather", &all_gather);
   m.impl("reduce_scatter", &reduce_scatter);
   m.impl("all_to_all", &all_to_all);
+  m.impl("all_to_all_v", &all_to_all_v);
+  m.impl("broadcast", &broadcast);
+  m.impl("reduce", &reduce);
   m.impl("all_reduce_rmsnorm", &all_reduce_rmsnorm);
 }
 
@@ -416,6 +523,9 @@ TORCH_LIBRARY_IMPL(rcclx, Autograd, m) {
   m.impl("all_gather", torch::autograd::autogradNotImplementedFallback());
   m.impl("reduce_scatter", torch::autograd::autogradNotImplementedFallback());
   m.impl("all_to_all", torch::autograd::autogradNotImplementedFallback());
+  m.impl("all_to_all_v", torch::autograd::autogradNotImplementedFallback());
+  m.impl("broadcast", torch::autograd::autogradNotImplementedFallback());
+  m.impl("reduce", torch::autograd::autogradNotImplementedFallback());
   m.impl("all_reduce_rmsnorm", torch::autograd::autogradNotImplementedFallback());
 }
 
@@ -424,6 +534,9 @@ TORCH_LIBRARY_IMPL(rcclx, Meta, m) {
   m.impl("all_gather", &collective_meta);
   m.impl("reduce_scatter", &reduce_scatter_meta);
   m.impl("all_to_all", &collective_meta);
+  m.impl("all_to_all_v", &all_to_all_v_meta);
+  m.impl("broadcast", &broadcast_meta);
+  m.impl("reduce", &reduce_meta);
   m.impl("all_reduce_rmsnorm", &all_reduce_rmsnorm_meta);
 }
 
@@ -451,6 +564,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "The (first, max_tiles) pad slots kept for tile-protocol kernels", py::arg("id"));
   m.def("time_all_reduce", &time_all_reduce, "bench/torch: seconds for iters AllReduces called from C++ (collective)",
         py::arg("id"), py::arg("t"), py::arg("algorithm"), py::arg("iters"));
+  m.def("barrier", &barrier, "Every rank waits for every other (collective)", py::arg("id"));
   m.def("synchronize", &synchronize, "Waits for the current stream; raises a device-side error", py::arg("id"));
   m.attr("max_ranks") = max_ranks;
   m.attr("backend") = rt::backend_name();

@@ -1,0 +1,240 @@
+"""rcclx as a torch.distributed backend: importing this module registers "rcclx" with
+torch.distributed.Backend.register_backend, then
+
+    import rcclx.distributed
+    dist.init_process_group("rcclx", init_method=..., rank=r, world_size=n)   # or new_group(backend="rcclx")
+    model = torch.nn.parallel.DistributedDataParallel(model)                # DDP over rcclx
+
+ProcessGroupRcclx is a Python subclass of torch.distributed.ProcessGroup whose collectives run on an
+rcclx.Communicator set up over the group's store. What reaches it:
+ - torch 1.13 (Debian's python3-torch, CI): the trampoline of ProcessGroup lets C++ callers (DDP's
+   reducer, its parameter broadcast and shape check) reach allreduce, allgather, broadcast,
+   reduce_scatter, barrier, send and recv; the Python API (dist.reduce, all_gather_into_tensor,
+   reduce_scatter_tensor, all_to_all_single, ...) calls the group object's methods, so the others
+   are reached from Python only. Works returned carry a completed torch.futures.Future (DDP's comm
+   hook reads it).
+ - torch 2.x: the same class is returned by the creator; torch's group construction takes a
+   ProcessGroup subclass as the group itself. Not run here (CI has torch 1.13 only).
+send / recv raise (rcclx has no point-to-point). docs/pytorch.md, section torch.distributed.
+"""
+import collections
+import datetime
+import itertools
+
+import torch
+import torch.distributed as dist
+
+import rcclx as _rcclx
+from ._ops import ReduceOp as _ReduceOp
+
+__all__ = ["ProcessGroupRcclx", "BACKEND"]
+
+BACKEND = "rcclx"
+
+_Work = getattr(dist, "_Work", None) or getattr(dist, "Work")
+_groups = itertools.count()
+
+
+class _DoneWork(_Work):
+    """A call that has completed (host) or is ordered on the current stream (GPU)."""
+
+    def __init__(self, result=None):
+        super().__init__()
+        self._result = result if result is not None else []
+        self._future = torch.futures.Future()
+        self._future.set_result(self._result)
+
+    def is_completed(self):
+        return True
+
+    def is_success(self):
+        return True
+
+    def wait(self, timeout=None):
+        return True
+
+    def result(self):
+        return self._result
+
+    def get_future(self):
+        return self._future
+
+
+_DIST_OPS = {}
+for _name in ("SUM", "PRODUCT", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR"):
+    if hasattr(dist.ReduceOp, _name):
+        _DIST_OPS[_name] = getattr(dist.ReduceOp, _name)
+
+
+def _op(opts):
+    """The rcclx op of a torch.distributed options object (its reduceOp)."""
+    op = getattr(opts, "reduceOp", dist.ReduceOp.SUM)
+    for name, value in _DIST_OPS.items():
+        try:
+            if op == value:
+                return getattr(_ReduceOp, name)
+        except (TypeError, RuntimeError):
+            continue
+    raise NotImplementedError(f"rcclx (torch.distributed backend): reduce op {op!r} is not implemented "
+                              f"(SUM, PRODUCT, MIN, MAX, AVG; PREMUL_SUM through rcclx.Communicator)")
+
+
+def _one(tensors, what):
+    if len(tensors) != 1:
+        raise NotImplementedError(f"rcclx (torch.distributed backend): {what} takes one tensor per process "
+                                  f"(got {len(tensors)})")
+    return tensors[0]
+
+
+def _no_grad_methods(cls):
+    # torch.distributed's collectives are not recorded by autograd (dist.broadcast(param) is usual):
+    # the communicator's refusal of tensors that require grad does not apply here.
+    for name in ("allreduce", "broadcast", "reduce", "allgather", "_allgather_base", "reduce_scatter",
+                 "_reduce_scatter_base", "alltoall_base", "alltoall"):
+        setattr(cls, name, torch.no_grad()(getattr(cls, name)))
+    return cls
+
+
+@_no_grad_methods
+class ProcessGroupRcclx(dist.ProcessGroup):
+    """A torch.distributed process group on an rcclx.Communicator (see the module's docstring)."""
+
+    def __init__(self, store, rank, size, timeout=datetime.timedelta(seconds=300), communicator=None,
+                 **communicator_options):
+        super().__init__(rank, size)
+        # The last works handed out, kept alive: a C++ caller (DDP) holds only the C++ half of a Python
+        # work, and once its Python object is gone, wait() would reach torch's base Work::wait, which
+        # blocks until a completion this class never signals (torch 1.13's trampoline).
+        self._recent = collections.deque(maxlen=64)
+        if communicator is not None:  # a group over an existing rcclx.Communicator
+            self._comm = communicator
+            return
+        k = next(_groups)
+        self._comm = _rcclx.Communicator(store=dist.PrefixStore(f"rcclx.pg/{k}/", store), rank=rank,
+                                         world_size=size, exchange_timeout=timeout.total_seconds(),
+                                         **communicator_options)
+
+    def _done(self, result):
+        work = _DoneWork(result)
+        self._recent.append(work)
+        return work
+
+    @classmethod
+    def from_communicator(cls, comm):
+        """A process group whose collectives run on `comm` (an rcclx.Communicator; not registered
+        with torch.distributed: pass it as `group=` where torch takes a group object)."""
+        return cls(None, comm.rank, comm.num_ranks, communicator=comm)
+
+    @property
+    def communicator(self):
+        return self._comm
+
+    def getBackendName(self):  # noqa: N802 (the C++ name)
+        return BACKEND
+
+    def _get_backend_name(self):
+        return BACKEND
+
+    def name(self):
+        return BACKEND
+
+    # ---- collectives (torch.distributed's ProcessGroup signatures) ----
+    def allreduce(self, tensors, opts=None):
+        op = _op(opts) if opts is not None else _ReduceOp.SUM
+        for t in tensors:
+            self._comm.all_reduce(_dense(t, "allreduce"), op)
+        return self._done(tensors)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        return self.allreduce(tensors, opts)
+
+    def broadcast(self, tensors, opts=None):
+        root = getattr(opts, "rootRank", 0)
+        for t in tensors:
+            self._comm.broadcast(_dense(t, "broadcast"), root)
+        return self._done(tensors)
+
+    def reduce(self, tensors, opts=None):
+        root = getattr(opts, "rootRank", 0)
+        op = _op(opts) if opts is not None else _ReduceOp.SUM
+        for t in tensors:
+            self._comm.reduce(_dense(t, "reduce"), root, op)
+        return self._done(tensors)
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        for outs, t in zip(output_tensors, input_tensors):
+            t = _dense(t, "allgather").contiguous()
+            flat = torch.empty(self._comm.num_ranks * t.numel(), dtype=t.dtype, device=t.device)
+            self._comm.all_gather(flat, t)
+            for p, o in enumerate(outs):
+                o.copy_(flat[p * t.numel():(p + 1) * t.numel()].reshape(o.shape))
+        return self._done(output_tensors)
+
+    def _allgather_base(self, output, input, opts=None):  # noqa: A002
+        self._comm.all_gather(output, input.contiguous())
+        return self._done([output])
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        op = _op(opts) if opts is not None else _ReduceOp.SUM
+        for o, ins in zip(output_tensors, input_tensors):
+            flat = torch.cat([i.reshape(-1) for i in ins])
+            self._comm.reduce_scatter(o, flat, op)
+        return self._done(output_tensors)
+
+    def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002
+        op = _op(opts) if opts is not None else _ReduceOp.SUM
+        self._comm.reduce_scatter(output, input.contiguous(), op)
+        return self._done([output])
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: A002
+        self._comm.all_to_all_single(output, input.contiguous(), list(output_split_sizes) or None,
+                                     list(input_split_sizes) or None)
+        return self._done([output])
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        src = torch.cat([t.reshape(-1) for t in input_tensors])
+        out = torch.empty(sum(t.numel() for t in output_tensors), dtype=src.dtype, device=src.device)
+        self._comm.all_to_all_single(out, src, [t.numel() for t in output_tensors], [t.numel() for t in input_tensors])
+        at = 0
+        for t in output_tensors:
+            t.copy_(out[at:at + t.numel()].reshape(t.shape))
+            at += t.numel()
+        return self._done(output_tensors)
+
+    def barrier(self, opts=None):
+        self._comm.barrier()
+        return self._done([])
+
+    def send(self, tensors, dst, tag=0):
+        raise NotImplementedError("rcclx (torch.distributed backend): send is not implemented (no point-to-point)")
+
+    def recv(self, tensors, src, tag=0):
+        raise NotImplementedError("rcclx (torch.distributed backend): recv is not implemented (no point-to-point)")
+
+    def recv_anysource(self, tensors, tag=0):
+        raise NotImplementedError("rcclx (torch.distributed backend): recv is not implemented (no point-to-point)")
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        return self.barrier()
+
+
+def _dense(t, what):
+    if not t.is_contiguous():
+        raise RuntimeError(f"rcclx (torch.distributed backend): {what}: the tensor must be contiguous")
+    return t
+
+
+def _create(store, rank, size, timeout):
+    return ProcessGroupRcclx(store, rank, size, timeout)
+
+
+def _register():
+    if hasattr(dist.Backend, BACKEND.upper()):
+        return
+    try:
+        dist.Backend.register_backend(BACKEND, _create, devices=["cpu", "cuda"])  # torch >= 2.0
+    except TypeError:
+        dist.Backend.register_backend(BACKEND, _create)  # torch 1.13
+
+
+_register()

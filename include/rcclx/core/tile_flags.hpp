@@ -183,37 +183,77 @@ class tile_flags {
   template <class OnNewLaunch, class OnDecided, class OnLate>
   RCCLX_HOST_DEVICE bool previous_call_unfinished(OnNewLaunch&& on_new_launch, OnDecided&& on_decided,
                                                   OnLate&& on_late) const {
-    const std::uint32_t launch = gpu::launch_id() & 0x7FFFu;
-    if (launch == 0) return false;
-    constexpr std::uint32_t yes = 0x80000000u;
-    std::uint32_t* w = control_ + launch_word;
-    const std::uint32_t mine = (launch << 16) | (epoch_ & 0xFFFFu);
 #if RCCLX_CHECKS
-    std::uint32_t prev = launch_seen_;  // loaded by the constructor (a stale value fails the exchange)
+    const std::uint32_t prev = launch_seen_;  // loaded by the constructor (a stale value fails the exchange)
 #else
-    std::uint32_t prev = gpu::load_relaxed_system(w);
+    const std::uint32_t prev = gpu::load_relaxed_system(control_ + launch_word);
 #endif
-    int found = -1;  // on_new_launch's answer, once asked
+    return launch_settle(launch_try(prev, -1, on_new_launch, on_late), on_new_launch, on_decided, on_late);
+  }
+
+  // previous_call_unfinished in two steps, so that its compare-and-swap's round trip overlaps the
+  // caller's work until the answer is needed: launch_try() decides at once or issues the exchange,
+  // launch_settle() looks at it (and tries again from what it found). Same answers, records and
+  // callbacks as the one call.
+  struct launch_step {
+    std::uint32_t prev = 0, want = 0, got = 0;
+    int found = -1;     // on_new_launch's answer, once asked
+    bool bad = false;   // a new launch with the call number of the previous one
+    int answer = -1;    // decided without an exchange: 1 yes, 0 no; -1: look at `got`
+  };
+  template <class OnNewLaunch, class OnLate>
+  RCCLX_HOST_DEVICE launch_step launch_try(std::uint32_t prev, int found, OnNewLaunch&& on_new_launch,
+                                           OnLate&& on_late) const {
+    launch_step st;
+    st.prev = prev;
+    st.found = found;
+    const std::uint32_t launch = gpu::launch_id() & 0x7FFFu;
+    constexpr std::uint32_t yes = 0x80000000u;
+    const bool same_call = (prev & 0xFFFFu) == (epoch_ & 0xFFFFu);
+    if (launch == 0) {
+      st.answer = 0;
+    } else if (same_call && ((prev >> 16) & 0x7FFFu) == launch) {
+      st.answer = (prev & yes) != 0 ? 1 : 0;  // this launch decided
+    } else if (((prev >> 16) & 0x7FFFu) == launch && (prev & 0xFFFFu) == ((epoch_ - 1u) & 0xFFFFu)) {
+      on_late();  // this launch's previous call ended while this launch runs
+      st.answer = 1;
+    } else {
+      st.bad = same_call;
+      if (!st.bad && st.found < 0) st.found = on_new_launch() ? 1 : 0;
+      st.want = ((launch << 16) | (epoch_ & 0xFFFFu)) | (st.bad || st.found > 0 ? yes : 0u);
+      st.got = gpu::compare_exchange_local(control_ + launch_word, prev, st.want);
+    }
+    return st;
+  }
+#if RCCLX_CHECKS
+  // The two steps kept in this object (one launch verdict per call): launch_start() issues, true
+  // from launch_pending() until launch_verdict() (same callbacks) gave the answer.
+  template <class OnNewLaunch, class OnLate>
+  RCCLX_HOST_DEVICE void launch_start(OnNewLaunch&& on_new_launch, OnLate&& on_late) const {
+    launch_ = launch_try(launch_seen_, -1, on_new_launch, on_late);
+    launch_pending_ = true;
+  }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool launch_pending() const { return launch_pending_; }
+  template <class OnNewLaunch, class OnDecided, class OnLate>
+  RCCLX_HOST_DEVICE bool launch_verdict(OnNewLaunch&& on_new_launch, OnDecided&& on_decided, OnLate&& on_late) const {
+    launch_pending_ = false;
+    return launch_settle(launch_, on_new_launch, on_decided, on_late);
+  }
+#endif
+  template <class OnNewLaunch, class OnDecided, class OnLate>
+  RCCLX_HOST_DEVICE bool launch_settle(launch_step st, OnNewLaunch&& on_new_launch, OnDecided&& on_decided,
+                                       OnLate&& on_late) const {
     for (;;) {
-      const bool same_call = (prev & 0xFFFFu) == (epoch_ & 0xFFFFu);
-      if (same_call && ((prev >> 16) & 0x7FFFu) == launch) return (prev & yes) != 0;  // this launch decided
-      if (((prev >> 16) & 0x7FFFu) == launch && (prev & 0xFFFFu) == ((epoch_ - 1u) & 0xFFFFu)) {
-        on_late();  // this launch's previous call ended while this launch runs
-        return true;
-      }
-      const bool bad = same_call;  // a new launch with the call number of the previous one
-      if (!bad && found < 0) found = on_new_launch() ? 1 : 0;
-      const std::uint32_t want = mine | (bad || found > 0 ? yes : 0u);
-      const std::uint32_t got = gpu::compare_exchange_local(w, prev, want);
-      if (got == prev) {
-        if (bad)
+      if (st.answer >= 0) return st.answer != 0;
+      if (st.got == st.prev) {
+        if (st.bad)
           record_error(*s_, errc::invalid_argument, s_->rank, static_cast<std::uint32_t>(misuse::missing_finish),
                        slots_.first, 0u, epoch_, 0u);
         else
           on_decided();
-        return bad || found > 0;
+        return st.bad || st.found > 0;
       }
-      prev = got;
+      st = launch_try(st.got, st.found, on_new_launch, on_late);
     }
   }
 
@@ -227,6 +267,8 @@ class tile_flags {
   std::uint32_t arrived_before_ = 0;  // blocks finished before this call
 #if RCCLX_CHECKS
   std::uint32_t launch_seen_ = 0;  // launch_word as the constructor read it (previous_call_unfinished)
+  mutable launch_step launch_{};   // launch_start()'s step, settled by launch_verdict()
+  mutable bool launch_pending_ = false;
 #endif
 };
 

@@ -134,6 +134,16 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_call_problem(const core::signal_
   core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(p.what), block, p.call, p.a, p.b);
 }
 
+// Under same_block, the reducing block's look at a tile's publish mark `mark` in call `epoch`:
+// reduced_before_publish (not published in this call: the tile, the block) or
+// reducer_not_publisher (another block published it: its block, this block), or none.
+RCCLX_HOST_DEVICE inline call_problem reducer_mark_problem(std::uint32_t mark, std::uint32_t epoch, int tile, int block) {
+  const std::uint32_t b = static_cast<std::uint32_t>(block) & 0xFFFFu;
+  if (!core::audit_mark_of(mark, epoch)) return {core::misuse::reduced_before_publish, static_cast<std::uint32_t>(tile), b, 0u};
+  if ((mark & 0xFFFFu) != b) return {core::misuse::reducer_not_publisher, mark & 0xFFFFu, b, 0u};
+  return {};
+}
+
 // The first block of a call of epoch `epoch` on `slots` to reach finish() (thread 0): the call
 // before it (epoch - 1, whose kernel ended) as its rows recorded it: every tile published on this
 // rank (tile_not_published) and, flat, reduced (tile_not_reduced), its input unchanged until the

@@ -4,21 +4,21 @@
 // fused::combine (folds of records) are this exchange plus their arithmetic; the publish and wait
 // members below are part of their public API.
 //
-// Buffers: each call uses one half of every symmetric buffer, alternating from call to call by the
-// parity of the tile flags' call counter (core/tile_flags.hpp). The tile flags of call k+1 prove the
-// peers finished call k (each peer publishes them after its call k ended), so when call k+2
-// overwrites call k's half nobody reads it any more: no end barrier, and the tile count and size may
-// change from call to call. A half holds every tile's input and, for tree, the owners' results.
-// Flags: tile t's flag goes to every rank that reduces it (flat: all; tree: its owner), this rank
-// included only under tile_reducer::any_block; tree owners raise a result flag on every other rank.
-// Checked mode (RCCLX_CHECKS): a call's fingerprint (core/call_check.hpp) is published in the
-// control slot's check packet with the first flags and compared before the first output; a tile
-// map's in the next slot's (fused/detail/map_check.hpp). The constructors check the arguments and
-// the region (detail/call_checks.hpp) before touching anything; the audit words (core/tile_audit.hpp)
-// name a tile published twice, reduced by another block or before its publish, a finish() count
-// other than the grid's, the previous call's tiles left unpublished or unreduced or their input
-// changed before the end of their reduce (input_kept; found during the next call), and two calls in
-// flight over the same bytes or slots. A refused call (bad_) publishes, waits and finishes nothing.
+// Buffers: each call uses one half of every symmetric buffer, alternating by the parity of the tile
+// flags' call counter (core/tile_flags.hpp). The flags of call k+1 prove the peers finished call k,
+// so when call k+2 overwrites call k's half nobody reads it any more: no end barrier, and the tile
+// count and size may change from call to call. A half holds every tile's input and, for tree, the
+// owners' results. Flags: tile t's flag goes to every rank that reduces it (flat: all; tree: its
+// owner), this rank included only under tile_reducer::any_block; tree owners raise a result flag on
+// every other rank.
+// Checked mode (RCCLX_CHECKS): the call's fingerprint (core/call_check.hpp) and the tile map's
+// (detail/map_check.hpp) go in the control slots' check packets and are compared before the first
+// output. The constructors check the arguments and the region (detail/call_checks.hpp) before
+// touching anything; the audit words (core/tile_audit.hpp) name a tile published twice, reduced by
+// another block or before its publish, a finish() count other than the grid's, the previous call's
+// tiles unpublished, unreduced or their input changed before the end of their reduce (found during
+// the next call), and two calls in flight over the same bytes or slots. A refused call publishes,
+// waits and finishes nothing.
 #pragma once
 
 #include <cstddef>
@@ -197,7 +197,7 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE void publish_part(const Group& g, int slot, int tile) const {
 #if RCCLX_CHECKS
-    if (bad_ || !tile_in_range(g, slot)) return;
+    if (bad() || !tile_in_range(g, slot)) return;
     if (g.thread_rank() == 0) flags_.publish_check(0, fp_);
 #endif
     g.sync();  // the group's writes of the slot happen before the release below
@@ -216,7 +216,7 @@ class tile_exchange {
     const int n = num_ranks();
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
 #if RCCLX_CHECKS
-    if (bad_ || (count > 0 && !tile_in_range(g, first))) return;
+    if (bad() || (count > 0 && !tile_in_range(g, first))) return;
     if (g.thread_rank() == 0 && count > 0) flags_.publish_check(0, fp_);
 #endif
     g.sync();
@@ -237,7 +237,7 @@ class tile_exchange {
   RCCLX_HOST_DEVICE bool wait_inputs(const Group& g, int tile, const core::call_fingerprint* map_fp = nullptr,
                                      int map_below = 0) const {
 #if RCCLX_CHECKS
-    if (bad_ || !tile_in_range(g, tile)) return false;
+    if (bad() || !tile_in_range(g, tile)) return false;
 #endif
     const core::signal_pads<MaxRanks>& s = t_->signals;
     bool failed = false;
@@ -265,7 +265,7 @@ class tile_exchange {
     const int n = s.num_ranks;
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
 #if RCCLX_CHECKS
-    if (bad_ || (count > 0 && !tile_in_range(g, first))) return false;
+    if (bad() || (count > 0 && !tile_in_range(g, first))) return false;
     const int mine = g.thread_rank();  // this thread's first tile's audit words, loaded before the waits
     const audit_pre pre = mine < count ? audit_load(first + mine * step, mine == 0) : audit_pre{};
 #endif
@@ -292,7 +292,7 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE void publish_result(const Group& g, int tile) const {
 #if RCCLX_CHECKS
-    if (bad_ || !tile_in_range(g, tile)) return;
+    if (bad() || !tile_in_range(g, tile)) return;
 #endif
     const core::signal_pads<MaxRanks>& s = t_->signals;
     g.sync();
@@ -306,7 +306,7 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE bool wait_result(const Group& g, int tile) const {
 #if RCCLX_CHECKS
-    if (bad_ || !tile_in_range(g, tile)) return false;
+    if (bad() || !tile_in_range(g, tile)) return false;
 #endif
     const core::signal_pads<MaxRanks>& s = t_->signals;
     const int o = owner(tile);
@@ -328,7 +328,7 @@ class tile_exchange {
     const core::signal_pads<MaxRanks>& s = t_->signals;
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
 #if RCCLX_CHECKS
-    if (bad_ || (count > 0 && !tile_in_range(g, first))) return false;
+    if (bad() || (count > 0 && !tile_in_range(g, first))) return false;
 #endif
     bool failed = false;
     for (int i = g.thread_rank(); i < count && !failed; i += g.size()) {
@@ -345,7 +345,7 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE void input_kept(const Group& g, int tile, int parts = 1, int stride = 0) const {
 #if RCCLX_CHECKS
-    if (bad_) return;
+    if (bad()) return;
     g.sync();  // the group's stores (the epilogue's) before the loads
     for (int q = 0; q < parts; ++q) audit_hash(g, tile + q * stride);
 #else
@@ -362,7 +362,7 @@ class tile_exchange {
 #if RCCLX_CHECKS
     // A call refused for a missing finish() before it counts nothing: its blocks all keep the
     // call number they were refused with (the pads need a reset, as after any error).
-    if (bad_) {
+    if (bad()) {
       // Constructed after the call counter advanced in this launch: this block is one more than
       // the count (GPUs name the count against the grid first).
       if (late_ && g.thread_rank() == 0)
@@ -395,7 +395,7 @@ class tile_exchange {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool call_agrees(const Group& g, int tile, const core::call_fingerprint* map_fp = nullptr,
                                                        int map_below = 0) const {
 #if RCCLX_CHECKS
-    if (bad_) return false;
+    if (bad()) return false;
     return map_fp ? flags_.verify_call_and_map(g, fp_, *map_fp, tile, map_below) : flags_.verify_check(g, 0, fp_, tile);
 #else
     (void)g, (void)tile, (void)map_fp, (void)map_below;
@@ -422,18 +422,30 @@ class tile_exchange {
       return;
     }
     const core::bound_words bound = core::audit_bound_words(t_->signals, flags_.slots());  // used by the first wave
-    if (num_tiles_ > 0) bad_ = flags_.previous_call_unfinished(
-          [&] { return audit_overlap(r, bound); },
-          [&] { detail::audit_note_call(t_->signals, flags_.slots(), flags_.epoch(), num_tiles_, is_tree()); },
-          [&] { late_ = true; });
+    // The missing-finish detector's exchange is issued here and looked at by the first bad() (the
+    // first publish, wait or finish): its round trip overlaps the caller's work in between.
+    if (num_tiles_ > 0) flags_.launch_start([&] { return audit_overlap(&bound); }, [&] { late_ = true; });
+  }
+
+  // Refused? The detector's answer is settled here, once (bad_ from then on).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool bad() const {
+    if (flags_.launch_pending() &&
+        flags_.launch_verdict([&] { return audit_overlap(nullptr); },
+                              [&] { detail::audit_note_call(t_->signals, flags_.slots(), flags_.epoch(), num_tiles_, is_tree()); },
+                              [&] { late_ = true; }))
+      bad_ = true;
+    return bad_;
   }
 
   // A thread about to decide for a new launch: binds the call's slot range to this rank's bytes of
   // its region and compares them with every other range bound on this rank (core::audit_bind):
   // region_overlap_slots / region_overlap_bytes. True if a problem was recorded.
-  RCCLX_HOST_DEVICE bool audit_overlap(const core::region& r, const core::bound_words& bound) const {
-    const auto lo = reinterpret_cast<std::uintptr_t>(t_->data[rank()]) + r.offset;
-    const core::bind_verdict v = core::audit_bind(t_->signals, flags_.slots(), lo, lo + r.bytes, bound);
+  // bound: the range's words as loaded before (nullptr: loaded now).
+  RCCLX_HOST_DEVICE bool audit_overlap(const core::bound_words* bound) const {
+    const auto lo = reinterpret_cast<std::uintptr_t>(t_->data[rank()]) + region_offset_;
+    const core::bind_verdict v =
+        bound ? core::audit_bind(t_->signals, flags_.slots(), lo, lo + region_bytes_, *bound)
+              : core::audit_bind(t_->signals, flags_.slots(), lo, lo + region_bytes_);
     if (v.what == core::misuse{}) return false;
     record(v.what, flags_.slots().first, v.other, v.mine);
     return true;
@@ -447,10 +459,8 @@ class tile_exchange {
     return detail::call_stage_context<T>(map, lo, lo + region_bytes_, results(rank()), is_tree() ? results_bytes_ : 0);
   }
 
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record(core::misuse m, int block, std::uint32_t a, std::uint32_t b,
-                                                  std::uint32_t call = 0) const {
-    core::record_error(t_->signals, errc::invalid_argument, t_->signals.rank, static_cast<std::uint32_t>(m), block, call,
-                       a, b);
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record(core::misuse m, int block, std::uint32_t a, std::uint32_t b, std::uint32_t call = 0) const {
+    core::record_error(t_->signals, errc::invalid_argument, t_->signals.rank, static_cast<std::uint32_t>(m), block, call, a, b);
   }
 
   // Group-uniform: is `tile` one of the call's (otherwise recorded: tile_out_of_range)?
@@ -498,9 +508,7 @@ class tile_exchange {
   // What audit_reduce looks at, loaded by its thread before the flag waits so that the loads'
   // latency hides behind them: the tile's publish mark (same_block: this block's, stored by this
   // thread when it published) and, with_error, this rank's error record's code.
-  struct audit_pre {
-    std::uint32_t mark = 0, error = 0;
-  };
+  struct audit_pre { std::uint32_t mark = 0, error = 0; };
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE audit_pre audit_load(int tile, bool with_error) const {
     audit_pre p;
     if (!any_block_) p.mark = gpu::load_relaxed_system(audit_row_of(tile) + core::audit_mark_word(flags_.epoch()));
@@ -515,16 +523,8 @@ class tile_exchange {
   RCCLX_HOST_DEVICE bool audit_reduce(int tile, const audit_pre& p) const {
     if (!audit_settle()) return false;
     if (!any_block_) {
-      const int block = gpu::block_id();
-      if (!core::audit_mark_of(p.mark, flags_.epoch())) {
-        record(core::misuse::reduced_before_publish, tile, static_cast<std::uint32_t>(tile),
-               static_cast<std::uint32_t>(block) & 0xFFFFu);
-        return false;
-      }
-      if ((p.mark & 0xFFFFu) != (static_cast<std::uint32_t>(block) & 0xFFFFu)) {
-        record(core::misuse::reducer_not_publisher, tile, p.mark & 0xFFFFu, static_cast<std::uint32_t>(block) & 0xFFFFu);
-        return false;
-      }
+      const detail::call_problem v = detail::reducer_mark_problem(p.mark, flags_.epoch(), tile, gpu::block_id());
+      if (v) return record(v.what, tile, v.a, v.b), false;
     }
     gpu::store_relaxed_system(audit_row_of(tile) + core::audit_consumed_word(flags_.epoch()), flags_.epoch());
     return p.error == 0u;
@@ -585,8 +585,8 @@ class tile_exchange {
   std::size_t results_ = 0;  // byte offset of the results inside a half
 #if RCCLX_CHECKS
   core::call_fingerprint fp_{};  // this call, as the peers must see it (core/call_check.hpp)
-  bool bad_ = false;             // a misuse was found (and recorded): nothing is published or reduced
-  bool late_ = false;            // constructed after this launch's call ended (finish() counts)
+  mutable bool bad_ = false;     // a misuse was found (and recorded): nothing is published or reduced
+  mutable bool late_ = false;    // constructed after this launch's call ended (finish() counts)
   std::size_t region_offset_ = 0, region_bytes_ = 0;  // the call's region (the whole buffer without one)
   std::size_t results_bytes_ = 0;                      // tree: the results area of a half
   mutable std::uint32_t pending_mark_ = 0;             // this thread's last publish: the mark it replaced

@@ -91,6 +91,25 @@ RCCLX_HOST_DEVICE inline bool wait_flag(const signal_pads<MaxRanks>& s, const st
       [&] { record_timeout(s, block, peer, kind, expected, v); });
 }
 
+// wait_flag with also() run before every reload of the flag (the checked mode's check packets
+// polled beside a tile flag, fused/detail/tile_exchange.hpp).
+template <int MaxRanks, class Also>
+RCCLX_HOST_DEVICE inline bool wait_flag(const signal_pads<MaxRanks>& s, const std::uint32_t* flag,
+                                        std::uint32_t expected, int block, int peer, barrier_kind kind, Also&& also) {
+  std::uint32_t v = gpu::load_acquire_system(flag);
+  if (RCCLX_LIKELY(gpu::counter_reached(v, expected))) return true;
+  return spin_bounded(
+      s,
+      [&] {
+        also();
+        v = gpu::load_relaxed_system(flag);
+        if (!gpu::counter_reached(v, expected)) return false;
+        (void)gpu::load_acquire_system(flag);
+        return true;
+      },
+      [&] { record_timeout(s, block, peer, kind, expected, v); });
+}
+
 }  // namespace detail
 
 // One barrier of (rank, block) with block `block` of every peer, over the words it owns: slot

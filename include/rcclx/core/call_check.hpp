@@ -226,23 +226,6 @@ RCCLX_HOST_DEVICE inline bool check_verify(const Group& g, const signal_pads<Max
   return true;
 }
 
-// check_verify of two packets at once: `first` (packet slot `slot`, every peer) and a tile map's
-// `second` (slot + 1, peers below `second_below`). Both loads are issued before either is waited
-// for, so the two cost one round trip; `first` is looked at first (its mismatch is the one named).
-template <class Group, int MaxRanks>
-RCCLX_HOST_DEVICE inline bool check_verify_pair(const Group& g, const signal_pads<MaxRanks>& s, int slot,
-                                                std::uint32_t flag, const call_fingerprint& first,
-                                                const call_fingerprint& second, int block, int second_below) {
-  for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
-    check_poller<MaxRanks> a(s, slot, flag, first, block, p, false);
-    check_poller<MaxRanks> b(s, slot + 1, flag, second, block, p < second_below ? p : s.num_ranks, true);
-    a.issue();
-    b.issue();
-    if (!detail::check_settled(s, a) || !detail::check_settled(s, b)) return false;
-  }
-  return true;
-}
-
 // One checked call of slot `slot` (a block, or a tile call's control slot), over the words it
 // owns: the slot's check epoch (check_epochs[slot]: its checked calls, advanced by the
 // constructor) and its fingerprint packets. The fingerprint is kept by reference: it must outlive

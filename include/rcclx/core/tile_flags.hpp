@@ -105,12 +105,21 @@ class tile_flags {
                                                         int below = max_ranks) const {
     return check_verify(g, *s_, slots_.first + packet, epoch_, fp, tile, packet != 0, -1, below);
   }
-  // verify_check of the call (packet 0, every rank) and of a tile map (packet 1, ranks below
-  // `map_below`) in one round trip (check_verify_pair).
-  template <class Group>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool verify_call_and_map(const Group& g, const call_fingerprint& call,
-                                                               const call_fingerprint& map, int tile, int map_below) const {
-    return check_verify_pair(g, *s_, slots_.first, epoch_, call, map, tile, map_below);
+  // Checked mode, one thread: wait(tile, p, tile) with rank p's check packets (0: the call's
+  // fingerprint `call`; 1: a tile map's, `map`, when p < map_below) polled beside the flag, then
+  // compared (check_verify's records). The call's packet is written before the flags, so once the
+  // flag is up it costs no round trip of its own.
+  RCCLX_HOST_DEVICE bool wait_checked(int tile, int p, const call_fingerprint& call, const call_fingerprint* map,
+                                      int map_below) const {
+    check_poller<MaxRanks> a(*s_, slots_.first, epoch_, call, tile, p, false);
+    check_poller<MaxRanks> b(*s_, slots_.first + 1, epoch_, map ? *map : call, tile,
+                             map && p < map_below ? p : s_->num_ranks, true);
+    a.issue();
+    b.issue();
+    if (!detail::wait_flag(*s_, s_->inbox_slot(s_->rank, slot_of(tile), p), epoch_, tile, p, barrier_kind::tile,
+                           [&] { (void)a.poll(), (void)b.poll(); }))
+      return false;
+    return detail::check_settled(*s_, a) && detail::check_settled(*s_, b);
   }
 
   // Group-collective, every block, once per call: counts the block; the last block of this rank to
@@ -147,13 +156,15 @@ class tile_flags {
 
   // finish() with the checked mode's audit (fused/detail/tile_exchange.hpp): thread 0 runs
   // audit(arrivals) after counting the block (arrivals: blocks of this call counted so far, this
-  // one included).
-  template <class Group, class Audit>
-  RCCLX_HOST_DEVICE void finish(const Group& g, int num_blocks, Audit&& audit) const {
+  // one included); every thread runs beside() (group-collective) while the count is on its way.
+  template <class Group, class Audit, class Beside>
+  RCCLX_HOST_DEVICE void finish(const Group& g, int num_blocks, Audit&& audit, Beside&& beside) const {
     g.sync();
+    std::uint32_t now = 0;
+    std::uint32_t* w = control_;
+    if (g.thread_rank() == 0) now = gpu::fetch_add_local(w + arrived_word, 1u) + 1u;
+    beside();
     if (g.thread_rank() == 0) {
-      std::uint32_t* w = control_;
-      const std::uint32_t now = gpu::fetch_add_local(w + arrived_word, 1u) + 1u;
       audit(now - arrived_before_);
       if (now - arrived_before_ == static_cast<std::uint32_t>(num_blocks)) {
         gpu::store_relaxed_system(w + began_word, now);

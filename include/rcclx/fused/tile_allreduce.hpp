@@ -133,8 +133,13 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
             class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE bool reduce_owned(const Group& g, int tile, const Map& map, const Epilogue& epi) const {
     if (!map_fits(g, tile, map, epi)) return false;
+#if RCCLX_CHECKS
+    const core::call_fingerprint map_fp = detail::map_fingerprint(map);  // checked beside the flags
+    if (!wait_inputs(g, tile, &map_fp, map_owners())) return false;
+#else
     if (!wait_inputs(g, tile)) return false;
     if (!map_agrees(g, tile, map)) return false;
+#endif
     reduce_visit<VecsPerThread, PeersInFlight, Loads>(g, tile, map, epi, [](std::size_t, const gpu::vec16&) {});
     this->input_kept(g, tile);
     return true;

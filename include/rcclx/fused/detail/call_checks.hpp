@@ -3,6 +3,15 @@
 // arguments, as the host-side check() sees them, found in every thread of every block before the
 // first access to the pads or the buffers, and recorded once per block (core::record_error,
 // errc::invalid_argument, kind = the misuse); and the host-side check() of every build.
+//
+// What the checked mode adds to a tile call (fused/detail/tile_exchange.hpp): the call's
+// fingerprint (core/call_check.hpp) and the tile map's (detail/map_check.hpp) go in the control
+// slots' check packets and are compared before the first output. The constructors check the
+// arguments and the region before touching anything; the audit words (core/tile_audit.hpp) name a
+// tile published twice, reduced by another block or before its publish, a finish() count other than
+// the grid's, the previous call's tiles unpublished, unreduced or their input changed before the
+// end of their reduce (found during the next call), and two calls in flight over the same bytes or
+// slots. A refused call publishes, waits and finishes nothing.
 #pragma once
 
 #include <cstddef>
@@ -23,7 +32,16 @@
 
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
+
+// Which block of a rank reduces a tile (the same on every rank and every block of a call).
+// same_block: the block that wrote and published it. any_block: any one block of the rank, e.g. a
+// GEMM whose blocks with fewer tiles reduce the tiles of blocks that are still multiplying; each
+// publish also stores a flag for this rank's own blocks (one more store per tile).
+enum class tile_reducer { same_block, any_block };
+
 namespace detail {
+RCCLX_HOST_DEVICE constexpr std::size_t round16(std::size_t b) { return (b + 15) / 16 * 16; }
+inline constexpr std::size_t default_results = ~std::size_t{0};  // tree results: one tile of T per tile
 using core::tile_slots;
 
 // A misuse and its two values (error_record::observed, reserved); call: error_record::call.

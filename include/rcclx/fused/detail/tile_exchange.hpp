@@ -3,22 +3,13 @@
 // (core::tile_flags) raised and awaited around it. fused::tile_allreduce (sums of T) and
 // fused::combine (folds of records) are this exchange plus their arithmetic; the publish and wait
 // members below are part of their public API.
-//
 // Buffers: each call uses one half of every symmetric buffer, alternating by the parity of the tile
 // flags' call counter (core/tile_flags.hpp). The flags of call k+1 prove the peers finished call k,
 // so when call k+2 overwrites call k's half nobody reads it any more: no end barrier, and the tile
 // count and size may change from call to call. A half holds every tile's input and, for tree, the
 // owners' results. Flags: tile t's flag goes to every rank that reduces it (flat: all; tree: its
 // owner), this rank included only under tile_reducer::any_block; tree owners raise a result flag on
-// every other rank.
-// Checked mode (RCCLX_CHECKS): the call's fingerprint (core/call_check.hpp) and the tile map's
-// (detail/map_check.hpp) go in the control slots' check packets and are compared before the first
-// output. The constructors check the arguments and the region (detail/call_checks.hpp) before
-// touching anything; the audit words (core/tile_audit.hpp) name a tile published twice, reduced by
-// another block or before its publish, a finish() count other than the grid's, the previous call's
-// tiles unpublished, unreduced or their input changed before the end of their reduce (found during
-// the next call), and two calls in flight over the same bytes or slots. A refused call publishes,
-// waits and finishes nothing.
+// every other rank. Checked mode (RCCLX_CHECKS): detail/call_checks.hpp.
 #pragma once
 
 #include <cstddef>
@@ -48,15 +39,7 @@ namespace fused {
 using core::pad_blocks_for;
 using core::tile_slots;
 
-// Which block of a rank reduces a tile (the same on every rank and every block of a call).
-// same_block: the block that wrote and published it. any_block: any one block of the rank, e.g. a
-// GEMM whose blocks with fewer tiles reduce the tiles of blocks that are still multiplying; each
-// publish also stores a flag for this rank's own blocks (one more store per tile).
-enum class tile_reducer { same_block, any_block };
-
 namespace detail {
-RCCLX_HOST_DEVICE constexpr std::size_t round16(std::size_t b) { return (b + 15) / 16 * 16; }
-inline constexpr std::size_t default_results = ~std::size_t{0};
 inline constexpr int all_peers = RCCLX_DETAIL_PEER_BATCH;  // reduce's default PeersInFlight
 
 // T: the element type of the inputs (16-byte vectors of it); ReduceOp names the call in the
@@ -247,12 +230,18 @@ class tile_exchange {
 #endif
     for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
       if (!flags_between(s.rank, p)) continue;
+#if RCCLX_CHECKS
+      failed = !flags_.wait_checked(tile, p, fp_, map_fp, map_below);  // the call check rides the wait
+#else
       failed = !flags_.wait(tile, p, tile);
+#endif
     }
 #if RCCLX_CHECKS
     if (!failed && g.thread_rank() == 0) failed = !audit_reduce(tile, pre);
+#else
+    (void)map_fp, (void)map_below;
 #endif
-    return !g.sync_or(failed || !call_agrees(g, tile, map_fp, map_below));
+    return !g.sync_or(failed);
   }
 
   // Group-collective: wait_inputs for every tile t = first, first + step, ... below num_tiles() at
@@ -342,12 +331,15 @@ class tile_exchange {
   // Group-collective, at the end of a reduce of the `parts` slots tile, tile + stride, ... (after its
   // epilogue): checked mode, their input hashes' second pass (core/tile_audit.hpp: input_changed);
   // nothing otherwise. The reduces of tile_allreduce and combine call it after a successful reduce.
+  // The pass is taken at the group's next input_kept or in finish() (beside its count's round
+  // trip): an input changed before then is named as well (peers may read it until they finish).
   template <class Group>
   RCCLX_HOST_DEVICE void input_kept(const Group& g, int tile, int parts = 1, int stride = 0) const {
 #if RCCLX_CHECKS
     if (bad()) return;
-    g.sync();  // the group's stores (the epilogue's) before the loads
-    for (int q = 0; q < parts; ++q) audit_hash(g, tile + q * stride);
+    if (kept_parts_ > 0) g.sync(), hash_kept(g);  // (a sync: the group's stores, the epilogue's, before the loads)
+    kept_tile_ = tile, kept_parts_ = parts, kept_stride_ = stride;
+    if (finished_) g.sync(), hash_kept(g);  // after finish(): at once
 #else
     (void)g, (void)tile, (void)parts, (void)stride;
 #endif
@@ -370,7 +362,8 @@ class tile_exchange {
                static_cast<std::uint32_t>(num_blocks));
       return;
     }
-    flags_.finish(g, num_blocks, [&](std::uint32_t arrivals) { audit_finish(num_blocks, arrivals); });
+    flags_.finish(g, num_blocks, [&](std::uint32_t arrivals) { audit_finish(num_blocks, arrivals); },
+                  [&] { hash_kept(g), finished_ = true; });
 #else
     flags_.finish(g, num_blocks);
 #endif
@@ -388,17 +381,14 @@ class tile_exchange {
     else return Algo == algorithm::tree;
   }
 
-  // Checked mode: did every peer make this call (count, shape, type, op, algorithm; with `map_fp`,
-  // also the tile map, ranks below map_below)? Not group-collective (the callers fold it into their
-  // vote). Always true without RCCLX_CHECKS.
+  // Checked mode: did every peer make this call (count, shape, type, op, algorithm)? Not
+  // group-collective (the callers fold it into their vote). Always true without RCCLX_CHECKS.
   template <class Group>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool call_agrees(const Group& g, int tile, const core::call_fingerprint* map_fp = nullptr,
-                                                       int map_below = 0) const {
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool call_agrees(const Group& g, int tile) const {
 #if RCCLX_CHECKS
-    if (bad()) return false;
-    return map_fp ? flags_.verify_call_and_map(g, fp_, *map_fp, tile, map_below) : flags_.verify_check(g, 0, fp_, tile);
+    return !bad() && flags_.verify_check(g, 0, fp_, tile);
 #else
-    (void)g, (void)tile, (void)map_fp, (void)map_below;
+    (void)g, (void)tile;
     return true;
 #endif
   }
@@ -481,6 +471,13 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_hash(const Group& g, int slot) const {
     detail::xor_input_hash(g, input(slot), tile_elems_ / vec_elems, audit_row_of(slot) + core::audit_hash_word(flags_.epoch()));
+  }
+
+  // Group-collective: the second pass of the tiles input_kept left (after a group sync).
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void hash_kept(const Group& g) const {
+    for (int q = 0; q < kept_parts_; ++q) audit_hash(g, kept_tile_ + q * kept_stride_);
+    kept_parts_ = 0;
   }
 
   // One thread, after the flags of `tile` went up: this block's publish mark; a mark of this call
@@ -586,11 +583,12 @@ class tile_exchange {
 #if RCCLX_CHECKS
   core::call_fingerprint fp_{};  // this call, as the peers must see it (core/call_check.hpp)
   mutable bool bad_ = false;     // a misuse was found (and recorded): nothing is published or reduced
-  mutable bool late_ = false;    // constructed after this launch's call ended (finish() counts)
+  mutable bool late_ = false, finished_ = false;  // constructed after this launch's call ended; finish() ran
   std::size_t region_offset_ = 0, region_bytes_ = 0;  // the call's region (the whole buffer without one)
   std::size_t results_bytes_ = 0;                      // tree: the results area of a half
   mutable std::uint32_t pending_mark_ = 0;             // this thread's last publish: the mark it replaced
   mutable int pending_tile_ = -1;                      // ... of this tile (-1: none pending)
+  mutable int kept_tile_ = 0, kept_parts_ = 0, kept_stride_ = 0;  // input_kept's pass still to take
 #endif
 };
 

@@ -16,7 +16,7 @@
 //   [calls_word]    calls completed: every flag of a call carries the epoch, calls + 1
 //   [arrived_word]  blocks of this rank that called finish(), ever
 //   [began_word]    arrived_word's value when the current call began
-//   [launch_word]   the missing-finish detector's last launch and call (previous_call_unfinished)
+//   [launch_word]   the missing-finish detector's last launch and call (launch_start, launch_verdict)
 // Nothing else touches them (the barrier's counters and the call check's epochs are their own).
 //
 // Protocol. The epoch is the same on every rank (every rank makes every call): raising tile t for
@@ -61,8 +61,8 @@ class tile_flags {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE tile_flags(const signal_pads<MaxRanks>& s, tile_slots slots)
       : s_(&s), control_(s.tile_control_slot(slots.first)), slots_(slots) {
 #if RCCLX_CHECKS
-    // The missing-finish detector's first look at launch_word, loaded before the counter's acquire
-    // so that the two round trips overlap: any value will do, its compare-and-swap checks it.
+    // The missing-finish detector's first look at launch_word (launch_start), loaded before the
+    // counter's acquire so that the two round trips overlap: any value will do, its exchange checks it.
     launch_seen_ = gpu::load_relaxed_system(control_ + launch_word);
 #endif
     // Acquire: this thread's later accesses (finish()'s count included) come after the counter's
@@ -173,39 +173,24 @@ class tile_flags {
     }
   }
 
+#if RCCLX_CHECKS
   // Checked mode: did the previous call on these slots leave its call counter where it was (a block
   // that skipped finish())? Its flags would then pass this call's waits; the answer yes is recorded
   // (misuse::missing_finish). launch_word holds the launch and the call (low 15 and 16 bits) of the
   // last object constructed there, and bit 31 once the answer was yes: the first thread of a new
   // launch to see the word finds the previous launch with this same call number (yes) or the one
   // before (no) and leaves the answer for the rest of its launch, which may construct objects of
-  // the call any number of times. Every thread gets the same answer; typically a warp's worth of
-  // compare-and-swaps per call. Unknown launches pass.
-  RCCLX_HOST_DEVICE bool previous_call_unfinished() const {
-    return previous_call_unfinished([] { return false; }, [] {}, [] {});
-  }
-  // The same, with the checked mode's look at the previous call (fused/detail/tile_exchange.hpp):
-  // a thread about to decide for a new launch whose previous call did finish first runs
-  // on_new_launch() (at most once; true: it recorded a problem), and a yes from it is the
-  // launch's answer too, so every block of the launch refuses; the thread that decided then runs
-  // on_decided() (e.g. notes this call for the next call's look). An object constructed after
-  // the call counter advanced within its own launch (a finish() count smaller than the blocks that
-  // call it, a block counted twice, or a second call in one kernel) runs on_late() and gets yes.
-  template <class OnNewLaunch, class OnDecided, class OnLate>
-  RCCLX_HOST_DEVICE bool previous_call_unfinished(OnNewLaunch&& on_new_launch, OnDecided&& on_decided,
-                                                  OnLate&& on_late) const {
-#if RCCLX_CHECKS
-    const std::uint32_t prev = launch_seen_;  // loaded by the constructor (a stale value fails the exchange)
-#else
-    const std::uint32_t prev = gpu::load_relaxed_system(control_ + launch_word);
-#endif
-    return launch_settle(launch_try(prev, -1, on_new_launch, on_late), on_new_launch, on_decided, on_late);
-  }
-
-  // previous_call_unfinished in two steps, so that its compare-and-swap's round trip overlaps the
-  // caller's work until the answer is needed: launch_try() decides at once or issues the exchange,
-  // launch_settle() looks at it (and tries again from what it found). Same answers, records and
-  // callbacks as the one call.
+  // the call any number of times. Every thread gets the same answer. Unknown launches pass.
+  // With the checked mode's look at the previous call (fused/detail/tile_exchange.hpp): a thread
+  // about to decide for a new launch whose previous call did finish first runs on_new_launch() (at
+  // most once; true: it recorded a problem), and a yes from it is the launch's answer too, so every
+  // block of the launch refuses; the thread that decided then runs on_decided() (e.g. notes this
+  // call for the next call's look). An object constructed after the call counter advanced within
+  // its own launch (a finish() count smaller than the blocks that call it, a block counted twice, or
+  // a second call in one kernel) runs on_late() and gets yes.
+  // In two steps, so that the compare-and-swap's round trip overlaps the caller's work until the
+  // answer is needed: launch_start() decides at once or issues the exchange (launch_try), and
+  // launch_verdict() looks at it (launch_settle: and tries again from what it found).
   struct launch_step {
     std::uint32_t prev = 0, want = 0, got = 0;
     int found = -1;     // on_new_launch's answer, once asked
@@ -236,7 +221,6 @@ class tile_flags {
     }
     return st;
   }
-#if RCCLX_CHECKS
   // The two steps kept in this object (one launch verdict per call): launch_start() issues, true
   // from launch_pending() until launch_verdict() (same callbacks) gave the answer.
   template <class OnNewLaunch, class OnLate>
@@ -250,7 +234,6 @@ class tile_flags {
     launch_pending_ = false;
     return launch_settle(launch_, on_new_launch, on_decided, on_late);
   }
-#endif
   template <class OnNewLaunch, class OnDecided, class OnLate>
   RCCLX_HOST_DEVICE bool launch_settle(launch_step st, OnNewLaunch&& on_new_launch, OnDecided&& on_decided,
                                        OnLate&& on_late) const {
@@ -267,6 +250,7 @@ class tile_flags {
       st = launch_try(st.got, st.found, on_new_launch, on_late);
     }
   }
+#endif
 
  private:
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int slot_of(int tile) const { return slots_.first + 1 + tile; }
@@ -277,7 +261,7 @@ class tile_flags {
   std::uint32_t epoch_ = 0;           // this call's flag value: the call counter + 1
   std::uint32_t arrived_before_ = 0;  // blocks finished before this call
 #if RCCLX_CHECKS
-  std::uint32_t launch_seen_ = 0;  // launch_word as the constructor read it (previous_call_unfinished)
+  std::uint32_t launch_seen_ = 0;  // launch_word as the constructor read it (launch_start)
   mutable launch_step launch_{};   // launch_start()'s step, settled by launch_verdict()
   mutable bool launch_pending_ = false;
 #endif

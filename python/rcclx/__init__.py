@@ -218,13 +218,7 @@ class Communicator:
 
     def all_gather(self, out, t, algorithm="automatic"):
         """out: num_ranks x t.numel() elements, as torch.distributed.all_gather_into_tensor."""
-        with self._lock:
-            cid = self._check("all_gather", out, t)
-            if self.single:
-                _local_copy("all_gather", out, t, t.numel())
-                return out
-            torch.ops.rcclx.all_gather(out, t, cid, _algorithm_name(algorithm))
-        return out
+        return self._copying("all_gather", out, t, algorithm)
 
     def reduce_scatter(self, out, t, op="sum", algorithm="automatic"):
         """t: num_ranks x out.numel() elements, as torch.distributed.reduce_scatter_tensor."""
@@ -247,14 +241,18 @@ class Communicator:
         ones given in elements (output_split_sizes / input_split_sizes, num_ranks entries each; the
         sizes of the first dimension are taken too, as torch does: see all_to_all_single)."""
         if output_split_sizes is None and input_split_sizes is None:
-            with self._lock:
-                cid = self._check("all_to_all", out, t)
-                if self.single:
-                    _local_copy("all_to_all", out, t, t.numel())
-                    return out
-                torch.ops.rcclx.all_to_all(out, t, cid, _algorithm_name(algorithm))
-            return out
+            return self._copying("all_to_all", out, t, algorithm)
         return self.all_to_all_single(out, t, output_split_sizes, input_split_sizes)
+
+    def _copying(self, what, out, t, algorithm):
+        """all_gather and the equal-split all_to_all (torch.ops.rcclx.<what>): on one rank a copy."""
+        with self._lock:
+            cid = self._check(what, out, t)
+            if self.single:
+                _local_copy(what, out, t, t.numel())
+                return out
+            getattr(torch.ops.rcclx, what)(out, t, cid, _algorithm_name(algorithm))
+        return out
 
     def all_to_all_single(self, out, t, output_split_sizes=None, input_split_sizes=None):
         """torch.distributed.all_to_all_single: split sizes count rows of the first dimension (None:

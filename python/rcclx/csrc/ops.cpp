@@ -282,15 +282,22 @@ void check_pair(const char* what, const at::Tensor& out, const at::Tensor& in) {
                     " differs from the input's ", in.scalar_type());
 }
 
-void all_reduce(at::Tensor t, std::int64_t comm, std::string op, std::string algorithm, double factor,
-                c10::optional<at::Tensor> factor_tensor) {
-  check_tensor("all_reduce", "the tensor", t);
+// A reducing collective in place on `t`: AllReduce, or Reduce to `root`.
+void reduce_in_place(const char* what, rt::collective c, const at::Tensor& t, std::int64_t comm, const std::string& op,
+                     const std::string& algorithm, double factor, const c10::optional<at::Tensor>& factor_tensor,
+                     int root) {
+  check_tensor(what, "the tensor", t);
   const auto e = find(comm);
   at::Tensor keep;
-  const auto o = reduction_of("all_reduce", op, factor, factor_tensor, t, keep);
+  const auto o = reduction_of(what, op, factor, factor_tensor, t, keep);
   const auto a = parse_algorithm(algorithm);
-  check(rt::run_collective(*e->engine, rt::collective::allreduce, element_of(t), t.data_ptr(), t.data_ptr(),
-                           static_cast<std::size_t>(t.numel()), o, a, stream_of()));
+  check(rt::run_collective(*e->engine, c, element_of(t), t.data_ptr(), t.data_ptr(), static_cast<std::size_t>(t.numel()),
+                           o, a, stream_of(), root));
+}
+
+void all_reduce(at::Tensor t, std::int64_t comm, std::string op, std::string algorithm, double factor,
+                c10::optional<at::Tensor> factor_tensor) {
+  reduce_in_place("all_reduce", rt::collective::allreduce, t, comm, op, algorithm, factor, factor_tensor, 0);
 }
 
 void all_gather(at::Tensor out, at::Tensor in, std::int64_t comm, std::string algorithm) {
@@ -369,13 +376,7 @@ void broadcast(at::Tensor t, std::int64_t comm, std::int64_t root, std::string a
 // Reduce to root, in place on the root (other ranks' tensors are left as they were).
 void reduce(at::Tensor t, std::int64_t comm, std::int64_t root, std::string op, std::string algorithm, double factor,
             c10::optional<at::Tensor> factor_tensor) {
-  check_tensor("reduce", "the tensor", t);
-  const auto e = find(comm);
-  at::Tensor keep;
-  const auto o = reduction_of("reduce", op, factor, factor_tensor, t, keep);
-  const auto a = parse_algorithm(algorithm);
-  check(rt::run_collective(*e->engine, rt::collective::reduce, element_of(t), t.data_ptr(), t.data_ptr(),
-                           static_cast<std::size_t>(t.numel()), o, a, stream_of(), static_cast<int>(root)));
+  reduce_in_place("reduce", rt::collective::reduce, t, comm, op, algorithm, factor, factor_tensor, static_cast<int>(root));
 }
 
 // Every rank waits for every other (the host backend blocks; GPU builds: on the current stream).

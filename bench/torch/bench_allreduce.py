@@ -13,6 +13,10 @@ With every process on one GPU, run under MPS (nvidia-cuda-mps-control -d) so tha
 ranks' kernels run side by side; RCCLX_COLLECTIVE_BLOCKS (default here 128 / procs) keeps every rank's
 blocks resident together. Targets (docs/pytorch.md): graph replay within 5% of C++, eager at most 5 us per call
 above it.
+
+--ops also times the other collectives, each per size: C++ (rcclx._C.time_op: the op's C++ function, its
+checks included, called in a C++ loop) against eager (torch.ops.rcclx.<op> called from Python, one call at
+a time), with the same stream wait at the end of each loop; sizes are each rank's input bytes.
 """
 import argparse
 import os
@@ -134,6 +138,54 @@ def _run(rank, n, init, args):
             print(f"{nbytes:>10} {cpp * 1e6:>9.2f} {eager * 1e6:>9.2f} {(eager - cpp) * 1e6:>+10.2f} "
                   f"{graph * 1e6:>9.2f} {graph / cpp:>10.3f}", flush=True)
         del t
+    ops = [o for o in args.ops.split(",") if o]
+    if ops and rank == 0:
+        print(f"# other collectives: {args.dtype}, roots rank 0, even splits; us per call (slowest rank)")
+        print(f"{'op':>15} {'bytes':>10} {'C++':>9} {'eager':>9} {'eager-C++':>10}")
+    for name in ops:
+        for nbytes in _sizes(max(args.min_bytes, n * elem), args.ops_max_bytes):
+            count = max(n, nbytes // elem // n * n)
+            t = torch.ones(count, dtype=dtype, device=dev)
+            outs = {"all_gather": n * count, "reduce_scatter": count // n, "all_to_all": count, "all_to_all_v": count}
+            out = torch.empty(outs.get(name, 0), dtype=dtype, device=dev)
+            splits = [count // n] * n
+            call = {
+                "all_reduce": lambda: torch.ops.rcclx.all_reduce(t, comm.id, "sum", args.algorithm),
+                "all_reduce_avg": lambda: torch.ops.rcclx.all_reduce(t, comm.id, "avg", args.algorithm),
+                "broadcast": lambda: torch.ops.rcclx.broadcast(t, comm.id, 0, args.algorithm),
+                "reduce": lambda: torch.ops.rcclx.reduce(t, comm.id, 0, "sum", args.algorithm),
+                "all_gather": lambda: torch.ops.rcclx.all_gather(out, t, comm.id, args.algorithm),
+                "reduce_scatter": lambda: torch.ops.rcclx.reduce_scatter(out, t, comm.id, "sum", args.algorithm),
+                "all_to_all": lambda: torch.ops.rcclx.all_to_all(out, t, comm.id, args.algorithm),
+                "all_to_all_v": lambda: torch.ops.rcclx.all_to_all_v(out, t, comm.id, splits, splits),
+                "barrier": lambda: rcclx._C.barrier(comm.id),
+            }[name]
+            iters = _iters(nbytes) if args.iters == 0 else args.iters
+            rcclx._C.time_op(comm.id, name, out, t, args.algorithm, 5)
+
+            def cpp_loop():
+                dist.barrier()
+                return _slowest(rcclx._C.time_op(comm.id, name, out, t, args.algorithm, iters)) / iters
+
+            cpp = _median(cpp_loop, args.reps)
+            for _ in range(5):
+                call()
+            sync()
+
+            def eager_loop():
+                dist.barrier()
+                t0 = time.perf_counter()
+                for _ in range(iters):
+                    call()
+                sync()
+                return _slowest(time.perf_counter() - t0) / iters
+
+            eager = _median(eager_loop, args.reps)
+            if rank == 0:
+                print(f"{name:>15} {nbytes:>10} {cpp * 1e6:>9.2f} {eager * 1e6:>9.2f} {(eager - cpp) * 1e6:>+10.2f}",
+                      flush=True)
+            if name == "barrier":
+                break
     comm.destroy()
     dist.destroy_process_group()
 
@@ -146,6 +198,9 @@ def main():
     p.add_argument("--min-bytes", type=_parse_bytes, default=8)
     p.add_argument("--max-bytes", type=_parse_bytes, default=64 << 20)
     p.add_argument("--iters", type=int, default=0, help="calls per size (0: by size)")
+    p.add_argument("--ops", default="", help="also these collectives (comma-separated): all_reduce, all_reduce_avg, "
+                   "broadcast, reduce, all_gather, reduce_scatter, all_to_all, all_to_all_v, barrier")
+    p.add_argument("--ops-max-bytes", type=_parse_bytes, default=1 << 20)
     p.add_argument("--reps", type=int, default=5, help="timed loops per figure; the median is printed")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as d:

@@ -10,9 +10,11 @@
 #  include <c10/cuda/CUDAFunctions.h>
 #endif
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -477,6 +479,34 @@ double time_all_reduce(std::int64_t id, at::Tensor t, std::string algorithm, std
   return seconds;
 }
 
+// bench/torch: seconds for `iters` calls of the op `name` (the same C++ functions the torch ops
+// run: their checks included, no Python, no dispatcher) until the stream has finished them. `in` is
+// the input (in place for all_reduce, all_reduce_avg, broadcast, reduce), `out` the output of
+// all_gather, reduce_scatter, all_to_all and all_to_all_v (even splits); roots are rank 0.
+double time_op(std::int64_t id, std::string name, at::Tensor out, at::Tensor in, std::string algorithm,
+               std::int64_t iters) {
+  const auto e = find(id);
+  const auto n = static_cast<std::int64_t>(e->num_ranks);
+  std::function<void()> call;
+  if (name == "all_reduce" || name == "all_reduce_avg")
+    call = [&, op = std::string(name == "all_reduce" ? "sum" : "avg")] { all_reduce(in, id, op, algorithm, 1.0, {}); };
+  else if (name == "broadcast") call = [&] { broadcast(in, id, 0, algorithm); };
+  else if (name == "reduce") call = [&] { reduce(in, id, 0, "sum", algorithm, 1.0, {}); };
+  else if (name == "all_gather") call = [&] { all_gather(out, in, id, algorithm); };
+  else if (name == "reduce_scatter") call = [&] { reduce_scatter(out, in, id, "sum", algorithm, 1.0, {}); };
+  else if (name == "all_to_all") call = [&] { all_to_all(out, in, id, algorithm); };
+  else if (name == "all_to_all_v") {
+    const std::vector<std::int64_t> splits(static_cast<std::size_t>(n), in.numel() / n);
+    call = [&, splits] { all_to_all_v(out, in, id, splits, splits); };
+  } else if (name == "barrier") call = [&] { barrier(id); };
+  else RCCLX_TORCH_CHECK(false, "rcclx.time_op: no op named \"", name, "\"");
+  synchronize(id);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::int64_t i = 0; i < iters; ++i) call();
+  synchronize(id);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // Meta: shapes only (torch.compile / fake tensors trace through them).
 void all_reduce_meta(at::Tensor, std::int64_t, std::string, std::string, double, c10::optional<at::Tensor>) {}
 void collective_meta(at::Tensor, at::Tensor, std::int64_t, std::string) {}
@@ -565,6 +595,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "The (first, max_tiles) pad slots kept for tile-protocol kernels", py::arg("id"));
   m.def("time_all_reduce", &time_all_reduce, "bench/torch: seconds for iters AllReduces called from C++ (collective)",
         py::arg("id"), py::arg("t"), py::arg("algorithm"), py::arg("iters"));
+  m.def("time_op", &time_op, "bench/torch: seconds for iters calls of an op's C++ function (collective)",
+        py::arg("id"), py::arg("name"), py::arg("out"), py::arg("input"), py::arg("algorithm"), py::arg("iters"));
   m.def("barrier", &barrier, "Every rank waits for every other (collective)", py::arg("id"));
   m.def("synchronize", &synchronize, "Waits for the current stream; raises a device-side error", py::arg("id"));
   m.attr("max_ranks") = max_ranks;

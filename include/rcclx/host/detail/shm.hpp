@@ -130,6 +130,16 @@ class shm_registry {
     return true;
   }
 
+  // True if `p` lies in a segment of this process whose name is already unlinked.
+  bool unlinked(const void* p) const {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    std::lock_guard<std::mutex> lock(m_);
+    auto it = segments_.upper_bound(a);
+    if (it == segments_.begin()) return false;
+    --it;
+    return a < it->first + it->second.size && !it->second.linked;
+  }
+
   std::size_t live_segments() const {
     std::lock_guard<std::mutex> lock(m_);
     return segments_.size();

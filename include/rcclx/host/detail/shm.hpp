@@ -104,11 +104,15 @@ class shm_registry {
     if (s.linked) ::shm_unlink(s.name.c_str());
   }
 
-  // Removes the name of a segment whose peers have all mapped it: the memory lives on while mapped.
-  void unlink_early(void* p) {
+  // Removes the name of the segment holding `p` once its peers have all mapped it: the memory lives
+  // on while mapped. Pointers outside this process's segments: nothing happens.
+  void unlink_early(const void* p) {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
     std::lock_guard<std::mutex> lock(m_);
-    auto it = segments_.find(reinterpret_cast<std::uintptr_t>(p));
-    if (it == segments_.end() || !it->second.linked) return;
+    auto it = segments_.upper_bound(a);
+    if (it == segments_.begin()) return;
+    --it;
+    if (a >= it->first + it->second.size || !it->second.linked) return;
     ::shm_unlink(it->second.name.c_str());
     it->second.linked = false;
   }

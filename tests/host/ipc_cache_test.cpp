@@ -1,6 +1,6 @@
 // ipc_cache (LRU of opened peer handles) with a counting mapper, and the host backend's shared
-// memory: export of interior pointers, mapping, unlink_when_mapped, stale-segment sweep. No GPU needed; on GPU builds
-// the shareable-memory cases skip.
+// memory: export of interior pointers, mapping, unlink_when_mapped, stale-segment sweep. No GPU
+// needed; on GPU builds the shareable-memory cases skip.
 #include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,6 +1,7 @@
 """all_reduce_rmsnorm against float64 (plain and FP8 output), the device handles of a symmetric tensor,
 and failures: bad arguments and shapes that differ across ranks (a clear error on every rank, the next
-call works) and a peer process that died (a clear error naming it, no hang)."""
+call works) and a peer process that died (a clear error naming it, no hang); no /dev/shm segment outlives
+the job (a normal exit without destroy(), SIGKILL) and stale ones are reclaimed."""
 import os
 import tempfile
 import time
@@ -170,3 +171,127 @@ def _dead_peer_main(rank, n, init, check_calls):
         import traceback
         traceback.print_exc()
         os._exit(1)
+
+
+# ---- /dev/shm: no segment outlives the job -------------------------------------------------------
+
+def _shm_of(pids):
+    """The /dev/shm entries created by the processes `pids` (rcclx names them rcclx.<pid>.*)."""
+    if not os.path.isdir("/dev/shm"):
+        return []
+    prefixes = tuple(f"rcclx.{p}." for p in pids)
+    return sorted(e for e in os.listdir("/dev/shm") if e.startswith(prefixes))
+
+
+def _shm_job(rank, n, ready, end):
+    """Set-up with every kind of shared memory: the communicator's workspace, the symmetric_empty
+    pool and the all_reduce_rmsnorm workspace; then `end`: "exit" (no destroy()) or "wait" (in a
+    collective that never completes, until the test kills the processes)."""
+    comm = rcclx.Communicator(timeout=2.0, check_calls=False)
+    t = comm.symmetric_empty(1000, torch.float32)
+    t.fill_(rank + 1)
+    comm.all_reduce(t)
+    assert bool((t == n * (n + 1) / 2).all())
+    res = torch.zeros(4, 64)
+    out, _ = comm.all_reduce_rmsnorm(torch.ones(4, 64), res, torch.ones(64))
+    assert bool((res == n).all()) and bool(((out - 1).abs() < 1e-5).all())
+    dist.barrier()  # every rank's set-up is over
+    left = _shm_of([os.getpid()])
+    ready.put((rank, os.getpid(), left))
+    if end == "wait":
+        if rank == 0:
+            time.sleep(600)  # the peers wait for this rank until the test kills it
+        x = torch.ones(16)
+        while True:
+            try:
+                comm.all_reduce(x)
+            except RuntimeError:
+                time.sleep(0.05)  # a peer that never arrives: a timeout, then every call refused
+    # "exit": a normal exit that leaves the communicator alive (no destroy())
+
+
+def _shm_main(rank, n, init, ready, end):
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=n)
+    try:
+        _shm_job(rank, n, ready, end)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        os._exit(1)
+
+
+def _start_shm_job(n, end, d):
+    ctx = mp.get_context("spawn")
+    ready = ctx.Queue()
+    ps = [ctx.Process(target=_shm_main, args=(r, n, "file://" + os.path.join(d, "rv"), ready, end)) for r in range(n)]
+    for p in ps:
+        p.start()
+    reports = []
+    try:
+        for _ in range(n):
+            reports.append(ready.get(timeout=120))
+    except BaseException:
+        for p in ps:
+            p.kill()
+        raise
+    return ps, sorted(reports)
+
+
+@pytest.mark.skipif(rcclx.backend != "host", reason="/dev/shm segments are the host backend's memory")
+@pytest.mark.parametrize("end", ["exit", "sigkill"])
+def test_no_shm_segment_outlives_the_job(end):
+    """Three processes set up a communicator, a symmetric tensor and all_reduce_rmsnorm's workspace:
+    once set-up is over no name of theirs is left in /dev/shm, and none after they exit without
+    destroy() or are killed with SIGKILL while the peers wait in a collective."""
+    n = 3
+    with tempfile.TemporaryDirectory() as d:
+        ps, reports = _start_shm_job(n, "exit" if end == "exit" else "wait", d)
+        pids = [p.pid for p in ps]
+        try:
+            for rank, pid, left in reports:
+                assert left == [], f"rank {rank} (pid {pid}) still has /dev/shm names after set-up: {left}"
+            if end == "sigkill":
+                time.sleep(0.5)  # the peers are in a collective waiting for rank 0
+                ps[0].kill()
+                time.sleep(0.5)
+                for p in ps[1:]:
+                    p.kill()
+            for p in ps:
+                p.join(60)
+            codes = [p.exitcode for p in ps]
+        finally:
+            for p in ps:
+                if p.is_alive():
+                    p.kill()
+                    p.join(10)
+        if end == "exit":
+            assert codes == [0] * n, f"exit codes {codes}"
+        else:
+            assert codes == [-9] * n, f"exit codes {codes}"
+        assert _shm_of(pids) == [], f"/dev/shm entries left by the job's processes {pids}: {_shm_of(pids)}"
+
+
+def _set_up_only(rank, n):
+    rcclx.Communicator(timeout=5.0).destroy()
+
+
+@pytest.mark.skipif(rcclx.backend != "host", reason="/dev/shm segments are the host backend's memory")
+def test_stale_segments_of_a_dead_process_are_reclaimed():
+    """A segment whose creator died before it was unlinked (a process killed during set-up) is
+    removed by the next communicator's set-up; one of a live process is kept."""
+    import subprocess
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # reaped: its pid names no process
+    stale = f"/dev/shm/rcclx.{dead.pid}.0123456789ab.0"
+    alive = f"/dev/shm/rcclx.{os.getpid()}.0123456789ab.7"
+    for path in (stale, alive):
+        with open(path, "wb") as f:
+            f.write(b"\0" * 4096)
+    try:
+        _run(_set_up_only, 2)
+        assert os.path.exists(alive), "the segment of a live process was removed"
+        assert not os.path.exists(stale), "the segment of a dead process is still in /dev/shm"
+    finally:
+        for path in (stale, alive):
+            if os.path.exists(path):
+                os.unlink(path)

@@ -1,6 +1,6 @@
 // ipc_cache (LRU of opened peer handles) with a counting mapper, and the host backend's shared
-// memory: export of interior pointers, mapping, stale-segment sweep. No GPU needed; on GPU builds
-// the shareable-memory cases skip.
+// memory: export of interior pointers, mapping, unlink_when_mapped, stale-segment sweep. No GPU
+// needed; on GPU builds the shareable-memory cases skip.
 #include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -134,23 +134,54 @@ TEST_CASE("shareable memory (host): interior pointers export their segment base 
   REQUIRE_THROWS_AS(rcclx::host::shareable_free(&on_stack), rcclx::error);
 }
 
+namespace {
+bool in_dev_shm(const rcclx::gpu::ipc_handle& h) {
+  const std::string name(h.bytes + 16);  // shm_handle: magic, reserved, size, then "/rcclx...."
+  return ::access(("/dev/shm" + name).c_str(), F_OK) == 0;
+}
+}  // namespace
+
+TEST_CASE("shareable memory (host): unlink_when_mapped removes the name, the mappings live on", "[host][shm]") {
+  const std::size_t live_before = rcclx::host::detail::shm_registry::instance().live_segments();
+  auto* p = static_cast<char*>(rcclx::host::shareable_malloc(8192));
+  const auto e = rcclx::host::export_memory(p + 100);
+  REQUIRE(in_dev_shm(e.handle));
+  rcclx::host::detail::ipc_mapper m;
+  auto* q = static_cast<char*>(m.open(e.handle));  // a peer maps it
+  rcclx::host::unlink_when_mapped(p + 100);        // any pointer into the segment
+  REQUIRE_FALSE(in_dev_shm(e.handle));
+  p[5000] = 11;  // the memory is still shared
+  REQUIRE(q[5000] == 11);
+  q[5001] = 12;
+  REQUIRE(p[5001] == 12);
+  REQUIRE_THROWS_AS(m.open(e.handle), rcclx::error);  // no further peer can map it
+  REQUIRE_THROWS_WITH(rcclx::host::export_memory(p), RCCLX_CONTAINS("no further peer can map it"));
+  rcclx::host::unlink_when_mapped(p);  // twice: nothing happens
+  m.close(q, e.handle);
+  rcclx::host::shareable_free(p);  // still freed as usual
+  REQUIRE(rcclx::host::detail::shm_registry::instance().live_segments() == live_before);
+}
+
 TEST_CASE("shareable memory (host): segments of a crashed process are swept", "[host][shm]") {
-  int p[2];
+  int p[2], go[2];
   REQUIRE(::pipe(p) == 0);
+  REQUIRE(::pipe(go) == 0);
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {
     (void)rcclx::host::shareable_malloc(4096);  // never freed: the process "crashes"
     const char ok = 1;
     (void)!::write(p[1], &ok, 1);
+    char c = 0;
+    ::close(go[1]);
+    (void)!::read(go[0], &c, 1);  // until the parent closes its end
     ::_exit(0);
   }
   char c = 0;
+  ::close(go[0]);
   REQUIRE(::read(p[0], &c, 1) == 1);
   ::close(p[0]);
   ::close(p[1]);
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
   const std::string prefix = "/dev/shm/rcclx." + std::to_string(pid) + ".";
   auto left = [&] {
     int n = 0;
@@ -162,7 +193,12 @@ TEST_CASE("shareable memory (host): segments of a crashed process are swept", "[
     return n;
   };
   REQUIRE(left() == 1);
-  REQUIRE(rcclx::host::detail::sweep_stale_segments() >= 1);
+  rcclx::host::reclaim_stale_segments();
+  REQUIRE(left() == 1);  // its creator still runs: kept
+  ::close(go[1]);        // the child exits
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  rcclx::host::reclaim_stale_segments();  // (a concurrent job's set-up may have swept it already)
   REQUIRE(left() == 0);
 }
 #endif

@@ -2,7 +2,11 @@
 // tree) and an argmax combine, each on its own region of one plan (core::region_table narrows the
 // allocation's table, the region's slots carry the flags), three launches in a row (both halves of
 // every region), against references computed here (float64 sums, argmax by hand); then the memory
-// is given back and a second plan_memory of the same plan takes the same slots.
+// is given back and a second plan_memory of the same plan takes the same slots. Host backend: once
+// set up, no /dev/shm name of the process is left.
+#include <dirent.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -100,6 +104,18 @@ using comm_t = rcclx::host::communicator<max_r>;
 
 std::size_t round16(std::size_t x) { return (x + 15) / 16 * 16; }
 
+// This process's names in /dev/shm (host backend: "rcclx.<pid>.*").
+int own_shm_names() {
+  int n = 0;
+  if (DIR* d = ::opendir("/dev/shm")) {
+    const std::string prefix = "rcclx." + std::to_string(::getpid()) + ".";
+    while (dirent* e = ::readdir(d))
+      if (std::string(e->d_name).rfind(prefix, 0) == 0) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
 // One rank: plan, memory, three launches, checks; "" when every output is as expected.
 std::string run_rank(int rank, int n, const std::string& id) {
   rcclx_test::child_select_device(rank);
@@ -133,6 +149,10 @@ std::string run_rank(int rank, int n, const std::string& id) {
   for (int round = 0; round < 2 && err.empty(); ++round) {
     rcclx::host::plan_memory<max_r> mem(comm, plan, "decode layer");
     if (round == 0) first_slots = mem.slots();
+    // Every peer has mapped the workspace and this memory: none of their names is left (a kill
+    // from now on leaves nothing in /dev/shm).
+    if (rcclx::current_backend == rcclx::backend::host && own_shm_names() != 0)
+      err = std::to_string(own_shm_names()) + " /dev/shm names of this process left after set-up";
     if (round == 1 && (mem.slots().first != first_slots.first || mem.slots().max_tiles != first_slots.max_tiles))
       err = "the second plan_memory got other slots (" + std::to_string(mem.slots().first) + " vs " +
             std::to_string(first_slots.first) + ")";

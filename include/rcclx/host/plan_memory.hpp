@@ -8,6 +8,8 @@
 //   rcclx::host::plan_memory<8> mem(comm, plan, "decode layer");
 //   my_kernel k{mem.table<bf16>(), plan[ar1], plan[ar2]};      // launch with launch_rank / your own
 //
+// Host backend: the allocation's /dev/shm name is removed once every peer has mapped it (after
+// register_buffer), so nothing is left there even if a process is killed.
 // The destructor (collective too) waits for every rank (a barrier), unregisters and frees the
 // memory and gives the slots back; the plan is then unplaced and may be placed again. The plan and
 // the communicator must outlive the object.
@@ -43,6 +45,7 @@ class plan_memory {
       gpu::memset_zero(data_, bytes_);
       comm.register_buffer(data_, bytes_);
       registered_ = true;
+      unlink_when_mapped(data_);  // every peer has mapped it: no /dev/shm name left (host backend)
       if (plan.slots() > 0) {
         block_ = comm.reserve_tile_slots(plan.slots() - 1, owner_);
         reserved_ = true;

@@ -57,6 +57,12 @@ inline exported_memory export_memory(const void* p) {
   std::uint64_t offset = 0;
   if (!detail::shm_registry::instance().find(p, h, offset)) {
     std::ostringstream os;
+    if (detail::shm_registry::instance().unlinked(p)) {
+      os << "pointer " << p
+         << " is in a shared segment whose /dev/shm name was removed once every peer had mapped it "
+            "(unlink_when_mapped): no further peer can map it";
+      throw error(errc::invalid_argument, os.str());
+    }
     os << "pointer " << p
        << " is not in memory from rcclx::host::shareable_malloc: on the host backend only such memory "
           "can be shared with peer processes";
@@ -103,15 +109,34 @@ struct ipc_mapper {
   }
 };
 
-// The name of a host-backend segment may be removed once every peer has mapped it; a no-op on GPUs.
+}  // namespace detail
+
+// Host backend: removes the /dev/shm name of the segment holding `p` (from shareable_malloc) once
+// every peer has mapped it, e.g. on every rank after communicator::register_buffer of memory that
+// is registered only once. The mappings stay valid and the memory is freed when the last process
+// holding it unmaps it or exits, so nothing is left in /dev/shm whatever happens next (SIGKILL
+// included); but no further peer can map it (export_memory throws: register it again elsewhere
+// before). shareable_free still frees it. A no-op on GPUs and for other pointers.
 inline void unlink_when_mapped(void* p) {
 #if RCCLX_BACKEND_HOST
-  shm_registry::instance().unlink_early(p);
+  detail::shm_registry::instance().unlink_early(p);
 #else
   (void)p;
 #endif
 }
 
-}  // namespace detail
+// Host backend: unlinks the rcclx segments in /dev/shm ("rcclx.<pid>.*") whose creating process no
+// longer exists: what a process killed between shareable_malloc and unlink_when_mapped /
+// shareable_free (e.g. during a communicator's set-up) left. Segments of live processes are kept.
+// Returns how many were removed; 0 on GPUs. Processes in another pid namespace sharing /dev/shm
+// look dead here: do not call it across containers that share /dev/shm but not their pids.
+inline int reclaim_stale_segments() {
+#if RCCLX_BACKEND_HOST
+  return detail::sweep_stale_segments();
+#else
+  return 0;
+#endif
+}
+
 }  // namespace host
 RCCLX_NAMESPACE_END

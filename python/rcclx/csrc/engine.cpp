@@ -27,6 +27,8 @@ namespace {
 
 // symmetric_empty's pool: allocated and registered on first use (collective), handed out in call
 // order by a bump pointer (every rank's n-th tensor at the same offset), reused once nothing is out.
+// Host backend: like the workspace and the fused region, its /dev/shm name is unlinked as soon as
+// every peer has mapped it (register_buffer's closing exchange), so no exit leaves it behind.
 struct symmetric_pool {
   std::mutex mutex;
   void* base = nullptr;
@@ -192,6 +194,9 @@ std::string create(int rank, int num_ranks, allgather_fn allgather, const engine
   e->symmetric_bytes = o.symmetric_bytes > 0 ? o.symmetric_bytes : std::size_t(64) << 20;
   const int max_tiles = o.max_tiles > 0 ? o.max_tiles : 2048;
   auto fn = std::make_shared<allgather_fn>(std::move(allgather));
+  // Segments of a job killed during its set-up (before their names were unlinked) carry their
+  // creator's pid: remove those whose creator is gone.
+  rcclx::host::reclaim_stale_segments();
   const std::string err = guarded(*e, [&] {
     e->bootstrap = std::make_unique<rcclx::host::callback_bootstrap>(
         rank, num_ranks, [fn](const void* in, void* o2, std::size_t bytes) {
@@ -296,6 +301,7 @@ std::string symmetric_take(engine& e, std::size_t bytes, void*& ptr, std::functi
       pool->base = rcclx::host::shareable_malloc(e.symmetric_bytes);
       pool->bytes = e.symmetric_bytes;
       e.comm->register_buffer(pool->base, pool->bytes);  // collective
+      rcclx::host::unlink_when_mapped(pool->base);        // every peer has mapped it
     });
     if (!err.empty()) {
       if (pool->base) rcclx::host::shareable_free(pool->base);
@@ -371,6 +377,7 @@ void ensure_fused_region(engine& e, std::size_t need, rcclx::gpu::stream_t strea
     rcclx::host::shareable_free(p);
     throw;
   }
+  rcclx::host::unlink_when_mapped(p);  // every peer has mapped it
   e.fused.base = p;
   e.fused.bytes = bytes;
 }

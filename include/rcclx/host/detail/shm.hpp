@@ -104,11 +104,15 @@ class shm_registry {
     if (s.linked) ::shm_unlink(s.name.c_str());
   }
 
-  // Removes the name of a segment whose peers have all mapped it: the memory lives on while mapped.
-  void unlink_early(void* p) {
+  // Removes the name of the segment holding `p` once its peers have all mapped it: the memory lives
+  // on while mapped. Pointers outside this process's segments: nothing happens.
+  void unlink_early(const void* p) {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
     std::lock_guard<std::mutex> lock(m_);
-    auto it = segments_.find(reinterpret_cast<std::uintptr_t>(p));
-    if (it == segments_.end() || !it->second.linked) return;
+    auto it = segments_.upper_bound(a);
+    if (it == segments_.begin()) return;
+    --it;
+    if (a >= it->first + it->second.size || !it->second.linked) return;
     ::shm_unlink(it->second.name.c_str());
     it->second.linked = false;
   }
@@ -128,6 +132,16 @@ class shm_registry {
     std::strncpy(h.name, it->second.name.c_str(), sizeof(h.name) - 1);
     offset = a - it->first;
     return true;
+  }
+
+  // True if `p` lies in a segment of this process whose name is already unlinked.
+  bool unlinked(const void* p) const {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    std::lock_guard<std::mutex> lock(m_);
+    auto it = segments_.upper_bound(a);
+    if (it == segments_.begin()) return false;
+    --it;
+    return a < it->first + it->second.size && !it->second.linked;
   }
 
   std::size_t live_segments() const {

@@ -1,5 +1,5 @@
 # The rcclx Python package (python/rcclx): a torch extension over the header-only library.
-#   pip install --no-build-isolation .      (or: python3 -m pip install --no-build-isolation -e .)
+#   pip install --no-build-isolation .      (Debian bookworm: into a venv, docs/pytorch.md, section Building)
 # Built for the CUDA backend when torch has CUDA and nvcc is found (RCCLX_TORCH_BACKEND=cuda|host
 # chooses), otherwise for the host backend (CPU tensors, ranks as processes sharing memory).
 import os

@@ -23,6 +23,9 @@ rcclx_need_packages() {
     [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import torch" 2>/dev/null || missing+=(python3-torch)
     [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import pytest" 2>/dev/null || missing+=(python3-pytest)
     [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import setuptools" 2>/dev/null || missing+=(python3-setuptools)
+    # The install the tests use (docs/pytorch.md): a venv (ensurepip) and pip building a wheel.
+    [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import wheel" 2>/dev/null || missing+=(python3-wheel)
+    [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import ensurepip" 2>/dev/null || missing+=(python3-venv)
     [ -f /usr/include/python3.11/Python.h ] || missing+=(python3-dev)
     # The torch extension's headers (python3-torch only recommends them).
     [ -f /usr/include/torch/extension.h ] || missing+=(libtorch-dev)

@@ -6,8 +6,9 @@
     comm.all_reduce(t)                             # in place, as dist.all_reduce; returns t
     torch.ops.rcclx.all_reduce(t, comm.id, "sum", "automatic")   # the registered operator
 
-The set-up exchange travels over the group (torch.distributed.all_gather_object) or over a
-torch.distributed Store (Communicator(store=...)): rcclx opens no socket of its own.
+The exchanges (the set-up, each call's check) travel over a torch.distributed Store: the default
+group's (Communicator(group=...)) or the one given (Communicator(store=...)); every wait is bounded
+by the communicator's timeout. rcclx opens no socket of its own.
 rcclx.torchcomms is torchcomms' API over it; rcclx.distributed the torch.distributed backend.
 docs/pytorch.md.
 """
@@ -20,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 from . import _C  # registers torch.ops.rcclx.*
-from ._exchange import StoreAllgather, group_allgather
+from ._exchange import StoreAllgather, group_allgather, group_store
 from ._ops import RedOpType, ReduceOp, op_arguments
 
 __all__ = ["Communicator", "ReduceOp", "RedOpType", "new_comm", "backend", "max_ranks", "include_dir"]
@@ -101,20 +102,53 @@ def _single_rank_reduce(t, name, factor, factor_tensor):
     return t
 
 
+class _Call:
+    """A call of a Communicator: holds its lock, and names the call (and the per-call timeout of
+    call_timeout) to the exchanges it makes, for their errors."""
+    __slots__ = ("comm", "what", "saved")
+
+    def __init__(self, comm, what):
+        self.comm, self.what = comm, what
+
+    def __enter__(self):
+        c = self.comm
+        c._lock.acquire()
+        ag = c._allgather
+        if isinstance(ag, StoreAllgather):
+            self.saved = (ag.call, ag.limit)
+            label, limit = c._scope
+            name = f"rcclx.Communicator.{self.what}"
+            ag.call = name if label is None else f"{label} ({name})"
+            ag.limit = limit
+        return self
+
+    def __exit__(self, *exc):
+        c = self.comm
+        ag = c._allgather
+        if isinstance(ag, StoreAllgather):
+            ag.call, ag.limit = self.saved
+        c._lock.release()
+        return False
+
+
 class Communicator:
     """Every rank of `group` (None: the default group) constructs one, in the same order.
 
     buffer_bytes: the workspace each rank shares with its peers (default 8 MiB);
-    timeout: seconds a rank waits for a peer before the call fails with an error naming it;
+    timeout: seconds a rank waits for a peer before the call fails with an error naming it and the
+    call: in a kernel (default 10 s) and in the exchanges (the set-up, each call's check; default
+    300 s: exchange_timeout, where given, bounds those instead); call_timeout(seconds) bounds the
+    exchanges of the calls made in its block;
     check_calls: compare every call's arguments across ranks before it runs (one exchange per call:
     clear errors for mismatched calls, at the cost of a round trip; default on);
     symmetric_bytes: the pool of symmetric_empty (default 64 MiB, allocated on first use);
     max_tiles: signal-pad slots kept for tile-protocol kernels (all_reduce_rmsnorm's tokens, your
     own kernels' tiles; default 2048, at most 3967).
-    store, rank, world_size: exchange over a torch.distributed Store instead of a group (then rank
-    and world_size are required, torch.distributed need not be initialised); every wait of those
-    exchanges is bounded by exchange_timeout seconds (default: 300), naming the ranks that did not
-    arrive.
+    The exchanges go over a torch.distributed Store: over a group, the default group's store under
+    a prefix naming the group and this communicator's place among those built over it; or `store`,
+    `rank` and `world_size` (torch.distributed need not be initialised). A wait that ends at the
+    timeout names the call and the ranks that did not arrive (a rank that skipped the call, or
+    stopped); a rank whose process exited is named within about a second.
     A group of one rank works (the collectives are local copies).
     """
 
@@ -124,6 +158,8 @@ class Communicator:
         self.id = None
         self._destroyed = False
         self._lock = threading.RLock()
+        self._scope = (None, None)  # call_timeout's (name, seconds) for the calls in its block
+        self._allgather = None
         self.group = group
         if store is not None:
             if rank is None or world_size is None:
@@ -149,16 +185,18 @@ class Communicator:
             self.device = torch.device("cuda", d.index if d.index is not None else torch.cuda.current_device())
             torch.cuda.set_device(self.device)
         n = self.num_ranks
-        if store is not None:
-            allgather = StoreAllgather(store, self.rank, n, 300.0 if exchange_timeout is None else exchange_timeout)
-        else:
-            allgather = group_allgather(group, n)
-        self._allgather = allgather
         if n == 1:
-            self.id = -1  # no shared memory: every collective is a local copy
+            self.id = -1  # no shared memory, no exchange: every collective is a local copy
             return
-        self.id = _C.create(self.rank, n, allgather, int(buffer_bytes), float(timeout),
-                            1 if check_calls else 0, int(symmetric_bytes), int(max_tiles))
+        bound = float(exchange_timeout) if exchange_timeout is not None else \
+            float(timeout) if timeout and float(timeout) > 0 else 300.0
+        if store is None:
+            store = group_store(group)  # None: this torch exposes no default store (all_gather_object)
+        allgather = StoreAllgather(store, self.rank, n, bound) if store is not None else group_allgather(group, n)
+        self._allgather = allgather
+        with _Call(self, "__init__"):
+            self.id = _C.create(self.rank, n, allgather, int(buffer_bytes), float(timeout),
+                                1 if check_calls else 0, int(symmetric_bytes), int(max_tiles))
 
     @property
     def single(self):
@@ -168,11 +206,27 @@ class Communicator:
     def destroy(self):
         """Frees this rank's buffers (collective: every rank calls it). A later call raises an error
         saying so."""
-        with self._lock:
+        with _Call(self, "destroy"):
             if self.id is not None and self.id >= 0:
                 _C.destroy(self.id)
             self.id = None
             self._destroyed = True
+
+    @contextlib.contextmanager
+    def call_timeout(self, timeout=None, name=None):
+        """The calls made in the block (by this thread: the block holds the communicator's lock) wait
+        at most `timeout` seconds (None: the communicator's) in their exchanges (the call check, the
+        split sizes of the uneven all_to_all), and their errors name `name` (the caller's name of
+        the call; an enclosing block's name stays) too. A kernel's wait for a peer stays bounded by
+        the communicator's `timeout`."""
+        with self._lock:
+            saved = self._scope
+            self._scope = (saved[0] if saved[0] is not None else name,  # an enclosing block's name stays
+                           float(timeout) if timeout is not None else saved[1])
+            try:
+                yield self
+            finally:
+                self._scope = saved
 
     # ---- argument checks done here (before the operators) ----
     def _live(self, what):
@@ -204,7 +258,7 @@ class Communicator:
         """In place, as torch.distributed.all_reduce; returns t. The same bits on every rank. op: "sum",
         "min", "max", "product", "avg", or an rcclx.ReduceOp (PREMUL_SUM(factor): a number or a
         one-element tensor)."""
-        with self._lock:
+        with _Call(self, "all_reduce"):
             cid = self._check("all_reduce", t)
             name, factor, ft = op_arguments(op, "rcclx.Communicator.all_reduce")
             if self.single:
@@ -222,7 +276,7 @@ class Communicator:
 
     def reduce_scatter(self, out, t, op="sum", algorithm="automatic"):
         """t: num_ranks x out.numel() elements, as torch.distributed.reduce_scatter_tensor."""
-        with self._lock:
+        with _Call(self, "reduce_scatter"):
             cid = self._check("reduce_scatter", out, t)
             name, factor, ft = op_arguments(op, "rcclx.Communicator.reduce_scatter")
             if self.single:
@@ -246,7 +300,7 @@ class Communicator:
 
     def _copying(self, what, out, t, algorithm):
         """all_gather and the equal-split all_to_all (torch.ops.rcclx.<what>): on one rank a copy."""
-        with self._lock:
+        with _Call(self, what):
             cid = self._check(what, out, t)
             if self.single:
                 _local_copy(what, out, t, t.numel())
@@ -274,7 +328,7 @@ class Communicator:
                                    f"{sum(sizes)} rows; the {which} has {x.shape[0] if x.dim() else 0}")
             return sizes
 
-        with self._lock:
+        with _Call(self, "all_to_all_single"):
             cid = self._check("all_to_all_single", out, t)
             in_rows = rows(input_split_sizes, t, "input")
             out_rows = rows(output_split_sizes, out, "output")
@@ -295,7 +349,7 @@ class Communicator:
 
     def broadcast(self, t, root=0, algorithm="automatic"):
         """In place, as torch.distributed.broadcast: every rank's t <- root's t; returns t."""
-        with self._lock:
+        with _Call(self, "broadcast"):
             cid = self._check("broadcast", t)
             self._check_root("broadcast", root)
             if not self.single:
@@ -305,7 +359,7 @@ class Communicator:
     def reduce(self, t, root=0, op="sum", algorithm="automatic"):
         """In place on the root, as torch.distributed.reduce (the other ranks' t are left as they
         were); returns t."""
-        with self._lock:
+        with _Call(self, "reduce"):
             cid = self._check("reduce", t)
             self._check_root("reduce", root)
             name, factor, ft = op_arguments(op, "rcclx.Communicator.reduce")
@@ -320,7 +374,7 @@ class Communicator:
 
     def barrier(self):
         """Every rank waits for every other."""
-        with self._lock:
+        with _Call(self, "barrier"):
             cid = self._live("barrier")
             if not self.single:
                 _C.barrier(cid)
@@ -346,8 +400,10 @@ class Communicator:
                 out = torch.empty(x.shape, dtype=dt, device=x.device)
         if fmt != "same" and scale is None:
             scale = torch.ones(1, dtype=torch.float32, device=x.device)
-        torch.ops.rcclx.all_reduce_rmsnorm(x, residual, weight, out, float(eps), self._check("all_reduce_rmsnorm", x),
-                                           _algorithm_name(algorithm), fmt, scale)
+        with _Call(self, "all_reduce_rmsnorm"):
+            torch.ops.rcclx.all_reduce_rmsnorm(x, residual, weight, out, float(eps),
+                                               self._check("all_reduce_rmsnorm", x), _algorithm_name(algorithm),
+                                               fmt, scale)
         return out, residual
 
     # ---- your own kernels ----
@@ -370,7 +426,9 @@ class Communicator:
         into the workspace). The pool is reused once none of its tensors is alive."""
         if isinstance(shape, int):
             shape = (shape,)
-        return _C.symmetric_empty(self._live("symmetric_empty"), [int(d) for d in shape], torch.empty(0, dtype=dtype))
+        with _Call(self, "symmetric_empty"):
+            return _C.symmetric_empty(self._live("symmetric_empty"), [int(d) for d in shape],
+                                      torch.empty(0, dtype=dtype))
 
     def is_symmetric(self, t):
         """Does t lie in this communicator's registered memory (symmetric_empty)?"""
@@ -388,7 +446,8 @@ class Communicator:
         The captured collectives read the peers' copies of their inputs directly; on leaving,
         every rank exchanges the handles of those buffers (collective)."""
         yield self
-        _C.register_graph_buffers(self._live("graph_capture"))
+        with _Call(self, "graph_capture"):
+            _C.register_graph_buffers(self._live("graph_capture"))
 
     def synchronize(self):
         """Waits for the current stream, then raises an error a kernel recorded (GPU builds: a peer

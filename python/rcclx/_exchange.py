@@ -1,15 +1,57 @@
-"""The set-up exchange and the per-call checks of a communicator: an allgather of bytes, over a
-torch.distributed group or over a torch.distributed Store (a TCPStore, the default group's store,
-a PrefixStore of them)."""
+"""The set-up exchange and the per-call checks of a communicator: an allgather of bytes over a
+torch.distributed Store (a TCPStore, the default group's store, a PrefixStore of them), every wait
+bounded. A communicator over a group exchanges over the default group's store, under a prefix
+naming the group and the communicator's place among those built over it (group_store)."""
+import collections
 import datetime
+import itertools
 import os
+import threading
 import time
 
 import torch.distributed as dist
 
+_built = collections.defaultdict(itertools.count)  # group name -> communicators built over it here
+_built_lock = threading.Lock()
+
+
+def _group_name(group):
+    """The name torch.distributed gave the group (the same on each of its ranks), or None."""
+    c10d = dist.distributed_c10d
+    pg = group if group is not None else c10d._get_default_group()
+    for get in (lambda: pg.group_name,                               # torch 2.x
+                lambda: c10d._get_process_group_name(pg),            # torch 2.x
+                lambda: c10d._world.pg_names[pg],                    # torch 2.x
+                lambda: c10d._pg_names[pg]):                         # torch 1.13
+        try:
+            name = get()
+        except (AttributeError, KeyError, RuntimeError, TypeError):
+            continue
+        if isinstance(name, str):
+            return name
+    return None
+
+
+def group_store(group):
+    """A Store for the exchanges of a communicator over `group`: the default group's store under the
+    prefix "rcclx.group/<the group's name>/<k>/", k counting the communicators built over that group
+    in this process (each rank of a group builds its communicators in the same order, so the ranks
+    agree on k without a word). None where torch does not expose the default store or the name."""
+    try:
+        base = dist.distributed_c10d._get_default_store()
+    except (AttributeError, RuntimeError):
+        return None
+    name = _group_name(group)
+    if name is None:
+        return None
+    with _built_lock:
+        k = next(_built[name])
+    return dist.PrefixStore(f"rcclx.group/{name}/{k}/", base)
+
 
 def group_allgather(group, n):
-    """allgather(bytes) -> bytes over a torch.distributed group (all_gather_object)."""
+    """allgather(bytes) -> bytes over a torch.distributed group (all_gather_object): bounded by the
+    group's own timeout only. Used where group_store finds no store (see Communicator)."""
 
     def allgather(data: bytes) -> bytes:
         out = [None] * n
@@ -32,16 +74,19 @@ def _gone(pid):
 
 class StoreAllgather:
     """allgather(bytes) -> bytes over a Store: exchange k sets "k/<rank>" and waits for every rank's
-    key, at most `timeout_s` seconds; a rank that does not arrive in time is named, and one whose
-    process has exited (the ranks share a host: their pids are in the store) is named at once. A
-    rank's key of exchange k - 1 is deleted once exchange k is complete (every rank has read it by
-    then)."""
+    key, at most `timeout_s` seconds (`limit`, where set, for the exchanges of one call); a rank that
+    does not arrive in time is named with the call (`call`, set by the Communicator around each of
+    its calls), and one whose process has exited (the ranks share a host: their pids are in the
+    store) is named at once. A rank's key of exchange k - 1 is deleted once exchange k is complete
+    (every rank has read it by then)."""
 
     _SLICE = datetime.timedelta(seconds=1)
 
     def __init__(self, store, rank, n, timeout_s):
         self.store, self.rank, self.n = store, rank, n
-        self.timeout = datetime.timedelta(seconds=float(timeout_s))
+        self.timeout_s = float(timeout_s)
+        self.call = None    # the call whose exchanges run now ("rcclx.Communicator.all_reduce", ...)
+        self.limit = None   # seconds bounding those exchanges instead of timeout_s (a per-call timeout)
         self.seq = 0
         self.pids = {}
         store.set(f"pid/{rank}", str(os.getpid()))
@@ -68,12 +113,18 @@ class StoreAllgather:
                 dead.append(f"rank {r} (pid {self.pids[r]})")
         return dead
 
+    def _what(self, seq):
+        if self.call is None:
+            return f"rcclx: exchange #{seq} (a call through the operators torch.ops.rcclx.*)"
+        return f"{self.call}: exchange #{seq}"
+
     def __call__(self, data: bytes) -> bytes:
         seq = self.seq
         self.seq += 1
         keys = [f"{seq}/{r}" for r in range(self.n)]
         self.store.set(keys[self.rank], data)
-        deadline = time.monotonic() + self.timeout.total_seconds()
+        bound = self.timeout_s if self.limit is None else float(self.limit)
+        deadline = time.monotonic() + bound
         while True:
             left = deadline - time.monotonic()
             try:
@@ -81,20 +132,19 @@ class StoreAllgather:
                 break
             except RuntimeError as e:
                 if "timeout" not in str(e).lower() and "timed out" not in str(e).lower():
-                    raise RuntimeError(f"rcclx: exchange #{seq} (a call check or the set-up): the store failed "
-                                       f"(did rank 0, which serves a TCPStore, exit?): {e}") from None
+                    raise RuntimeError(f"{self._what(seq)}: the store failed (did rank 0, which serves a "
+                                       f"TCPStore, exit?): {e}") from None
                 missing = self._missing(keys)
                 if not missing:
                     continue
                 dead = self._dead(missing)
                 if dead:
-                    raise RuntimeError(f"rcclx: exchange #{seq} (a call check or the set-up): "
-                                       f"{', '.join(dead)} no longer running") from None
+                    raise RuntimeError(f"{self._what(seq)}: {', '.join(dead)} no longer running") from None
                 if time.monotonic() >= deadline:
+                    whose = "the call's timeout" if self.limit is not None else "the communicator's timeout"
                     raise RuntimeError(
-                        f"rcclx: exchange #{seq} (a call check or the set-up) waited "
-                        f"{self.timeout.total_seconds():g} s for rank(s) {missing}, which did not arrive (a rank "
-                        f"that skipped a call or stopped; the communicator's timeout bounds this wait): {e}") from None
+                        f"{self._what(seq)} waited {bound:g} s for rank(s) {missing}, which did not arrive (a "
+                        f"rank that skipped the call or stopped; {whose} bounds this wait)") from None
         out = [data if r == self.rank else bytes(self.store.get(k)) for r, k in enumerate(keys)]
         if seq > 0:
             try:

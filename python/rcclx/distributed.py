@@ -215,7 +215,11 @@ class ProcessGroupRcclx(dist.ProcessGroup):
         raise NotImplementedError("rcclx (torch.distributed backend): recv is not implemented (no point-to-point)")
 
     def monitored_barrier(self, timeout=None, wait_all_ranks=False):
-        return self.barrier()
+        """A barrier whose wait is bounded by `timeout` (a timedelta; None: the group's), naming the
+        ranks that did not arrive."""
+        seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else timeout
+        with self._comm.call_timeout(seconds, "rcclx.distributed.ProcessGroupRcclx.monitored_barrier"):
+            return self.barrier()
 
 
 def _dense(t, what):

@@ -3,6 +3,7 @@ torch.distributed collectives on it against values computed here, and a DDP trai
 model for a few steps whose parameters are bit-identical on every rank, within float32 rounding of
 the same training over gloo (a second group in the same job) and of a single-process float64
 reference. Process counts 3 (DDP) and 2 (new_group)."""
+import datetime
 import hashlib
 import os
 import tempfile
@@ -116,6 +117,12 @@ def _collectives(rank, n):
     dist.barrier(group=g)
     with pytest.raises(NotImplementedError, match="send"):
         dist.send(torch.ones(1), dst=(rank + 1) % n, group=g)
+    # A barrier the last rank skips (alive, in the gloo group's barrier): monitored_barrier's timeout
+    # (1 s, shorter than the group's) bounds the others' wait, and the error names it and the rank.
+    if rank != n - 1:
+        with pytest.raises(RuntimeError, match=rf"monitored_barrier.*waited 1 s for rank\(s\) \[{n - 1}\]"):
+            g.monitored_barrier(datetime.timedelta(seconds=1))
+    dist.barrier()
 
 
 def test_new_group_rcclx_collectives():

@@ -1,7 +1,8 @@
 """all_reduce_rmsnorm against float64 (plain and FP8 output), the device handles of a symmetric tensor,
 and failures: bad arguments and shapes that differ across ranks (a clear error on every rank, the next
-call works) and a peer process that died (a clear error naming it, no hang); no /dev/shm segment outlives
-the job (a normal exit without destroy(), SIGKILL) and stale ones are reclaimed."""
+call works), a peer process that died (a clear error naming it, no hang), a rank that skips a call
+while staying alive (an error within the timeout naming the call and the rank); no /dev/shm segment
+outlives the job (a normal exit without destroy(), SIGKILL) and stale ones are reclaimed."""
 import os
 import tempfile
 import time
@@ -295,3 +296,77 @@ def test_stale_segments_of_a_dead_process_are_reclaimed():
         for path in (stale, alive):
             if os.path.exists(path):
                 os.unlink(path)
+
+
+# ---- a rank that skips a call, alive: an error within the timeout naming the call and the rank ----
+
+def _show(rank, msg):
+    if os.environ.get("RCCLX_SHOW_ERRORS"):
+        print(f"[rank {rank}] {msg}", flush=True)
+
+
+def _skipped_call(rank, n):
+    """A communicator over the default group and one over a sub-group: the rank that skips a call
+    stays alive (in a gloo barrier, whose own timeout is 30 minutes); the others' call ends after the
+    communicator's timeout (2 s), or a shorter per-call one (call_timeout), naming it."""
+    dev = _device()
+    t = torch.ones(8, device=dev)
+    comm = rcclx.Communicator(timeout=2.0)
+    comm.all_reduce(t)
+    assert bool((t.cpu() == n).all())
+    if rank != n - 1:
+        start = time.monotonic()
+        with pytest.raises(RuntimeError) as info:
+            comm.reduce_scatter(torch.empty(2, device=dev), torch.ones(2 * n, device=dev))
+        msg = str(info.value)
+        _show(rank, msg)
+        assert "rcclx.Communicator.reduce_scatter" in msg and f"rank(s) [{n - 1}]" in msg, msg
+        assert "waited 2 s" in msg, msg
+        assert time.monotonic() - start < 60, "the error took too long"
+    dist.barrier()
+    # A sub-group of ranks 1 and 2 (group ranks 0 and 1): its communicator exchanges under the
+    # group's name; the call's timeout (1 s) is shorter than the communicator's (120 s).
+    sub = dist.new_group([1, 2])
+    if rank in (1, 2):
+        c = rcclx.Communicator(group=sub, timeout=120.0)
+        t = torch.full((5,), float(rank), device=dev)
+        c.all_reduce(t)
+        assert bool((t.cpu() == 3.0).all())
+        if rank == 2:
+            start = time.monotonic()
+            with pytest.raises(RuntimeError) as info, c.call_timeout(1.0, "my_step"):
+                c.broadcast(t, 0)
+            msg = str(info.value)
+            _show(rank, msg)
+            assert "my_step (rcclx.Communicator.broadcast)" in msg and "rank(s) [0]" in msg, msg
+            assert "waited 1 s" in msg and "the call's timeout" in msg, msg
+            assert time.monotonic() - start < 60, "the error took too long"
+    dist.barrier()
+    os._exit(0)  # the communicators' exchanges are out of step: they cannot be destroyed together
+
+
+def test_skipped_call_is_a_clear_error_within_the_timeout():
+    with tempfile.TemporaryDirectory() as d:
+        ctx = mp.get_context("spawn")
+        ps = [ctx.Process(target=_skipped_call_main, args=(r, 3, "file://" + os.path.join(d, "rv")))
+              for r in range(3)]
+        for p in ps:
+            p.start()
+        deadline = time.monotonic() + 120
+        for p in ps:
+            p.join(max(deadline - time.monotonic(), 0.1))
+        codes = [p.exitcode for p in ps]
+        for p in ps:
+            if p.is_alive():
+                p.kill()
+        assert codes == [0, 0, 0], f"exit codes {codes} (a rank failed its checks or hung)"
+
+
+def _skipped_call_main(rank, n, init):
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=n)
+    try:
+        _skipped_call(rank, n)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        os._exit(1)

@@ -258,11 +258,25 @@ def _skipped_call(rank, n, store, device):
     t = torch.ones(8, device=device)
     if rank != 2:
         start = time.monotonic()
-        with pytest.raises(RuntimeError, match=r"rank\(s\) \[2\]"):
+        with pytest.raises(RuntimeError, match=r"TorchComm\.all_reduce.*waited 2 s for rank\(s\) \[2\]"):
             comm.all_reduce(t, torchcomms.ReduceOp.SUM, False)
         assert time.monotonic() - start < 30
     store.set(f"done/{rank}", "1")
     store.wait([f"done/{p}" for p in range(n)])
+    # A per-call timeout shorter than the communicator's (120 s) bounds that call, positional or by
+    # keyword, and the error names the call.
+    comm = torchcomms.new_comm("rcclx", device, name="short", timeout=datetime.timedelta(seconds=120))
+    if rank != 1:
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match=r"TorchComm\.all_gather_v.*waited 1\.5 s for rank\(s\) \[1\].*"
+                                               r"the call's timeout"):
+            comm.all_gather_v([torch.empty(2, device=device) for _ in range(n)], torch.ones(2, device=device), False,
+                              timeout=datetime.timedelta(seconds=1.5))
+        with pytest.raises(RuntimeError, match=r"TorchComm\.barrier.*waited 1 s for rank\(s\) \[1\]"):
+            comm.barrier(False, None, 1.0)
+        assert time.monotonic() - start < 60
+    store.set(f"short/{rank}", "1")
+    store.wait([f"short/{p}" for p in range(n)])
     # A rank whose process exits: the others' next call names it at once (its pid is gone), well
     # within the 60 s timeout.
     comm = torchcomms.new_comm("rcclx", device, name="dies", timeout=datetime.timedelta(seconds=60))

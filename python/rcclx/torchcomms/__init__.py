@@ -18,6 +18,8 @@ docs/pytorch.md, section torchcomms.
 """
 import datetime
 import enum
+import functools
+import inspect
 import itertools
 import os
 import threading
@@ -216,10 +218,36 @@ def _flat(t):
     return t.reshape(-1)
 
 
+def _per_call_timeout(cls):
+    """The collectives' `timeout` (a timedelta or seconds; None: the communicator's) bounds the waits
+    of the call's exchanges (Communicator.call_timeout), and their errors name the call as torchcomms
+    spells it."""
+    def wrap(name, f):
+        at = list(inspect.signature(f).parameters).index("timeout") - 1  # its place after self
+
+        @functools.wraps(f)
+        def call(self, *args, **kwargs):
+            t = kwargs.get("timeout") if "timeout" in kwargs else args[at] if len(args) > at else None
+            with self._comm.call_timeout(_seconds(t), f"rcclx.torchcomms.TorchComm.{name}"):
+                return f(self, *args, **kwargs)
+        return call
+
+    for name in _COLLECTIVES:
+        setattr(cls, name, wrap(name, getattr(cls, name)))
+    return cls
+
+
+_COLLECTIVES = ("all_reduce", "reduce", "broadcast", "barrier", "all_gather_single", "all_gather", "all_gather_v",
+                "reduce_scatter_single", "reduce_scatter", "reduce_scatter_v", "all_to_all_single",
+                "all_to_all_v_single", "all_to_all", "scatter", "gather", "gather_single")
+
+
+@_per_call_timeout
 class TorchComm:
     """torchcomms.TorchComm over an rcclx.Communicator. Every collective takes torchcomms' arguments
-    (async_op positional, hints and timeout optional) and returns a TorchWork. The per-call timeout
-    is not separate: the communicator's bounds every wait."""
+    (async_op positional, hints and timeout optional) and returns a TorchWork. A call's `timeout`
+    bounds its exchanges (the call check, the split sizes); a kernel's wait for a peer stays bounded
+    by the communicator's timeout (new_comm's)."""
 
     def __init__(self, comm, options, algorithm="automatic", store=None):
         self._comm = comm

@@ -17,6 +17,8 @@ import rcclx
 import rcclx.distributed  # noqa: F401 (registers the backend)
 
 STEPS, BATCH, LR = 4, 5, 0.05
+# The CUDA build runs every process on GPU 0 (the tensors, the model and DDP there); the host build on the CPU.
+DEV = torch.device("cpu") if rcclx.backend == "host" else torch.device("cuda", 0)
 
 
 def _spawn(fn, n, backend):
@@ -25,6 +27,8 @@ def _spawn(fn, n, backend):
 
 
 def _worker(rank, n, init, backend, fn):
+    if DEV.type == "cuda":
+        torch.cuda.set_device(DEV)
     dist.init_process_group(backend, init_method=init, rank=rank, world_size=n)
     try:
         fn(rank, n)
@@ -44,16 +48,20 @@ def _batch(rank, step, dtype=torch.float32):
     return x.to(dtype), y.to(dtype)
 
 
+def _on(x):
+    return x.to(DEV)
+
+
 def _train(model, rank, group):
-    ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=group)
+    ddp = torch.nn.parallel.DistributedDataParallel(model.to(DEV), process_group=group)
     opt = torch.optim.SGD(ddp.parameters(), lr=LR)
     for step in range(STEPS):
-        x, y = _batch(rank, step)
+        x, y = map(_on, _batch(rank, step))
         loss = torch.nn.functional.mse_loss(ddp(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()
 
 
 def _reference(n):
@@ -91,32 +99,32 @@ def test_ddp_on_rcclx_matches_gloo_and_float64():
 
 def _collectives(rank, n):
     g = dist.new_group(backend="rcclx")
-    t = torch.arange(7, dtype=torch.float32) + rank
+    t = _on(torch.arange(7, dtype=torch.float32) + rank)
     dist.all_reduce(t, group=g)
-    assert torch.equal(t, (torch.arange(7, dtype=torch.float32) * n + sum(range(n))))
-    t = torch.full((5,), rank + 1, dtype=torch.int64)
+    assert torch.equal(t.cpu(), (torch.arange(7, dtype=torch.float32) * n + sum(range(n))))
+    t = _on(torch.full((5,), rank + 1, dtype=torch.int64))
     dist.all_reduce(t, op=dist.ReduceOp.PRODUCT, group=g)
     assert bool((t == 2).all())  # 1 * 2
-    t = torch.full((4,), float(rank))
+    t = _on(torch.full((4,), float(rank)))
     dist.broadcast(t, src=1, group=g)
     assert bool((t == 1.0).all())
-    t = torch.full((3,), float(rank + 5))
+    t = _on(torch.full((3,), float(rank + 5)))
     dist.reduce(t, dst=0, op=dist.ReduceOp.MAX, group=g)
     if rank == 0:
         assert bool((t == n + 4).all())
-    outs = [torch.empty(3) for _ in range(n)]
-    dist.all_gather(outs, torch.full((3,), float(rank)), group=g)
+    outs = [_on(torch.empty(3)) for _ in range(n)]
+    dist.all_gather(outs, _on(torch.full((3,), float(rank))), group=g)
     assert [o[0].item() for o in outs] == [float(r) for r in range(n)]
-    out = torch.empty(2)
-    dist.reduce_scatter(out, [torch.full((2,), float(rank * 10 + p)) for p in range(n)], group=g)
+    out = _on(torch.empty(2))
+    dist.reduce_scatter(out, [_on(torch.full((2,), float(rank * 10 + p))) for p in range(n)], group=g)
     assert bool((out == sum(r * 10 + rank for r in range(n))).all())
-    x = torch.arange(2 * n, dtype=torch.float64) + 100 * rank
-    y = torch.empty(2 * n, dtype=torch.float64)
+    x = _on(torch.arange(2 * n, dtype=torch.float64) + 100 * rank)
+    y = _on(torch.empty(2 * n, dtype=torch.float64))
     dist.all_to_all_single(y, x, group=g)
     assert y.tolist() == [float(100 * p + 2 * rank + k) for p in range(n) for k in range(2)]
     dist.barrier(group=g)
     with pytest.raises(NotImplementedError, match="send"):
-        dist.send(torch.ones(1), dst=(rank + 1) % n, group=g)
+        dist.send(_on(torch.ones(1)), dst=(rank + 1) % n, group=g)
     # A barrier the last rank skips (alive, in the gloo group's barrier): monitored_barrier's timeout
     # (1 s, shorter than the group's) bounds the others' wait, and the error names it and the rank.
     if rank != n - 1:

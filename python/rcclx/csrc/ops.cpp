@@ -126,7 +126,7 @@ std::int64_t create(std::int64_t rank, std::int64_t num_ranks, py::function allg
       }
     }
     if (!failure.empty())
-      return "the exchange over the process group failed (did a rank die or leave the group?): " + failure;
+      return "the exchange between the ranks failed: " + failure;
     if (all.size() != bytes * static_cast<std::size_t>(n))
       return "the bootstrap allgather returned " + std::to_string(all.size()) + " bytes, expected " +
              std::to_string(bytes * static_cast<std::size_t>(n));
@@ -256,8 +256,8 @@ rt::element element_of(const at::Tensor& t) {
   }
 }
 
-// The op with its premul_sum factor: `factor`, or factor_tensor (one element, the collective's dtype
-// and device: read when the kernel runs). `keep` holds a converted copy of the factor for the call.
+// The op with its premul_sum factor: `factor`, or factor_tensor (one element: on the collective's
+// device, read when the kernel runs; a CPU tensor beside a GPU collective is read now, as a number). `keep` holds a converted copy of the factor for the call.
 rt::reduction reduction_of(const char* what, const std::string& op, double factor,
                            const c10::optional<at::Tensor>& factor_tensor, const at::Tensor& like, at::Tensor& keep) {
   rt::reduction r;
@@ -268,6 +268,10 @@ rt::reduction reduction_of(const char* what, const std::string& op, double facto
                       op, "\")");
     RCCLX_TORCH_CHECK(factor_tensor->numel() == 1, "rcclx.", what, ": the premul_sum factor must have one element (got ",
                       factor_tensor->numel(), ")");
+    if (factor_tensor->device().is_cpu() && !like.device().is_cpu()) {
+      r.factor = factor_tensor->reshape({1}).to(at::kDouble).item<double>();  // known now: a number
+      return r;
+    }
     RCCLX_TORCH_CHECK(factor_tensor->device() == like.device(), "rcclx.", what, ": the premul_sum factor is on ",
                       factor_tensor->device(), ", the tensor on ", like.device());
     keep = factor_tensor->reshape({1}).to(like.scalar_type()).contiguous();

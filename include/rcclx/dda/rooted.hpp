@@ -50,6 +50,7 @@
 #include "../kernel/launch.hpp"
 #include "../kernel/layout.hpp"
 #include "../kernel/vector_io.hpp"
+#include "detail/call_check.hpp"
 #include "launch_config.hpp"
 #include "op_allreduce.hpp"
 #include "select.hpp"
@@ -65,10 +66,8 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool rooted_call_matches(const Group& g, con
                                                              core::checked_collective c, algorithm algo,
                                                              std::size_t count, int root, int block, int num_blocks) {
 #if RCCLX_CHECKS
-  const core::call_fingerprint fp =
-      core::fingerprint<T, ReduceOp>(c, algo, count, num_blocks, static_cast<std::size_t>(static_cast<unsigned>(root)));
-  const std::uint32_t cflag = core::check_begin(g, s, block, fp);
-  return !g.sync_or(!core::check_verify(g, s, block, cflag, fp, block));
+  return fingerprint_matches(g, s, block, core::fingerprint<T, ReduceOp>(c, algo, count, num_blocks,
+                                                                         static_cast<std::size_t>(static_cast<unsigned>(root))));
 #else
   (void)g, (void)s, (void)c, (void)algo, (void)count, (void)root, (void)block, (void)num_blocks;
   return true;

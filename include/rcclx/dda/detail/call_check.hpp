@@ -23,6 +23,17 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE core::call_fingerprint allreduce_fingerprint
 }
 #endif
 
+#if RCCLX_CHECKS
+// Group-collective, checked mode: publishes `fp` in pad slot `block` and compares every peer's (a
+// mismatch is recorded); true when all agree. The dda collectives' call check, before any store.
+template <class Group, int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool fingerprint_matches(const Group& g, const core::signal_pads<MaxRanks>& s,
+                                                             int block, const core::call_fingerprint& fp) {
+  const std::uint32_t cflag = core::check_begin(g, s, block, fp);
+  return !g.sync_or(!core::check_verify(g, s, block, cflag, fp, block));
+}
+#endif
+
 // Group-collective: true when every peer runs the same call (always without RCCLX_CHECKS); false,
 // recorded, when one does not (leave the kernel). Before the first store: the output may be this
 // rank's symmetric buffer, and it stays untouched.
@@ -31,9 +42,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool allreduce_call_matches(const Group& g, 
                                                                 algorithm algo, std::size_t count, int block,
                                                                 int num_blocks) {
 #if RCCLX_CHECKS
-  const core::call_fingerprint fp = allreduce_fingerprint<T, ReduceOp>(algo, count, num_blocks, g);
-  const std::uint32_t cflag = core::check_begin(g, s, block, fp);
-  return !g.sync_or(!core::check_verify(g, s, block, cflag, fp, block));
+  return fingerprint_matches(g, s, block, allreduce_fingerprint<T, ReduceOp>(algo, count, num_blocks, g));
 #else
   (void)g, (void)s, (void)algo, (void)count, (void)block, (void)num_blocks;
   return true;

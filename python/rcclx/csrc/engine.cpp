@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 
 #include "fused.hpp"
@@ -98,36 +99,27 @@ void with_type(element t, F&& f) {
 // The copying collectives (allgather, alltoall, broadcast, alltoallv) move bits: the types of the
 // low-precision path (float, bf16) and the earlier four keep their own instantiation (their messages
 // and call checks name them); int8, uint8 and bool run as uint8, int64 and float64 as int64.
-template <class F>
-void with_copy_type(element t, F&& f) {
-  switch (t) {
-    case element::f32: f(float{}); break;
-    case element::bf16: f(rcclx::bf16{}); break;
-    case element::f16: f(rcclx::fp16{}); break;
-    case element::i32: f(std::int32_t{}); break;
-    case element::i8:
-    case element::u8:
-    case element::boolean: f(std::uint8_t{}); break;
-    case element::i64:
-    case element::f64: f(std::int64_t{}); break;
-  }
-}
+template <class T> struct copy_as { using type = T; };
+template <> struct copy_as<std::int8_t> { using type = std::uint8_t; };
+template <> struct copy_as<bool> { using type = std::uint8_t; };
+template <> struct copy_as<double> { using type = std::int64_t; };
 
 // alltoallv and broadcast: by size only (1, 2, 4 or 8 bytes).
-template <class F>
-void with_size_type(element t, F&& f) {
-  switch (t) {
-    case element::i8:
-    case element::u8:
-    case element::boolean: f(std::uint8_t{}); break;
-    case element::f16:
-    case element::bf16: f(rcclx::fp16{}); break;
-    case element::f32:
-    case element::i32: f(std::int32_t{}); break;
-    case element::i64:
-    case element::f64: f(std::int64_t{}); break;
-  }
+template <class T> struct size_as {
+  using type = std::conditional_t<sizeof(T) == 1, std::uint8_t,
+               std::conditional_t<sizeof(T) == 2, rcclx::fp16,
+               std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>>>;
+};
+
+// f(Map<T>::type{}) for the element type T: each mapped type instantiated once.
+template <template <class> class Map, class F>
+void with_mapped_type(element t, F&& f) {
+  with_type(t, [&](auto tag) { f(typename Map<decltype(tag)>::type{}); });
 }
+template <class F>
+void with_copy_type(element t, F&& f) { with_mapped_type<copy_as>(t, std::forward<F>(f)); }
+template <class F>
+void with_size_type(element t, F&& f) { with_mapped_type<size_as>(t, std::forward<F>(f)); }
 
 }  // namespace
 

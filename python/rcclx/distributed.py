@@ -69,14 +69,27 @@ for _name in ("SUM", "PRODUCT", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR"):
 def _op(opts):
     """The rcclx op of a torch.distributed options object (its reduceOp)."""
     op = getattr(opts, "reduceOp", dist.ReduceOp.SUM)
+    premul = getattr(dist.ReduceOp, "PREMUL_SUM", None)
+    if premul is not None and _same_op(op, premul):
+        # torch >= 2 pickles a PREMUL_SUM op as (type, factor); torch 1.13 keeps the factor out of reach.
+        state = op.__getstate__() if hasattr(op, "__getstate__") else None
+        if not isinstance(state, tuple) or len(state) != 2 or state[1] is None:
+            raise NotImplementedError("rcclx (torch.distributed backend): this torch does not expose a "
+                                      "PREMUL_SUM op's factor (torch >= 2 does); use rcclx.Communicator with "
+                                      "rcclx.ReduceOp.PREMUL_SUM(factor)")
+        return _ReduceOp.PREMUL_SUM(state[1])
     for name, value in _DIST_OPS.items():
-        try:
-            if op == value:
-                return getattr(_ReduceOp, name)
-        except (TypeError, RuntimeError):
-            continue
+        if _same_op(op, value):
+            return getattr(_ReduceOp, name)
     raise NotImplementedError(f"rcclx (torch.distributed backend): reduce op {op!r} is not implemented "
-                              f"(SUM, PRODUCT, MIN, MAX, AVG; PREMUL_SUM through rcclx.Communicator)")
+                              f"(SUM, PRODUCT, MIN, MAX, AVG, PREMUL_SUM)")
+
+
+def _same_op(op, value):
+    try:
+        return bool(op == value)
+    except (TypeError, RuntimeError):
+        return False
 
 
 def _one(tensors, what):
@@ -89,8 +102,11 @@ def _one(tensors, what):
 def _no_grad_methods(cls):
     # torch.distributed's collectives are not recorded by autograd (dist.broadcast(param) is usual):
     # the communicator's refusal of tensors that require grad does not apply here.
-    for name in ("allreduce", "broadcast", "reduce", "allgather", "_allgather_base", "reduce_scatter",
-                 "_reduce_scatter_base", "alltoall_base", "alltoall"):
+    for name in ("allreduce", "allreduce_coalesced", "broadcast", "reduce", "allgather", "_allgather_base",
+                 "all_gather_single", "allgather_into_tensor_coalesced", "all_gather_single_coalesced",
+                 "reduce_scatter", "_reduce_scatter_base", "reduce_scatter_single",
+                 "reduce_scatter_tensor_coalesced", "reduce_scatter_single_coalesced", "alltoall_base",
+                 "all_to_all_single", "alltoall", "scatter", "gather"):
         setattr(cls, name, torch.no_grad()(getattr(cls, name)))
     return cls
 
@@ -186,6 +202,17 @@ class ProcessGroupRcclx(dist.ProcessGroup):
         self._comm.reduce_scatter(output, input.contiguous(), op)
         return self._done([output])
 
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        for o, i in zip(outputs, inputs):
+            self._comm.all_gather(o, i.contiguous())
+        return self._done(outputs)
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        op = _op(opts) if opts is not None else _ReduceOp.SUM
+        for o, i in zip(outputs, inputs):
+            self._comm.reduce_scatter(o, i.contiguous(), op)
+        return self._done(outputs)
+
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: A002
         self._comm.all_to_all_single(output, input.contiguous(), list(output_split_sizes) or None,
                                      list(input_split_sizes) or None)
@@ -201,9 +228,56 @@ class ProcessGroupRcclx(dist.ProcessGroup):
             at += t.numel()
         return self._done(output_tensors)
 
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        """Rank root's i-th input to rank i: a broadcast of the root's inputs, each rank keeping its part."""
+        root = getattr(opts, "rootRank", 0)
+        out = _dense(_one(output_tensors, "scatter"), "scatter")
+        n, k = self._comm.num_ranks, out.numel()
+        if self._comm.rank == root:
+            ins = _one(input_tensors, "scatter")
+            if len(ins) != n or any(t.numel() != k for t in ins):
+                raise ValueError(f"rcclx (torch.distributed backend): scatter: the root gives one tensor of "
+                                 f"{k} elements per rank ({n}); got {[t.numel() for t in ins]}")
+            flat = torch.cat([t.reshape(-1) for t in ins]).to(out.dtype)
+        else:
+            flat = torch.empty(n * k, dtype=out.dtype, device=out.device)
+        self._comm.broadcast(flat, root)
+        out.copy_(flat[self._comm.rank * k:(self._comm.rank + 1) * k].reshape(out.shape))
+        return self._done(output_tensors)
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        """Every rank's input to rank root's outputs: an all_gather whose result the root keeps."""
+        root = getattr(opts, "rootRank", 0)
+        t = _dense(_one(input_tensors, "gather"), "gather").contiguous()
+        flat = torch.empty(self._comm.num_ranks * t.numel(), dtype=t.dtype, device=t.device)
+        self._comm.all_gather(flat, t)
+        if self._comm.rank == root:
+            outs = _one(output_tensors, "gather")
+            for p, o in enumerate(outs):
+                o.copy_(flat[p * t.numel():(p + 1) * t.numel()].reshape(o.shape))
+        return self._done(output_tensors)
+
+    # Coalescing (dist._coalescing_manager): every call runs when it is made, so the group's calls
+    # between start and end are already done at the end.
+    def start_coalescing(self, device=None):
+        pass
+
+    def end_coalescing(self, device=None):
+        return self._done([])
+
+    _start_coalescing = start_coalescing
+    _end_coalescing = end_coalescing
+
     def barrier(self, opts=None):
         self._comm.barrier()
         return self._done([])
+
+    # torch's newer names for the same collectives (the C++ caller reaches whichever this torch uses).
+    all_gather_single = _allgather_base
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
+    reduce_scatter_single = _reduce_scatter_base
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+    all_to_all_single = alltoall_base
 
     def send(self, tensors, dst, tag=0):
         raise NotImplementedError("rcclx (torch.distributed backend): send is not implemented (no point-to-point)")

@@ -122,6 +122,14 @@ def _collectives(rank, n):
     y = _on(torch.empty(2 * n, dtype=torch.float64))
     dist.all_to_all_single(y, x, group=g)
     assert y.tolist() == [float(100 * p + 2 * rank + k) for p in range(n) for k in range(2)]
+    out = _on(torch.empty(3, dtype=torch.int32))
+    parts = [_on(torch.full((3,), 10 * p + 1, dtype=torch.int32)) for p in range(n)] if rank == 1 else None
+    dist.scatter(out, parts, src=1, group=g)
+    assert out.tolist() == [10 * rank + 1] * 3
+    gathered = [_on(torch.empty(2)) for _ in range(n)] if rank == 0 else None
+    dist.gather(_on(torch.full((2,), rank + 0.5)), gathered, dst=0, group=g)
+    if rank == 0:
+        assert [o.tolist() for o in gathered] == [[r + 0.5] * 2 for r in range(n)]
     dist.barrier(group=g)
     with pytest.raises(NotImplementedError, match="send"):
         dist.send(_on(torch.ones(1)), dst=(rank + 1) % n, group=g)

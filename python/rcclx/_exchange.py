@@ -78,7 +78,8 @@ class StoreAllgather:
     does not arrive in time is named with the call (`call`, set by the Communicator around each of
     its calls), and one whose process has exited (the ranks share a host: their pids are in the
     store) is named at once. A rank's key of exchange k - 1 is deleted once exchange k is complete
-    (every rank has read it by then)."""
+    (every rank has read it by then). After an exchange that failed (a rank did not arrive, or exited),
+    the ranks' exchanges are out of step: every later one raises at once, naming the one that failed."""
 
     _SLICE = datetime.timedelta(seconds=1)
 
@@ -88,6 +89,7 @@ class StoreAllgather:
         self.call = None    # the call whose exchanges run now ("rcclx.Communicator.all_reduce", ...)
         self.limit = None   # seconds bounding those exchanges instead of timeout_s (a per-call timeout)
         self.seq = 0
+        self.failed = None  # why the exchanges are out of step (the first one that failed)
         self.pids = {}
         store.set(f"pid/{rank}", str(os.getpid()))
 
@@ -119,6 +121,16 @@ class StoreAllgather:
         return f"{self.call}: exchange #{seq}"
 
     def __call__(self, data: bytes) -> bytes:
+        if self.failed is not None:
+            raise RuntimeError(f"{self._what(self.seq)}: the communicator is unusable since an earlier exchange "
+                               f"failed ({self.failed}); destroy it and build a new one")
+        try:
+            return self._exchange(data)
+        except RuntimeError as e:
+            self.failed = str(e)
+            raise
+
+    def _exchange(self, data):
         seq = self.seq
         self.seq += 1
         keys = [f"{seq}/{r}" for r in range(self.n)]

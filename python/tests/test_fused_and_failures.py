@@ -323,6 +323,11 @@ def _skipped_call(rank, n):
         assert "rcclx.Communicator.reduce_scatter" in msg and f"rank(s) [{n - 1}]" in msg, msg
         assert "waited 2 s" in msg, msg
         assert time.monotonic() - start < 60, "the error took too long"
+        # The exchanges are out of step from then on: the next call says so at once.
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match="unusable since an earlier exchange failed.*reduce_scatter"):
+            comm.all_reduce(t)
+        assert time.monotonic() - start < 1.0
     dist.barrier()
     # A sub-group of ranks 1 and 2 (group ranks 0 and 1): its communicator exchanges under the
     # group's name; the call's timeout (1 s) is shorter than the communicator's (120 s).

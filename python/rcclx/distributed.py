@@ -36,21 +36,29 @@ _groups = itertools.count()
 
 
 class _DoneWork(_Work):
-    """A call that has completed (host) or is ordered on the current stream (GPU)."""
+    """A call that has completed (host) or is ordered on the stream that was current when it was
+    made (GPU): wait() orders the then-current stream after it (a CUDA event), as NCCL's works do,
+    so a caller that made the call on a side stream may consume the result on another."""
 
     def __init__(self, result=None):
         super().__init__()
         self._result = result if result is not None else []
         self._future = torch.futures.Future()
         self._future.set_result(self._result)
+        self._event = None
+        if any(isinstance(t, torch.Tensor) and t.is_cuda for t in _flat(self._result)):
+            self._event = torch.cuda.Event()
+            self._event.record()
 
     def is_completed(self):
-        return True
+        return self._event is None or self._event.query()
 
     def is_success(self):
         return True
 
     def wait(self, timeout=None):
+        if self._event is not None:
+            torch.cuda.current_stream().wait_event(self._event)
         return True
 
     def result(self):
@@ -58,6 +66,14 @@ class _DoneWork(_Work):
 
     def get_future(self):
         return self._future
+
+
+def _flat(x):
+    if isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _flat(y)
+    else:
+        yield x
 
 
 _DIST_OPS = {}
@@ -118,6 +134,7 @@ class ProcessGroupRcclx(dist.ProcessGroup):
     def __init__(self, store, rank, size, timeout=datetime.timedelta(seconds=300), communicator=None,
                  **communicator_options):
         super().__init__(rank, size)
+        self._group_name, self._group_desc = "", ""
         # The last works handed out, kept alive: a C++ caller (DDP) holds only the C++ half of a Python
         # work, and once its Python object is gone, wait() would reach torch's base Work::wait, which
         # blocks until a completion this class never signals (torch 1.13's trampoline).
@@ -144,6 +161,21 @@ class ProcessGroupRcclx(dist.ProcessGroup):
     @property
     def communicator(self):
         return self._comm
+
+    # The group's name and description: torch >= 2 keeps them in the group's C++ backends, which a
+    # Python group has none of (torch sets them after the creator returns; functional collectives
+    # find the group by its name).
+    def getGroupName(self):  # noqa: N802 (the C++ names)
+        return self._group_name
+
+    def setGroupName(self, name):  # noqa: N802
+        self._group_name = name
+
+    def getGroupDesc(self):  # noqa: N802
+        return self._group_desc
+
+    def setGroupDesc(self, desc):  # noqa: N802
+        self._group_desc = desc
 
     def getBackendName(self):  # noqa: N802 (the C++ name)
         return BACKEND

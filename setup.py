@@ -22,13 +22,13 @@ checks = ["-DRCCLX_CHECKS=1"] if os.environ.get("RCCLX_TORCH_CHECKS") == "1" els
 cxx = ["-O2", "-std=c++17"] + checks
 src = "python/rcclx/csrc/"
 if want == "cuda":
-    # ops.cpp (torch's side) by the host compiler; the communicator and its kernels (engine, fused: no
+    # ops.cpp and dist_backend.cpp (torch's side) by the host compiler; the communicator and its kernels (engine, fused: no
     # torch header) by nvcc, compiled in parallel.
-    ext = CUDAExtension("rcclx._C", [src + "ops.cpp", src + "engine.cu", src + "fused.cu"], include_dirs=include,
+    ext = CUDAExtension("rcclx._C", [src + "ops.cpp", src + "dist_backend.cpp", src + "engine.cu", src + "fused.cu"], include_dirs=include,
                         extra_compile_args={"cxx": cxx + ["-DRCCLX_TORCH_CUDA=1"],
                                             "nvcc": ["-O2", "-std=c++17", "--expt-relaxed-constexpr"] + checks})
 else:
-    ext = CppExtension("rcclx._C", [src + "ops.cpp", src + "engine.cpp", src + "fused.cpp"], include_dirs=include,
+    ext = CppExtension("rcclx._C", [src + "ops.cpp", src + "dist_backend.cpp", src + "engine.cpp", src + "fused.cpp"], include_dirs=include,
                        extra_compile_args=cxx)
 
 

@@ -7,14 +7,16 @@ torch.distributed.Backend.register_backend, then
 
 ProcessGroupRcclx is a Python subclass of torch.distributed.ProcessGroup whose collectives run on an
 rcclx.Communicator set up over the group's store. What reaches it:
- - torch 1.13 (Debian's python3-torch, CI): the trampoline of ProcessGroup lets C++ callers (DDP's
-   reducer, its parameter broadcast and shape check) reach allreduce, allgather, broadcast,
-   reduce_scatter, barrier, send and recv; the Python API (dist.reduce, all_gather_into_tensor,
-   reduce_scatter_tensor, all_to_all_single, ...) calls the group object's methods, so the others
-   are reached from Python only. Works returned carry a completed torch.futures.Future (DDP's comm
-   hook reads it).
- - torch 2.x: the same class is returned by the creator; torch's group construction takes a
-   ProcessGroup subclass as the group itself. Not run here (CI has torch 1.13 only).
+ - torch >= 2 (the GPU machine): the creator returns a C++ c10d Backend (csrc/dist_backend.cpp) that
+   calls the group's methods; torch builds its ProcessGroup around it for "cpu" and "cuda", so every
+   caller goes through torch's dispatcher: DDP, functional collectives (DTensor), FSDP, dist.*.
+ - torch 1.13 (Debian's python3-torch, CI): the creator returns the group itself. The trampoline of
+   ProcessGroup lets C++ callers (DDP's reducer, its parameter broadcast and shape check) reach
+   allreduce, allgather, broadcast, reduce_scatter, barrier, send and recv; the Python API
+   (dist.reduce, all_gather_into_tensor, reduce_scatter_tensor, all_to_all_single, ...) calls the
+   group object's methods, so the others are reached from Python only.
+Works have completed (host) or are ordered on the stream current at the call (GPU; wait() orders the
+then-current stream after them); their future holds the result (DDP's comm hook reads it).
 send / recv raise (rcclx has no point-to-point). docs/pytorch.md, section torch.distributed.
 """
 import collections
@@ -335,7 +337,16 @@ def _dense(t, what):
 
 
 def _create(store, rank, size, timeout):
-    return ProcessGroupRcclx(store, rank, size, timeout)
+    group = ProcessGroupRcclx(store, rank, size, timeout)
+    if _BACKENDS:
+        # torch >= 2: a C++ c10d Backend calling the group's methods (csrc/dist_backend.cpp), inside
+        # the ProcessGroup torch builds: every caller reaches it through torch's dispatcher.
+        return _rcclx._C.make_dist_backend(group, rank, size)
+    return group
+
+
+# Does this torch build its groups from c10d Backends (torch >= 2)? Then the creator returns one.
+_BACKENDS = hasattr(dist.ProcessGroup, "_register_backend") and hasattr(_rcclx._C, "make_dist_backend")
 
 
 def _register():

@@ -575,6 +575,8 @@ TORCH_LIBRARY_IMPL(rcclx, Meta, m) {
   m.impl("all_reduce_rmsnorm", &all_reduce_rmsnorm_meta);
 }
 
+void bind_dist_backend(py::module& m);  // dist_backend.cpp
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "rcclx: collectives over shared memory, as torch operators";
   m.def("create", &create, "Creates a communicator (collective over the group); returns its id", py::arg("rank"),
@@ -605,4 +607,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("synchronize", &synchronize, "Waits for the current stream; raises a device-side error", py::arg("id"));
   m.attr("max_ranks") = max_ranks;
   m.attr("backend") = rt::backend_name();
+  bind_dist_backend(m);
 }

@@ -113,6 +113,16 @@ class _Call:
     def __enter__(self):
         c = self.comm
         c._lock.acquire()
+        if backend == "cuda":
+            # The calls share the communicator's workspace and pads: one on another stream than the
+            # call before it (FSDP's all-gather and reduce-scatter streams) waits for that stream's
+            # work so far, as one NCCL communicator orders its calls. Nothing to do on one stream.
+            s = torch.cuda.current_stream()
+            if c._stream is not None and c._stream != s:
+                e = torch.cuda.Event()
+                e.record(c._stream)
+                s.wait_event(e)
+            c._stream = s
         ag = c._allgather
         if isinstance(ag, StoreAllgather):
             self.saved = (ag.call, ag.limit)
@@ -159,6 +169,7 @@ class Communicator:
         self._destroyed = False
         self._lock = threading.RLock()
         self._scope = (None, None)  # call_timeout's (name, seconds) for the calls in its block
+        self._stream = None  # CUDA build: the stream of the last call (_Call orders the next after it)
         self._allgather = None
         self.group = group
         if store is not None:

@@ -221,7 +221,7 @@ class ProcessGroupRcclx(dist.ProcessGroup):
         return self._done(output_tensors)
 
     def _allgather_base(self, output, input, opts=None):  # noqa: A002
-        self._comm.all_gather(output, input.contiguous())
+        self._comm.all_gather(output, _apart(input, output))
         return self._done([output])
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
@@ -233,18 +233,18 @@ class ProcessGroupRcclx(dist.ProcessGroup):
 
     def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002
         op = _op(opts) if opts is not None else _ReduceOp.SUM
-        self._comm.reduce_scatter(output, input.contiguous(), op)
+        self._comm.reduce_scatter(output, _apart(input, output), op)
         return self._done([output])
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         for o, i in zip(outputs, inputs):
-            self._comm.all_gather(o, i.contiguous())
+            self._comm.all_gather(o, _apart(i, o))
         return self._done(outputs)
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
         op = _op(opts) if opts is not None else _ReduceOp.SUM
         for o, i in zip(outputs, inputs):
-            self._comm.reduce_scatter(o, i.contiguous(), op)
+            self._comm.reduce_scatter(o, _apart(i, o), op)
         return self._done(outputs)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):  # noqa: A002
@@ -328,6 +328,16 @@ class ProcessGroupRcclx(dist.ProcessGroup):
         seconds = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else timeout
         with self._comm.call_timeout(seconds, "rcclx.distributed.ProcessGroupRcclx.monitored_barrier"):
             return self.barrier()
+
+
+def _apart(t, out):
+    """t, contiguous and in memory apart from `out`: the in-place forms torch's callers use (FSDP's
+    all_gather_into_tensor from this rank's slice of the output) get a copy of the input."""
+    t = t.contiguous()
+    a, b = t.data_ptr(), out.data_ptr()
+    if a < b + out.numel() * out.element_size() and b < a + t.numel() * t.element_size():
+        return t.clone()
+    return t
 
 
 def _dense(t, what):

@@ -21,14 +21,22 @@ include = [os.path.join(here, "include")]
 checks = ["-DRCCLX_CHECKS=1"] if os.environ.get("RCCLX_TORCH_CHECKS") == "1" else ["-DNDEBUG"]
 cxx = ["-O2", "-std=c++17"] + checks
 src = "python/rcclx/csrc/"
+# The communicator's side (no torch header): engine.cpp and its collectives' launches, split so that
+# nvcc compiles them in parallel (engine_impl.hpp), and the fused ops.
+collectives = ["engine_allreduce_f32_bf16", "engine_allreduce_f16_i32_i64_f64", "engine_allreduce_i8_u8_bool",
+               "engine_reduce_f32_bf16_i32_i64", "engine_reduce_f16_f64_i8_u8_bool", "engine_copy"]
 if want == "cuda":
-    # ops.cpp and dist_backend.cpp (torch's side) by the host compiler; the communicator and its kernels (engine, fused: no
-    # torch header) by nvcc, compiled in parallel.
-    ext = CUDAExtension("rcclx._C", [src + "ops.cpp", src + "dist_backend.cpp", src + "engine.cu", src + "fused.cu"], include_dirs=include,
+    # ops.cpp and dist_backend.cpp (torch's side) by the host compiler; the communicator and its
+    # kernels by nvcc, in parallel.
+    cuda_sources = ["engine.cu", "fused.cu"] + [c + ".cu" for c in collectives]
+    ext = CUDAExtension("rcclx._C", [src + "ops.cpp", src + "dist_backend.cpp"] + [src + f for f in cuda_sources],
+                        include_dirs=include,
                         extra_compile_args={"cxx": cxx + ["-DRCCLX_TORCH_CUDA=1"],
                                             "nvcc": ["-O2", "-std=c++17", "--expt-relaxed-constexpr"] + checks})
 else:
-    ext = CppExtension("rcclx._C", [src + "ops.cpp", src + "dist_backend.cpp", src + "engine.cpp", src + "fused.cpp"], include_dirs=include,
+    # g++ compiles the collectives together (engine_collectives.cpp includes them) in less time than apart.
+    host_sources = ["ops.cpp", "dist_backend.cpp", "engine.cpp", "engine_collectives.cpp", "fused.cpp"]
+    ext = CppExtension("rcclx._C", [src + f for f in host_sources], include_dirs=include,
                        extra_compile_args=cxx)
 
 

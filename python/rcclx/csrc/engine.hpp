@@ -1,7 +1,8 @@
 // The rcclx side of the torch extension, behind an interface of plain C++ types: the communicator,
-// its pools and every launch live in engine.cpp (engine.cu for CUDA, compiled by nvcc), and
-// ops.cpp (torch's types, the operators, the Python bindings) is compiled by the host C++ compiler
-// and includes no rcclx header. Errors cross as strings ("" = success), never as exceptions.
+// its pools and every launch live in engine.cpp and its collectives' units (engine_impl.hpp; their
+// .cu twins for CUDA, compiled by nvcc), and ops.cpp (torch's types, the operators, the Python
+// bindings) is compiled by the host C++ compiler and includes no rcclx header. Errors cross as
+// strings ("" = success), never as exceptions.
 #pragma once
 
 #include <cstddef>
@@ -13,7 +14,7 @@
 
 namespace rcclx_torch {
 
-constexpr int max_ranks = 16;         // rcclx::pytorch::max_ranks (checked in engine.cpp)
+constexpr int max_ranks = 16;         // rcclx::pytorch::max_ranks (checked in engine_impl.hpp)
 constexpr int collective_slots = 128;  // pad slots of the communicator's own collectives
 
 enum class element : int { f32, bf16, f16, i32, i8, u8, i64, f64, boolean };

@@ -1,8 +1,8 @@
 // The rcclx torch extension: communicators built over a torch.distributed group, and the collectives
 // as registered torch operators (torch.ops.rcclx.*), each with a Meta implementation so that tracing
 // sees their shapes. This file holds torch's side only and is compiled by the host C++ compiler on
-// every backend; the communicator and its launches are in engine.cpp (nvcc for CUDA), reached
-// through engine.hpp's plain interface.
+// every backend; the communicator and its launches are in engine.cpp and its collectives' units
+// (nvcc for CUDA), reached through engine.hpp's plain interface.
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/extension.h>
 #if RCCLX_TORCH_CUDA

@@ -5,9 +5,13 @@ naming the group and the communicator's place among those built over it (group_s
 import collections
 import datetime
 import itertools
+import mmap
 import os
+import struct
 import threading
 import time
+import uuid
+import zlib
 
 import torch.distributed as dist
 
@@ -115,6 +119,20 @@ class StoreAllgather:
                 dead.append(f"rank {r} (pid {self.pids[r]})")
         return dead
 
+    def _bound(self):
+        return self.timeout_s if self.limit is None else float(self.limit)
+
+    def _give_up(self, seq, missing, bound, deadline):
+        """Raises if a missing rank's process exited, or (past the deadline) that they did not arrive."""
+        dead = self._dead(missing)
+        if dead:
+            raise RuntimeError(f"{self._what(seq)}: {', '.join(dead)} no longer running") from None
+        if time.monotonic() >= deadline:
+            whose = "the call's timeout" if self.limit is not None else "the communicator's timeout"
+            raise RuntimeError(
+                f"{self._what(seq)} waited {bound:g} s for rank(s) {missing}, which did not arrive (a "
+                f"rank that skipped the call or stopped; {whose} bounds this wait)") from None
+
     def _what(self, seq):
         if self.call is None:
             return f"rcclx: exchange #{seq} (a call through the operators torch.ops.rcclx.*)"
@@ -132,10 +150,60 @@ class StoreAllgather:
 
     def _exchange(self, data):
         seq = self.seq
+        if self._box is not None:
+            self.seq += 1
+            return self._box.exchange(self, seq, data)
+        if seq == 0 and self.rank == 0:
+            self._box_path = _Mailbox.create(self.n)
+            self.store.set("mailbox", self._box_path or "")
+        out = self._store_exchange(seq, data)
+        if seq == 0:
+            self._box_open()
+        elif seq == 1:
+            self._box_start()
+        return out
+
+    # The mailbox: a /dev/shm file with a slot per rank, created by rank 0 at exchange #0 and mapped
+    # by every rank; from exchange #2 on, when every rank mapped it (each says so before exchange #1),
+    # exchanges go through it (microseconds instead of the store's round trips). Rank 0 unlinks the
+    # name after exchange #1: every rank has mapped it by then.
+    _box = None
+    _box_path = None
+    _box_map = None
+
+    def _box_open(self):
+        ok = False
+        try:
+            path = self.store.get("mailbox").decode()
+            if path:
+                self._box_map = _Mailbox.map(path, self.n)
+                self._box_path = path
+                ok = True
+        except (RuntimeError, OSError, ValueError):
+            ok = False
+        self.store.set(f"mailbox/{self.rank}", "1" if ok else "0")
+
+    def _box_start(self):
+        ok = all(self.store.get(f"mailbox/{r}") == b"1" for r in range(self.n))
+        if self.rank == 0 and self._box_path:
+            try:
+                os.unlink(self._box_path)
+            except OSError:
+                pass
+        if ok:
+            # Every rank's pid now, so that a peer that exits is named without the store (whose
+            # server, rank 0, may be the one that exited).
+            for r in range(self.n):
+                if r not in self.pids:
+                    self.pids[r] = int(self.store.get(f"pid/{r}"))
+            self._box = _Mailbox(self._box_map, self.rank, self.n)
+        self._box_map = None
+
+    def _store_exchange(self, seq, data):
         self.seq += 1
         keys = [f"{seq}/{r}" for r in range(self.n)]
         self.store.set(keys[self.rank], data)
-        bound = self.timeout_s if self.limit is None else float(self.limit)
+        bound = self._bound()
         deadline = time.monotonic() + bound
         while True:
             left = deadline - time.monotonic()
@@ -149,14 +217,7 @@ class StoreAllgather:
                 missing = self._missing(keys)
                 if not missing:
                     continue
-                dead = self._dead(missing)
-                if dead:
-                    raise RuntimeError(f"{self._what(seq)}: {', '.join(dead)} no longer running") from None
-                if time.monotonic() >= deadline:
-                    whose = "the call's timeout" if self.limit is not None else "the communicator's timeout"
-                    raise RuntimeError(
-                        f"{self._what(seq)} waited {bound:g} s for rank(s) {missing}, which did not arrive (a "
-                        f"rank that skipped the call or stopped; {whose} bounds this wait)") from None
+                self._give_up(seq, missing, bound, deadline)
         out = [data if r == self.rank else bytes(self.store.get(k)) for r, k in enumerate(keys)]
         if seq > 0:
             try:
@@ -164,3 +225,123 @@ class StoreAllgather:
             except RuntimeError:
                 pass
         return b"".join(out)
+
+
+class _Mailbox:
+    """The exchanges of a communicator's ranks through a shared-memory file (StoreAllgather's
+    mailbox). Rank r's slot for exchange k is slot (r, k % 2): a rank writes exchange k + 2 only after
+    exchange k + 1 completed, when every peer had read exchange k. A slot holds (k, length, crc32 of
+    k and the payload, payload), k written last; a reader takes the payload only when k and the crc
+    match, so a torn or reordered read is read again. A payload larger than a slot goes through the
+    store (the slot then says so)."""
+
+    SLOT = 16 << 10
+    _HEAD = struct.Struct("<QQI4x")  # seq, length, crc
+    _BIG = 1 << 63
+
+    @staticmethod
+    def create(n):
+        """Rank 0: a new file of n ranks' slots in /dev/shm (None where there is none)."""
+        if not os.path.isdir("/dev/shm"):
+            return None
+        _reclaim_mailboxes()
+        path = f"/dev/shm/rcclx.{os.getpid()}.mailbox.{uuid.uuid4().hex[:12]}"
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+            try:
+                os.ftruncate(fd, 2 * n * _Mailbox.SLOT)
+            finally:
+                os.close(fd)
+        except OSError:
+            return None
+        return path
+
+    @staticmethod
+    def map(path, n):
+        fd = os.open(path, os.O_RDWR)
+        try:
+            if os.fstat(fd).st_size != 2 * n * _Mailbox.SLOT:
+                raise ValueError("mailbox size")
+            return mmap.mmap(fd, 2 * n * _Mailbox.SLOT)
+        finally:
+            os.close(fd)
+
+    def __init__(self, buf, rank, n):
+        self.buf, self.rank, self.n = buf, rank, n
+        self.stored = {1}  # exchanges whose payload this rank put in the store (#1 went there)
+
+    def _at(self, r, seq):
+        return (2 * r + (seq & 1)) * self.SLOT
+
+    def exchange(self, owner, seq, data):
+        at = self._at(self.rank, seq)
+        size = len(data)
+        if size > self.SLOT - self._HEAD.size:
+            owner.store.set(f"{seq}/{self.rank}", data)
+            self.stored.add(seq)
+            payload, size = b"", self._BIG
+        else:
+            payload = data
+        crc = zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq)))
+        self.buf[at + 8:at + 16] = struct.pack("<Q", size)
+        self.buf[at + 16:at + 20] = struct.pack("<I", crc)
+        self.buf[at + 24:at + 24 + len(payload)] = payload
+        self.buf[at:at + 8] = struct.pack("<Q", seq)  # last: the slot is ready
+        out = [None] * self.n
+        out[self.rank] = data
+        left = [r for r in range(self.n) if r != self.rank]
+        bound = owner._bound()
+        start = time.monotonic()
+        deadline, look, polls = start + bound, start + 1.0, 0
+        while left:
+            left = [r for r in left if not self._take(owner, r, seq, out)]
+            if not left:
+                break
+            polls += 1
+            if polls > 64:
+                time.sleep(min(1e-3, 1e-5 * (polls - 64)))
+                now = time.monotonic()
+                if now >= look:  # about once a second: a peer that exited, or the deadline
+                    look = now + 1.0
+                    owner._give_up(seq, left, bound, deadline)
+        for old in [k for k in self.stored if k <= seq - 2]:  # every peer has read it
+            self.stored.discard(old)
+            try:
+                owner.store.delete_key(f"{old}/{self.rank}")
+            except RuntimeError:
+                pass
+        return b"".join(out)
+
+    def _take(self, owner, r, seq, out):
+        at = self._at(r, seq)
+        got, size, crc = self._HEAD.unpack_from(self.buf, at)
+        if got != seq:
+            return False
+        if size == self._BIG:
+            payload = b""
+        elif size > self.SLOT - self._HEAD.size:
+            return False
+        else:
+            payload = bytes(self.buf[at + 24:at + 24 + size])
+        if zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq))) != crc or \
+                self._HEAD.unpack_from(self.buf, at)[0] != seq:
+            return False
+        out[r] = bytes(owner.store.get(f"{seq}/{r}")) if size == self._BIG else payload
+        return True
+
+
+def _reclaim_mailboxes():
+    """Removes /dev/shm/rcclx.<pid>.mailbox.* files whose creator has exited (a job killed before
+    its rank 0 unlinked the name)."""
+    try:
+        names = os.listdir("/dev/shm")
+    except OSError:
+        return
+    for name in names:
+        parts = name.split(".")
+        if len(parts) >= 3 and parts[0] == "rcclx" and parts[2] == "mailbox" and parts[1].isdigit():
+            if _gone(int(parts[1])):
+                try:
+                    os.unlink(os.path.join("/dev/shm", name))
+                except OSError:
+                    pass

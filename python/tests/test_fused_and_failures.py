@@ -5,6 +5,7 @@ while staying alive (an error within the timeout naming the call and the rank); 
 outlives the job (a normal exit without destroy(), SIGKILL) and stale ones are reclaimed."""
 import os
 import tempfile
+import threading
 import time
 
 import pytest
@@ -375,3 +376,41 @@ def _skipped_call_main(rank, n, init):
         import traceback
         traceback.print_exc()
         os._exit(1)
+
+
+# ---- the exchanges' shared-memory mailbox ---------------------------------------------------------
+
+def test_exchange_mailbox_small_and_large_payloads():
+    """StoreAllgather over one store for 3 ranks (threads): exchanges #0 and #1 go through the store,
+    the later ones through rank 0's /dev/shm mailbox, whose name is gone after #1; payloads of every
+    size (a slot's 16 KiB exceeded: through the store) and different per rank, in rank order."""
+    from rcclx._exchange import StoreAllgather
+    store = dist.HashStore()
+    n = 3
+    ags = [StoreAllgather(store, r, n, 20.0) for r in range(n)]
+    sizes = [0, 5, 16 << 10, 40 << 10, 3, 1, 17 << 10]
+    results = [[] for _ in range(n)]
+    errors = []
+
+    def payload(k, r):
+        return bytes([(k * 7 + r + i) % 251 for i in range(sizes[k % len(sizes)] + r)])
+
+    def run(r):
+        try:
+            for k in range(2 * len(sizes) + 2):
+                results[r].append(ags[r](payload(k, r)))
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    for r in range(n):
+        assert len(results[r]) == 2 * len(sizes) + 2
+        for k, got in enumerate(results[r]):
+            assert got == b"".join(payload(k, p) for p in range(n)), (r, k)
+    assert all(ag._box is not None for ag in ags), "the mailbox was not used"
+    assert not os.path.exists(ags[0]._box_path), "the mailbox's name outlived exchange #1"

@@ -292,17 +292,18 @@ class _Mailbox:
         left = [r for r in range(self.n) if r != self.rank]
         bound = owner._bound()
         start = time.monotonic()
-        deadline, look, polls = start + bound, start + 1.0, 0
+        deadline, polls = start + bound, 0
+        look = min(start + 1.0, deadline)
         while left:
             left = [r for r in left if not self._take(owner, r, seq, out)]
             if not left:
                 break
             polls += 1
-            if polls > 64:
-                time.sleep(min(1e-3, 1e-5 * (polls - 64)))
+            if polls > 64:  # then at most 0.1 ms between looks (a late peer's arrival is seen that soon)
+                time.sleep(min(1e-4, 1e-6 * (polls - 64)))
                 now = time.monotonic()
-                if now >= look:  # about once a second: a peer that exited, or the deadline
-                    look = now + 1.0
+                if now >= look:  # about once a second, and at the deadline: a peer that exited, or too late
+                    look = min(now + 1.0, deadline)
                     owner._give_up(seq, left, bound, deadline)
         for old in [k for k in self.stored if k <= seq - 2]:  # every peer has read it
             self.stored.discard(old)

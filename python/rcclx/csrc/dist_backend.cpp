@@ -83,6 +83,10 @@ class forwarding_backend : public c10d::Backend {
  public:
   forwarding_backend(py::object impl, int rank, int size) : Backend(rank, size), impl_(std::move(impl)) {}
   ~forwarding_backend() override {
+    if (!Py_IsInitialized()) {  // destroyed after the interpreter: leave the object to it
+      impl_.release();
+      return;
+    }
     py::gil_scoped_acquire gil;
     impl_ = py::object();
   }

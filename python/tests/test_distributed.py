@@ -52,15 +52,19 @@ def _on(x):
     return x.to(DEV)
 
 
-def _train(model, rank, group):
-    ddp = torch.nn.parallel.DistributedDataParallel(model.to(DEV), process_group=group)
-    opt = torch.optim.SGD(ddp.parameters(), lr=LR)
+def _fit(module, rank):
+    """STEPS steps of SGD on this rank's batches (module: the model wrapped for data parallelism)."""
+    opt = torch.optim.SGD(module.parameters(), lr=LR)
     for step in range(STEPS):
         x, y = map(_on, _batch(rank, step))
-        loss = torch.nn.functional.mse_loss(ddp(x), y)
+        loss = torch.nn.functional.mse_loss(module(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
+
+
+def _train(model, rank, group):
+    _fit(torch.nn.parallel.DistributedDataParallel(model.to(DEV), process_group=group), rank)
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from test_distributed import DEV, LR, STEPS, _batch, _model, _on, _reference, _spawn
+from test_distributed import DEV, _fit, _model, _on, _reference, _spawn
 
 _missing = []
 try:
@@ -146,13 +146,7 @@ def _fsdp(rank, n):
     fully_shard(model[0], mesh=mesh)
     fully_shard(model[2], mesh=mesh)
     fully_shard(model, mesh=mesh)
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
-    for step in range(STEPS):
-        x, y = map(_on, _batch(rank, step))
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    _fit(model, rank)
     mine = torch.cat([p.full_tensor().detach().reshape(-1) for p in model.parameters()]).cpu()
     # (full_tensor: an all_gather of the shards)
     gloo = dist.new_group(backend="gloo")

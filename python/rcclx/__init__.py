@@ -102,6 +102,25 @@ def _single_rank_reduce(t, name, factor, factor_tensor):
     return t
 
 
+def _stream_handle(index):
+    """The current stream's handle as an int (torch >= 2's _cuda_getCurrentRawStream, cheaper than
+    torch.cuda.current_stream()), or None where this torch has none that answers one."""
+    global _raw_stream_fn
+    if _raw_stream_fn is False:
+        return None
+    try:
+        h = _raw_stream_fn(index)
+        if isinstance(h, int):
+            return h
+    except Exception:  # noqa: BLE001 (any failure: the plain path from then on)
+        pass
+    _raw_stream_fn = False
+    return None
+
+
+_raw_stream_fn = getattr(torch._C, "_cuda_getCurrentRawStream", None) or False
+
+
 class _Call:
     """A call of a Communicator: holds its lock, and names the call (and the per-call timeout of
     call_timeout) to the exchanges it makes, for their errors."""
@@ -117,12 +136,14 @@ class _Call:
             # The calls share the communicator's workspace and pads: one on another stream than the
             # call before it (FSDP's all-gather and reduce-scatter streams) waits for that stream's
             # work so far, as one NCCL communicator orders its calls. Nothing to do on one stream.
-            s = torch.cuda.current_stream()
-            if c._stream is not None and c._stream != s:
-                e = torch.cuda.Event()
-                e.record(c._stream)
-                s.wait_event(e)
-            c._stream = s
+            raw = _stream_handle(c.device.index)
+            if raw is None or raw != c._raw_stream:
+                s = torch.cuda.current_stream()
+                if c._stream is not None and c._stream != s:
+                    e = torch.cuda.Event()
+                    e.record(c._stream)
+                    s.wait_event(e)
+                c._stream, c._raw_stream = s, raw
         ag = c._allgather
         if isinstance(ag, StoreAllgather):
             self.saved = (ag.call, ag.limit)
@@ -170,6 +191,7 @@ class Communicator:
         self._lock = threading.RLock()
         self._scope = (None, None)  # call_timeout's (name, seconds) for the calls in its block
         self._stream = None  # CUDA build: the stream of the last call (_Call orders the next after it)
+        self._raw_stream = None  # ... and its handle (an int: compared on every call without a Stream object)
         self._allgather = None
         self.group = group
         if store is not None:

@@ -141,6 +141,7 @@ class ProcessGroupRcclx(dist.ProcessGroup):
         # work, and once its Python object is gone, wait() would reach torch's base Work::wait, which
         # blocks until a completion this class never signals (torch 1.13's trampoline).
         self._recent = collections.deque(maxlen=64)
+        self._forwarded = False  # called by the C++ backend of torch >= 2 (_create), which ignores our works
         if communicator is not None:  # a group over an existing rcclx.Communicator
             self._comm = communicator
             return
@@ -150,6 +151,8 @@ class ProcessGroupRcclx(dist.ProcessGroup):
                                          **communicator_options)
 
     def _done(self, result):
+        if self._forwarded:  # the C++ backend makes the work torch's callers get
+            return None
         work = _DoneWork(result)
         self._recent.append(work)
         return work
@@ -351,6 +354,7 @@ def _create(store, rank, size, timeout):
     if _BACKENDS:
         # torch >= 2: a C++ c10d Backend calling the group's methods (csrc/dist_backend.cpp), inside
         # the ProcessGroup torch builds: every caller reaches it through torch's dispatcher.
+        group._forwarded = True
         return _rcclx._C.make_dist_backend(group, rank, size)
     return group
 

@@ -85,8 +85,8 @@ for _name in ("SUM", "PRODUCT", "MIN", "MAX", "AVG", "BAND", "BOR", "BXOR"):
 
 
 def _op(opts):
-    """The rcclx op of a torch.distributed options object (its reduceOp)."""
-    op = getattr(opts, "reduceOp", dist.ReduceOp.SUM)
+    """The rcclx op of a torch.distributed options object (its reduceOp; SUM without options)."""
+    op = getattr(opts, "reduceOp", dist.ReduceOp.SUM) if opts is not None else dist.ReduceOp.SUM
     premul = getattr(dist.ReduceOp, "PREMUL_SUM", None)
     if premul is not None and _same_op(op, premul):
         # torch >= 2 pickles a PREMUL_SUM op as (type, factor); torch 1.13 keeps the factor out of reach.
@@ -193,7 +193,7 @@ class ProcessGroupRcclx(dist.ProcessGroup):
 
     # ---- collectives (torch.distributed's ProcessGroup signatures) ----
     def allreduce(self, tensors, opts=None):
-        op = _op(opts) if opts is not None else _ReduceOp.SUM
+        op = _op(opts)
         for t in tensors:
             self._comm.all_reduce(_dense(t, "allreduce"), op)
         return self._done(tensors)
@@ -209,7 +209,7 @@ class ProcessGroupRcclx(dist.ProcessGroup):
 
     def reduce(self, tensors, opts=None):
         root = getattr(opts, "rootRank", 0)
-        op = _op(opts) if opts is not None else _ReduceOp.SUM
+        op = _op(opts)
         for t in tensors:
             self._comm.reduce(_dense(t, "reduce"), root, op)
         return self._done(tensors)
@@ -224,20 +224,17 @@ class ProcessGroupRcclx(dist.ProcessGroup):
         return self._done(output_tensors)
 
     def _allgather_base(self, output, input, opts=None):  # noqa: A002
-        self._comm.all_gather(output, _apart(input, output))
-        return self._done([output])
+        return self.allgather_into_tensor_coalesced([output], [input], opts)
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
-        op = _op(opts) if opts is not None else _ReduceOp.SUM
+        op = _op(opts)
         for o, ins in zip(output_tensors, input_tensors):
             flat = torch.cat([i.reshape(-1) for i in ins])
             self._comm.reduce_scatter(o, flat, op)
         return self._done(output_tensors)
 
     def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002
-        op = _op(opts) if opts is not None else _ReduceOp.SUM
-        self._comm.reduce_scatter(output, _apart(input, output), op)
-        return self._done([output])
+        return self.reduce_scatter_tensor_coalesced([output], [input], opts)
 
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
         for o, i in zip(outputs, inputs):
@@ -245,7 +242,7 @@ class ProcessGroupRcclx(dist.ProcessGroup):
         return self._done(outputs)
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
-        op = _op(opts) if opts is not None else _ReduceOp.SUM
+        op = _op(opts)
         for o, i in zip(outputs, inputs):
             self._comm.reduce_scatter(o, _apart(i, o), op)
         return self._done(outputs)

@@ -287,7 +287,8 @@ class _Mailbox:
             payload, size = b"", self._BIG
         else:
             payload = data
-        crc = zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq)))
+        seed = zlib.crc32(struct.pack("<Q", seq))  # the crc of seq, continued over each payload
+        crc = zlib.crc32(payload, seed)
         self.buf[at + 8:at + 16] = struct.pack("<Q", size)
         self.buf[at + 16:at + 20] = struct.pack("<I", crc)
         self.buf[at + 24:at + 24 + len(payload)] = payload
@@ -300,7 +301,7 @@ class _Mailbox:
         deadline, polls = start + bound, 0
         look = min(start + 1.0, deadline)
         while left:
-            left = [r for r in left if not self._take(owner, r, seq, out)]
+            left = [r for r in left if not self._take(owner, r, seq, seed, out)]
             if not left:
                 break
             polls += 1
@@ -318,7 +319,7 @@ class _Mailbox:
                 pass
         return b"".join(out)
 
-    def _take(self, owner, r, seq, out):
+    def _take(self, owner, r, seq, seed, out):
         at = self._at(r, seq)
         got, size, crc = self._HEAD.unpack_from(self.buf, at)
         if got != seq:
@@ -329,7 +330,7 @@ class _Mailbox:
             return False
         else:
             payload = bytes(self.buf[at + 24:at + 24 + size])
-        if zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq))) != crc or \
+        if zlib.crc32(payload, seed) != crc or \
                 self._HEAD.unpack_from(self.buf, at)[0] != seq:
             return False
         out[r] = bytes(owner.store.get(f"{seq}/{r}")) if size == self._BIG else payload

@@ -225,11 +225,13 @@ class Communicator:
             float(timeout) if timeout and float(timeout) > 0 else 300.0
         if store is None:
             store = group_store(group)  # None: this torch exposes no default store (all_gather_object)
-        allgather = StoreAllgather(store, self.rank, n, bound) if store is not None else group_allgather(group, n)
+        mailbox = _C.NativeMailbox() if store is not None else None
+        allgather = StoreAllgather(store, self.rank, n, bound, mailbox) if store is not None else \
+            group_allgather(group, n)
         self._allgather = allgather
         with _Call(self, "__init__"):
             self.id = _C.create(self.rank, n, allgather, int(buffer_bytes), float(timeout),
-                                1 if check_calls else 0, int(symmetric_bytes), int(max_tiles))
+                                1 if check_calls else 0, int(symmetric_bytes), int(max_tiles), mailbox)
 
     @property
     def single(self):

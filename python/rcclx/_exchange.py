@@ -3,6 +3,7 @@ torch.distributed Store (a TCPStore, the default group's store, a PrefixStore of
 bounded. A communicator over a group exchanges over the default group's store, under a prefix
 naming the group and the communicator's place among those built over it (group_store)."""
 import collections
+import ctypes
 import datetime
 import itertools
 import mmap
@@ -87,11 +88,16 @@ class StoreAllgather:
 
     _SLICE = datetime.timedelta(seconds=1)
 
-    def __init__(self, store, rank, n, timeout_s):
+    def __init__(self, store, rank, n, timeout_s, native=None):
         self.store, self.rank, self.n = store, rank, n
         self.timeout_s = float(timeout_s)
         self.call = None    # the call whose exchanges run now ("rcclx.Communicator.all_reduce", ...)
         self.limit = None   # seconds bounding those exchanges instead of timeout_s (a per-call timeout)
+        # The mailbox's C++ side (rcclx._C.NativeMailbox, given to the communicator's create): once
+        # attached, the C++ exchanges post and collect there, and come here only for a late peer,
+        # with the number of the exchange they posted. It holds the exchanges' count (seq).
+        self._native = native
+        self._seq = 0
         self.seq = 0
         self.failed = None  # why the exchanges are out of step (the first one that failed)
         self.pids = {}
@@ -119,6 +125,18 @@ class StoreAllgather:
                 dead.append(f"rank {r} (pid {self.pids[r]})")
         return dead
 
+    @property
+    def seq(self):
+        """The number of the next exchange (shared with the mailbox's C++ side)."""
+        return self._native.seq if self._native is not None else self._seq
+
+    @seq.setter
+    def seq(self, value):
+        if self._native is not None:
+            self._native.seq = value
+        else:
+            self._seq = value
+
     def _bound(self):
         return self.timeout_s if self.limit is None else float(self.limit)
 
@@ -138,14 +156,20 @@ class StoreAllgather:
             return f"rcclx: exchange #{seq} (a call through the operators torch.ops.rcclx.*)"
         return f"{self.call}: exchange #{seq}"
 
-    def __call__(self, data: bytes) -> bytes:
+    def __call__(self, data: bytes, posted=None) -> bytes:
+        """Exchange `data`; posted: the number of the exchange whose slot the C++ side already wrote
+        (its peers were late), whose payloads this collects."""
         if self.failed is not None:
             raise RuntimeError(f"{self._what(self.seq)}: the communicator is unusable since an earlier exchange "
                                f"failed ({self.failed}); destroy it and build a new one")
         try:
+            if posted is not None:
+                return self._box.collect(self, int(posted), data)
             return self._exchange(data)
         except RuntimeError as e:
             self.failed = str(e)
+            if self._native is not None:
+                self._native.detach()
             if self.rank == 0 and self._box_path and self.seq <= 2:  # a set-up that failed: no one uses it
                 try:
                     os.unlink(self._box_path)
@@ -202,6 +226,9 @@ class StoreAllgather:
                 if r not in self.pids:
                     self.pids[r] = int(self.store.get(f"pid/{r}"))
             self._box = _Mailbox(self._box_map, self.rank, self.n)
+            if self._native is not None:
+                self._box_view = ctypes.c_char.from_buffer(self._box_map)  # keeps the mapping's address
+                self._native.attach(ctypes.addressof(self._box_view), self.rank, self.n, _Mailbox.SLOT)
         self._box_map = None
 
     def _store_exchange(self, seq, data):
@@ -287,12 +314,16 @@ class _Mailbox:
             payload, size = b"", self._BIG
         else:
             payload = data
-        seed = zlib.crc32(struct.pack("<Q", seq))  # the crc of seq, continued over each payload
-        crc = zlib.crc32(payload, seed)
+        crc = zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq)))  # the crc of seq, continued
         self.buf[at + 8:at + 16] = struct.pack("<Q", size)
         self.buf[at + 16:at + 20] = struct.pack("<I", crc)
         self.buf[at + 24:at + 24 + len(payload)] = payload
         self.buf[at:at + 8] = struct.pack("<Q", seq)  # last: the slot is ready
+        return self.collect(owner, seq, data)
+
+    def collect(self, owner, seq, data):
+        """Every rank's payload of exchange `seq`, this rank's (`data`) already posted."""
+        seed = zlib.crc32(struct.pack("<Q", seq))  # the crc of seq, continued over each payload
         out = [None] * self.n
         out[self.rank] = data
         left = [r for r in range(self.n) if r != self.rank]

@@ -414,3 +414,40 @@ def test_exchange_mailbox_small_and_large_payloads():
             assert got == b"".join(payload(k, p) for p in range(n)), (r, k)
     assert all(ag._box is not None for ag in ags), "the mailbox was not used"
     assert not os.path.exists(ags[0]._box_path), "the mailbox's name outlived exchange #1"
+
+
+def test_mailbox_crc_is_zlibs():
+    """The mailbox's C++ side and Python's read each other's slots: their crc32 must be zlib's."""
+    import zlib
+    for size in (0, 1, 7, 255, 5000):
+        data = bytes((i * 37 + size) % 256 for i in range(size))
+        for seed in (0, 1, zlib.crc32(b"\x05" + bytes(7)), 0xFFFFFFFF):
+            assert rcclx._C.crc32(data, seed) == zlib.crc32(data, seed), (size, seed)
+
+
+def _late_ranks(rank, n):
+    """Calls where one rank arrives milliseconds after the others: its peers' C++ side gives up
+    polling and Python collects that exchange; every other call completes in C++. Results against
+    sums computed here, and all_to_all_v's splits (exchanged through the mailbox) uneven."""
+    dev = _device()
+    comm = rcclx.Communicator(check_calls=True, timeout=60.0)
+    for i in range(24):
+        if i % 3 == 0 and rank == (i // 3) % n:
+            time.sleep(0.01)
+        t = torch.full((4 + i,), float(rank + 1) * (i + 1), device=dev)
+        comm.all_reduce(t)
+        assert bool((t.cpu() == (i + 1) * n * (n + 1) / 2).all()), (i, t)
+        # rank r sends (r + p + i) % 3 + 1 elements to rank p, each holding 1000 r + p
+        ins = [(rank + p + i) % 3 + 1 for p in range(n)]
+        outs = [(p + rank + i) % 3 + 1 for p in range(n)]
+        x = torch.cat([torch.full((ins[p],), 1000.0 * rank + p) for p in range(n)]).to(dev)
+        y = torch.empty(sum(outs), device=dev)
+        comm.all_to_all_single(y, x, outs, ins)
+        want = torch.cat([torch.full((outs[p],), 1000.0 * p + rank) for p in range(n)])
+        assert torch.equal(y.cpu(), want), (i, y)
+    assert comm._allgather._native is not None and comm._allgather._native.attached
+    comm.destroy()
+
+
+def test_late_ranks_through_the_mailbox():
+    _run(_late_ranks, 3)

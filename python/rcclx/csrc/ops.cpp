@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "engine.hpp"
+#include "mailbox.hpp"
 
 namespace {
 
@@ -99,8 +100,14 @@ void* stream_of() {
 }
 
 // allgather(bytes) -> bytes (num_ranks * len), a Python callable; called with or without the GIL.
+// mailbox (may be null): the communicator's shared-memory mailbox once Python attaches it; then an
+// exchange is posted and collected here, and only a peer later than `mailbox_spin` (or an error)
+// goes to Python, as allgather(bytes, seq of the exchange already posted).
+constexpr std::chrono::microseconds mailbox_spin{2000};
+
 std::int64_t create(std::int64_t rank, std::int64_t num_ranks, py::function allgather, std::int64_t buffer_bytes,
-                    double timeout_s, std::int64_t check_calls, std::int64_t symmetric_bytes, std::int64_t max_tiles) {
+                    double timeout_s, std::int64_t check_calls, std::int64_t symmetric_bytes, std::int64_t max_tiles,
+                    std::shared_ptr<rt::native_mailbox> mailbox) {
   auto e = std::make_shared<entry>();
   e->rank = static_cast<int>(rank);
   e->num_ranks = static_cast<int>(num_ranks);
@@ -109,13 +116,21 @@ std::int64_t create(std::int64_t rank, std::int64_t num_ranks, py::function allg
 #endif
   auto fn = std::make_shared<py::function>(std::move(allgather));
   const int n = e->num_ranks;
-  rt::allgather_fn ag = [fn, n](const void* in, void* out, std::size_t bytes) -> std::string {
+  rt::allgather_fn ag = [fn, n, box = std::move(mailbox)](const void* in, void* out, std::size_t bytes) -> std::string {
+    std::int64_t posted = -1;
+    if (box && box->attached() && bytes + rt::native_mailbox::head_bytes <= box->slot_bytes()) {
+      const std::uint64_t k = box->seq;
+      const bool done = box->exchange(in, bytes, out, mailbox_spin);
+      box->seq = k + 1;
+      if (done) return {};
+      posted = static_cast<std::int64_t>(k);
+    }
     std::string all, failure;
     {
       py::gil_scoped_acquire gil;
       try {
         const py::bytes mine(static_cast<const char*>(in), bytes);
-        const py::object got = (*fn)(mine);
+        const py::object got = posted < 0 ? (*fn)(mine) : (*fn)(mine, posted);
         all = got.cast<std::string>();
       } catch (py::error_already_set& x) {  // destroyed here, with the GIL held
         failure = x.what();
@@ -579,9 +594,22 @@ void bind_dist_backend(py::module& m);  // dist_backend.cpp
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "rcclx: collectives over shared memory, as torch operators";
+  py::class_<rt::native_mailbox, std::shared_ptr<rt::native_mailbox>>(
+      m, "NativeMailbox", "A communicator's shared-memory mailbox as its C++ exchanges use it (rcclx._exchange)")
+      .def(py::init<>())
+      .def("attach", &rt::native_mailbox::attach, "From now on exchanges of at most slot_bytes - 24 bytes go here",
+           py::arg("address"), py::arg("rank"), py::arg("num_ranks"), py::arg("slot_bytes"))
+      .def("detach", &rt::native_mailbox::detach, "Every later exchange goes to Python's path")
+      .def_property_readonly("attached", &rt::native_mailbox::attached)
+      .def_readwrite("seq", &rt::native_mailbox::seq, "The number of the next exchange");
   m.def("create", &create, "Creates a communicator (collective over the group); returns its id", py::arg("rank"),
         py::arg("num_ranks"), py::arg("allgather"), py::arg("buffer_bytes") = 0, py::arg("timeout_s") = 0.0,
-        py::arg("check_calls") = -1, py::arg("symmetric_bytes") = 0, py::arg("max_tiles") = 0);
+        py::arg("check_calls") = -1, py::arg("symmetric_bytes") = 0, py::arg("max_tiles") = 0,
+        py::arg("mailbox") = py::none());
+  m.def("crc32", [](py::bytes b, std::uint32_t seed) {
+          const std::string s = b;
+          return rt::crc32(s.data(), s.size(), seed);
+        }, "crc32 as the mailbox computes it (zlib's)", py::arg("data"), py::arg("seed") = 0u);
   m.def("destroy", &destroy, "Destroys a communicator", py::arg("id"));
   m.def("symmetric_empty", &symmetric_empty, "A tensor in the communicator's registered pool (collective)",
         py::arg("id"), py::arg("shape"), py::arg("like"));

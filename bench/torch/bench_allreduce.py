@@ -3,7 +3,8 @@
     python3 bench/torch/bench_allreduce.py [--procs 8] [--dtype bfloat16] [--max-bytes 64M]
 
 Spawns --procs processes (all on GPU 0, or CPU tensors for a host-backend build) over a gloo group,
-each with an rcclx.Communicator(check_calls=False), and times in-place sum AllReduces of each size:
+each with an rcclx.Communicator(check_calls=False; True with --check-calls), and times in-place
+sum AllReduces of each size:
   C++    the communicator's allreduce called in a C++ loop (as rcclx-bench --procs calls it);
   eager  torch.ops.rcclx.all_reduce called from Python, one call at a time;
   graph  the same calls captured in a CUDA graph (comm.graph_capture()) and replayed.
@@ -70,11 +71,12 @@ def _run(rank, n, init, args):
     if gpu:
         torch.cuda.set_device(dev)
     dtype = getattr(torch, args.dtype)
-    comm = rcclx.Communicator(check_calls=False, timeout=60.0)
+    comm = rcclx.Communicator(check_calls=args.check_calls, timeout=60.0)
     sync = (lambda: torch.cuda.current_stream().synchronize()) if gpu else (lambda: None)
     if rank == 0:
         print(f"# rcclx from PyTorch: {n} processes on {'one GPU (' + torch.cuda.get_device_name(0) + ')' if gpu else 'the host backend'}, "
-              f"{args.dtype}, in-place sum AllReduce, algorithm {args.algorithm}; us per call (slowest rank)")
+              f"{args.dtype}, in-place sum AllReduce, algorithm {args.algorithm}, call checks "
+              f"{'on' if args.check_calls else 'off'}; us per call (slowest rank)")
         print(f"# MPS: {os.environ.get('RCCLX_BENCH_MPS', 'unknown')}; RCCLX_COLLECTIVE_BLOCKS="
               f"{os.environ['RCCLX_COLLECTIVE_BLOCKS']}")
         print(f"{'bytes':>10} {'C++':>9} {'eager':>9} {'eager-C++':>10} {'graph':>9} {'graph/C++':>10}")
@@ -201,6 +203,8 @@ def main():
     p.add_argument("--ops", default="", help="also these collectives (comma-separated): all_reduce, all_reduce_avg, "
                    "broadcast, reduce, all_gather, reduce_scatter, all_to_all, all_to_all_v, barrier")
     p.add_argument("--ops-max-bytes", type=_parse_bytes, default=1 << 20)
+    p.add_argument("--check-calls", action="store_true", help="communicators with call checks (one exchange "
+                   "between the ranks per call, through their shared-memory mailbox)")
     p.add_argument("--reps", type=int, default=5, help="timed loops per figure; the median is printed")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as d:

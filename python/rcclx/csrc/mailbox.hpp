@@ -53,21 +53,26 @@ class native_mailbox {
   bool attached() const { return attached_.load(std::memory_order_acquire); }
   std::uint64_t seq = 0;
 
-  // Posts this rank's payload for exchange `seq` (`bytes` at most slot_bytes - head_bytes), then
-  // polls the peers' slots for up to `spin`: true with every rank's payload in `out` (rank order);
-  // false when a peer has not arrived by then (this rank's slot stays posted for Python's path).
-  bool exchange(const void* in, std::size_t bytes, void* out, std::chrono::microseconds spin) {
+  // Posts this rank's payload for exchange `seq` (`bytes` at most slot_bytes - head_bytes) and puts
+  // it at its place in `out` (every rank's payload, rank order).
+  void post(const void* in, std::size_t bytes, void* out) {
     const std::uint64_t k = seq;
-    const std::uint32_t seed = seq_crc(k);
     unsigned char* mine = slot(rank_, k);
     const std::uint64_t size = bytes;
-    const std::uint32_t crc = crc32(in, bytes, seed);
+    const std::uint32_t crc = crc32(in, bytes, seq_crc(k));
     std::memcpy(mine + 8, &size, 8);
     std::memcpy(mine + 16, &crc, 4);
     std::memcpy(mine + head_bytes, in, bytes);
     __atomic_store_n(reinterpret_cast<std::uint64_t*>(mine), k, __ATOMIC_RELEASE);  // last: the slot is ready
+    std::memcpy(static_cast<unsigned char*>(out) + static_cast<std::size_t>(rank_) * bytes, in, bytes);
+  }
+
+  // After post(): polls the peers' slots of exchange `seq` for up to `spin`; true with every peer's
+  // payload in `out`, false when one has not arrived by then (this rank's slot stays posted).
+  bool collect(std::size_t bytes, void* out, std::chrono::microseconds spin) const {
+    const std::uint64_t k = seq;
+    const std::uint32_t seed = seq_crc(k);
     auto* to = static_cast<unsigned char*>(out);
-    std::memcpy(to + static_cast<std::size_t>(rank_) * bytes, in, bytes);
     std::uint64_t left = 0;
     for (int r = 0; r < n_; ++r)
       if (r != rank_) left |= std::uint64_t{1} << r;

@@ -102,8 +102,9 @@ void* stream_of() {
 // allgather(bytes) -> bytes (num_ranks * len), a Python callable; called with or without the GIL.
 // mailbox (may be null): the communicator's shared-memory mailbox once Python attaches it; then an
 // exchange is posted and collected here, and only a peer later than `mailbox_spin` (or an error)
-// goes to Python, as allgather(bytes, seq of the exchange already posted).
-constexpr std::chrono::microseconds mailbox_spin{2000};
+// goes to Python, as allgather(bytes, seq of the exchange already posted). The first 20 us of polling
+// keep the GIL (most exchanges end there); the rest run without it.
+constexpr std::chrono::microseconds mailbox_spin_gil{20}, mailbox_spin{2000};
 
 std::int64_t create(std::int64_t rank, std::int64_t num_ranks, py::function allgather, std::int64_t buffer_bytes,
                     double timeout_s, std::int64_t check_calls, std::int64_t symmetric_bytes, std::int64_t max_tiles,
@@ -120,7 +121,14 @@ std::int64_t create(std::int64_t rank, std::int64_t num_ranks, py::function allg
     std::int64_t posted = -1;
     if (box && box->attached() && bytes + rt::native_mailbox::head_bytes <= box->slot_bytes()) {
       const std::uint64_t k = box->seq;
-      const bool done = box->exchange(in, bytes, out, mailbox_spin);
+      box->post(in, bytes, out);
+      bool done = box->collect(bytes, out, mailbox_spin_gil);
+      if (!done && PyGILState_Check()) {
+        py::gil_scoped_release nogil;
+        done = box->collect(bytes, out, mailbox_spin);
+      } else if (!done) {
+        done = box->collect(bytes, out, mailbox_spin);
+      }
       box->seq = k + 1;
       if (done) return {};
       posted = static_cast<std::int64_t>(k);

@@ -97,8 +97,7 @@ class StoreAllgather:
         # attached, the C++ exchanges post and collect there, and come here only for a late peer,
         # with the number of the exchange they posted. It holds the exchanges' count (seq).
         self._native = native
-        self._seq = 0
-        self.seq = 0
+        self._seq = 0  # the count without a C++ side (the native one starts at 0 too)
         self.failed = None  # why the exchanges are out of step (the first one that failed)
         self.pids = {}
         store.set(f"pid/{rank}", str(os.getpid()))
@@ -314,16 +313,18 @@ class _Mailbox:
             payload, size = b"", self._BIG
         else:
             payload = data
-        crc = zlib.crc32(payload, zlib.crc32(struct.pack("<Q", seq)))  # the crc of seq, continued
+        seed = zlib.crc32(struct.pack("<Q", seq))  # the crc of seq, continued over each payload
         self.buf[at + 8:at + 16] = struct.pack("<Q", size)
-        self.buf[at + 16:at + 20] = struct.pack("<I", crc)
+        self.buf[at + 16:at + 20] = struct.pack("<I", zlib.crc32(payload, seed))
         self.buf[at + 24:at + 24 + len(payload)] = payload
         self.buf[at:at + 8] = struct.pack("<Q", seq)  # last: the slot is ready
-        return self.collect(owner, seq, data)
+        return self.collect(owner, seq, data, seed)
 
-    def collect(self, owner, seq, data):
-        """Every rank's payload of exchange `seq`, this rank's (`data`) already posted."""
-        seed = zlib.crc32(struct.pack("<Q", seq))  # the crc of seq, continued over each payload
+    def collect(self, owner, seq, data, seed=None):
+        """Every rank's payload of exchange `seq`, this rank's (`data`) already posted; seed: the
+        crc of seq (computed here when the poster did not)."""
+        if seed is None:
+            seed = zlib.crc32(struct.pack("<Q", seq))
         out = [None] * self.n
         out[self.rank] = data
         left = [r for r in range(self.n) if r != self.rank]

@@ -11,7 +11,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <string>
 #include <thread>
 #include <vector>
 
@@ -88,7 +87,8 @@ class native_mailbox {
       }
     }
   }
-  std::size_t slot_bytes() const { return slot_; }
+  // Does an exchange of `bytes` per rank go here (attached, and the payload fits in a slot)?
+  bool takes(std::size_t bytes) const { return attached() && bytes + head_bytes <= slot_; }
 
  private:
   unsigned char* slot(int r, std::uint64_t k) const {

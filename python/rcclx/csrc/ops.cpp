@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -119,14 +120,13 @@ std::int64_t create(std::int64_t rank, std::int64_t num_ranks, py::function allg
   const int n = e->num_ranks;
   rt::allgather_fn ag = [fn, n, box = std::move(mailbox)](const void* in, void* out, std::size_t bytes) -> std::string {
     std::int64_t posted = -1;
-    if (box && box->attached() && bytes + rt::native_mailbox::head_bytes <= box->slot_bytes()) {
+    if (box && box->takes(bytes)) {
       const std::uint64_t k = box->seq;
       box->post(in, bytes, out);
       bool done = box->collect(bytes, out, mailbox_spin_gil);
-      if (!done && PyGILState_Check()) {
-        py::gil_scoped_release nogil;
-        done = box->collect(bytes, out, mailbox_spin);
-      } else if (!done) {
+      if (!done) {
+        std::optional<py::gil_scoped_release> nogil;  // released while polling, where this thread holds it
+        if (PyGILState_Check()) nogil.emplace();
         done = box->collect(bytes, out, mailbox_spin);
       }
       box->seq = k + 1;

@@ -223,6 +223,7 @@ struct tile_cost_kernel {
     namespace fz = rcclx::fused;
     fz::tile_allreduce<T, max_r, rcclx::algorithm::flat> ar(tables[ix.rank], slots, tile_elems, tiles);
     const fz::row_tiles map{static_cast<std::size_t>(tiles), tile_elems};
+    ar.declare_map(map);
     const fz::epilogue<fz::store<T>> epi{fz::store<T>{out[ix.rank], tile_elems}};
     constexpr std::size_t e = 16 / sizeof(T);
     for (int t = ix.block; t < tiles; t += ix.num_blocks) {

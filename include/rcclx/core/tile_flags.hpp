@@ -229,6 +229,11 @@ class tile_flags {
     launch_pending_ = true;
   }
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool launch_pending() const { return launch_pending_; }
+  // Is launch_start()'s answer known without its exchange, or a refusal whatever the exchange finds
+  // (launch_verdict() then has nothing to wait for)?
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool launch_known() const {
+    return launch_.answer >= 0 || launch_.bad || launch_.found > 0;
+  }
   template <class OnNewLaunch, class OnDecided, class OnLate>
   RCCLX_HOST_DEVICE bool launch_verdict(OnNewLaunch&& on_new_launch, OnDecided&& on_decided, OnLate&& on_late) const {
     launch_pending_ = false;

@@ -202,6 +202,7 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
   const int rows = static_cast<int>(tokens);
   const row_tiles map{tokens, hidden};
   tile_allreduce<T, MaxRanks, Algo> ar(t, slots, hidden, rows);
+  ar.declare_map(map);  // checked builds: the map's fingerprint goes out with the flags
 
   // 1. This rank's rows into its symmetric buffer, then all of them flagged at once. Several rows
   //    per block (tokens > blocks): their loads batched across rows (copy_rows); one row:

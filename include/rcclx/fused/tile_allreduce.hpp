@@ -101,6 +101,21 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
                                    std::size_t results_bytes = detail::default_results)
       : base(t, r, tile_elems, num_tiles, reducer, results_bytes) {}
 
+  // Declares the tile map this call's reduces will use (every block, before its first publish; a
+  // map is a few integers). Checked mode (RCCLX_CHECKS): the map's fingerprint then goes out with
+  // the call's, ahead of the flags, and the peers' flag waits find it there; an undeclared map is
+  // published by the first reduce, after the flags, and a wait may take one more round trip for
+  // it. A reduce with another map than the one declared is refused (errc::mismatch naming this
+  // rank and the map's field). Unchecked builds: nothing.
+  template <class Map>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void declare_map(const Map& map) {
+#if RCCLX_CHECKS
+    this->declare_map_fp(detail::map_fingerprint(map));
+#else
+    (void)map;
+#endif
+  }
+
   // What a call of up to max_tiles tiles of tile_elems elements needs of its region: workspace_bytes
   // of Algo (automatic: the tree formula), sized_for 1 (flat), 2 (tree) or 3 (automatic).
   using base::need;
@@ -260,7 +275,17 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
                            call, a, b);
       return false;
     }
-    if (g.thread_rank() == 0) flags_.publish_check(1, f);
+    if (this->map_declared_) {
+      const core::call_fingerprint& d = this->map_fp_;
+      if (d.w[0] != f.w[0] || d.w[1] != f.w[1] || d.w[2] != f.w[2] || d.w[3] != f.w[3]) {
+        // Another map than the one declared (and published with the flags): a mismatch of this rank
+        // with itself, the declared value first.
+        if (g.thread_rank() == 0) core::detail::record_call_mismatch(t_->signals, tile, rank(), d, core::detail::as_vec(f), true);
+        return false;
+      }
+    } else if (g.thread_rank() == 0) {
+      flags_.publish_check(1, f);
+    }
 #else
     (void)g;
     (void)tile;

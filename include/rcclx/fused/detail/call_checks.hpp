@@ -51,6 +51,13 @@ struct call_problem {
   RCCLX_HOST_DEVICE constexpr explicit operator bool() const { return static_cast<std::uint32_t>(what) != 0; }
 };
 
+// What a tile call's constructor finds before it reads the call counter (tile_exchange::probe_call):
+// the first problem of its arguments, and its slot range's binding words (core::audit_bound_words).
+struct call_probe {
+  call_problem problem;
+  core::bound_words bound;
+};
+
 // A value as an error record holds it: saturated at 2^32 - 1.
 RCCLX_HOST_DEVICE constexpr std::uint32_t sat32(std::size_t v) {
   return v > 0xFFFFFFFFull ? 0xFFFFFFFFu : static_cast<std::uint32_t>(v);
@@ -162,34 +169,58 @@ RCCLX_HOST_DEVICE inline call_problem reducer_mark_problem(std::uint32_t mark, s
   return {};
 }
 
+// The audit words of the call before epoch `epoch` on `slots` that its look needs
+// (audit_previous_call): the call's note and its first tiles' rows, loaded in one batch (rows past the
+// range's last read that one again).
+inline constexpr int previous_call_batch = 8;
+struct previous_call_words {
+  std::uint32_t call = 0, shape = 0;
+  std::uint32_t mark[previous_call_batch], used[previous_call_batch], hash[previous_call_batch];
+};
+template <int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_previous_rows(const core::signal_pads<MaxRanks>& s, tile_slots slots,
+                                                            std::uint32_t prev, int t0, previous_call_words& w) {
+  for (int i = 0; i < previous_call_batch; ++i) {
+    const int t = t0 + i < slots.max_tiles ? t0 + i : slots.max_tiles - 1;
+    const std::uint32_t* row = core::audit_row(s, slots.first + 1 + t);
+    w.mark[i] = gpu::load_relaxed_system(row + core::audit_mark_word(prev));
+    w.used[i] = gpu::load_relaxed_system(row + core::audit_consumed_word(prev));
+    w.hash[i] = gpu::load_relaxed_system(row + core::audit_hash_word(prev));
+  }
+}
+template <int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE previous_call_words load_previous_call(const core::signal_pads<MaxRanks>& s,
+                                                                           tile_slots slots, std::uint32_t epoch) {
+  previous_call_words w{};
+  if (slots.max_tiles < 1) return w;
+  const std::uint32_t prev = epoch - 1u;
+  const std::uint32_t* first = core::audit_row(s, slots.first + 1);
+  w.call = gpu::load_relaxed_system(first + core::audit_call_word(prev));
+  w.shape = gpu::load_relaxed_system(first + core::audit_call_word(prev) + 1);
+  load_previous_rows(s, slots, prev, 0, w);
+  return w;
+}
+
 // The first block of a call of epoch `epoch` on `slots` to reach finish() (thread 0): the call
 // before it (epoch - 1, whose kernel ended) as its rows recorded it: every tile published on this
 // rank (tile_not_published) and, flat, reduced (tile_not_reduced), its input unchanged until the
 // end of its reduce (input_changed; the input hashes of the call's parity are cleared for the call
-// after this one). Loads in batches of 8 tiles, so a small call costs one round trip; a block that
-// is not the last to finish has the time.
+// after this one). `w`: load_previous_call's words, loaded by every block beside its count in
+// finish() (a call of up to previous_call_batch tiles then costs no round trip of its own); further
+// tiles in batches of as many.
 template <int MaxRanks>
-RCCLX_HOST_DEVICE void audit_previous_call(const core::signal_pads<MaxRanks>& s, tile_slots slots, std::uint32_t epoch) {
+RCCLX_HOST_DEVICE void audit_previous_call(const core::signal_pads<MaxRanks>& s, tile_slots slots, std::uint32_t epoch,
+                                           previous_call_words w) {
   if (slots.max_tiles < 1) return;
   const std::uint32_t prev = epoch - 1u;
-  const std::uint32_t* first = core::audit_row(s, slots.first + 1);
-  const std::uint32_t call = gpu::load_relaxed_system(first + core::audit_call_word(prev));
-  const std::uint32_t shape = gpu::load_relaxed_system(first + core::audit_call_word(prev) + 1);
-  if (call != prev || prev == 0u) return;
-  const bool flat = (shape >> 31) == 0u;
-  const std::uint32_t tiles = shape & 0x7FFFFFFFu;
+  if (w.call != prev || prev == 0u) return;
+  const bool flat = (w.shape >> 31) == 0u;
+  const std::uint32_t tiles = w.shape & 0x7FFFFFFFu;
   const int n = tiles < static_cast<std::uint32_t>(slots.max_tiles) ? static_cast<int>(tiles) : slots.max_tiles;
-  constexpr int batch = 8;
-  for (int t0 = 0; t0 < n; t0 += batch) {
-    std::uint32_t mark[batch], used[batch], hash[batch];
-    for (int i = 0; i < batch; ++i) {
-      const std::uint32_t* row = core::audit_row(s, slots.first + 1 + (t0 + i < n ? t0 + i : t0));
-      mark[i] = gpu::load_relaxed_system(row + core::audit_mark_word(prev));
-      used[i] = gpu::load_relaxed_system(row + core::audit_consumed_word(prev));
-      hash[i] = gpu::load_relaxed_system(row + core::audit_hash_word(prev));
-    }
-    for (int i = 0; i < batch && t0 + i < n; ++i) {
-      const core::misuse m = core::audit_tile_verdict(mark[i], used[i], hash[i], prev, flat);
+  for (int t0 = 0; t0 < n; t0 += previous_call_batch) {
+    if (t0 > 0) load_previous_rows(s, slots, prev, t0, w);
+    for (int i = 0; i < previous_call_batch && t0 + i < n; ++i) {
+      const core::misuse m = core::audit_tile_verdict(w.mark[i], w.used[i], w.hash[i], prev, flat);
       gpu::store_relaxed_system(core::audit_row(s, slots.first + 1 + t0 + i) + core::audit_hash_word(prev), 0u);
       if (m != core::misuse{}) {
         core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(m), t0 + i, prev,

@@ -33,16 +33,12 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t vec_hash(const gpu::vec16& v, 
   return h;
 }
 
-// Group-collective: xors into *acc (a word of this rank) the hash of the `vecs` 16-byte vectors at
-// `tile`: the xor of vec_hash over them with bit 0 cleared, and 1 (bit 0 counts the passes). Each
-// thread hashes vectors thread_rank, thread_rank + size, ...; a group of whole warps xor-reduces
-// them with shuffles and stores one atomic xor per warp, any other group one per thread.
+// Group-collective: xors into *acc (a word of this rank) a tile's hash from every thread's part `h`
+// (the xor of vec_hash over the vectors it loaded): the xor over the group with bit 0 cleared, and 1
+// (bit 0 counts the passes). A group of whole warps xor-reduces the parts with shuffles and stores
+// one atomic xor per warp, any other group one per thread.
 template <class Group>
-RCCLX_HOST_DEVICE void xor_input_hash(const Group& g, const void* tile, std::size_t vecs, std::uint32_t* acc) {
-  const auto* v = static_cast<const gpu::vec16*>(tile);
-  std::uint32_t h = 0;
-  for (std::size_t i = static_cast<std::size_t>(g.thread_rank()); i < vecs; i += static_cast<std::size_t>(g.size()))
-    h ^= vec_hash(gpu::load16(v + i), i);
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void xor_hash_parts(const Group& g, std::uint32_t h, std::uint32_t* acc) {
   h = (h & ~1u) | (g.thread_rank() == 0 ? 1u : 0u);
   if (g.size() % RCCLX_WARP_SIZE == 0) {
     for (int m = RCCLX_WARP_SIZE / 2; m > 0; m /= 2) h ^= gpu::shuffle_xor(h, m);
@@ -50,6 +46,58 @@ RCCLX_HOST_DEVICE void xor_input_hash(const Group& g, const void* tile, std::siz
   }
   if (h != 0u) (void)gpu::fetch_xor_local(acc, h);
 }
+
+// Group-collective: xors into *acc the hash of the `vecs` 16-byte vectors at `tile` (xor_hash_parts;
+// thread i hashes vectors i, i + size, ...).
+template <class Group>
+RCCLX_HOST_DEVICE void xor_input_hash(const Group& g, const void* tile, std::size_t vecs, std::uint32_t* acc) {
+  const auto* v = static_cast<const gpu::vec16*>(tile);
+  std::uint32_t h = 0;
+  for (std::size_t i = static_cast<std::size_t>(g.thread_rank()); i < vecs; i += static_cast<std::size_t>(g.size()))
+    h ^= vec_hash(gpu::load16(v + i), i);
+  xor_hash_parts(g, h, acc);
+}
+
+// xor_input_hash in two steps, for a tile of at most Held vectors per thread: load() issues the
+// loads and keeps the vectors, hash_out() hashes them later (after a wait the call makes anyway),
+// so that their round trip is not one of their own.
+template <int Held>
+struct held_input_hash {
+  gpu::vec16 v[Held];
+  std::uint32_t* acc = nullptr;  // null: nothing held
+  std::size_t vecs = 0;
+  template <class Group>
+  RCCLX_HOST_DEVICE static constexpr bool fits(const Group& g, std::size_t vecs) {
+    return vecs <= static_cast<std::size_t>(Held) * static_cast<std::size_t>(g.size());
+  }
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load(const Group& g, const void* tile, std::size_t n, std::uint32_t* word) {
+    const auto* p = static_cast<const gpu::vec16*>(tile);
+    const std::size_t tid = static_cast<std::size_t>(g.thread_rank()), gs = static_cast<std::size_t>(g.size());
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int k = 0; k < Held; ++k)
+      if (tid + static_cast<std::size_t>(k) * gs < n) v[k] = gpu::load16(p + tid + static_cast<std::size_t>(k) * gs);
+    acc = word;
+    vecs = n;
+  }
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void hash_out(const Group& g) {
+    if (acc == nullptr) return;
+    const std::size_t tid = static_cast<std::size_t>(g.thread_rank()), gs = static_cast<std::size_t>(g.size());
+    std::uint32_t h = 0;
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int k = 0; k < Held; ++k) {
+      const std::size_t i = tid + static_cast<std::size_t>(k) * gs;
+      if (i < vecs) h ^= vec_hash(v[k], i);
+    }
+    xor_hash_parts(g, h, acc);
+    acc = nullptr;
+  }
+};
 
 }  // namespace detail
 }  // namespace fused

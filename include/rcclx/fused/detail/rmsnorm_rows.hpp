@@ -123,6 +123,7 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_rows_block(const Group& g, const core::
   const int rows = static_cast<int>(tokens);
   const ragged_row_tiles map{tokens, hidden};
   tile_allreduce<T, MaxRanks, Algo> ar(t, slots, padded, rows);
+  ar.declare_map(map);  // checked builds: the map's fingerprint goes out with the flags
   for (int i = block; i < rows; i += num_blocks) {  // this rank's rows, padding lanes zero
     T* dst = ar.input(i);
     const T* src = a.input + static_cast<std::size_t>(i) * hidden;

@@ -82,6 +82,7 @@ class tile_exchange {
                                   std::size_t results_bytes = detail::default_results)
       : t_(&t),
 #if RCCLX_CHECKS
+        probe_(probe_call(t, core::whole_buffer(t.capacity_bytes, slots), tile_elems, num_tiles, results_bytes)),
         flags_(t.signals, detail::slots_in_pads(t.signals, slots)),
 #else
         flags_(t.signals, slots),
@@ -89,9 +90,7 @@ class tile_exchange {
         tile_elems_(tile_elems), num_tiles_(num_tiles), any_block_(reducer == tile_reducer::any_block) {
     base_ = (flags_.calls() & 1u) ? half_bytes(t.capacity_bytes) : 0;
     results_ = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
-    if constexpr (Algo == algorithm::automatic)  // the same choice on every rank: same tiles, same build
-      tree_ = dda::select_algorithm(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T), t.num_ranks(),
-                                    gpu::build_arch) == algorithm::tree;
+    if constexpr (Algo == algorithm::automatic) tree_ = choose_tree(t, tile_elems, num_tiles);
 #if RCCLX_CHECKS
     fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
                                          static_cast<std::size_t>(num_tiles), 0, tile_elems);
@@ -108,6 +107,7 @@ class tile_exchange {
                                   std::size_t results_bytes = detail::default_results)
       : t_(&t),
 #if RCCLX_CHECKS
+        probe_(probe_call(t, r, tile_elems, num_tiles, results_bytes)),
         flags_(t.signals, detail::slots_in_pads(t.signals, r.slots)),
 #else
         flags_(t.signals, r.slots),
@@ -115,9 +115,7 @@ class tile_exchange {
         tile_elems_(tile_elems), num_tiles_(num_tiles), any_block_(reducer == tile_reducer::any_block) {
     base_ = r.offset + ((flags_.calls() & 1u) ? half_bytes(r.bytes) : 0);
     results_ = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
-    if constexpr (Algo == algorithm::automatic)
-      tree_ = dda::select_algorithm(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T), t.num_ranks(),
-                                    gpu::build_arch) == algorithm::tree;
+    if constexpr (Algo == algorithm::automatic) tree_ = choose_tree(t, tile_elems, num_tiles);
 #if RCCLX_CHECKS
     fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
                                          static_cast<std::size_t>(num_tiles), 0, tile_elems);
@@ -181,13 +179,13 @@ class tile_exchange {
   RCCLX_HOST_DEVICE void publish_part(const Group& g, int slot, int tile) const {
 #if RCCLX_CHECKS
     if (bad() || !tile_in_range(g, slot)) return;
-    if (g.thread_rank() == 0) flags_.publish_check(0, fp_);
+    if (g.thread_rank() == 0) publish_checks();
 #endif
     g.sync();  // the group's writes of the slot happen before the release below
     for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(slot, tile, p);
 #if RCCLX_CHECKS
     if (g.thread_rank() == 0) audit_publish(slot);
-    audit_hash(g, slot);
+    audit_hash_held(g, slot);
 #endif
   }
 
@@ -200,7 +198,7 @@ class tile_exchange {
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
 #if RCCLX_CHECKS
     if (bad() || (count > 0 && !tile_in_range(g, first))) return;
-    if (g.thread_rank() == 0 && count > 0) flags_.publish_check(0, fp_);
+    if (g.thread_rank() == 0 && count > 0) publish_checks();
 #endif
     g.sync();
     for (int i = g.thread_rank(); i < count * n; i += g.size()) {
@@ -209,7 +207,9 @@ class tile_exchange {
     }
 #if RCCLX_CHECKS
     for (int i = g.thread_rank(); i < count; i += g.size()) audit_publish(first + i * step);
-    for (int i = 0; i < count; ++i) audit_hash(g, first + i * step);
+    if (count == 1) audit_hash_held(g, first);
+    else
+      for (int i = 0; i < count; ++i) audit_hash(g, first + i * step);
 #endif
   }
 
@@ -237,11 +237,15 @@ class tile_exchange {
 #endif
     }
 #if RCCLX_CHECKS
+    if (!failed) failed = refused();  // the missing-finish detector's answer, before any output
     if (!failed && g.thread_rank() == 0) failed = !audit_reduce(tile, pre);
+    const bool ok = !g.sync_or(failed);
+    held_hash_.hash_out(g);  // the published tile's first hash pass, its loads landed by now
+    return ok;
 #else
     (void)map_fp, (void)map_below;
-#endif
     return !g.sync_or(failed);
+#endif
   }
 
   // Group-collective: wait_inputs for every tile t = first, first + step, ... below num_tiles() at
@@ -268,12 +272,17 @@ class tile_exchange {
       failed = !flags_.wait(tile, p, tile);
     }
 #if RCCLX_CHECKS
+    if (!failed) failed = refused();
     for (int i = mine; i < count && !failed; i += g.size()) {
       const int tile = first + i * step;
       if (owner(tile) == s.rank) failed = !audit_reduce(tile, i == mine ? pre : audit_load(tile, false));
     }
-#endif
+    const bool ok = !g.sync_or(failed || !call_agrees(g, first));
+    held_hash_.hash_out(g);
+    return ok;
+#else
     return !g.sync_or(failed || !call_agrees(g, first));
+#endif
   }
 
   // Tree, group-collective on the owner after the whole group wrote the tile's result: raises the
@@ -306,7 +315,11 @@ class tile_exchange {
         failed = !flags_.wait(tile, o, tile);
       }
     }
-    return !g.sync_or(failed || !call_agrees(g, tile));
+    const bool ok = !g.sync_or(failed || !call_agrees(g, tile));
+#if RCCLX_CHECKS
+    held_hash_.hash_out(g);
+#endif
+    return ok;
   }
 
   // Tree, group-collective: wait_result for every tile t = first, first + step, ... below
@@ -325,7 +338,11 @@ class tile_exchange {
       if (o == s.rank) continue;
       failed = !flags_.wait(tile, o, tile);
     }
-    return !g.sync_or(failed || !call_agrees(g, first));
+    const bool ok = !g.sync_or(failed || !call_agrees(g, first));
+#if RCCLX_CHECKS
+    held_hash_.hash_out(g);
+#endif
+    return ok;
   }
 
   // Group-collective, at the end of a reduce of the `parts` slots tile, tile + stride, ... (after its
@@ -354,7 +371,7 @@ class tile_exchange {
 #if RCCLX_CHECKS
     // A call refused for a missing finish() before it counts nothing: its blocks all keep the
     // call number they were refused with (the pads need a reset, as after any error).
-    if (bad()) {
+    if (refused()) {
       // Constructed after the call counter advanced in this launch: this block is one more than
       // the count (GPUs name the count against the grid first).
       if (late_ && g.thread_rank() == 0)
@@ -362,8 +379,16 @@ class tile_exchange {
                static_cast<std::uint32_t>(num_blocks));
       return;
     }
-    flags_.finish(g, num_blocks, [&](std::uint32_t arrivals) { audit_finish(num_blocks, arrivals); },
-                  [&] { hash_kept(g), finished_ = true; });
+    // Beside the count's round trip: the previous call's audit words (thread 0: the first block to
+    // be counted looks at them) and the input hashes' passes still to take.
+    detail::previous_call_words prev{};
+    flags_.finish(g, num_blocks, [&](std::uint32_t arrivals) { audit_finish(num_blocks, arrivals, prev); },
+                  [&] {
+                    if (g.thread_rank() == 0) prev = detail::load_previous_call(t_->signals, flags_.slots(), flags_.epoch());
+                    held_hash_.hash_out(g);
+                    hash_kept(g);
+                    finished_ = true;
+                  });
 #else
     flags_.finish(g, num_blocks);
 #endif
@@ -386,7 +411,7 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool call_agrees(const Group& g, int tile) const {
 #if RCCLX_CHECKS
-    return !bad() && flags_.verify_check(g, 0, fp_, tile);
+    return !refused() && flags_.verify_check(g, 0, fp_, tile);
 #else
     (void)g, (void)tile;
     return true;
@@ -394,31 +419,56 @@ class tile_exchange {
   }
 
 #if RCCLX_CHECKS
-  // The constructors' checks: the arguments (detail::find_call_problem, against the resolved
-  // algorithm's bytes), then the missing-finish detector.
+  // The bytes of one half a call needs (its inputs and, tree, its results) and of its inputs.
+  RCCLX_HOST_DEVICE static std::size_t half_of(std::size_t tile_elems, int num_tiles, std::size_t results_bytes,
+                                               bool tree, std::size_t* inputs = nullptr) {
+    const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles > 0 ? num_tiles : 0) * tile_elems * sizeof(T));
+    if (inputs) *inputs = in;
+    return in + (tree ? detail::round16(results_bytes == detail::default_results ? in : results_bytes) : 0);
+  }
+
+  // The constructors' checks of the table and the region (detail::find_call_problem, against the
+  // resolved algorithm's bytes) and the slot range's binding words: made before the flags'
+  // acquire of the call counter, which orders every later load, so that their loads share its
+  // round trip.
+  RCCLX_HOST_DEVICE static detail::call_probe probe_call(const core::peer_table<T, MaxRanks>& t, const core::region& r,
+                                                         std::size_t tile_elems, int num_tiles,
+                                                         std::size_t results_bytes) {
+    detail::call_probe p;
+    const bool tree = choose_tree(t, tile_elems, num_tiles);
+    p.problem = detail::find_call_problem(t, r, tile_elems, num_tiles, static_cast<std::size_t>(vec_elems),
+                                          half_of(tile_elems, num_tiles, results_bytes, tree), half_bytes(r.bytes), tree);
+    if (!p.problem) p.bound = core::audit_bound_words(t.signals, r.slots);
+    return p;
+  }
+
+  // The constructors' checks: the probe's verdict on the arguments, then the missing-finish
+  // detector, whose exchange is issued here and looked at by refused() before the call's first
+  // output (its round trip overlaps the caller's work and the flag waits); a verdict known without
+  // it (a refusal, or this launch decided already) is settled at once.
   RCCLX_HOST_DEVICE void check_call(const core::region& r, std::size_t results_bytes) {
-    const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles_ > 0 ? num_tiles_ : 0) * tile_elems_ * sizeof(T));
-    const std::size_t half =
-        in + (is_tree() ? detail::round16(results_bytes == detail::default_results ? in : results_bytes) : 0);
-    const detail::call_problem p =
-        detail::find_call_problem(*t_, r, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems), half,
-                                  half_bytes(r.bytes), is_tree());
+    std::size_t in = 0;
+    const std::size_t half = half_of(tile_elems_, num_tiles_, results_bytes, is_tree(), &in);
     region_offset_ = r.offset;
     region_bytes_ = r.bytes;
     results_bytes_ = half - in;
-    if (p) {
+    if (probe_.problem) {
       bad_ = true;
-      detail::record_call_problem(t_->signals, p, r.slots.first);
+      detail::record_call_problem(t_->signals, probe_.problem, r.slots.first);
       return;
     }
-    const core::bound_words bound = core::audit_bound_words(t_->signals, flags_.slots());  // used by the first wave
-    // The missing-finish detector's exchange is issued here and looked at by the first bad() (the
-    // first publish, wait or finish): its round trip overlaps the caller's work in between.
-    if (num_tiles_ > 0) flags_.launch_start([&] { return audit_overlap(&bound); }, [&] { late_ = true; });
+    if (num_tiles_ <= 0) return;
+    flags_.launch_start([&] { return audit_overlap(&probe_.bound); }, [&] { late_ = true; });
+    if (flags_.launch_known()) (void)refused();
   }
 
-  // Refused? The detector's answer is settled here, once (bad_ from then on).
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool bad() const {
+  // Refused so far? Nothing waited for: the missing-finish detector's answer may still be on its
+  // way (refused() looks at it). Enough before publishing: a call it refuses publishes flags that
+  // no peer waits for (its call number is the previous call's) or that its whole launch refuses.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool bad() const { return bad_; }
+
+  // Refused? The detector's answer is settled here, once (bad_ from then on): before any output.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool refused() const {
     if (flags_.launch_pending() &&
         flags_.launch_verdict([&] { return audit_overlap(nullptr); },
                               [&] { detail::audit_note_call(t_->signals, flags_.slots(), flags_.epoch(), num_tiles_, is_tree()); },
@@ -471,6 +521,32 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_hash(const Group& g, int slot) const {
     detail::xor_input_hash(g, input(slot), tile_elems_ / vec_elems, audit_row_of(slot) + core::audit_hash_word(flags_.epoch()));
+  }
+
+  // Group-collective, after the flags of `slot` went up: audit_hash with its loads issued now and
+  // the hash taken by the group's next wait (or finish, or publish), whose round trip they ride,
+  // when the tile is at most held_hash_vecs vectors per thread; otherwise at once.
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_hash_held(const Group& g, int slot) const {
+    held_hash_.hash_out(g);  // an earlier tile's, still held
+    const std::size_t vecs = tile_elems_ / vec_elems;
+    if (held_hash_.fits(g, vecs))
+      held_hash_.load(g, input(slot), vecs, audit_row_of(slot) + core::audit_hash_word(flags_.epoch()));
+    else
+      audit_hash(g, slot);
+  }
+
+  // One thread, before a publish's flags: the call's fingerprint packet and, when the kernel
+  // declared its tile map, the map's (so that the peers' waits find both with the flags).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void publish_checks() const {
+    flags_.publish_check(0, fp_);
+    if (map_declared_) flags_.publish_check(1, map_fp_);
+  }
+
+  // The tile map the call's reduces use, declared before its first publish (tile_allreduce::declare_map).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void declare_map_fp(const core::call_fingerprint& f) {
+    map_fp_ = f;
+    map_declared_ = true;
   }
 
   // Group-collective: the second pass of the tiles input_kept left (after a group sync).
@@ -531,7 +607,7 @@ class tile_exchange {
   // counted so far, this one included): the count against the grid where it is known
   // (finish_count) and against the call (finish_twice); the first block to arrive looks at the
   // previous call's tiles (detail::audit_previous_call).
-  RCCLX_HOST_DEVICE void audit_finish(int num_blocks, std::uint32_t arrivals) const {
+  RCCLX_HOST_DEVICE void audit_finish(int num_blocks, std::uint32_t arrivals, const detail::previous_call_words& prev) const {
     (void)audit_settle();
     const int grid = gpu::grid_blocks();
     const int first = flags_.slots().first;
@@ -539,7 +615,7 @@ class tile_exchange {
       record(core::misuse::finish_count, first, static_cast<std::uint32_t>(num_blocks), static_cast<std::uint32_t>(grid));
     else if (arrivals > static_cast<std::uint32_t>(num_blocks))
       record(core::misuse::finish_twice, first, arrivals, static_cast<std::uint32_t>(num_blocks));
-    if (arrivals == 1u) detail::audit_previous_call(t_->signals, flags_.slots(), flags_.epoch());
+    if (arrivals == 1u) detail::audit_previous_call(t_->signals, flags_.slots(), flags_.epoch(), prev);
   }
 #endif
 
@@ -553,6 +629,16 @@ class tile_exchange {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void announce(int slot, int tile, int p) const {
     if (!flags_between(t_->signals.rank, p)) return;
     if (!is_tree() || p == owner(tile)) flags_.raise(slot, p);
+  }
+
+  // automatic: tree for the whole message? (dda::select_algorithm: the same choice on every rank:
+  // same tiles, same build)
+  RCCLX_HOST_DEVICE static bool choose_tree(const core::peer_table<T, MaxRanks>& t, std::size_t tile_elems, int num_tiles) {
+    if constexpr (Algo == algorithm::automatic)
+      return dda::select_algorithm(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T), t.num_ranks(),
+                                   gpu::build_arch) == algorithm::tree;
+    else
+      return Algo == algorithm::tree;
   }
 
   RCCLX_HOST_DEVICE static constexpr std::size_t half_need(std::size_t tile_elems, int num_tiles,
@@ -573,6 +659,9 @@ class tile_exchange {
   }
 
   const core::peer_table<T, MaxRanks>* t_;
+#if RCCLX_CHECKS
+  detail::call_probe probe_;  // the constructors' checks, made before flags_ reads the call counter
+#endif
   core::tile_flags<MaxRanks> flags_;
   std::size_t tile_elems_;
   int num_tiles_;
@@ -589,6 +678,10 @@ class tile_exchange {
   mutable std::uint32_t pending_mark_ = 0;             // this thread's last publish: the mark it replaced
   mutable int pending_tile_ = -1;                      // ... of this tile (-1: none pending)
   mutable int kept_tile_ = 0, kept_parts_ = 0, kept_stride_ = 0;  // input_kept's pass still to take
+  static constexpr int held_hash_vecs = 2;
+  mutable detail::held_input_hash<held_hash_vecs> held_hash_{};  // a publish's first hash pass, loaded
+  core::call_fingerprint map_fp_{};                               // the declared tile map's fingerprint
+  bool map_declared_ = false;
 #endif
 };
 

@@ -193,6 +193,34 @@ TEST_CASE("checked mode: tile AllReduce ranks that disagree on the tile shape or
     CHECK(e.find("passed 128") != std::string::npos);
     check_recovers(s, wide);
   }
+  SECTION("declared maps (declare_map) that differ: the same mismatch") {
+    s.reset();
+    CHECK(s.run_declared({wide, tall, wide}, {wide, tall, wide}) == 0);
+    const std::string e = s.first_error(&code);
+    INFO(e);
+    CHECK(code == errc::mismatch);
+    CHECK(e.find("different tile map's tile rows") != std::string::npos);
+    for (const std::string& m : s.all_errors()) CHECK(m.find("called tile AllReduce with different") != std::string::npos);
+    check_recovers(s, wide);
+  }
+  SECTION("a reduce with another map than the one declared: that rank refuses, the others are right") {
+    s.reset();
+    CHECK(s.run_declared({wide, wide, wide}, {wide, tall, wide}) == 2u * 64 * 64);
+    const std::vector<std::string> all = s.all_errors();
+    INFO(all[1]);
+    CHECK(all[0].empty());
+    CHECK(all[2].empty());
+    CHECK(all[1].find("different tile map's tile rows") != std::string::npos);
+    CHECK(all[1].find("rank 1 and rank 1") != std::string::npos);  // the declared map against the reduce's
+    for (float v : s.output(1)) CHECK(v == sentinel);
+    for (int r : {0, 2}) {
+      const std::vector<float> h = s.output(r);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < 64 * 64; ++i) wrong += h[i] != 6.0f;
+      CHECK(wrong == 0);
+    }
+    check_recovers(s, wide);
+  }
   SECTION("another tile count: a mismatch, not a timeout that blames a rank that ran") {
     s.reset();
     const fz::tile_map fewer{32, 64, 8, 32};  // 8 tiles of 256

@@ -27,11 +27,14 @@ struct tile_kernel {
   bool skip_finish;
   int skip_block;
   bool second_object;
+  bool declare;                 // declare declared[rank] before publishing
+  fz::tile_map declared[max_r];
 
   template <class G>
   RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
     const int r = ix.rank;
     fz::tile_allreduce<float, max_r> ar(tables[r], slots, tile_elems[r], num_tiles[r]);
+    if (declare) ar.declare_map(declared[r]);
     for (int t = ix.block; t < num_tiles[r]; t += ix.num_blocks) {
       float* in = ar.input(t);
       for (std::size_t e = static_cast<std::size_t>(g.thread_rank()); e < tile_elems[r]; e += static_cast<std::size_t>(g.size()))
@@ -71,8 +74,20 @@ void tile_setup::reset() { p_->world.reset(); }
 
 std::size_t tile_setup::run(const std::vector<fz::tile_map>& maps, bool skip_finish,
                             const std::vector<std::size_t>& tile_elems, int skip_block, bool second_object) {
+  return run_kernel(maps, {}, skip_finish, tile_elems, skip_block, second_object);
+}
+
+std::size_t tile_setup::run_declared(const std::vector<fz::tile_map>& declared, const std::vector<fz::tile_map>& maps) {
+  return run_kernel(maps, declared, false, {}, -1, false);
+}
+
+std::size_t tile_setup::run_kernel(const std::vector<fz::tile_map>& maps, const std::vector<fz::tile_map>& declared,
+                                   bool skip_finish, const std::vector<std::size_t>& tile_elems, int skip_block,
+                                   bool second_object) {
   const std::vector<float> s(out_elems, sentinel);
   tile_kernel k{};
+  k.declare = !declared.empty();
+  for (int r = 0; r < n && k.declare; ++r) k.declared[r] = declared[r];
   k.tables = p_->world.device_tables<float>();
   for (int r = 0; r < n; ++r) {
     rcclx::gpu::copy(p_->out[r], s.data(), out_elems * sizeof(float));

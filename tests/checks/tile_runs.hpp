@@ -54,6 +54,10 @@ class tile_setup {
   // are filled with `sentinel` first).
   std::size_t run(const std::vector<rcclx::fused::tile_map>& maps, bool skip_finish = false,
                   const std::vector<std::size_t>& tile_elems = {}, int skip_block = -1, bool second_object = false);
+  // run() with every rank declaring its map declared[rank] (tile_allreduce::declare_map) before it
+  // publishes, and reducing with maps[rank].
+  std::size_t run_declared(const std::vector<rcclx::fused::tile_map>& declared,
+                           const std::vector<rcclx::fused::tile_map>& maps);
   // Rank r's output (out_elems floats).
   std::vector<float> output(int r) const;
   // first_error and all_errors of its world.
@@ -61,6 +65,9 @@ class tile_setup {
   std::vector<std::string> all_errors() const;
 
  private:
+  std::size_t run_kernel(const std::vector<rcclx::fused::tile_map>& maps,
+                         const std::vector<rcclx::fused::tile_map>& declared, bool skip_finish,
+                         const std::vector<std::size_t>& tile_elems, int skip_block, bool second_object);
   struct impl;
   std::unique_ptr<impl> p_;
 };

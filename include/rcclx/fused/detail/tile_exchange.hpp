@@ -184,7 +184,7 @@ class tile_exchange {
     g.sync();  // the group's writes of the slot happen before the release below
     for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(slot, tile, p);
 #if RCCLX_CHECKS
-    if (g.thread_rank() == 0) audit_publish(slot);
+    if (g.thread_rank() == audit_thread(g)) audit_publish(slot);
     audit_hash_held(g, slot);
 #endif
   }
@@ -206,7 +206,7 @@ class tile_exchange {
       announce(tile, tile, i % n);
     }
 #if RCCLX_CHECKS
-    for (int i = g.thread_rank(); i < count; i += g.size()) audit_publish(first + i * step);
+    for (int i = audit_thread(g) - g.thread_rank(); i < count; i += g.size()) audit_publish(first + i * step);
     if (count == 1) audit_hash_held(g, first);
     else
       for (int i = 0; i < count; ++i) audit_hash(g, first + i * step);
@@ -225,8 +225,11 @@ class tile_exchange {
     const core::signal_pads<MaxRanks>& s = t_->signals;
     bool failed = false;
 #if RCCLX_CHECKS
-    const audit_pre pre = g.thread_rank() == 0 ? audit_load(tile, true) : audit_pre{};
-    if (g.thread_rank() == 0) failed = !audit_settle();  // a second publisher, named before any wait
+    // The audit thread (the group's last: no flag of its own to wait for when the group has more
+    // threads than there are ranks) looks at the publish marks while the others wait.
+    const bool auditor = g.thread_rank() == audit_thread(g);
+    const audit_pre pre = auditor ? audit_load(tile, true) : audit_pre{};
+    failed = !audit_settle();  // a second publisher (the thread that marked), named before any wait
 #endif
     for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
       if (!flags_between(s.rank, p)) continue;
@@ -238,7 +241,7 @@ class tile_exchange {
     }
 #if RCCLX_CHECKS
     if (!failed) failed = refused();  // the missing-finish detector's answer, before any output
-    if (!failed && g.thread_rank() == 0) failed = !audit_reduce(tile, pre);
+    if (!failed && auditor) failed = !audit_reduce(tile, pre);
     const bool ok = !g.sync_or(failed);
     held_hash_.hash_out(g);  // the published tile's first hash pass, its loads landed by now
     return ok;
@@ -259,7 +262,7 @@ class tile_exchange {
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
 #if RCCLX_CHECKS
     if (bad() || (count > 0 && !tile_in_range(g, first))) return false;
-    const int mine = g.thread_rank();  // this thread's first tile's audit words, loaded before the waits
+    const int mine = audit_thread(g) - g.thread_rank();  // this thread's first tile's audit words, loaded before the waits
     const audit_pre pre = mine < count ? audit_load(first + mine * step, mine == 0) : audit_pre{};
 #endif
     bool failed = false;
@@ -385,6 +388,7 @@ class tile_exchange {
     flags_.finish(g, num_blocks, [&](std::uint32_t arrivals) { audit_finish(num_blocks, arrivals, prev); },
                   [&] {
                     if (g.thread_rank() == 0) prev = detail::load_previous_call(t_->signals, flags_.slots(), flags_.epoch());
+                    (void)audit_settle();  // a mark no wait looked at
                     held_hash_.hash_out(g);
                     hash_kept(g);
                     finished_ = true;
@@ -555,6 +559,13 @@ class tile_exchange {
     for (int q = 0; q < kept_parts_; ++q) audit_hash(g, kept_tile_ + q * kept_stride_);
     kept_parts_ = 0;
   }
+
+  // The thread that marks a block's first published tile and audits its first reduced one (the
+  // i-th: audit_thread(g) - i, modulo the group): the group's last, which raises no flag and waits
+  // for none when the group has more threads than there are ranks, so that the exchange's round
+  // trip runs beside the flags' instead of after them.
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE static int audit_thread(const Group& g) { return g.size() - 1; }
 
   // One thread, after the flags of `tile` went up: this block's publish mark; a mark of this call
   // already there is a second publisher (published_twice: another block, or another rank's blocks

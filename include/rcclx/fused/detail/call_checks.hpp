@@ -11,7 +11,10 @@
 // tile published twice, reduced by another block or before its publish, a finish() count other than
 // the grid's, the previous call's tiles unpublished, unreduced or their input changed before the
 // end of their reduce (found during the next call), and two calls in flight over the same bytes or
-// slots. A refused call publishes, waits and finishes nothing.
+// slots. A call refused by its arguments, its region or an overlap publishes, waits and finishes
+// nothing; one refused by the missing-finish detector's exchange (answered before the first output)
+// may have raised its flags first (a missing finish() leaves them with the previous call's number,
+// which no peer of a correct call waits for; the rank's error record refuses its later calls).
 #pragma once
 
 #include <cstddef>

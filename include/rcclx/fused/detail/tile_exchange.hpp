@@ -682,7 +682,7 @@ class tile_exchange {
   std::size_t results_ = 0;  // byte offset of the results inside a half
 #if RCCLX_CHECKS
   core::call_fingerprint fp_{};  // this call, as the peers must see it (core/call_check.hpp)
-  mutable bool bad_ = false;     // a misuse was found (and recorded): nothing is published or reduced
+  mutable bool bad_ = false;     // a misuse was found (and recorded): nothing is published (after it) or reduced
   mutable bool late_ = false, finished_ = false;  // constructed after this launch's call ended; finish() ran
   std::size_t region_offset_ = 0, region_bytes_ = 0;  // the call's region (the whole buffer without one)
   std::size_t results_bytes_ = 0;                      // tree: the results area of a half

@@ -55,10 +55,12 @@ struct call_problem {
 };
 
 // What a tile call's constructor finds before it reads the call counter (tile_exchange::probe_call):
-// the first problem of its arguments, and its slot range's binding words (core::audit_bound_words).
+// the first problem of its arguments, its slot range's binding words (core::audit_bound_words) and
+// the bytes of a half's results area (tree; 0 for flat).
 struct call_probe {
   call_problem problem;
   core::bound_words bound;
+  std::size_t results_bytes = 0;
 };
 
 // A value as an error record holds it: saturated at 2^32 - 1.

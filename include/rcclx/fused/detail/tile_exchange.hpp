@@ -94,7 +94,7 @@ class tile_exchange {
 #if RCCLX_CHECKS
     fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
                                          static_cast<std::size_t>(num_tiles), 0, tile_elems);
-    check_call(core::whole_buffer(t.capacity_bytes, slots), results_bytes);
+    check_call(core::whole_buffer(t.capacity_bytes, slots));
 #else
     (void)results_bytes;
 #endif
@@ -119,7 +119,7 @@ class tile_exchange {
 #if RCCLX_CHECKS
     fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
                                          static_cast<std::size_t>(num_tiles), 0, tile_elems);
-    check_call(r, results_bytes);
+    check_call(r);
 #else
     (void)results_bytes;
 #endif
@@ -242,13 +242,10 @@ class tile_exchange {
 #if RCCLX_CHECKS
     if (!failed) failed = refused();  // the missing-finish detector's answer, before any output
     if (!failed && auditor) failed = !audit_reduce(tile, pre);
-    const bool ok = !g.sync_or(failed);
-    held_hash_.hash_out(g);  // the published tile's first hash pass, its loads landed by now
-    return ok;
 #else
     (void)map_fp, (void)map_below;
-    return !g.sync_or(failed);
 #endif
+    return voted(g, failed);
   }
 
   // Group-collective: wait_inputs for every tile t = first, first + step, ... below num_tiles() at
@@ -280,12 +277,8 @@ class tile_exchange {
       const int tile = first + i * step;
       if (owner(tile) == s.rank) failed = !audit_reduce(tile, i == mine ? pre : audit_load(tile, false));
     }
-    const bool ok = !g.sync_or(failed || !call_agrees(g, first));
-    held_hash_.hash_out(g);
-    return ok;
-#else
-    return !g.sync_or(failed || !call_agrees(g, first));
 #endif
+    return voted(g, failed || !call_agrees(g, first));
   }
 
   // Tree, group-collective on the owner after the whole group wrote the tile's result: raises the
@@ -318,11 +311,7 @@ class tile_exchange {
         failed = !flags_.wait(tile, o, tile);
       }
     }
-    const bool ok = !g.sync_or(failed || !call_agrees(g, tile));
-#if RCCLX_CHECKS
-    held_hash_.hash_out(g);
-#endif
-    return ok;
+    return voted(g, failed || !call_agrees(g, tile));
   }
 
   // Tree, group-collective: wait_result for every tile t = first, first + step, ... below
@@ -341,11 +330,7 @@ class tile_exchange {
       if (o == s.rank) continue;
       failed = !flags_.wait(tile, o, tile);
     }
-    const bool ok = !g.sync_or(failed || !call_agrees(g, first));
-#if RCCLX_CHECKS
-    held_hash_.hash_out(g);
-#endif
-    return ok;
+    return voted(g, failed || !call_agrees(g, first));
   }
 
   // Group-collective, at the end of a reduce of the `parts` slots tile, tile + stride, ... (after its
@@ -410,6 +395,17 @@ class tile_exchange {
     else return Algo == algorithm::tree;
   }
 
+  // Group-collective, the end of every wait: true when no thread of the group failed; checked mode,
+  // then the published tile's first hash pass (its loads landed during the wait).
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool voted(const Group& g, bool failed) const {
+    const bool ok = !g.sync_or(failed);
+#if RCCLX_CHECKS
+    held_hash_.hash_out(g);
+#endif
+    return ok;
+  }
+
   // Checked mode: did every peer make this call (count, shape, type, op, algorithm)? Not
   // group-collective (the callers fold it into their vote). Always true without RCCLX_CHECKS.
   template <class Group>
@@ -423,14 +419,6 @@ class tile_exchange {
   }
 
 #if RCCLX_CHECKS
-  // The bytes of one half a call needs (its inputs and, tree, its results) and of its inputs.
-  RCCLX_HOST_DEVICE static std::size_t half_of(std::size_t tile_elems, int num_tiles, std::size_t results_bytes,
-                                               bool tree, std::size_t* inputs = nullptr) {
-    const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles > 0 ? num_tiles : 0) * tile_elems * sizeof(T));
-    if (inputs) *inputs = in;
-    return in + (tree ? detail::round16(results_bytes == detail::default_results ? in : results_bytes) : 0);
-  }
-
   // The constructors' checks of the table and the region (detail::find_call_problem, against the
   // resolved algorithm's bytes) and the slot range's binding words: made before the flags'
   // acquire of the call counter, which orders every later load, so that their loads share its
@@ -440,8 +428,10 @@ class tile_exchange {
                                                          std::size_t results_bytes) {
     detail::call_probe p;
     const bool tree = choose_tree(t, tile_elems, num_tiles);
+    const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles > 0 ? num_tiles : 0) * tile_elems * sizeof(T));
+    p.results_bytes = tree ? detail::round16(results_bytes == detail::default_results ? in : results_bytes) : 0;
     p.problem = detail::find_call_problem(t, r, tile_elems, num_tiles, static_cast<std::size_t>(vec_elems),
-                                          half_of(tile_elems, num_tiles, results_bytes, tree), half_bytes(r.bytes), tree);
+                                          in + p.results_bytes, half_bytes(r.bytes), tree);
     if (!p.problem) p.bound = core::audit_bound_words(t.signals, r.slots);
     return p;
   }
@@ -450,12 +440,10 @@ class tile_exchange {
   // detector, whose exchange is issued here and looked at by refused() before the call's first
   // output (its round trip overlaps the caller's work and the flag waits); a verdict known without
   // it (a refusal, or this launch decided already) is settled at once.
-  RCCLX_HOST_DEVICE void check_call(const core::region& r, std::size_t results_bytes) {
-    std::size_t in = 0;
-    const std::size_t half = half_of(tile_elems_, num_tiles_, results_bytes, is_tree(), &in);
+  RCCLX_HOST_DEVICE void check_call(const core::region& r) {
     region_offset_ = r.offset;
     region_bytes_ = r.bytes;
-    results_bytes_ = half - in;
+    results_bytes_ = probe_.results_bytes;
     if (probe_.problem) {
       bad_ = true;
       detail::record_call_problem(t_->signals, probe_.problem, r.slots.first);

@@ -184,10 +184,11 @@ struct tile_kernel {
     for (int t = ix.block; t < p.loop_tiles; t += stride) {
       float* in = ar.input(t);
       for (std::size_t e = tid; e < p.tile_elems; e += gs) in[e] = value(ix.rank, t, e) + 100.0f * static_cast<float>(c);
-      ar.publish(g, t);
+      if (w != tile_abuse::strided_step_zero) ar.publish(g, t);
       if (w == tile_abuse::publish_twice && t == ix.block) ar.publish(g, t);
       if (w == tile_abuse::store_after_publish && t == ix.block && tid == 0) in[0] += 1000.0f;
     }
+    if (w == tile_abuse::strided_step_zero) ar.publish_strided(g, ix.block, 0);
   }
 
   template <class G>
@@ -209,7 +210,10 @@ struct tile_kernel {
   RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
     const auto& t = p.tables[p.what == tile_abuse::table_of_rank0 ? 0 : ix.rank];
     const auto make = [&](int c) {
-      return p.use_region ? ar_t(t, p.reg[c], p.tile_elems, p.ctor_tiles) : ar_t(t, p.slots[c], p.tile_elems, p.ctor_tiles);
+      rcclx::core::region r = p.reg[c];
+      if (p.what == tile_abuse::region_per_rank && ix.rank == 1) r.offset += r.bytes;  // same slots, other bytes
+      const bool whole = !p.use_region || (p.what == tile_abuse::whole_buffer_on_one_rank && ix.rank == 1);
+      return whole ? ar_t(t, p.slots[c], p.tile_elems, p.ctor_tiles) : ar_t(t, r, p.tile_elems, p.ctor_tiles);
     };
     const ar_t ar0 = make(0), ar1 = make(p.calls > 1 ? 1 : 0);
     const bool early = p.what == tile_abuse::reduce_before_publish && ix.block == 0;
@@ -252,6 +256,10 @@ const char* name(tile_abuse a) {
     case tile_abuse::table_of_rank0: return "rank 0's table on every rank";
     case tile_abuse::not_reset: return "a launch on pads that still hold an error";
     case tile_abuse::timeout_one_binary: return "a rank that never arrives";
+    case tile_abuse::region_per_rank: return "another region on one rank";
+    case tile_abuse::whole_buffer_on_one_rank: return "the whole buffer on one rank, a region on the others";
+    case tile_abuse::region_past_buffer: return "a region past the end of the buffer";
+    case tile_abuse::strided_step_zero: return "a strided publish with step 0";
   }
   return "?";
 }
@@ -303,7 +311,9 @@ outcome run_tile_case(tile_abuse a) {
   const std::size_t region_bytes = ((tree ? flat_bytes : tree_bytes) + 255) / 256 * 256;
   const bool two = a == tile_abuse::two_regions || a == tile_abuse::two_legacy_calls ||
                    a == tile_abuse::overlapping_region_bytes || a == tile_abuse::overlapping_region_slots;
-  const std::size_t used = (two ? 2 : 1) * region_bytes;
+  // region_per_rank: room for rank 1's region after the others'.
+  const bool room = two || a == tile_abuse::region_per_rank;
+  const std::size_t used = (room ? 2 : 1) * region_bytes;
   const int slot_count = 2 * (1 + tiles);
   rt::emulated_world<max_r> world(n, used + guard_bytes, slot_count, timeout_ns);
 
@@ -331,7 +341,11 @@ outcome run_tile_case(tile_abuse a) {
     p.reg[1] = rcclx::core::region{region_bytes, region_bytes, p.slots[1], 2u, sized};
   }
   p.use_region = a == tile_abuse::two_regions || a == tile_abuse::overlapping_region_bytes ||
-                 a == tile_abuse::overlapping_region_slots || tree;
+                 a == tile_abuse::overlapping_region_slots || tree || a == tile_abuse::region_per_rank ||
+                 a == tile_abuse::whole_buffer_on_one_rank || a == tile_abuse::region_past_buffer;
+  // Past the buffer: the region starts at the guard bytes after the bytes in use and ends past the
+  // buffer's end (a kernel writing its tiles there would change the guard).
+  if (a == tile_abuse::region_past_buffer) p.reg[0].offset = used;
   if (a == tile_abuse::overlapping_region_bytes) p.reg[1].offset = 0;
   if (a == tile_abuse::overlapping_region_slots) p.reg[1].slots.first = p.reg[0].slots.first - 2;  // [7, 16) and [9, 18)
 

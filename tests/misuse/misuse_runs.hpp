@@ -67,6 +67,10 @@ enum class tile_abuse {
   table_of_rank0,            // tables[0] on every rank
   not_reset,                 // a correct call on pads that still hold an error (no reset)
   timeout_one_binary,        // a rank that never arrives: the timeout text, in one binary
+  region_per_rank,           // rank 1 passes the call another region (same slots, other bytes)
+  whole_buffer_on_one_rank,  // rank 1 uses the constructor without a region, the others a region
+  region_past_buffer,        // a hand-made region that starts past the end of the buffer
+  strided_step_zero,         // publish_strided(g, block, 0) after writing the block's tiles
 };
 outcome run_tile_case(tile_abuse a);
 const char* name(tile_abuse a);

@@ -84,6 +84,8 @@ TEST_CASE("misuse suite: regions and arguments are refused on the device before 
       {tile_abuse::tile_elems_odd, misuse::arg_tile_elems},
       {tile_abuse::null_peer_buffer, misuse::arg_buffer},
       {tile_abuse::misaligned_peer_buffer, misuse::arg_buffer},
+      {tile_abuse::region_past_buffer, misuse::region_outside_buffer},
+      {tile_abuse::strided_step_zero, misuse::arg_step},
   };
   for (const auto& c : cases) {
     const outcome o = misuse_suite::run_tile_case(c.a);
@@ -91,6 +93,22 @@ TEST_CASE("misuse suite: regions and arguments are refused on the device before 
     require_named(o, errc::invalid_argument, c.m);
     // the call could be refused before any output: nothing was written
     CHECK(o.outputs_changed == 0);
+  }
+}
+
+TEST_CASE("misuse suite: ranks that give one call different bytes are refused before any output", "[misuse]") {
+  // Same slots, other bytes of the buffer on one rank: the call's fingerprint carries the region.
+  for (tile_abuse a : {tile_abuse::region_per_rank, tile_abuse::whole_buffer_on_one_rank}) {
+    const outcome o = misuse_suite::run_tile_case(a);
+    INFO(misuse_suite::name(a) << ": " << o.what);
+    REQUIRE(o.threw);
+    CHECK(o.code == errc::mismatch);
+    CHECK(o.what.find("different region") != std::string::npos);
+    CHECK(o.guards_intact);
+    CHECK(o.outputs_corrupted == 0);
+    CHECK(o.outputs_changed == 0);
+    INFO("after reset: " << o.after_reset_error);
+    CHECK(o.after_reset_ok);
   }
 }
 

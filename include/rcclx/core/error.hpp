@@ -139,6 +139,7 @@ enum class misuse : std::uint32_t {
   stage_writes_symmetric = 26, // (offset into the symmetric buffer, rank)
   stage_eps = 27,              // (epsilon's float bits, 0)
   wrong_rank_table = 28,       // (the table's rank, the launch's rank)
+  arg_step = 29,               // (the step passed, first tile): a strided publish or wait's step is not positive
 };
 
 // What the host knows about where a record came from, for describe(): one_binary: every rank is
@@ -175,7 +176,7 @@ inline const char* field_name(std::uint32_t collective, std::uint32_t f) {
     case call_field::op: return "reduce op";
     case call_field::algorithm: return "algorithm";
     case call_field::count: return tiles ? "tile count" : "count (elements, low 32 bits)";
-    case call_field::blocks: return "blocks per rank";
+    case call_field::blocks: return tiles ? "region (a 16-bit digest of its byte offset and size)" : "blocks per rank";
     case call_field::shape: return tiles ? "elements per tile" : collective == 3 || collective == 4 ? "root" : "threads per block";
     case call_field::map_tiles: return "tile map's tile count";
     case call_field::map_tile_rows: return "tile map's tile rows";
@@ -334,6 +335,10 @@ inline std::string misuse_text(const error_record& r) {
     case misuse::wrong_rank_table:
       return rank + ": the kernel was given rank " + a + "'s table but runs as rank " + b +
              " (tables[0] on every rank?)" + none;
+    case misuse::arg_step:
+      return rank + " (tile " + at + "): a strided publish or wait (publish_strided, wait_inputs_strided, "
+             "wait_results_strided) was passed step = " + std::to_string(static_cast<std::int32_t>(r.observed)) +
+             " from tile " + b + ": the step must be positive (the grid's block count)" + none;
   }
   return rank + ": invalid argument (misuse " + std::to_string(r.kind) + ", values " + a + " and " + b + ")";
 }

@@ -49,6 +49,19 @@ RCCLX_HOST_DEVICE constexpr region whole_buffer(std::size_t capacity_bytes, tile
   return region{0, capacity_bytes, s, 0u, sized_for_any};
 }
 
+// A 16-bit digest of the bytes a region names (its offset and size), which a checked tile call's
+// fingerprint carries (core/call_check.hpp, the blocks field, unused by tile calls): ranks that pass
+// one call different regions, or buffers of different capacity without one (the second half then
+// starts elsewhere), are refused with a mismatch instead of reading each other's wrong bytes.
+RCCLX_HOST_DEVICE constexpr std::uint32_t region_digest(const region& r) {
+  std::uint64_t x = static_cast<std::uint64_t>(r.offset) * 0x9E3779B97F4A7C15ull;
+  x ^= static_cast<std::uint64_t>(r.bytes) + 0x632BE59BD9B4E019ull + (x << 6) + (x >> 2);
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  return static_cast<std::uint32_t>(x >> 48) & 0xFFFFu;
+}
+
 // `t` narrowed to region `r`: every rank's pointer advanced by r.offset, capacity r.bytes. For the
 // dda device templates (which take a table) inside a kernel that also runs other calls.
 template <class T, int MaxRanks>

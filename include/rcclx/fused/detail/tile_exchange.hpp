@@ -93,7 +93,9 @@ class tile_exchange {
     if constexpr (Algo == algorithm::automatic) tree_ = choose_tree(t, tile_elems, num_tiles);
 #if RCCLX_CHECKS
     fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
-                                         static_cast<std::size_t>(num_tiles), 0, tile_elems);
+                                         static_cast<std::size_t>(num_tiles),
+                                         static_cast<int>(core::region_digest(core::whole_buffer(t.capacity_bytes, slots))),
+                                         tile_elems);
     check_call(core::whole_buffer(t.capacity_bytes, slots));
 #else
     (void)results_bytes;
@@ -118,7 +120,8 @@ class tile_exchange {
     if constexpr (Algo == algorithm::automatic) tree_ = choose_tree(t, tile_elems, num_tiles);
 #if RCCLX_CHECKS
     fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
-                                         static_cast<std::size_t>(num_tiles), 0, tile_elems);
+                                         static_cast<std::size_t>(num_tiles), static_cast<int>(core::region_digest(r)),
+                                         tile_elems);
     check_call(r);
 #else
     (void)results_bytes;
@@ -156,7 +159,15 @@ class tile_exchange {
   RCCLX_HOST_DEVICE bool owns(int tile) const { return owner(tile) == rank(); }
 
   // Where this rank writes its contribution to `tile` (tile_elems elements, 16-byte aligned).
-  RCCLX_HOST_DEVICE T* input(int tile) const { return input_of(rank(), tile); }
+  // Checked mode: a call whose arguments or region were refused in the constructor gives the start
+  // of this rank's buffer for every tile, so that a kernel that writes its tiles anyway (before it
+  // sees the refusal) stays inside the allocation where one tile fits it.
+  RCCLX_HOST_DEVICE T* input(int tile) const {
+#if RCCLX_CHECKS
+    if (probe_.problem) return t_->data[rank()];
+#endif
+    return input_of(rank(), tile);
+  }
 
   // Tree: this call's result area of `rank` (results_bytes bytes, 16-byte aligned). The generic
   // reduce() keeps tile t's T result at offset t * tile_elems * sizeof(T); a kernel with its own
@@ -195,9 +206,12 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE void publish_strided(const Group& g, int first, int step) const {
     const int n = num_ranks();
+#if RCCLX_CHECKS
+    if (bad() || !step_positive(g, first, step)) return;
+#endif
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
 #if RCCLX_CHECKS
-    if (bad() || (count > 0 && !tile_in_range(g, first))) return;
+    if (count > 0 && !tile_in_range(g, first)) return;
     if (g.thread_rank() == 0 && count > 0) publish_checks();
 #endif
     g.sync();
@@ -256,9 +270,12 @@ class tile_exchange {
   RCCLX_HOST_DEVICE bool wait_inputs_strided(const Group& g, int first, int step) const {
     const core::signal_pads<MaxRanks>& s = t_->signals;
     const int n = s.num_ranks;
+#if RCCLX_CHECKS
+    if (bad() || !step_positive(g, first, step)) return false;
+#endif
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
 #if RCCLX_CHECKS
-    if (bad() || (count > 0 && !tile_in_range(g, first))) return false;
+    if (count > 0 && !tile_in_range(g, first)) return false;
     const int mine = audit_thread(g) - g.thread_rank();  // this thread's first tile's audit words, loaded before the waits
     const audit_pre pre = mine < count ? audit_load(first + mine * step, mine == 0) : audit_pre{};
 #endif
@@ -320,9 +337,12 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE bool wait_results_strided(const Group& g, int first, int step) const {
     const core::signal_pads<MaxRanks>& s = t_->signals;
+#if RCCLX_CHECKS
+    if (bad() || !step_positive(g, first, step)) return false;
+#endif
     const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
 #if RCCLX_CHECKS
-    if (bad() || (count > 0 && !tile_in_range(g, first))) return false;
+    if (count > 0 && !tile_in_range(g, first)) return false;
 #endif
     bool failed = false;
     for (int i = g.thread_rank(); i < count && !failed; i += g.size()) {
@@ -501,6 +521,16 @@ class tile_exchange {
     if (tile >= 0 && tile < num_tiles_) return true;
     if (g.thread_rank() == 0)
       record(core::misuse::tile_out_of_range, tile, static_cast<std::uint32_t>(tile), static_cast<std::uint32_t>(num_tiles_));
+    return false;
+  }
+
+  // Group-uniform: is a strided publish or wait's step positive (otherwise recorded: arg_step)?
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool step_positive(const Group& g, int first, int step) const {
+    if (step > 0) return true;
+    if (g.thread_rank() == 0)
+      record(core::misuse::arg_step, first, static_cast<std::uint32_t>(step), static_cast<std::uint32_t>(first));
+    bad_ = true;  // the call's tiles are not known: it stops here
     return false;
   }
 

@@ -202,7 +202,11 @@ struct tile_kernel {
       // The sums go to the output, or (the misuse) into the call's own symmetric input.
       const fz::epilogue<fz::store<float>> epi{
           fz::store<float>{w == tile_abuse::epilogue_into_input ? ar.input(0) : o, p.tile_elems}};
-      if (!ar.template reduce<vpt>(g, tile, map, epi)) return;
+      if (w == tile_abuse::parts_stride_zero) {
+        if (!ar.template reduce_parts<vpt>(g, tile, 2, 0, map, epi)) return;
+      } else if (!ar.template reduce<vpt>(g, tile, map, epi)) {
+        return;
+      }
     }
   }
 
@@ -260,6 +264,7 @@ const char* name(tile_abuse a) {
     case tile_abuse::whole_buffer_on_one_rank: return "the whole buffer on one rank, a region on the others";
     case tile_abuse::region_past_buffer: return "a region past the end of the buffer";
     case tile_abuse::strided_step_zero: return "a strided publish with step 0";
+    case tile_abuse::parts_stride_zero: return "reduce_parts with two parts and stride 0";
   }
   return "?";
 }

@@ -71,6 +71,7 @@ enum class tile_abuse {
   whole_buffer_on_one_rank,  // rank 1 uses the constructor without a region, the others a region
   region_past_buffer,        // a hand-made region that starts past the end of the buffer
   strided_step_zero,         // publish_strided(g, block, 0) after writing the block's tiles
+  parts_stride_zero,         // reduce_parts(g, t, 2, 0, ...): the same slot as both parts
 };
 outcome run_tile_case(tile_abuse a);
 const char* name(tile_abuse a);

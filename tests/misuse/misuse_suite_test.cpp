@@ -86,6 +86,7 @@ TEST_CASE("misuse suite: regions and arguments are refused on the device before 
       {tile_abuse::misaligned_peer_buffer, misuse::arg_buffer},
       {tile_abuse::region_past_buffer, misuse::region_outside_buffer},
       {tile_abuse::strided_step_zero, misuse::arg_step},
+      {tile_abuse::parts_stride_zero, misuse::arg_step},
   };
   for (const auto& c : cases) {
     const outcome o = misuse_suite::run_tile_case(c.a);

@@ -139,7 +139,7 @@ enum class misuse : std::uint32_t {
   stage_writes_symmetric = 26, // (offset into the symmetric buffer, rank)
   stage_eps = 27,              // (epsilon's float bits, 0)
   wrong_rank_table = 28,       // (the table's rank, the launch's rank)
-  arg_step = 29,               // (the step passed, first tile): a strided publish or wait's step is not positive
+  arg_step = 29,               // (the step passed, first tile): a strided publish or wait's step is not positive, or reduce_parts' stride is 0
 };
 
 // What the host knows about where a record came from, for describe(): one_binary: every rank is
@@ -338,7 +338,8 @@ inline std::string misuse_text(const error_record& r) {
     case misuse::arg_step:
       return rank + " (tile " + at + "): a strided publish or wait (publish_strided, wait_inputs_strided, "
              "wait_results_strided) was passed step = " + std::to_string(static_cast<std::int32_t>(r.observed)) +
-             " from tile " + b + ": the step must be positive (the grid's block count)" + none;
+             " from tile " + b + ": the step must be positive (the grid's block count); reduce_parts with "
+             "several parts needs a stride other than 0" + none;
   }
   return rank + ": invalid argument (misuse " + std::to_string(r.kind) + ", values " + a + " and " + b + ")";
 }

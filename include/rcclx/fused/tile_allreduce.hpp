@@ -173,6 +173,9 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
             class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE bool reduce_parts(const Group& g, int tile, int parts, int stride, const Map& map,
                                       const Epilogue& epi) const {
+#if RCCLX_CHECKS
+    if (parts > 1 && !this->step_positive(g, tile, stride == 0 ? 0 : 1)) return false;  // stride 0: one slot counted twice
+#endif
     if (!map_fits(g, tile, map, epi)) return false;
 #if RCCLX_CHECKS
     // The map's fingerprint is compared with the last part's call check (one round trip for both).

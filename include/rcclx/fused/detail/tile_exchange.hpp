@@ -525,6 +525,7 @@ class tile_exchange {
   }
 
   // Group-uniform: is a strided publish or wait's step positive (otherwise recorded: arg_step)?
+  // (tile_allreduce::reduce_parts passes 0 for a stride of 0 with several parts, 1 otherwise.)
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool step_positive(const Group& g, int first, int step) const {
     if (step > 0) return true;

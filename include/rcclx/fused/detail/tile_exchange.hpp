@@ -159,12 +159,17 @@ class tile_exchange {
   RCCLX_HOST_DEVICE bool owns(int tile) const { return owner(tile) == rank(); }
 
   // Where this rank writes its contribution to `tile` (tile_elems elements, 16-byte aligned).
-  // Checked mode: a call whose arguments or region were refused in the constructor gives the start
-  // of this rank's buffer for every tile, so that a kernel that writes its tiles anyway (before it
-  // sees the refusal) stays inside the allocation where one tile fits it.
+  // Checked mode: a call whose arguments or region were refused in the constructor gives, for a
+  // tile that would lie outside this rank's buffer, the buffer's start, so that a kernel that writes
+  // its tiles anyway (before it sees the refusal) stays inside the allocation where one tile fits it.
   RCCLX_HOST_DEVICE T* input(int tile) const {
 #if RCCLX_CHECKS
-    if (probe_.problem) return t_->data[rank()];
+    if (probe_.problem) {
+      const auto lo = reinterpret_cast<std::uintptr_t>(t_->data[rank()]);
+      const auto p = reinterpret_cast<std::uintptr_t>(input_of(rank(), tile));
+      if (p < lo || p - lo > t_->capacity_bytes || t_->capacity_bytes - (p - lo) < tile_elems_ * sizeof(T))
+        return t_->data[rank()];
+    }
 #endif
     return input_of(rank(), tile);
   }

@@ -348,9 +348,10 @@ outcome run_tile_case(tile_abuse a) {
   p.use_region = a == tile_abuse::two_regions || a == tile_abuse::overlapping_region_bytes ||
                  a == tile_abuse::overlapping_region_slots || tree || a == tile_abuse::region_per_rank ||
                  a == tile_abuse::whole_buffer_on_one_rank || a == tile_abuse::region_past_buffer;
-  // Past the buffer: the region starts at the guard bytes after the bytes in use and ends past the
-  // buffer's end (a kernel writing its tiles there would change the guard).
-  if (a == tile_abuse::region_past_buffer) p.reg[0].offset = used;
+  // Past the buffer: the region starts 128 bytes before the buffer's end, in the guard bytes after
+  // the bytes in use (a kernel writing its first tile there would change the guard and write past
+  // the allocation; its other tiles lie wholly past it).
+  if (a == tile_abuse::region_past_buffer) p.reg[0].offset = used + guard_bytes - 128;
   if (a == tile_abuse::overlapping_region_bytes) p.reg[1].offset = 0;
   if (a == tile_abuse::overlapping_region_slots) p.reg[1].slots.first = p.reg[0].slots.first - 2;  // [7, 16) and [9, 18)
 

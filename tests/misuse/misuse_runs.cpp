@@ -441,9 +441,8 @@ struct stage_kernel {
   static constexpr int max_threads_per_block = threads;
   stage_params p;
 
-  template <class G, class Epi>
-  RCCLX_HOST_DEVICE void call(const G& g, rt::launch_index ix, const Epi& epi) const {
-    const fz::row_tiles map{tiles, cols};
+  template <int V = vpt, class G, class Epi, class Map = fz::row_tiles>
+  RCCLX_HOST_DEVICE void call(const G& g, rt::launch_index ix, const Epi& epi, const Map& map = {tiles, cols}) const {
     const fz::tile_allreduce<float, max_r, algorithm::flat> ar(p.tables[ix.rank], p.slots, cols, tiles);
     for (int t = ix.block; t < tiles; t += ix.num_blocks) {
       float* in = ar.input(t);
@@ -452,7 +451,7 @@ struct stage_kernel {
       ar.publish(g, t);
     }
     for (int t = ix.block; t < tiles; t += ix.num_blocks)
-      if (!ar.template reduce<vpt>(g, t, map, epi)) break;
+      if (!ar.template reduce<V>(g, t, map, epi)) break;
     ar.finish(g, ix.num_blocks);
   }
 
@@ -474,6 +473,17 @@ struct stage_kernel {
         call(g, ix, fz::epilogue<fz::rms_norm<float, threads>, fz::store<float>>{{p.weight, eps, c, &tmp}, {o, cols}});
         return;
       }
+      case stage_abuse::rms_row_split:
+      case stage_abuse::rms_half_rows: {
+        auto& tmp = rcclx::gpu::block_shared<fz::rms_norm<float, threads>::storage_type, struct misuse_norm_tag>();
+        const fz::epilogue<fz::rms_norm<float, threads>, fz::store<float>> epi{{p.weight, 1e-6f, cols, &tmp}, {o, cols}};
+        if (p.what == stage_abuse::rms_row_split) call<1>(g, ix, epi);
+        else call(g, ix, epi, fz::tile_map{tiles, cols, 2, cols / 2});
+        return;
+      }
+      case stage_abuse::map_tile_small:
+        call(g, ix, fz::epilogue<fz::store<float>>{{o, cols}}, fz::tile_map{tiles, cols, 1, cols / 2});
+        return;
       case stage_abuse::ld_short:
         call(g, ix, fz::epilogue<fz::store<float>>{{o, cols - 4}});
         return;
@@ -498,6 +508,9 @@ const char* name(stage_abuse a) {
     case stage_abuse::misaligned_out: return "a misaligned output pointer";
     case stage_abuse::rms_cols_padded: return "rms_norm::cols not the row's";
     case stage_abuse::eps_negative: return "a negative epsilon";
+    case stage_abuse::rms_row_split: return "rms_norm on rows the group does not hold at once";
+    case stage_abuse::rms_half_rows: return "rms_norm on a tile map of half rows";
+    case stage_abuse::map_tile_small: return "a tile map whose tiles are smaller than the call's";
   }
   return "?";
 }
@@ -546,7 +559,8 @@ outcome run_stage_case(stage_abuse a) {
         // a scale that is not a positive finite number has no right codes
         o.outputs_wrong += c[i] != 0x5A;
         o.outputs_corrupted += c[i] != 0x5A;
-      } else if (a == stage_abuse::rms_cols_padded || a == stage_abuse::eps_negative) {
+      } else if (a == stage_abuse::rms_cols_padded || a == stage_abuse::eps_negative ||
+                 a == stage_abuse::rms_row_split || a == stage_abuse::rms_half_rows) {
         o.outputs_changed += h[i] != sentinel;
         double ss = 0;
         for (std::size_t j = 0; j < cols; ++j) ss += expected(n, t, j) * expected(n, t, j);
@@ -739,16 +753,23 @@ struct kernel {
   const rec* partial[max_r];  // [tokens][heads]
   rcclx::bf16* out[max_r];    // [tokens][heads][head_dim]
   fz::tile_slots slots;
+  combine_abuse abuse = combine_abuse::none;  // what rank 1 passes otherwise
 
   template <class G>
   RCCLX_HOST_DEVICE void operator()(const G& g, rt::launch_index ix) const {
-    fz::combine<rec, op, max_r, Algo> c(tables[ix.rank], slots, heads, static_cast<std::size_t>(tokens) * heads);
-    for (int t = ix.block; t < tokens; t += ix.num_blocks) {
-      for (int h = g.thread_rank(); h < heads; h += g.size()) c.input(t)[h] = partial[ix.rank][t * heads + h];
+    const bool odd = ix.rank == 1;
+    const std::size_t records = static_cast<std::size_t>(tokens) * heads -
+                                (odd && abuse == combine_abuse::fewer_records ? 1 : 0);
+    const std::size_t per_tile = heads - (odd && abuse == combine_abuse::records_per_tile ? 1 : 0);
+    fz::combine<rec, op, max_r, Algo> c(tables[ix.rank], slots, per_tile, records);
+    for (int t = ix.block; t < c.num_tiles(); t += ix.num_blocks) {
+      const std::size_t first = static_cast<std::size_t>(t) * c.tile_records();
+      for (std::size_t h = static_cast<std::size_t>(g.thread_rank()); h < c.records_in(t); h += static_cast<std::size_t>(g.size()))
+        c.input(t)[h] = partial[ix.rank][first + h];
       c.publish(g, t);
     }
     rcclx::bf16* o = out[ix.rank];
-    for (int t = ix.block; t < tokens; t += ix.num_blocks)
+    for (int t = ix.block; t < c.num_tiles(); t += ix.num_blocks)
       if (!c.reduce_slices(g, t, [&](std::size_t i, int j, const op::slice& s) {
             for (int d = 0; d < op::slice_elems; ++d) o[i * head_dim + j * op::slice_elems + d] = s.o[d];
           }))
@@ -758,7 +779,7 @@ struct kernel {
 };
 
 template <algorithm Algo>
-control_result run(int n) {
+control_result run(int n, combine_abuse abuse = combine_abuse::none) {
   control_result res;
   std::mt19937 gen(77 + n);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -771,11 +792,13 @@ control_result run(int n) {
       x.lse = (r == 1 && i / heads == 0) ? -std::numeric_limits<float>::infinity() : 3.0f * dist(gen);
     }
   using C = fz::combine<rec, op, max_r, Algo>;
-  rt::emulated_world<max_r> world(n, C::workspace_bytes(heads, tokens * heads), 1 + tokens, timeout_ns);
+  // (room for one tile more than the merge's: combine_abuse::records_per_tile's rank 1 has 6)
+  rt::emulated_world<max_r> world(n, C::workspace_bytes(heads, tokens * heads), 2 + tokens, timeout_ns);
   std::vector<void*> owned;
   kernel<Algo> kn{};
   kn.tables = world.template device_tables<rec>();
-  kn.slots = world.reserve_tile_slots(tokens, "split-KV merge");
+  kn.slots = world.reserve_tile_slots(tokens + 1, "split-KV merge");
+  kn.abuse = abuse;
   for (int r = 0; r < n; ++r) {
     owned.push_back(rcclx::gpu::device_malloc(part[r].size() * sizeof(rec)));
     rcclx::gpu::copy(owned.back(), part[r].data(), part[r].size() * sizeof(rec));
@@ -793,6 +816,8 @@ control_result run(int n) {
   for (int r = 0; r < n; ++r) rcclx::gpu::copy(o[r].data(), kn.out[r], o[r].size() * 2);
   for (int r = 1; r < n; ++r)
     for (std::size_t i = 0; i < o[r].size(); ++i) res.differ += o[r][i].bits != o[0][i].bits;
+  for (int r = 0; r < n; ++r)
+    for (const rcclx::bf16& x : o[r]) res.changed += x.bits != 0;
   for (int i = 0; i < tokens * heads; ++i) {
     double m = -INFINITY;
     for (int r = 0; r < n; ++r) m = std::max(m, static_cast<double>(part[r][i].lse));
@@ -818,6 +843,17 @@ control_result run(int n) {
 
 control_result run_split_kv_merge(int n, algorithm algo) {
   return algo == algorithm::tree ? merge::run<algorithm::tree>(n) : merge::run<algorithm::flat>(n);
+}
+
+control_result run_combine_case(combine_abuse a) { return merge::run<algorithm::flat>(ranks, a); }
+
+const char* name(combine_abuse a) {
+  switch (a) {
+    case combine_abuse::none: return "a correct merge";
+    case combine_abuse::fewer_records: return "one rank with one record less";
+    case combine_abuse::records_per_tile: return "one rank with another tile_records";
+  }
+  return "?";
 }
 
 }  // namespace misuse_suite

@@ -87,6 +87,9 @@ enum class stage_abuse {
   misaligned_out,      // store to out + 1 (not 16-byte aligned)
   rms_cols_padded,     // rms_norm::cols = 72 on 64-column rows
   eps_negative,        // rms_norm::eps = -1
+  rms_row_split,       // rms_norm with VecsPerThread 1 on the host (a block of one thread holds 1 of a row's 16 vectors)
+  rms_half_rows,       // rms_norm on a tile_map of two half rows per tile
+  map_tile_small,      // a tile_map of half rows (32 elements) on the call's 64-element tiles, a plain store
 };
 outcome run_stage_case(stage_abuse a);
 const char* name(stage_abuse a);
@@ -95,6 +98,7 @@ const char* name(stage_abuse a);
 // every rank the same bits (differ = elements that differ from rank 0's).
 struct control_result {
   std::size_t checked = 0, wrong = 0, differ = 0;
+  std::size_t changed = 0;  // outputs written (changed from their initial zeros), on any rank
   double max_err = 0;
   std::string error;  // an error thrown, if any
 };
@@ -104,5 +108,14 @@ control_result run_gemv_rmsnorm_fp8(int n, bool bf16, rcclx::algorithm algo);
 // Split-KV decode attention's merge: combine<lse_merge<bf16, 64>> of every rank's partial outputs
 // and log-sum-exps (some ranks without keys: L = -inf), the legacy API, `n` ranks, flat or tree.
 control_result run_split_kv_merge(int n, rcclx::algorithm algo);
+
+// The same merge with one rank's arguments changed (3 ranks, flat).
+enum class combine_abuse {
+  none,
+  fewer_records,     // rank 1 passes one record less (the same tiles)
+  records_per_tile,  // rank 1 passes 5 records per tile instead of 6 (6 tiles of the same bytes as 5 of 6)
+};
+control_result run_combine_case(combine_abuse a);
+const char* name(combine_abuse a);
 
 }  // namespace misuse_suite

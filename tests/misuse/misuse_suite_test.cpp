@@ -178,12 +178,43 @@ TEST_CASE("misuse suite: bad epilogue stages are refused before any output", "[m
       {stage_abuse::fp8_scale_nan, misuse::stage_scale},    {stage_abuse::fp8_scale_inf, misuse::stage_scale},
       {stage_abuse::ld_short, misuse::stage_ld_short},      {stage_abuse::misaligned_out, misuse::stage_misaligned},
       {stage_abuse::rms_cols_padded, misuse::stage_cols},   {stage_abuse::eps_negative, misuse::stage_eps},
+      {stage_abuse::rms_half_rows, misuse::stage_row_map},  {stage_abuse::map_tile_small, misuse::map_tile_too_large},
   };
   for (const auto& c : cases) {
     const outcome o = misuse_suite::run_stage_case(c.a);
     INFO(misuse_suite::name(c.a));
     require_named(o, errc::invalid_argument, c.m);
     CHECK(o.outputs_changed == 0);
+  }
+  // A row's 16 vectors in a group that holds fewer at once: on the host a block is one thread
+  // (VecsPerThread 1 holds 1); a GPU block of 64 threads holds the whole row, and the call is right.
+  const outcome o = misuse_suite::run_stage_case(stage_abuse::rms_row_split);
+  INFO(misuse_suite::name(stage_abuse::rms_row_split) << ": " << o.what);
+  if (rcclx::current_backend == rcclx::backend::host) {
+    require_named(o, errc::invalid_argument, misuse::stage_row_split);
+    CHECK(o.outputs_changed == 0);
+  } else {
+    CHECK_FALSE(o.threw);
+    CHECK(o.outputs_wrong == 0);
+  }
+}
+
+TEST_CASE("misuse suite: a combine whose ranks pass other records is refused before any output", "[misuse]") {
+  using misuse_suite::combine_abuse;
+  const auto good = misuse_suite::run_combine_case(combine_abuse::none);
+  INFO(good.error);
+  CHECK(good.error.empty());
+  CHECK(good.wrong == 0);
+  const struct {
+    combine_abuse a;
+    const char* field;
+  } cases[] = {{combine_abuse::fewer_records, "called combine with different record count"},
+               {combine_abuse::records_per_tile, "called combine with different records per tile"}};
+  for (const auto& c : cases) {
+    const auto r = misuse_suite::run_combine_case(c.a);
+    INFO(misuse_suite::name(c.a) << ": " << r.error);
+    CHECK_THAT(r.error, RCCLX_CONTAINS(c.field));
+    CHECK(r.changed == 0);
   }
 }
 
@@ -223,14 +254,20 @@ TEST_CASE("misuse suite without checks: the misuses corrupt silently", "[misuse]
     silent += o.silent_corruption();
   }
   for (stage_abuse a : {stage_abuse::fp8_scale_zero, stage_abuse::ld_short, stage_abuse::misaligned_out,
-                        stage_abuse::rms_cols_padded, stage_abuse::eps_negative}) {
+                        stage_abuse::rms_cols_padded, stage_abuse::eps_negative, stage_abuse::rms_half_rows,
+                        stage_abuse::map_tile_small}) {
     const outcome o = misuse_suite::run_stage_case(a);
     UNSCOPED_INFO(misuse_suite::name(a) << ": " << (o.silent_corruption() ? "silent corruption" : o.threw ? o.what : "correct"));
     silent += o.silent_corruption();
   }
+  for (misuse_suite::combine_abuse a : {misuse_suite::combine_abuse::fewer_records, misuse_suite::combine_abuse::records_per_tile}) {
+    const auto r = misuse_suite::run_combine_case(a);
+    UNSCOPED_INFO(misuse_suite::name(a) << ": " << (r.error.empty() && r.wrong > 0 ? "silent corruption" : r.error));
+    silent += r.error.empty() && r.wrong > 0;
+  }
   // Every one gives wrong outputs or writes outside a buffer with no error; the checked build turns
   // each into a named error.
-  CHECK(silent == 13);
+  CHECK(silent == 16);
 }
 
 #endif

@@ -39,11 +39,12 @@ RCCLX_NAMESPACE_BEGIN
 namespace core {
 
 // What a fingerprint describes (the `collective` field).
-enum class checked_collective : std::uint32_t { allreduce = 1, tile_allreduce = 2, broadcast = 3, reduce = 4 };
+enum class checked_collective : std::uint32_t { allreduce = 1, tile_allreduce = 2, broadcast = 3, reduce = 4, combine = 5 };
 
 // 16 bytes: w[0] = collective << 24 | element type << 16 | op << 8 | algorithm; w[1] = count (low
 // 32 bits); w[2] = count bits 32..47 << 16 | blocks per rank; w[3] = shape (threads per block, or
-// elements per tile; broadcast and reduce: the root). A tile map's fingerprint uses the four words for its own fields.
+// elements per tile; broadcast and reduce: the root). A combine: the record type, the combine op's
+// identity, the record count and records per tile. A tile map's fingerprint uses the four words for its own fields.
 struct call_fingerprint {
   std::uint32_t w[4];
 };

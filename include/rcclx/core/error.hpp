@@ -111,7 +111,7 @@ enum class call_field : std::uint32_t {
 enum class misuse : std::uint32_t {
   missing_finish = 1,     // a tile AllReduce call whose blocks did not all call finish()
   map_vector_width = 2,   // a tile map's columns are not whole 16-byte vectors
-  map_tile_too_large = 3,  // a tile map's tile holds more elements than the tile
+  map_tile_too_large = 3,  // a tile map's tile holds more elements than the tile (a tile_map's: fewer, too)
   map_too_many_tiles = 4,  // a tile map has more tiles than the call
   // A call's arguments, checked on the device in checked builds (the host check() throws the same
   // text). (observed, reserved) = (a, b) below; block = the tile (or the first slot).
@@ -140,6 +140,8 @@ enum class misuse : std::uint32_t {
   stage_eps = 27,              // (epsilon's float bits, 0)
   wrong_rank_table = 28,       // (the table's rank, the launch's rank)
   arg_step = 29,               // (the step passed, first tile): a strided publish or wait's step is not positive, or reduce_parts' stride is 0
+  stage_row_split = 30,        // (vectors of the row, vectors the group holds at once: VecsPerThread x threads)
+  stage_row_map = 31,          // (tile rows, tiles per output row): a row-wide stage on tiles that are not one whole row
 };
 
 // What the host knows about where a record came from, for describe(): one_binary: every rank is
@@ -165,19 +167,22 @@ inline const char* collective_name(std::uint32_t c) {
     case 2: return "tile AllReduce";
     case 3: return "Broadcast";
     case 4: return "Reduce";
+    case 5: return "combine";
   }
   return "a collective";
 }
 inline const char* field_name(std::uint32_t collective, std::uint32_t f) {
-  const bool tiles = collective == 2;
+  const bool tiles = collective == 2, records = collective == 5;
   switch (static_cast<call_field>(f)) {
     case call_field::collective: return "collective";
-    case call_field::element_type: return "element type";
-    case call_field::op: return "reduce op";
+    case call_field::element_type: return records ? "record type" : "element type";
+    case call_field::op: return records ? "combine op" : "reduce op";
     case call_field::algorithm: return "algorithm";
-    case call_field::count: return tiles ? "tile count" : "count (elements, low 32 bits)";
-    case call_field::blocks: return tiles ? "region (a 16-bit digest of its byte offset and size)" : "blocks per rank";
-    case call_field::shape: return tiles ? "elements per tile" : collective == 3 || collective == 4 ? "root" : "threads per block";
+    case call_field::count: return tiles ? "tile count" : records ? "record count (low 32 bits)" : "count (elements, low 32 bits)";
+    case call_field::blocks:
+      return tiles || records ? "region (a 16-bit digest of its byte offset and size)" : "blocks per rank";
+    case call_field::shape:
+      return tiles ? "elements per tile" : records ? "records per tile" : collective == 3 || collective == 4 ? "root" : "threads per block";
     case call_field::map_tiles: return "tile map's tile count";
     case call_field::map_tile_rows: return "tile map's tile rows";
     case call_field::map_tile_cols: return "tile map's tile columns";
@@ -185,7 +190,18 @@ inline const char* field_name(std::uint32_t collective, std::uint32_t f) {
   }
   return "argument";
 }
-inline std::string field_value(std::uint32_t f, std::uint32_t v) {
+// A combine op's identity on the wire (fused::combine: the built-ins' check_id, else a digest).
+inline std::string combine_op_name(std::uint32_t v) {
+  switch (v) {
+    case 1: return "lse_merge";
+    case 2: return "argmax";
+    case 3: return "topk";
+    case 4: return "softmax_stats";
+  }
+  return "a combine of your own (digest " + std::to_string(v) + ")";
+}
+inline std::string field_value(std::uint32_t f, std::uint32_t v, std::uint32_t collective = 0) {
+  if (collective == 5 && static_cast<call_field>(f) == call_field::op) return combine_op_name(v);
   switch (static_cast<call_field>(f)) {
     case call_field::collective: return collective_name(v);
     case call_field::element_type:
@@ -199,7 +215,8 @@ inline std::string field_value(std::uint32_t f, std::uint32_t v) {
         case 7: return "int8";
         case 8: return "uint8";
         case 9: return "bool";
-        default: return "type of " + std::to_string(v & 0xFFu) + " bytes";
+        default:
+          return (v & 0x80u) ? "a type of " + std::to_string(v & 0x7Fu) + " bytes (modulo 128)" : std::to_string(v);
       }
     case call_field::op:
       return v == 0 ? "sum" : v == 1 ? "min" : v == 2 ? "max" : v == 3 ? "product" : v == 4 ? "avg"
@@ -260,7 +277,11 @@ inline std::string misuse_text(const error_record& r) {
       return rank + " (tile " + at + "): the tile map's columns (" + a + ") are not a multiple of the vector width (" + b +
              " elements): a vector would straddle the edge of the output" + none;
     case misuse::map_tile_too_large:
-      return rank + " (tile " + at + "): the tile map's tiles have " + a + " elements but the call's tiles hold " + b + none;
+      return rank + " (tile " + at + "): the tile map's tiles have " + a + " elements but the call's tiles hold " + b +
+             (r.observed < r.reserved ? " (a tile_map's tile must fill the call's tile: the elements past it would land in "
+                                        "the next tile's rows)"
+                                      : "") +
+             none;
     case misuse::map_too_many_tiles:
       return rank + " (tile " + at + "): the tile map has " + a + " tiles but the call has " + b + none;
     case misuse::arg_tile_elems:
@@ -340,6 +361,14 @@ inline std::string misuse_text(const error_record& r) {
              "wait_results_strided) was passed step = " + std::to_string(static_cast<std::int32_t>(r.observed)) +
              " from tile " + b + ": the step must be positive (the grid's block count); reduce_parts with "
              "several parts needs a stride other than 0" + none;
+    case misuse::stage_row_split:
+      return rank + stage + ": the stage needs a whole row's sum, but the row has " + a +
+             " vectors and the group holds " + b + " at once (VecsPerThread x threads): raise VecsPerThread or "
+             "the group's threads, or split the row's sum yourself" + none;
+    case misuse::stage_row_map:
+      return rank + stage + ": the stage needs a whole row's sum, but the tile map's tiles are " + a +
+             " rows high and " + b + " to an output row: a row-wide stage needs tiles of one whole row (tile_rows = 1, "
+             "tile_cols >= cols, or row_tiles)" + none;
   }
   return rank + ": invalid argument (misuse " + std::to_string(r.kind) + ", values " + a + " and " + b + ")";
 }
@@ -385,8 +414,8 @@ inline std::string describe(const error_record& r, const describe_context& ctx =
     const std::uint32_t c = r.kind >> 8, f = r.kind & 0xFFu;
     return rank + " and rank " + std::to_string(r.missing_rank) + " called " + detail::collective_name(c) +
            " with different " + detail::field_name(c, f) + ": rank " + std::to_string(r.waiting_rank) + " passed " +
-           detail::field_value(f, r.reserved) + ", rank " + std::to_string(r.missing_rank) + " passed " +
-           detail::field_value(f, r.observed) + " (found by block " + std::to_string(r.block) +
+           detail::field_value(f, r.reserved, c) + ", rank " + std::to_string(r.missing_rank) + " passed " +
+           detail::field_value(f, r.observed, c) + " (found by block " + std::to_string(r.block) +
            "); no output was written";
   }
   if (r.code == static_cast<std::uint32_t>(errc::invalid_argument)) return detail::misuse_text(r);

@@ -74,7 +74,9 @@
 // call). Every rank makes every call with the same tile_records and num_records. The symmetric
 // buffer holds workspace_bytes() bytes; the table is the one of tile_allreduce (its layout does not
 // depend on the element type; this class reads it as words). In the checked mode (RCCLX_CHECKS) a
-// call is fingerprinted as a tile AllReduce of 32-bit words over tiles of the records' padded size.
+// call is fingerprinted as a combine: the record type's size, the Combine (its check_id, or a digest
+// of its shape), the record count, records per tile, the algorithm and the region; ranks that
+// differ in any of them get errc::mismatch naming the field, before any output.
 #pragma once
 
 #include <cstddef>
@@ -113,6 +115,26 @@ struct is_selection_combine : std::false_type {};
 template <class Combine>
 struct is_selection_combine<Combine, std::void_t<decltype(Combine::entries), typename Combine::entry>>
     : std::true_type {};
+
+// The combine op's identity in the checked mode's fingerprint: Combine::check_id where it declares
+// one (the built-ins of combine_ops.hpp: 1..4), else a digest in [0x80, 0xFF] of its shape (the
+// sizes of the op and its accumulator, its slices or entries): ranks that pass different combines
+// of one shape are not told apart.
+template <class Combine, class = void>
+struct has_check_id : std::false_type {};
+template <class Combine>
+struct has_check_id<Combine, std::void_t<decltype(Combine::check_id)>> : std::true_type {};
+template <class Combine, class Acc>
+RCCLX_HOST_DEVICE constexpr std::uint32_t combine_check_id() {
+  if constexpr (has_check_id<Combine>::value) {
+    return static_cast<std::uint32_t>(Combine::check_id) & 0x7Fu;
+  } else {
+    std::uint32_t h = static_cast<std::uint32_t>(sizeof(Combine)) * 31u + static_cast<std::uint32_t>(sizeof(Acc)) * 7u;
+    if constexpr (is_sliced_combine<Combine>::value) h += static_cast<std::uint32_t>(Combine::slices) * 3u + 1u;
+    if constexpr (is_selection_combine<Combine>::value) h += static_cast<std::uint32_t>(Combine::entries) * 5u + 2u;
+    return 0x80u | (h & 0x7Fu);
+  }
+}
 }  // namespace detail
 template <class Record, class Combine, int MaxRanks = max_ranks, algorithm Algo = algorithm::flat>
 class combine {
@@ -177,7 +199,9 @@ class combine {
                             const Combine& op = Combine{})
       : w_(as_words(t), slots, detail::combine_tile_words<Record>(tile_records), tiles_for(tile_records, num_records),
            reducer),
-        t_(&as_words(t)), tile_records_(tile_records), num_records_(num_records), op_(op) {}
+        t_(&as_words(t)), tile_records_(tile_records), num_records_(num_records), op_(op) {
+    describe_call();
+  }
 
   // The call in region `r` of the buffers and pads (core/region.hpp), sized by need().
   RCCLX_HOST_DEVICE combine(const core::peer_table<Record, MaxRanks>& t, const core::region& r, std::size_t tile_records,
@@ -185,7 +209,9 @@ class combine {
                             const Combine& op = Combine{})
       : w_(as_words(t), r, detail::combine_tile_words<Record>(tile_records), tiles_for(tile_records, num_records),
            reducer),
-        t_(&as_words(t)), tile_records_(tile_records), num_records_(num_records), op_(op) {}
+        t_(&as_words(t)), tile_records_(tile_records), num_records_(num_records), op_(op) {
+    describe_call();
+  }
 
   // What a call of up to max_records records in tiles of tile_records needs of its region:
   // workspace_bytes of Algo (automatic: the tree formula), with tiles_for(...) pad slots.
@@ -337,6 +363,15 @@ class combine {
     static_assert(sizeof(core::peer_table<float, MaxRanks>) == sizeof(core::peer_table<Record, MaxRanks>),
                   "rcclx::fused::combine: peer_table layout must not depend on the element type");
     return reinterpret_cast<const core::peer_table<float, MaxRanks>&>(t);
+  }
+
+  // Checked mode: the call as the peers must see it: a combine of num_records records of this
+  // Record in tiles of tile_records, with this Combine (not the exchange's words).
+  RCCLX_HOST_DEVICE void describe_call() {
+#if RCCLX_CHECKS
+    w_.describe_as(core::checked_collective::combine, core::type_id<Record>(),
+                   detail::combine_check_id<Combine, accumulator_type>(), num_records_, tile_records_);
+#endif
   }
 
   RCCLX_HOST_DEVICE Record* results_of(int r, int tile) const {

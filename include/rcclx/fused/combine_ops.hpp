@@ -58,6 +58,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE constexpr bool ranks_before(float va, std::u
 // for both), HeadDim / slice_elems threads per head instead of one carrying HeadDim accumulators.
 template <class T, int HeadDim>
 struct lse_merge {
+  static constexpr std::uint32_t check_id = 1;  // the checked mode's fingerprint (fused::combine)
   static_assert(core::is_float_type_v<T>, "rcclx::fused::lse_merge: T must be float, rcclx::bf16 or rcclx::fp16");
   static_assert(HeadDim > 0 && HeadDim % 8 == 0 && HeadDim <= 256,
                 "rcclx::fused::lse_merge: HeadDim must be a multiple of 8 in [8, 256]");
@@ -178,6 +179,7 @@ struct lse_merge {
 // The global (largest value, its index). Ties go to the lower index; NaN is the largest (see the
 // order above). A rank with nothing to offer contributes argmax::empty().
 struct argmax {
+  static constexpr std::uint32_t check_id = 2;  // the checked mode's fingerprint (fused::combine)
   struct record {
     float value;
     std::uint32_t index;
@@ -206,6 +208,7 @@ struct argmax {
 // thread per record merges K entries per rank in turn).
 template <int K>
 struct topk {
+  static constexpr std::uint32_t check_id = 3;  // the checked mode's fingerprint (fused::combine)
   static_assert(K >= 1 && K <= 64, "rcclx::fused::topk: K must be in [1, 64]");
   static constexpr int k = K;
 
@@ -281,6 +284,7 @@ struct topk {
 // running maximum rescales the sum as it grows; a record with m = -inf (empty, or only -inf logits)
 // adds nothing. A NaN logit makes the result NaN; if every logit is -inf the result is (-inf, 0).
 struct softmax_stats {
+  static constexpr std::uint32_t check_id = 4;  // the checked mode's fingerprint (fused::combine)
   struct record {
     float max;  // largest logit (-inf: none)
     float sum;  // sum of exp(x - max)

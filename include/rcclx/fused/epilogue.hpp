@@ -355,6 +355,25 @@ RCCLX_HOST_DEVICE stage_fault layout_fault(const Stage& s, const stage_context& 
   }
 }
 
+// The first row-wide stage of Stages: its index | stage_id << 8 (the checked mode's records name
+// it); 0 when none is.
+template <class... Stages>
+RCCLX_HOST_DEVICE constexpr std::uint32_t first_row_wide() {
+  constexpr bool wide[] = {is_row_wide<Stages>::value..., false};
+  constexpr std::uint32_t ids[] = {stage_id_of<Stages>::value..., 0u};
+  for (std::uint32_t i = 0; i < sizeof...(Stages); ++i)
+    if (wide[i]) return i | ids[i] << 8;
+  return 0;
+}
+
+// An epilogue's row-wide stage as first_row_wide names it: its row_wide_stage where it declares
+// one, else 0 (index 0 of a stage of your own).
+template <class E, class = void>
+struct row_wide_stage_of : std::integral_constant<std::uint32_t, 0> {};
+template <class E>
+struct row_wide_stage_of<E, std::void_t<decltype(E::row_wide_stage)>>
+    : std::integral_constant<std::uint32_t, E::row_wide_stage> {};
+
 template <class... Stages>
 struct stage_list;
 
@@ -425,6 +444,8 @@ class epilogue {
   static_assert(sizeof...(Stages) >= 1, "rcclx::fused::epilogue needs at least one stage");
   // True when some stage needs a row-wide sum: then a group must hold whole rows (see the header).
   static constexpr bool row_wide = (detail::is_row_wide<Stages>::value || ...);
+  // The first such stage (checked-mode records): index | stage_id << 8.
+  static constexpr std::uint32_t row_wide_stage = detail::first_row_wide<Stages...>();
 
   epilogue() = default;
   RCCLX_HOST_DEVICE epilogue(const Stages&... stages) : stages_(stages...) {}

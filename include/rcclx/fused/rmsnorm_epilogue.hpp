@@ -41,6 +41,7 @@ class rmsnorm_epilogue {
  public:
   static constexpr int vec_elems = gpu::elems_per_vec16<T>;
   static constexpr bool row_wide = true;
+  static constexpr std::uint32_t row_wide_stage = 1u | 2u << 8;  // rms_norm, stage 1 (checked-mode records)
   using output_stage = typename detail::output_of<T, Out>::stage;
 
   rmsnorm_epilogue() = default;

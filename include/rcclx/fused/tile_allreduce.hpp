@@ -147,7 +147,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
   template <int VecsPerThread, int PeersInFlight = detail::all_peers, gpu::cache_hint Loads = gpu::cache_hint::normal,
             class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE bool reduce_owned(const Group& g, int tile, const Map& map, const Epilogue& epi) const {
-    if (!map_fits(g, tile, map, epi)) return false;
+    if (!map_fits<VecsPerThread>(g, tile, map, epi)) return false;
 #if RCCLX_CHECKS
     const core::call_fingerprint map_fp = detail::map_fingerprint(map);  // checked beside the flags
     if (!wait_inputs(g, tile, &map_fp, map_owners())) return false;
@@ -176,7 +176,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
 #if RCCLX_CHECKS
     if (parts > 1 && !this->step_positive(g, tile, stride == 0 ? 0 : 1)) return false;  // stride 0: one slot counted twice
 #endif
-    if (!map_fits(g, tile, map, epi)) return false;
+    if (!map_fits<VecsPerThread>(g, tile, map, epi)) return false;
 #if RCCLX_CHECKS
     // The map's fingerprint is compared with the last part's call check (one round trip for both).
     const core::call_fingerprint map_fp = detail::map_fingerprint(map);
@@ -236,13 +236,15 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
   // an invalid_argument record), the epilogue's stages accept the call (epi.check, when it has one:
   // fused/stage_check.hpp; call = the fault's stage) and the map's fingerprint is published for the
   // peers' map_agrees.
-  template <class Group, class Map, class Epilogue>
+  template <int VPT, class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool map_fits(const Group& g, int tile, const Map& map, const Epilogue& epi) const {
 #if RCCLX_CHECKS
     const core::call_fingerprint f = detail::map_fingerprint(map);
     core::misuse m{};
     std::uint32_t a = 0, b = 0, call = 0;
-    stage_fault fault{};
+    stage_fault fault{}, row{};
+    if constexpr (detail::is_row_wide<Epilogue>::value)
+      row = detail::row_wide_fault<vec_elems>(map, static_cast<std::size_t>(g.size()) * VPT);
     if constexpr (detail::has_stage_check<Epilogue>::value) {
       fault = epi.check(this->stage_context_for(map));
       if (fault.what == core::misuse::stage_writes_symmetric) fault.b = static_cast<std::uint32_t>(rank());
@@ -258,7 +260,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
       m = core::misuse::map_vector_width;
       a = tc;
       b = static_cast<std::uint32_t>(vec_elems);
-    } else if (static_cast<std::size_t>(map.tile_elems()) > tile_elems_) {
+    } else if (detail::map_tile_misfit(map, tile_elems_)) {
       m = core::misuse::map_tile_too_large;
       a = static_cast<std::uint32_t>(map.tile_elems());
       b = static_cast<std::uint32_t>(tile_elems_);
@@ -266,6 +268,11 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
       m = core::misuse::map_too_many_tiles;
       a = static_cast<std::uint32_t>(map.num_tiles());
       b = static_cast<std::uint32_t>(num_tiles_);
+    } else if (row) {  // a row-wide stage on tiles that are not whole rows, or rows the group cannot hold
+      m = row.what;
+      a = row.a;
+      b = row.b;
+      call = detail::row_wide_stage_of<Epilogue>::value;
     } else if (fault) {  // the map first: a stage's fault may only follow from a wrong map
       m = fault.what;
       a = fault.a;

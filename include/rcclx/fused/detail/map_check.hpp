@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "../../core/call_check.hpp"
 #include "../epilogue.hpp"
@@ -44,6 +45,37 @@ RCCLX_HOST_DEVICE constexpr std::uint32_t ragged_tile_cols_misfit(const ragged_t
 }
 template <class Map>
 RCCLX_HOST_DEVICE constexpr std::uint32_t ragged_tile_cols_misfit(const Map&, int) { return 0u; }
+
+// Does the map's tile misfit the call's tile of tile_elems elements? Larger never fits; a
+// tile_map's (ragged or not) must fill it exactly, since the slot's elements past the map's tile
+// would land in the rows below (row maps place them past the row's end, where nothing is held).
+template <class Map>
+RCCLX_HOST_DEVICE constexpr bool map_tile_misfit(const Map& m, std::size_t tile_elems) {
+  if (static_cast<std::size_t>(m.tile_elems()) > tile_elems) return true;
+  if constexpr (std::is_same<Map, tile_map>::value || std::is_same<Map, ragged_tile_map>::value)
+    return m.tile_elems() < tile_elems;
+  return false;
+}
+
+// A row-wide epilogue (rms_norm's row sum) on `map` with a group holding `held` vectors of E at
+// once (VecsPerThread x threads): each tile must be one whole output row (stage_row_map: tile rows,
+// tiles per output row) whose vectors the group holds at once (stage_row_split: the row's
+// vectors, held). A map of your own: its tile's vectors against held. {} when it fits.
+template <int E, class Map>
+RCCLX_HOST_DEVICE stage_fault row_wide_fault(const Map& m, std::size_t held) {
+  std::size_t vecs = 0;
+  if constexpr (std::is_same<Map, tile_map>::value || std::is_same<Map, ragged_tile_map>::value) {
+    if (m.tile_rows != 1 || m.tiles_per_row() != 1)
+      return {core::misuse::stage_row_map, 0, saturate_u32(m.tile_rows), saturate_u32(m.tiles_per_row())};
+    vecs = (m.cols + E - 1) / E;
+  } else if constexpr (std::is_same<Map, row_tiles>::value || std::is_same<Map, ragged_row_tiles>::value) {
+    vecs = (m.cols + E - 1) / E;
+  } else {
+    vecs = (static_cast<std::size_t>(m.tile_elems()) + E - 1) / E;
+  }
+  if (vecs > held) return {core::misuse::stage_row_split, 0, saturate_u32(vecs), saturate_u32(held)};
+  return {};
+}
 
 }  // namespace detail
 }  // namespace fused

@@ -128,6 +128,21 @@ class tile_exchange {
 #endif
   }
 
+#if RCCLX_CHECKS
+  // Checked mode, for a collective built on this exchange that names its own arguments
+  // (fused::combine: records, not words): the call's fingerprint with collective `c`, type and op
+  // identities, count and shape replaced (the algorithm and the region's digest kept). Before any
+  // publish.
+  RCCLX_HOST_DEVICE void describe_as(core::checked_collective c, std::uint32_t type, std::uint32_t op, std::size_t count,
+                                     std::size_t shape) {
+    const std::uint32_t digest = fp_.w[2] & 0xFFFFu;
+    fp_.w[0] = (static_cast<std::uint32_t>(c) << 24) | ((type & 0xFFu) << 16) | ((op & 0xFFu) << 8) | (fp_.w[0] & 0xFFu);
+    fp_.w[1] = static_cast<std::uint32_t>(count);
+    fp_.w[2] = ((static_cast<std::uint32_t>(static_cast<std::uint64_t>(count) >> 32) & 0xFFFFu) << 16) | digest;
+    fp_.w[3] = static_cast<std::uint32_t>(shape);
+  }
+#endif
+
   // What a call of up to max_tiles tiles of tile_elems elements needs of a region (core/region.hpp):
   // workspace_bytes of Algo (automatic: the tree formula, which covers either choice).
   RCCLX_HOST_DEVICE static constexpr core::region_need need(std::size_t tile_elems, int max_tiles,

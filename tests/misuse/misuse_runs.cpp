@@ -433,6 +433,7 @@ struct stage_params {
   std::uint8_t* codes[max_r];
   const float* scale;
   const float* weight;
+  float* residual;  // tiles + 1 rows of cols
   fz::tile_slots slots;
   stage_abuse what;
 };
@@ -481,6 +482,14 @@ struct stage_kernel {
         else call(g, ix, epi, fz::tile_map{tiles, cols, 2, cols / 2});
         return;
       }
+      case stage_abuse::residual_next_row:
+      case stage_abuse::residual_null: {
+        float* res = p.residual + static_cast<std::size_t>(ix.rank) * (tiles + 1) * cols;
+        const fz::residual_add<float> add = p.what == stage_abuse::residual_null ? fz::residual_add<float>{nullptr, nullptr, cols}
+                                                                                  : fz::residual_add<float>{res, res + cols, cols};
+        call(g, ix, fz::epilogue<fz::residual_add<float>, fz::store<float>>{add, {o, cols}});
+        return;
+      }
       case stage_abuse::map_tile_small:
         call(g, ix, fz::epilogue<fz::store<float>>{{o, cols}}, fz::tile_map{tiles, cols, 1, cols / 2});
         return;
@@ -511,6 +520,8 @@ const char* name(stage_abuse a) {
     case stage_abuse::rms_row_split: return "rms_norm on rows the group does not hold at once";
     case stage_abuse::rms_half_rows: return "rms_norm on a tile map of half rows";
     case stage_abuse::map_tile_small: return "a tile map whose tiles are smaller than the call's";
+    case stage_abuse::residual_next_row: return "residual_add writing the updated residual one row on";
+    case stage_abuse::residual_null: return "residual_add with a null residual";
   }
   return "?";
 }
@@ -528,11 +539,13 @@ outcome run_stage_case(stage_abuse a) {
                       : a == stage_abuse::fp8_scale_nan      ? std::numeric_limits<float>::quiet_NaN()
                       : a == stage_abuse::fp8_scale_inf      ? std::numeric_limits<float>::infinity()
                                                              : 1.0f;
-  guarded<float> scale_d(1), weight(cols);
+  guarded<float> scale_d(1), weight(cols), residual(static_cast<std::size_t>(n) * (tiles + 1) * cols);
   scale_d.fill(scale);
   weight.fill(1.0f);
+  residual.fill(0.5f);
   p.scale = scale_d.get();
   p.weight = weight.get();
+  p.residual = residual.get();
   std::vector<std::unique_ptr<guarded<float>>> out;
   std::vector<std::unique_ptr<guarded<std::uint8_t>>> codes;
   const bool fp8 = a == stage_abuse::fp8_scale_zero || a == stage_abuse::fp8_scale_negative ||
@@ -570,7 +583,9 @@ outcome run_stage_case(stage_abuse a) {
         o.outputs_corrupted += wrong && h[i] != sentinel;
       } else {
         o.outputs_changed += h[i] != sentinel;
-        const bool wrong = static_cast<double>(h[i]) != expected(n, t, e);
+        // residual_add: every residual element is 0.5 (exact in the sum's FP32)
+        const double want = expected(n, t, e) + (a == stage_abuse::residual_next_row ? 0.5 : 0.0);
+        const bool wrong = static_cast<double>(h[i]) != want;
         o.outputs_wrong += wrong;
         o.outputs_corrupted += wrong && h[i] != sentinel;
       }

@@ -90,6 +90,8 @@ enum class stage_abuse {
   rms_row_split,       // rms_norm with VecsPerThread 1 on the host (a block of one thread holds 1 of a row's 16 vectors)
   rms_half_rows,       // rms_norm on a tile_map of two half rows per tile
   map_tile_small,      // a tile_map of half rows (32 elements) on the call's 64-element tiles, a plain store
+  residual_next_row,   // residual_add whose updated residual is the next row of the residual it reads
+  residual_null,       // residual_add with a null residual
 };
 outcome run_stage_case(stage_abuse a);
 const char* name(stage_abuse a);

@@ -144,7 +144,8 @@ TEST_CASE("harness: timeout texts say what the flag read against the call awaite
                    "were reset");
   REQUIRE(describe(timeout(0, 3, barrier_kind::tile, 6, 3, 0), emulated) ==
           prefix + "rank 3's flag says call 0, this is call 3: rank 3 never published on these slots since the pads "
-                   "were reset (it ran in this launch: its blocks used another table or slot range)");
+                   "were reset (it ran in this launch, so it skipped this publish: a publish loop or publish_strided "
+                   "that misses the tile, or blocks that used another table or slot range)");
   // Counters wrap: call 1 after 0xFFFFFFFF is one call ahead of the flag.
   REQUIRE(describe(timeout(2, 1, barrier_kind::start, 4, 1, 0xFFFFFFFFu)) ==
           "rank 2 timed out in the start barrier (block 4, call 1) waiting for rank 1: rank 1's flag says call "

@@ -142,6 +142,7 @@ enum class misuse : std::uint32_t {
   arg_step = 29,               // (the step passed, first tile): a strided publish or wait's step is not positive, or reduce_parts' stride is 0
   stage_row_split = 30,        // (vectors of the row, vectors the group holds at once: VecsPerThread x threads)
   stage_row_map = 31,          // (tile rows, tiles per output row): a row-wide stage on tiles that are not one whole row
+  stage_aliases = 32,          // (bytes between a stage's input and output rows, bytes of the rows read)
 };
 
 // What the host knows about where a record came from, for describe(): one_binary: every rank is
@@ -271,8 +272,10 @@ inline std::string misuse_text(const error_record& r) {
   switch (static_cast<misuse>(r.kind)) {
     case misuse::missing_finish:
       return rank + ": the previous tile AllReduce call on these pad slots (from slot " + at +
-             ") did not call finish() in every block: its call counter stayed at call " + a +
-             ", so its flags would pass this call's waits. Call finish(g, num_blocks) once per block and call" + none;
+             ") did not call finish() in every block, or is still running (two launches in flight on one slot "
+             "range): its call counter stayed at call " + a +
+             ", so its flags would pass this call's waits. Call finish(g, num_blocks) once per block and call, and "
+             "give kernels that may run at once their own slots (fused::region_plan)" + none;
     case misuse::map_vector_width:
       return rank + " (tile " + at + "): the tile map's columns (" + a + ") are not a multiple of the vector width (" + b +
              " elements): a vector would straddle the edge of the output" + none;
@@ -339,6 +342,8 @@ inline std::string misuse_text(const error_record& r) {
       return rank + ": finish() arrived " + a + " times for num_blocks = " + b +
              " (called twice in a block?) (found in finish(): the call's outputs were written)";
     case misuse::stage_misaligned:
+      if (r.observed == 0)  // (an aligned non-null pointer has low bits 0 but is not recorded)
+        return rank + stage + ": a pointer it reads or writes is null (it needs a " + b + "-byte aligned address)" + none;
       return rank + stage + ": a pointer or leading dimension is misaligned (address low bits " + a + ", needs " + b +
              "-byte alignment)" + none;
     case misuse::stage_ld_short:
@@ -365,6 +370,10 @@ inline std::string misuse_text(const error_record& r) {
       return rank + stage + ": the stage needs a whole row's sum, but the row has " + a +
              " vectors and the group holds " + b + " at once (VecsPerThread x threads): raise VecsPerThread or "
              "the group's threads, or split the row's sum yourself" + none;
+    case misuse::stage_aliases:
+      return rank + stage + ": it writes its rows " + a + " bytes from the rows it reads, within their " + b +
+             " bytes: a block's stores would overwrite rows other blocks still read (pass the same pointer for an "
+             "in-place update, or arrays apart)" + none;
     case misuse::stage_row_map:
       return rank + stage + ": the stage needs a whole row's sum, but the tile map's tiles are " + a +
              " rows high and " + b + " to an output row: a row-wide stage needs tiles of one whole row (tile_rows = 1, "
@@ -387,7 +396,11 @@ inline std::string timeout_text(const error_record& r, const describe_context& c
   const auto d = static_cast<std::int32_t>(r.call - r.observed);
   if (r.observed == 0 && r.call != 0) {
     m += missing + " never published on these slots since the pads were reset";
-    if (ctx.one_launch) m += " (it ran in this launch: its blocks used another table or slot range)";
+    if (ctx.one_launch)
+      m += check ? " (it ran in this launch, so it published no fingerprint for this call here: its blocks used another "
+                   "table or slot range, or declared the tile map (declare_map) after their first publish)"
+                 : " (it ran in this launch, so it skipped this publish: a publish loop or publish_strided that misses "
+                   "the tile, or blocks that used another table or slot range)";
   } else if (d > 0) {
     m += missing + " never arrived at " + (tile ? where : "the barrier of " + where) + " of call " + call +
          (tile ? " (not launched, its grid skips the tile, or it made fewer calls)"

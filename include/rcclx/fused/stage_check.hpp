@@ -121,6 +121,25 @@ RCCLX_HOST_DEVICE inline stage_fault check_output(const stage_context& ctx, cons
   return {};
 }
 
+// A stage that reads rows of `cols` elements of `elem` bytes at `in` and writes them at `out` (the
+// same ld, `rows` rows): out is in itself (in place: each element read before its own store) or
+// writes no element any row reads; otherwise a block's stores overwrite rows other blocks have
+// still to read (stage_aliases: the byte distance, the bytes of the rows read). Unknown shape
+// (rows or cols 0): {}.
+RCCLX_HOST_DEVICE inline stage_fault check_rows_apart(const void* in, const void* out, std::size_t rows,
+                                                      std::size_t cols, std::size_t ld, std::size_t elem) {
+  if (in == out || rows == 0 || cols == 0 || ld < cols) return {};
+  const auto a = reinterpret_cast<std::uintptr_t>(in), b = reinterpret_cast<std::uintptr_t>(out);
+  const std::size_t dist = a > b ? a - b : b - a, row = ld * elem, span = cols * elem;
+  // out's row r and in's row r + k overlap iff |dist - k * row| < span for some k in [0, rows - 1]
+  // (taking the lower pointer's rows as the ones displaced): the two k nearest dist / row.
+  const std::size_t k = dist / row;
+  const bool near_k = k < rows && dist - k * row < span;
+  const bool near_k1 = k + 1 < rows && (k + 1) * row - dist < span;
+  if (near_k || near_k1) return {core::misuse::stage_aliases, 0, saturate_u32(dist), saturate_u32(rows * row)};
+  return {};
+}
+
 // A float that must be finite and > 0 (positive) or >= 0 (non-negative): false when not.
 RCCLX_HOST_DEVICE inline bool finite_at_least(float x, bool positive) {
   return x == x && x - x == 0.0f && (positive ? x > 0.0f : x >= 0.0f);

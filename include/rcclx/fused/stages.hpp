@@ -134,14 +134,15 @@ struct residual_add {
   std::size_t ld;
 
   // Checked mode (fused/stage_check.hpp): both arrays aligned, ld >= cols, `updated` outside the
-  // symmetric bytes peers read.
+  // symmetric bytes peers read, and either `residual` itself or clear of every row it reads.
   RCCLX_HOST_DEVICE stage_fault check(const stage_context& ctx) const {
     const std::size_t need = detail::access_bytes<T>(ctx);
     if (stage_fault f = detail::check_output(ctx, residual, ld, ctx.cols, sizeof(T), need)) {
       if (f.what != core::misuse::stage_writes_symmetric) return f;
     }
-    if (updated) return detail::check_output(ctx, updated, ld, ctx.cols, sizeof(T), need);
-    return {};
+    if (!updated) return {};
+    if (stage_fault f = detail::check_output(ctx, updated, ld, ctx.cols, sizeof(T), need)) return f;
+    return detail::check_rows_apart(residual, updated, ctx.rows, ctx.cols, ld, sizeof(T));
   }
 
   template <int E>

@@ -174,7 +174,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
   RCCLX_HOST_DEVICE bool reduce_parts(const Group& g, int tile, int parts, int stride, const Map& map,
                                       const Epilogue& epi) const {
 #if RCCLX_CHECKS
-    if (parts > 1 && !this->step_positive(g, tile, stride == 0 ? 0 : 1)) return false;  // stride 0: one slot counted twice
+    if (!this->parts_distinct(g, tile, parts, stride)) return false;
 #endif
     if (!map_fits<VecsPerThread>(g, tile, map, epi)) return false;
 #if RCCLX_CHECKS

@@ -229,7 +229,7 @@ class tile_exchange {
 #if RCCLX_CHECKS
     if (bad() || !step_positive(g, first, step)) return;
 #endif
-    const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
+    const int count = strided_count(first, step);
 #if RCCLX_CHECKS
     if (count > 0 && !tile_in_range(g, first)) return;
     if (g.thread_rank() == 0 && count > 0) publish_checks();
@@ -293,7 +293,7 @@ class tile_exchange {
 #if RCCLX_CHECKS
     if (bad() || !step_positive(g, first, step)) return false;
 #endif
-    const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
+    const int count = strided_count(first, step);
 #if RCCLX_CHECKS
     if (count > 0 && !tile_in_range(g, first)) return false;
     const int mine = audit_thread(g) - g.thread_rank();  // this thread's first tile's audit words, loaded before the waits
@@ -360,7 +360,7 @@ class tile_exchange {
 #if RCCLX_CHECKS
     if (bad() || !step_positive(g, first, step)) return false;
 #endif
-    const int count = first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
+    const int count = strided_count(first, step);
 #if RCCLX_CHECKS
     if (count > 0 && !tile_in_range(g, first)) return false;
 #endif
@@ -424,6 +424,11 @@ class tile_exchange {
   }
 
  protected:
+  // Tiles first, first + step, ... below num_tiles() (step > 0).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int strided_count(int first, int step) const {
+    return first < num_tiles_ ? (num_tiles_ - 1 - first) / step + 1 : 0;
+  }
+
   // Tree: tiles of one owner's chunk (tile t belongs to rank t / tiles_per_owner()).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int tiles_per_owner() const {
     const int n = num_ranks();
@@ -545,10 +550,21 @@ class tile_exchange {
   }
 
   // Group-uniform: is a strided publish or wait's step positive (otherwise recorded: arg_step)?
-  // (tile_allreduce::reduce_parts passes 0 for a stride of 0 with several parts, 1 otherwise.)
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool step_positive(const Group& g, int first, int step) const {
-    if (step > 0) return true;
+    return step > 0 || refuse_step(g, first, step);
+  }
+
+  // Group-uniform: are the `parts` slots tile, tile + stride, ... of a reduce_parts distinct, i.e.
+  // not one slot counted as every part (stride 0 with several parts: recorded as arg_step)?
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool parts_distinct(const Group& g, int tile, int parts, int stride) const {
+    return parts <= 1 || stride != 0 || refuse_step(g, tile, stride);
+  }
+
+  // Records arg_step (the step or stride, the first tile) and stops the call: false.
+  template <class Group>
+  RCCLX_HOST_DEVICE bool refuse_step(const Group& g, int first, int step) const {
     if (g.thread_rank() == 0)
       record(core::misuse::arg_step, first, static_cast<std::uint32_t>(step), static_cast<std::uint32_t>(first));
     bad_ = true;  // the call's tiles are not known: it stops here

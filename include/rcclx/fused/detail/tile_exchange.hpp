@@ -264,6 +264,10 @@ class tile_exchange {
     const bool auditor = g.thread_rank() == audit_thread(g);
     const audit_pre pre = auditor ? audit_load(tile, true) : audit_pre{};
     failed = !audit_settle();  // a second publisher (the thread that marked), named before any wait
+    // Under same_block the mark says already whether this block published the tile: a misuse
+    // whatever the peers do, named before the waits (whose spins end at the record), since a block
+    // that reduces before it publishes may wait for peers that wait for it.
+    if (!failed && auditor) failed = !audit_mark_ok(tile, pre);
 #endif
     for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
       if (!flags_between(s.rank, p)) continue;
@@ -275,7 +279,7 @@ class tile_exchange {
     }
 #if RCCLX_CHECKS
     if (!failed) failed = refused();  // the missing-finish detector's answer, before any output
-    if (!failed && auditor) failed = !audit_reduce(tile, pre);
+    if (!failed && auditor) failed = !audit_reduce(tile, pre, true);
 #else
     (void)map_fp, (void)map_below;
 #endif
@@ -659,14 +663,20 @@ class tile_exchange {
   // block published the tile in this call (reduced_before_publish, reducer_not_publisher); the tile
   // is marked consumed; false also when this rank had recorded an error (a misuse found by another
   // block or another call: every block refuses from then on).
-  RCCLX_HOST_DEVICE bool audit_reduce(int tile, const audit_pre& p) const {
+  // mark_checked: audit_mark_ok ran already.
+  RCCLX_HOST_DEVICE bool audit_reduce(int tile, const audit_pre& p, bool mark_checked = false) const {
     if (!audit_settle()) return false;
-    if (!any_block_) {
-      const detail::call_problem v = detail::reducer_mark_problem(p.mark, flags_.epoch(), tile, gpu::block_id());
-      if (v) return record(v.what, tile, v.a, v.b), false;
-    }
+    if (!mark_checked && !audit_mark_ok(tile, p)) return false;
     gpu::store_relaxed_system(audit_row_of(tile) + core::audit_consumed_word(flags_.epoch()), flags_.epoch());
     return p.error == 0u;
+  }
+  // Under same_block: did this block publish `tile` in this call (p.mark)? Otherwise recorded
+  // (reduced_before_publish, reducer_not_publisher).
+  RCCLX_HOST_DEVICE bool audit_mark_ok(int tile, const audit_pre& p) const {
+    if (any_block_) return true;
+    const detail::call_problem v = detail::reducer_mark_problem(p.mark, flags_.epoch(), tile, gpu::block_id());
+    if (v) return record(v.what, tile, v.a, v.b), false;
+    return true;
   }
 
   // Thread 0 of each block in finish(), after counting the block (arrivals: this call's blocks

@@ -64,17 +64,24 @@ RCCLX_HOST_DEVICE constexpr std::uint32_t type_id() {
   else return 0x80u | (static_cast<std::uint32_t>(sizeof(T)) & 0x7Fu);
 }
 
+// The words of a fingerprint from its fields (type and op as their wire identities).
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE call_fingerprint fingerprint_words(checked_collective c, std::uint32_t type,
+                                                                       std::uint32_t op, std::uint32_t algo,
+                                                                       std::size_t count, std::uint32_t blocks,
+                                                                       std::size_t shape) {
+  call_fingerprint f;
+  f.w[0] = (static_cast<std::uint32_t>(c) << 24) | ((type & 0xFFu) << 16) | ((op & 0xFFu) << 8) | (algo & 0xFFu);
+  f.w[1] = static_cast<std::uint32_t>(count);
+  f.w[2] = ((static_cast<std::uint32_t>(static_cast<std::uint64_t>(count) >> 32) & 0xFFFFu) << 16) | (blocks & 0xFFFFu);
+  f.w[3] = static_cast<std::uint32_t>(shape);
+  return f;
+}
+
 template <class T, class ReduceOp>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE call_fingerprint fingerprint(checked_collective c, algorithm algo,
                                                                  std::size_t count, int blocks, std::size_t shape) {
-  call_fingerprint f;
-  f.w[0] = (static_cast<std::uint32_t>(c) << 24) | (type_id<T>() << 16) |
-           ((static_cast<std::uint32_t>(ReduceOp::value) & 0xFFu) << 8) | (static_cast<std::uint32_t>(algo) & 0xFFu);
-  f.w[1] = static_cast<std::uint32_t>(count);
-  f.w[2] = ((static_cast<std::uint32_t>(static_cast<std::uint64_t>(count) >> 32) & 0xFFFFu) << 16) |
-           (static_cast<std::uint32_t>(blocks) & 0xFFFFu);
-  f.w[3] = static_cast<std::uint32_t>(shape);
-  return f;
+  return fingerprint_words(c, type_id<T>(), static_cast<std::uint32_t>(ReduceOp::value), static_cast<std::uint32_t>(algo),
+                           count, static_cast<std::uint32_t>(blocks), shape);
 }
 
 namespace detail {

@@ -41,7 +41,8 @@ class rmsnorm_epilogue {
  public:
   static constexpr int vec_elems = gpu::elems_per_vec16<T>;
   static constexpr bool row_wide = true;
-  static constexpr std::uint32_t row_wide_stage = 1u | 2u << 8;  // rms_norm, stage 1 (checked-mode records)
+  // rms_norm, stage 1 (checked-mode records: index | stage_id << 8)
+  static constexpr std::uint32_t row_wide_stage = 1u | rms_norm<T, BlockThreads>::stage_id << 8;
   using output_stage = typename detail::output_of<T, Out>::stage;
 
   rmsnorm_epilogue() = default;

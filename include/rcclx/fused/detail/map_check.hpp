@@ -46,14 +46,17 @@ RCCLX_HOST_DEVICE constexpr std::uint32_t ragged_tile_cols_misfit(const ragged_t
 template <class Map>
 RCCLX_HOST_DEVICE constexpr std::uint32_t ragged_tile_cols_misfit(const Map&, int) { return 0u; }
 
+// tile_map or ragged_tile_map: tiles of tile_rows x tile_cols placed row-major over the output.
+template <class Map>
+inline constexpr bool is_tiled_map_v = std::is_same<Map, tile_map>::value || std::is_same<Map, ragged_tile_map>::value;
+
 // Does the map's tile misfit the call's tile of tile_elems elements? Larger never fits; a
 // tile_map's (ragged or not) must fill it exactly, since the slot's elements past the map's tile
 // would land in the rows below (row maps place them past the row's end, where nothing is held).
 template <class Map>
 RCCLX_HOST_DEVICE constexpr bool map_tile_misfit(const Map& m, std::size_t tile_elems) {
   if (static_cast<std::size_t>(m.tile_elems()) > tile_elems) return true;
-  if constexpr (std::is_same<Map, tile_map>::value || std::is_same<Map, ragged_tile_map>::value)
-    return m.tile_elems() < tile_elems;
+  if constexpr (is_tiled_map_v<Map>) return m.tile_elems() < tile_elems;
   return false;
 }
 
@@ -64,7 +67,7 @@ RCCLX_HOST_DEVICE constexpr bool map_tile_misfit(const Map& m, std::size_t tile_
 template <int E, class Map>
 RCCLX_HOST_DEVICE stage_fault row_wide_fault(const Map& m, std::size_t held) {
   std::size_t vecs = 0;
-  if constexpr (std::is_same<Map, tile_map>::value || std::is_same<Map, ragged_tile_map>::value) {
+  if constexpr (is_tiled_map_v<Map>) {
     if (m.tile_rows != 1 || m.tiles_per_row() != 1)
       return {core::misuse::stage_row_map, 0, saturate_u32(m.tile_rows), saturate_u32(m.tiles_per_row())};
     vecs = (m.cols + E - 1) / E;

@@ -135,11 +135,7 @@ class tile_exchange {
   // publish.
   RCCLX_HOST_DEVICE void describe_as(core::checked_collective c, std::uint32_t type, std::uint32_t op, std::size_t count,
                                      std::size_t shape) {
-    const std::uint32_t digest = fp_.w[2] & 0xFFFFu;
-    fp_.w[0] = (static_cast<std::uint32_t>(c) << 24) | ((type & 0xFFu) << 16) | ((op & 0xFFu) << 8) | (fp_.w[0] & 0xFFu);
-    fp_.w[1] = static_cast<std::uint32_t>(count);
-    fp_.w[2] = ((static_cast<std::uint32_t>(static_cast<std::uint64_t>(count) >> 32) & 0xFFFFu) << 16) | digest;
-    fp_.w[3] = static_cast<std::uint32_t>(shape);
+    fp_ = core::fingerprint_words(c, type, op, fp_.w[0] & 0xFFu, count, fp_.w[2] & 0xFFFFu, shape);
   }
 #endif
 
@@ -279,7 +275,7 @@ class tile_exchange {
     }
 #if RCCLX_CHECKS
     if (!failed) failed = refused();  // the missing-finish detector's answer, before any output
-    if (!failed && auditor) failed = !audit_reduce(tile, pre, true);
+    if (!failed && auditor) failed = !audit_reduce(tile, pre);
 #else
     (void)map_fp, (void)map_below;
 #endif
@@ -316,7 +312,9 @@ class tile_exchange {
     if (!failed) failed = refused();
     for (int i = mine; i < count && !failed; i += g.size()) {
       const int tile = first + i * step;
-      if (owner(tile) == s.rank) failed = !audit_reduce(tile, i == mine ? pre : audit_load(tile, false));
+      if (owner(tile) != s.rank) continue;
+      const audit_pre q = i == mine ? pre : audit_load(tile, false);
+      failed = !audit_mark_ok(tile, q) || !audit_reduce(tile, q);
     }
 #endif
     return voted(g, failed || !call_agrees(g, first));
@@ -659,14 +657,11 @@ class tile_exchange {
     return p;
   }
 
-  // One thread, after the waits for `tile`'s inputs and before any output: under same_block this
-  // block published the tile in this call (reduced_before_publish, reducer_not_publisher); the tile
-  // is marked consumed; false also when this rank had recorded an error (a misuse found by another
-  // block or another call: every block refuses from then on).
-  // mark_checked: audit_mark_ok ran already.
-  RCCLX_HOST_DEVICE bool audit_reduce(int tile, const audit_pre& p, bool mark_checked = false) const {
+  // One thread, after the waits for `tile`'s inputs (and audit_mark_ok) and before any output: the
+  // tile is marked consumed; false when a second publisher was found or this rank had recorded an
+  // error (a misuse found by another block or another call: every block refuses from then on).
+  RCCLX_HOST_DEVICE bool audit_reduce(int tile, const audit_pre& p) const {
     if (!audit_settle()) return false;
-    if (!mark_checked && !audit_mark_ok(tile, p)) return false;
     gpu::store_relaxed_system(audit_row_of(tile) + core::audit_consumed_word(flags_.epoch()), flags_.epoch());
     return p.error == 0u;
   }

@@ -211,6 +211,25 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool check_settled(const signal_pads<MaxRank
     return false;
   return x > 0;
 }
+// check_settled for a reader that polls beside other waits which name a late peer first: a wait
+// as long as theirs that records nothing (and stops once this rank recorded an error), then, if the
+// packet still has not landed, check_settled's own (a peer whose flags came without a packet: not
+// built with RCCLX_CHECKS).
+template <int MaxRanks>
+RCCLX_HOST_DEVICE inline bool check_settled_after(const signal_pads<MaxRanks>& s, check_poller<MaxRanks>& c) {
+  int x = c.poll();
+  if (x == 0 && !spin_bounded(
+                    s,
+                    [&] {
+                      x = c.poll();
+                      return x != 0;
+                    },
+                    [] {})) {
+    if (gpu::load_relaxed_system(&s.err->code) != 0u) return false;
+    return check_settled(s, c);
+  }
+  return x > 0;
+}
 }  // namespace detail
 
 // Compares the packet (slot, flag) of every peer this thread serves (p = thread_rank, + group size,

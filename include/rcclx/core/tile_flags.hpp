@@ -95,31 +95,28 @@ class tile_flags {
   // Checked mode (core/call_check.hpp): a fingerprint of the call (`packet` 0) or of what it
   // applies to (1: fused::tile_allreduce's tile map) in the check packets of the slot range's first
   // slots, under this call's epoch: the tile call's checks have no epoch of their own. publish_check
-  // is one thread's; verify_check is check_verify (not group-collective) with `tile` named in the
-  // records and, with `below`, only ranks below it checked.
+  // is one thread's, before the flags it goes with.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void publish_check(int packet, const call_fingerprint& fp) const {
     check_publish(*s_, slots_.first + packet, epoch_, fp);
   }
-  template <class Group>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool verify_check(const Group& g, int packet, const call_fingerprint& fp, int tile,
-                                                        int below = max_ranks) const {
-    return check_verify(g, *s_, slots_.first + packet, epoch_, fp, tile, packet != 0, -1, below);
-  }
-  // Checked mode, one thread: wait(tile, p, tile) with rank p's check packets (0: the call's
-  // fingerprint `call`; 1: a tile map's, `map`, when p < map_below) polled beside the flag, then
-  // compared (check_verify's records). The call's packet is written before the flags, so once the
-  // flag is up it costs no round trip of its own.
-  RCCLX_HOST_DEVICE bool wait_checked(int tile, int p, const call_fingerprint& call, const call_fingerprint* map,
-                                      int map_below) const {
-    check_poller<MaxRanks> a(*s_, slots_.first, epoch_, call, tile, p, false);
-    check_poller<MaxRanks> b(*s_, slots_.first + 1, epoch_, map ? *map : call, tile,
-                             map && p < map_below ? p : s_->num_ranks, true);
-    a.issue();
-    b.issue();
-    if (!detail::wait_flag(*s_, s_->inbox_slot(s_->rank, slot_of(tile), p), epoch_, tile, p, barrier_kind::tile,
-                           [&] { (void)a.poll(), (void)b.poll(); }))
-      return false;
-    return detail::check_settled(*s_, a) && detail::check_settled(*s_, b);
+  // Checked mode, one of `lanes` threads (`lane`: 0 .. lanes - 1) that look at the peers' check
+  // packets while other threads wait for their flags: the packets of peers lane, lane + lanes, ...
+  // (every peer but this rank): the call's (0) compared with `call` when it is given, the tile
+  // map's (1) with `map` for peers below map_below. Each is polled quietly as long as a flag wait
+  // (the flag's own wait names a late peer), then as check_verify does (its records, `tile` named).
+  RCCLX_HOST_DEVICE bool verify_packets(int lane, int lanes, int tile, const call_fingerprint* call,
+                                        const call_fingerprint* map, int map_below) const {
+    const call_fingerprint& any = call ? *call : *map;
+    for (int p = lane; p < s_->num_ranks; p += lanes) {
+      if (p == s_->rank) continue;
+      check_poller<MaxRanks> a(*s_, slots_.first, epoch_, any, tile, call ? p : s_->num_ranks, false);
+      check_poller<MaxRanks> b(*s_, slots_.first + 1, epoch_, map ? *map : any, tile,
+                               map && p < map_below ? p : s_->num_ranks, true);
+      a.issue();
+      b.issue();
+      if (!detail::check_settled_after(*s_, a) || !detail::check_settled_after(*s_, b)) return false;
+    }
+    return true;
   }
 
   // Group-collective, every block, once per call: counts the block; the last block of this rank to
@@ -154,23 +151,17 @@ class tile_flags {
     }
   }
 
-  // finish() with the checked mode's audit (fused/detail/tile_exchange.hpp): thread 0 runs
-  // audit(arrivals) after counting the block (arrivals: blocks of this call counted so far, this
-  // one included); every thread runs beside() (group-collective) while the count is on its way.
-  template <class Group, class Audit, class Beside>
-  RCCLX_HOST_DEVICE void finish(const Group& g, int num_blocks, Audit&& audit, Beside&& beside) const {
-    g.sync();
-    std::uint32_t now = 0;
-    std::uint32_t* w = control_;
-    if (g.thread_rank() == 0) now = gpu::fetch_add_local(w + arrived_word, 1u) + 1u;
-    beside();
-    if (g.thread_rank() == 0) {
-      audit(now - arrived_before_);
-      if (now - arrived_before_ == static_cast<std::uint32_t>(num_blocks)) {
-        gpu::store_relaxed_system(w + began_word, now);
-        gpu::store_relaxed_system(w + calls_word, epoch_);
-      }
-    }
+  // finish()'s count in two steps, for the checked mode (fused/detail/tile_exchange.hpp), whose
+  // counting thread is any one thread of the block after a group sync: count_arrive() counts the
+  // block and returns this call's blocks counted so far (this one included); count_close() then
+  // advances the call counter when that was the last block.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t count_arrive() const {
+    return gpu::fetch_add_local(control_ + arrived_word, 1u) + 1u - arrived_before_;
+  }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void count_close(std::uint32_t arrivals, int num_blocks) const {
+    if (arrivals != static_cast<std::uint32_t>(num_blocks)) return;
+    gpu::store_relaxed_system(control_ + began_word, arrived_before_ + arrivals);
+    gpu::store_relaxed_system(control_ + calls_word, epoch_);
   }
 
 #if RCCLX_CHECKS

@@ -293,7 +293,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
         if (g.thread_rank() == 0) core::detail::record_call_mismatch(t_->signals, tile, rank(), d, core::detail::as_vec(f), true);
         return false;
       }
-    } else if (g.thread_rank() == 0) {
+    } else if (g.thread_rank() == this->audit_thread(g)) {
       flags_.publish_check(1, f);
     }
 #else
@@ -312,7 +312,9 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
   template <class Group, class Map>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool map_agrees(const Group& g, int tile, const Map& map) const {
 #if RCCLX_CHECKS
-    const bool ok = flags_.verify_check(g, 1, detail::map_fingerprint(map), tile, map_owners());
+    const core::call_fingerprint f = detail::map_fingerprint(map);
+    const detail::hash_lanes l = this->lanes(g);
+    const bool ok = !l.in() || flags_.verify_packets(l.lane, l.lanes, tile, nullptr, &f, map_owners());
     return !g.sync_or(!ok);
 #else
     (void)g;

@@ -33,47 +33,57 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t vec_hash(const gpu::vec16& v, 
   return h;
 }
 
-// Group-collective: xors into *acc (a word of this rank) a tile's hash from every thread's part `h`
-// (the xor of vec_hash over the vectors it loaded): the xor over the group with bit 0 cleared, and 1
-// (bit 0 counts the passes). A group of whole warps xor-reduces the parts with shuffles and stores
-// one atomic xor per warp, any other group one per thread.
+// The threads of a group that hash: those from `first` on (first: 0, or a multiple of the warp
+// size below g.size(): whole warps), lane = thread_rank - first of lanes = size - first.
+struct hash_lanes {
+  int first, lane, lanes;
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE hash_lanes(const Group& g, int f)
+      : first(f), lane(g.thread_rank() - f), lanes(g.size() - f) {}
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool in() const { return lane >= 0; }
+};
+
+// Called by the hash lanes of a group only: xors into *acc (a word of this rank) a tile's hash from
+// every lane's part `h` (the xor of vec_hash over the vectors it loaded): the xor over the lanes with
+// bit 0 cleared, and 1 (bit 0 counts the passes). Whole warps xor-reduce the parts with shuffles
+// and store one atomic xor per warp, other lanes one per thread.
 template <class Group>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void xor_hash_parts(const Group& g, std::uint32_t h, std::uint32_t* acc) {
-  h = (h & ~1u) | (g.thread_rank() == 0 ? 1u : 0u);
-  if (g.size() % RCCLX_WARP_SIZE == 0) {
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void xor_hash_parts(const Group& g, const hash_lanes& l, std::uint32_t h,
+                                                        std::uint32_t* acc) {
+  h = (h & ~1u) | (l.lane == 0 ? 1u : 0u);
+  if (g.size() % RCCLX_WARP_SIZE == 0 && l.first % RCCLX_WARP_SIZE == 0) {
     for (int m = RCCLX_WARP_SIZE / 2; m > 0; m /= 2) h ^= gpu::shuffle_xor(h, m);
-    if (g.thread_rank() % RCCLX_WARP_SIZE != 0) return;
+    if (l.lane % RCCLX_WARP_SIZE != 0) return;
   }
   if (h != 0u) (void)gpu::fetch_xor_local(acc, h);
 }
 
-// Group-collective: xors into *acc the hash of the `vecs` 16-byte vectors at `tile` (xor_hash_parts;
-// thread i hashes vectors i, i + size, ...).
+// Called by the hash lanes only: xors into *acc the hash of the `vecs` 16-byte vectors at `tile`
+// (xor_hash_parts; lane i hashes vectors i, i + lanes, ...).
 template <class Group>
-RCCLX_HOST_DEVICE void xor_input_hash(const Group& g, const void* tile, std::size_t vecs, std::uint32_t* acc) {
+RCCLX_HOST_DEVICE void xor_input_hash(const Group& g, const hash_lanes& l, const void* tile, std::size_t vecs,
+                                      std::uint32_t* acc) {
   const auto* v = static_cast<const gpu::vec16*>(tile);
   std::uint32_t h = 0;
-  for (std::size_t i = static_cast<std::size_t>(g.thread_rank()); i < vecs; i += static_cast<std::size_t>(g.size()))
+  for (std::size_t i = static_cast<std::size_t>(l.lane); i < vecs; i += static_cast<std::size_t>(l.lanes))
     h ^= vec_hash(gpu::load16(v + i), i);
-  xor_hash_parts(g, h, acc);
+  xor_hash_parts(g, l, h, acc);
 }
 
-// xor_input_hash in two steps, for a tile of at most Held vectors per thread: load() issues the
-// loads and keeps the vectors, hash_out() hashes them later (after a wait the call makes anyway),
-// so that their round trip is not one of their own.
+// xor_input_hash in two steps, for a tile of at most Held vectors per lane: load() issues the
+// loads and keeps the vectors, hash_out() hashes them later (beside a wait the call makes anyway),
+// so that their round trip is not one of their own. Hash lanes only.
 template <int Held>
 struct held_input_hash {
   gpu::vec16 v[Held];
   std::uint32_t* acc = nullptr;  // null: nothing held
   std::size_t vecs = 0;
-  template <class Group>
-  RCCLX_HOST_DEVICE static constexpr bool fits(const Group& g, std::size_t vecs) {
-    return vecs <= static_cast<std::size_t>(Held) * static_cast<std::size_t>(g.size());
+  RCCLX_HOST_DEVICE static constexpr bool fits(const hash_lanes& l, std::size_t vecs) {
+    return vecs <= static_cast<std::size_t>(Held) * static_cast<std::size_t>(l.lanes);
   }
-  template <class Group>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load(const Group& g, const void* tile, std::size_t n, std::uint32_t* word) {
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load(const hash_lanes& l, const void* tile, std::size_t n, std::uint32_t* word) {
     const auto* p = static_cast<const gpu::vec16*>(tile);
-    const std::size_t tid = static_cast<std::size_t>(g.thread_rank()), gs = static_cast<std::size_t>(g.size());
+    const std::size_t tid = static_cast<std::size_t>(l.lane), gs = static_cast<std::size_t>(l.lanes);
 #if RCCLX_DEVICE_COMPILE
 #  pragma unroll
 #endif
@@ -83,9 +93,9 @@ struct held_input_hash {
     vecs = n;
   }
   template <class Group>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void hash_out(const Group& g) {
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void hash_out(const Group& g, const hash_lanes& l) {
     if (acc == nullptr) return;
-    const std::size_t tid = static_cast<std::size_t>(g.thread_rank()), gs = static_cast<std::size_t>(g.size());
+    const std::size_t tid = static_cast<std::size_t>(l.lane), gs = static_cast<std::size_t>(l.lanes);
     std::uint32_t h = 0;
 #if RCCLX_DEVICE_COMPILE
 #  pragma unroll
@@ -94,7 +104,7 @@ struct held_input_hash {
       const std::size_t i = tid + static_cast<std::size_t>(k) * gs;
       if (i < vecs) h ^= vec_hash(v[k], i);
     }
-    xor_hash_parts(g, h, acc);
+    xor_hash_parts(g, l, h, acc);
     acc = nullptr;
   }
 };

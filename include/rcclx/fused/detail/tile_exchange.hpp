@@ -206,9 +206,10 @@ class tile_exchange {
   RCCLX_HOST_DEVICE void publish_part(const Group& g, int slot, int tile) const {
 #if RCCLX_CHECKS
     if (bad() || !tile_in_range(g, slot)) return;
-    if (g.thread_rank() == 0) publish_checks();
-#endif
+    if (!publish_allowed(g, true)) return;  // the group sync below, with the audit thread's verdict
+#else
     g.sync();  // the group's writes of the slot happen before the release below
+#endif
     for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(slot, tile, p);
 #if RCCLX_CHECKS
     if (g.thread_rank() == audit_thread(g)) audit_publish(slot);
@@ -228,9 +229,10 @@ class tile_exchange {
     const int count = strided_count(first, step);
 #if RCCLX_CHECKS
     if (count > 0 && !tile_in_range(g, first)) return;
-    if (g.thread_rank() == 0 && count > 0) publish_checks();
-#endif
+    if (!publish_allowed(g, count > 0)) return;
+#else
     g.sync();
+#endif
     for (int i = g.thread_rank(); i < count * n; i += g.size()) {
       const int tile = first + (i / n) * step;
       announce(tile, tile, i % n);
@@ -256,24 +258,31 @@ class tile_exchange {
     bool failed = false;
 #if RCCLX_CHECKS
     // The audit thread (the group's last: no flag of its own to wait for when the group has more
-    // threads than there are ranks) looks at the publish marks while the others wait.
+    // threads than there are ranks) looks at the publish marks while the others wait. Under
+    // same_block the mark says already whether this block published the tile: a misuse whatever
+    // the peers do, named before the waits (whose spins end at the record), since a block that
+    // reduces before it publishes may wait for peers that wait for it.
     const bool auditor = g.thread_rank() == audit_thread(g);
-    const audit_pre pre = auditor ? audit_load(tile, true) : audit_pre{};
-    failed = !audit_settle();  // a second publisher (the thread that marked), named before any wait
-    // Under same_block the mark says already whether this block published the tile: a misuse
-    // whatever the peers do, named before the waits (whose spins end at the record), since a block
-    // that reduces before it publishes may wait for peers that wait for it.
-    if (!failed && auditor) failed = !audit_mark_ok(tile, pre);
+    audit_pre pre{};
+    if (auditor) {
+      failed = audit_launch();
+      pre = audit_load(tile, true);
+      if (!failed) failed = !audit_settle();  // a second publisher (the thread that marked)
+      if (!failed) failed = !audit_mark_ok(tile, pre);
+    }
 #endif
     for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
       if (!flags_between(s.rank, p)) continue;
-#if RCCLX_CHECKS
-      failed = !flags_.wait_checked(tile, p, fp_, map_fp, map_below);  // the call check rides the wait
-#else
       failed = !flags_.wait(tile, p, tile);
-#endif
     }
 #if RCCLX_CHECKS
+    // The check lanes, beside the flag waits: the published tile's first hash pass, then the
+    // peers' check packets (the call's fingerprint, `map_fp` of ranks below map_below).
+    const detail::hash_lanes l = lanes(g);
+    if (l.in()) {
+      held_hash_.hash_out(g, l);
+      if (!failed) failed = !flags_.verify_packets(l.lane, l.lanes, tile, &fp_, map_fp, map_below);
+    }
     if (!failed) failed = refused();  // the missing-finish detector's answer, before any output
     if (!failed && auditor) failed = !audit_reduce(tile, pre);
 #else
@@ -302,6 +311,7 @@ class tile_exchange {
     bool failed = false;
 #if RCCLX_CHECKS
     failed = !audit_settle();  // a second publisher, named before any wait
+    if (!failed && g.thread_rank() == audit_thread(g)) failed = audit_launch();
 #endif
     for (int i = g.thread_rank(); i < count * n && !failed; i += g.size()) {
       const int tile = first + (i / n) * step, p = i % n;
@@ -399,27 +409,37 @@ class tile_exchange {
   RCCLX_HOST_DEVICE void finish(const Group& g, int num_blocks) const {
     if (num_tiles_ <= 0) return;  // an empty call touched nothing: it keeps the half
 #if RCCLX_CHECKS
-    // A call refused for a missing finish() before it counts nothing: its blocks all keep the
-    // call number they were refused with (the pads need a reset, as after any error).
-    if (refused()) {
+    // A call refused (its arguments, or the missing-finish detector: the audit thread's answer,
+    // shared by the group sync finish() makes anyway) counts nothing: its blocks all keep the call
+    // number they were refused with (the pads need a reset, as after any error).
+    const bool auditor = g.thread_rank() == audit_thread(g);
+    if (auditor) (void)audit_launch();
+    if (g.sync_or(refused())) {
       // Constructed after the call counter advanced in this launch: this block is one more than
       // the count (GPUs name the count against the grid first).
-      if (late_ && g.thread_rank() == 0)
+      if (late_ && auditor)
         record(core::misuse::finish_twice, flags_.slots().first, static_cast<std::uint32_t>(num_blocks) + 1u,
                static_cast<std::uint32_t>(num_blocks));
       return;
     }
-    // Beside the count's round trip: the previous call's audit words (thread 0: the first block to
-    // be counted looks at them) and the input hashes' passes still to take.
+    // The audit thread counts the block (core::tile_flags::count_arrive) and, beside the count's
+    // round trip, loads the previous call's audit words (the first block to be counted looks at
+    // them); the check lanes take the input hashes' passes still to take.
     detail::previous_call_words prev{};
-    flags_.finish(g, num_blocks, [&](std::uint32_t arrivals) { audit_finish(num_blocks, arrivals, prev); },
-                  [&] {
-                    if (g.thread_rank() == 0) prev = detail::load_previous_call(t_->signals, flags_.slots(), flags_.epoch());
-                    (void)audit_settle();  // a mark no wait looked at
-                    held_hash_.hash_out(g);
-                    hash_kept(g);
-                    finished_ = true;
-                  });
+    std::uint32_t arrivals = 0;
+    if (auditor) {
+      arrivals = flags_.count_arrive();
+      prev = detail::load_previous_call(t_->signals, flags_.slots(), flags_.epoch());
+      (void)audit_settle();  // a mark no wait looked at
+    }
+    const detail::hash_lanes l = lanes(g);
+    if (l.in()) held_hash_.hash_out(g, l);
+    hash_kept(g);
+    finished_ = true;
+    if (auditor) {
+      audit_finish(num_blocks, arrivals, prev);
+      flags_.count_close(arrivals, num_blocks);
+    }
 #else
     flags_.finish(g, num_blocks);
 #endif
@@ -446,11 +466,11 @@ class tile_exchange {
   // then the published tile's first hash pass (its loads landed during the wait).
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool voted(const Group& g, bool failed) const {
-    const bool ok = !g.sync_or(failed);
 #if RCCLX_CHECKS
-    held_hash_.hash_out(g);
+    const detail::hash_lanes l = lanes(g);
+    if (l.in()) held_hash_.hash_out(g, l);  // a published tile's first hash pass, its loads landed
 #endif
-    return ok;
+    return !g.sync_or(failed);
   }
 
   // Checked mode: did every peer make this call (count, shape, type, op, algorithm)? Not
@@ -458,7 +478,10 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool call_agrees(const Group& g, int tile) const {
 #if RCCLX_CHECKS
-    return !refused() && flags_.verify_check(g, 0, fp_, tile);
+    if (g.thread_rank() == audit_thread(g) && audit_launch()) return false;
+    if (refused()) return false;
+    const detail::hash_lanes l = lanes(g);
+    return !l.in() || flags_.verify_packets(l.lane, l.lanes, tile, &fp_, nullptr, 0);
 #else
     (void)g, (void)tile;
     return true;
@@ -483,10 +506,9 @@ class tile_exchange {
     return p;
   }
 
-  // The constructors' checks: the probe's verdict on the arguments, then the missing-finish
-  // detector, whose exchange is issued here and looked at by refused() before the call's first
-  // output (its round trip overlaps the caller's work and the flag waits); a verdict known without
-  // it (a refusal, or this launch decided already) is settled at once.
+  // The constructors' checks: the probe's verdict on the arguments and the region's binding. The
+  // missing-finish detector is the audit thread's, started at the call's first group-collective
+  // step (audit_launch), once the group is known.
   RCCLX_HOST_DEVICE void check_call(const core::region& r) {
     region_offset_ = r.offset;
     region_bytes_ = r.bytes;
@@ -496,24 +518,69 @@ class tile_exchange {
       detail::record_call_problem(t_->signals, probe_.problem, r.slots.first);
       return;
     }
-    if (num_tiles_ <= 0) return;
-    flags_.launch_start([&] { return audit_overlap(&probe_.bound); }, [&] { late_ = true; });
-    if (flags_.launch_known()) (void)refused();
+    // The slot range bound to the region's bytes (a compare of the words the probe loaded once it
+    // is bound): another range of this rank in flight over the same bytes or slots refuses the
+    // call before the kernel writes its tiles.
+    if (num_tiles_ > 0 && audit_overlap(&probe_.bound)) bad_ = true;
   }
 
-  // Refused so far? Nothing waited for: the missing-finish detector's answer may still be on its
-  // way (refused() looks at it). Enough before publishing: a call it refuses publishes flags that
-  // no peer waits for (its call number is the previous call's) or that its whole launch refuses.
+  // Refused so far (the arguments, a step, or a verdict the group shared: the same in every
+  // thread of the group)?
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool bad() const { return bad_; }
 
-  // Refused? The detector's answer is settled here, once (bad_ from then on): before any output.
+  // Refused? bad(), or in the audit thread the missing-finish detector's answer, settled here
+  // (waiting for its exchange) once it was started (audit_launch): before any output.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool refused() const {
-    if (flags_.launch_pending() &&
-        flags_.launch_verdict([&] { return audit_overlap(nullptr); },
-                              [&] { detail::audit_note_call(t_->signals, flags_.slots(), flags_.epoch(), num_tiles_, is_tree()); },
-                              [&] { late_ = true; }))
-      bad_ = true;
-    return bad_;
+    if (flags_.launch_pending() && launch_verdict()) launch_bad_ = true;
+    return bad_ || launch_bad_;
+  }
+  RCCLX_HOST_DEVICE bool launch_verdict() const {
+    return flags_.launch_verdict([&] { return audit_overlap(nullptr); },
+                                 [&] { detail::audit_note_call(t_->signals, flags_.slots(), flags_.epoch(), num_tiles_, is_tree()); },
+                                 [&] { late_ = true; });
+  }
+
+  // The audit thread, at every group-collective step: starts the missing-finish detector once per
+  // call (core::tile_flags::launch_start: its compare-and-swap, and for a new launch the binding
+  // of the region, audit_overlap), so that its round trips are the audit thread's alone, and
+  // settles its answer when it is known without the exchange. True: the launch is refused.
+  RCCLX_HOST_DEVICE bool audit_launch() const {
+    if (!launch_started_) {
+      launch_started_ = true;
+      if (num_tiles_ > 0 && !bad_)
+        flags_.launch_start([] { return false; }, [&] { late_ = true; });  // the range was bound by the constructor
+    }
+    if (flags_.launch_pending() && flags_.launch_known() && launch_verdict()) launch_bad_ = true;
+    return launch_bad_;
+  }
+
+  // Group-collective, the sync before a publish's flags: the audit thread starts the call's
+  // checks (audit_launch) and, with `packets`, writes its check packets (publish_checks); a
+  // refusal it knows already is shared by the sync and refuses the publish in every thread.
+  template <class Group>
+  RCCLX_HOST_DEVICE bool publish_allowed(const Group& g, bool packets) const {
+    bool no = false;
+    if (g.thread_rank() == audit_thread(g)) {
+      no = audit_launch();
+      if (!no && packets && !packets_out_) publish_checks(), packets_out_ = true;
+    }
+    if (g.sync_or(no)) return bad_ = true, false;
+    return true;
+  }
+
+  // The first thread of the group's check lanes (the input hashes, the peers' check packets):
+  // the warps after those whose threads raise or wait for flags (thread ranks below num_ranks),
+  // when the group has such a warp; otherwise 0 (every thread). Their loads and exchanges stay out
+  // of the flag threads' warps, whose release stores and acquire loads would wait for them.
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int check_first(const Group& g) const {
+    const int n = num_ranks() < g.size() ? num_ranks() : g.size();
+    const int w = (n + RCCLX_WARP_SIZE - 1) / RCCLX_WARP_SIZE * RCCLX_WARP_SIZE;
+    return w < g.size() ? w : 0;
+  }
+  template <class Group>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE detail::hash_lanes lanes(const Group& g) const {
+    return detail::hash_lanes(g, check_first(g));
   }
 
   // A thread about to decide for a new launch: binds the call's slot range to this rank's bytes of
@@ -578,10 +645,14 @@ class tile_exchange {
     return core::audit_row(t_->signals, flags_.slots().first + 1 + tile);
   }
 
-  // Group-collective: xors the hash of this rank's input of `slot` into its input hash word.
+  // Group-collective (the check lanes work): xors the hash of this rank's input of `slot` into its
+  // input hash word.
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_hash(const Group& g, int slot) const {
-    detail::xor_input_hash(g, input(slot), tile_elems_ / vec_elems, audit_row_of(slot) + core::audit_hash_word(flags_.epoch()));
+    const detail::hash_lanes l = lanes(g);
+    if (!l.in()) return;
+    detail::xor_input_hash(g, l, input(slot), tile_elems_ / vec_elems,
+                           audit_row_of(slot) + core::audit_hash_word(flags_.epoch()));
   }
 
   // Group-collective, after the flags of `slot` went up: audit_hash with its loads issued now and
@@ -589,16 +660,19 @@ class tile_exchange {
   // when the tile is at most held_hash_vecs vectors per thread; otherwise at once.
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_hash_held(const Group& g, int slot) const {
-    held_hash_.hash_out(g);  // an earlier tile's, still held
+    const detail::hash_lanes l = lanes(g);
+    if (!l.in()) return;
+    held_hash_.hash_out(g, l);  // an earlier tile's, still held
     const std::size_t vecs = tile_elems_ / vec_elems;
-    if (held_hash_.fits(g, vecs))
-      held_hash_.load(g, input(slot), vecs, audit_row_of(slot) + core::audit_hash_word(flags_.epoch()));
+    if (held_hash_.fits(l, vecs))
+      held_hash_.load(l, input(slot), vecs, audit_row_of(slot) + core::audit_hash_word(flags_.epoch()));
     else
       audit_hash(g, slot);
   }
 
-  // One thread, before a publish's flags: the call's fingerprint packet and, when the kernel
-  // declared its tile map, the map's (so that the peers' waits find both with the flags).
+  // The audit thread, before a call's first publish's flags: the call's fingerprint packet and,
+  // when the kernel declared its tile map, the map's (so that the peers' check lanes find both
+  // with the flags).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void publish_checks() const {
     flags_.publish_check(0, fp_);
     if (map_declared_) flags_.publish_check(1, map_fp_);
@@ -610,10 +684,12 @@ class tile_exchange {
     map_declared_ = true;
   }
 
-  // Group-collective: the second pass of the tiles input_kept left (after a group sync).
+  // Group-collective: the second pass of the tiles input_kept left (after a group sync; the check
+  // lanes hash, every thread forgets them).
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void hash_kept(const Group& g) const {
-    for (int q = 0; q < kept_parts_; ++q) audit_hash(g, kept_tile_ + q * kept_stride_);
+    if (lanes(g).in())
+      for (int q = 0; q < kept_parts_; ++q) audit_hash(g, kept_tile_ + q * kept_stride_);
     kept_parts_ = 0;
   }
 
@@ -753,6 +829,9 @@ class tile_exchange {
   mutable detail::held_input_hash<held_hash_vecs> held_hash_{};  // a publish's first hash pass, loaded
   core::call_fingerprint map_fp_{};                               // the declared tile map's fingerprint
   bool map_declared_ = false;
+  mutable bool launch_started_ = false;  // the audit thread started the missing-finish detector
+  mutable bool launch_bad_ = false;      // ... and its answer refuses the call (the audit thread's alone)
+  mutable bool packets_out_ = false;     // the audit thread wrote the check packets
 #endif
 };
 

@@ -54,9 +54,9 @@ struct call_problem {
   RCCLX_HOST_DEVICE constexpr explicit operator bool() const { return static_cast<std::uint32_t>(what) != 0; }
 };
 
-// What a tile call's constructor finds before it reads the call counter (tile_exchange::probe_call):
-// the first problem of its arguments, its slot range's binding words (core::audit_bound_words) and
-// the bytes of a half's results area (tree; 0 for flat).
+// What a tile call's constructor finds: its slot range's binding words (core::audit_bound_words,
+// loaded before it reads the call counter: tile_exchange::probe_load), the first problem of its
+// arguments and the bytes of a half's results area (tree; 0 for flat).
 struct call_probe {
   call_problem problem;
   core::bound_words bound;
@@ -100,12 +100,14 @@ RCCLX_HOST_DEVICE inline call_problem find_call_problem(const core::peer_table<E
   if (!slots_fit(r.slots, t.signals.max_blocks))
     return {misuse::arg_slots, static_cast<std::uint32_t>(r.slots.end()),
             static_cast<std::uint32_t>(t.signals.max_blocks), 0u};
-  // Every rank's pointer loaded at once (a table in device memory: one round trip, not one per
-  // rank), then the first bad one named.
+  // Every rank's pointer loaded at once, whatever the rank count (a table in device memory: one
+  // round trip, not one per rank, and not one after the count's), then the first bad one named.
   std::uint32_t null_ranks = 0, misaligned_ranks = 0;
+  const void* data[MaxRanks];
+  for (int p = 0; p < MaxRanks; ++p) data[p] = t.data[p];
   for (int p = 0; p < MaxRanks; ++p) {
     if (p >= t.num_ranks()) continue;
-    const void* d = t.data[p];
+    const void* d = data[p];
     null_ranks |= (d == nullptr ? 1u : 0u) << p;
     misaligned_ranks |= (gpu::is_aligned(d, 16) && r.offset % 16 == 0 ? 0u : 1u) << p;
   }

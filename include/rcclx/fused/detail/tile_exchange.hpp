@@ -82,7 +82,7 @@ class tile_exchange {
                                   std::size_t results_bytes = detail::default_results)
       : t_(&t),
 #if RCCLX_CHECKS
-        probe_(probe_call(t, core::whole_buffer(t.capacity_bytes, slots), tile_elems, num_tiles, results_bytes)),
+        probe_(probe_load(t, slots)),
         flags_(t.signals, detail::slots_in_pads(t.signals, slots)),
 #else
         flags_(t.signals, slots),
@@ -96,7 +96,7 @@ class tile_exchange {
                                          static_cast<std::size_t>(num_tiles),
                                          static_cast<int>(core::region_digest(core::whole_buffer(t.capacity_bytes, slots))),
                                          tile_elems);
-    check_call(core::whole_buffer(t.capacity_bytes, slots));
+    check_call(core::whole_buffer(t.capacity_bytes, slots), results_bytes);
 #else
     (void)results_bytes;
 #endif
@@ -109,7 +109,7 @@ class tile_exchange {
                                   std::size_t results_bytes = detail::default_results)
       : t_(&t),
 #if RCCLX_CHECKS
-        probe_(probe_call(t, r, tile_elems, num_tiles, results_bytes)),
+        probe_(probe_load(t, r.slots)),
         flags_(t.signals, detail::slots_in_pads(t.signals, r.slots)),
 #else
         flags_(t.signals, r.slots),
@@ -122,7 +122,7 @@ class tile_exchange {
     fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
                                          static_cast<std::size_t>(num_tiles), static_cast<int>(core::region_digest(r)),
                                          tile_elems);
-    check_call(r);
+    check_call(r, results_bytes);
 #else
     (void)results_bytes;
 #endif
@@ -489,29 +489,27 @@ class tile_exchange {
   }
 
 #if RCCLX_CHECKS
-  // The constructors' checks of the table and the region (detail::find_call_problem, against the
-  // resolved algorithm's bytes) and the slot range's binding words: made before the flags'
-  // acquire of the call counter, which orders every later load, so that their loads share its
-  // round trip.
-  RCCLX_HOST_DEVICE static detail::call_probe probe_call(const core::peer_table<T, MaxRanks>& t, const core::region& r,
-                                                         std::size_t tile_elems, int num_tiles,
-                                                         std::size_t results_bytes) {
+  // The constructors' first loads: the slot range's binding words (of slot 0 when the range is not
+  // inside the pads: a refused call), issued before the flags' acquire of the call counter, which
+  // orders every later load, so that they share its round trip.
+  RCCLX_HOST_DEVICE static detail::call_probe probe_load(const core::peer_table<T, MaxRanks>& t, tile_slots slots) {
     detail::call_probe p;
-    const bool tree = choose_tree(t, tile_elems, num_tiles);
-    const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles > 0 ? num_tiles : 0) * tile_elems * sizeof(T));
-    p.results_bytes = tree ? detail::round16(results_bytes == detail::default_results ? in : results_bytes) : 0;
-    p.problem = detail::find_call_problem(t, r, tile_elems, num_tiles, static_cast<std::size_t>(vec_elems),
-                                          in + p.results_bytes, half_bytes(r.bytes), tree);
-    if (!p.problem) p.bound = core::audit_bound_words(t.signals, r.slots);
+    p.bound = core::audit_bound_words(t.signals, detail::slots_in_pads(t.signals, slots));
     return p;
   }
 
   // The constructors' checks: the probe's verdict on the arguments and the region's binding. The
   // missing-finish detector is the audit thread's, started at the call's first group-collective
   // step (audit_launch), once the group is known.
-  RCCLX_HOST_DEVICE void check_call(const core::region& r) {
+  RCCLX_HOST_DEVICE void check_call(const core::region& r, std::size_t results_bytes) {
     region_offset_ = r.offset;
     region_bytes_ = r.bytes;
+    // The table and the region (detail::find_call_problem, against the resolved algorithm's bytes).
+    const core::peer_table<T, MaxRanks>& t = *t_;
+    const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles_ > 0 ? num_tiles_ : 0) * tile_elems_ * sizeof(T));
+    probe_.results_bytes = is_tree() ? detail::round16(results_bytes == detail::default_results ? in : results_bytes) : 0;
+    probe_.problem = detail::find_call_problem(t, r, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
+                                               in + probe_.results_bytes, half_bytes(r.bytes), is_tree());
     results_bytes_ = probe_.results_bytes;
     if (probe_.problem) {
       bad_ = true;

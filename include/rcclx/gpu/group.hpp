@@ -184,5 +184,18 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool first_thread_of_block() {
 #endif
 }
 
+// Is the calling thread its block's last (the highest index in every dimension)? Always true on the
+// host (with emulated threads: the emulated block's last thread).
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool last_thread_of_block() {
+#if RCCLX_DEVICE_COMPILE && RCCLX_BACKEND_GPU
+  return threadIdx.x + 1 == blockDim.x && threadIdx.y + 1 == blockDim.y && threadIdx.z + 1 == blockDim.z;
+#elif RCCLX_EMULATE_THREADS
+  const auto* b = detail::current_emulated_block();
+  return !b || b->thread() + 1 == b->threads();
+#else
+  return true;
+#endif
+}
+
 }  // namespace gpu
 RCCLX_NAMESPACE_END

@@ -520,6 +520,9 @@ class tile_exchange {
     // is bound): another range of this rank in flight over the same bytes or slots refuses the
     // call before the kernel writes its tiles.
     if (num_tiles_ > 0 && audit_overlap(&probe_.bound)) bad_ = true;
+    // The block's last thread (a block group's audit thread) starts the missing-finish detector
+    // here, so that its exchange has landed by the time finish() or the first wait settles it.
+    if (gpu::last_thread_of_block()) (void)audit_launch();
   }
 
   // Refused so far (the arguments, a step, or a verdict the group shared: the same in every

@@ -232,13 +232,18 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
   using base::tile_elems_;
   using base::tiles_per_owner;
 
-  // Checked mode, group-collective: the map fits this call (its tiles, the vector width; otherwise
-  // an invalid_argument record), the epilogue's stages accept the call (epi.check, when it has one:
-  // fused/stage_check.hpp; call = the fault's stage) and the map's fingerprint is published for the
-  // peers' map_agrees.
+  // Checked mode, group-collective, the audit thread's look (the others go on): the map fits this
+  // call (its tiles, the vector width; otherwise an invalid_argument record), the epilogue's stages
+  // accept the call (epi.check, when it has one: fused/stage_check.hpp; call = the fault's stage)
+  // and the map is the one declared, or its fingerprint is published for the peers' map_agrees. A
+  // misfit refuses the reduce at its wait's vote (map_bad_), before any output. False: the call
+  // was refused already.
   template <int VPT, class Group, class Map, class Epilogue>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool map_fits(const Group& g, int tile, const Map& map, const Epilogue& epi) const {
 #if RCCLX_CHECKS
+    if (this->bad()) return false;
+    // The audit thread's: a misfit refuses the reduce at the vote of its wait (before any output).
+    if (g.thread_rank() != this->audit_thread(g)) return true;
     const core::call_fingerprint f = detail::map_fingerprint(map);
     core::misuse m{};
     std::uint32_t a = 0, b = 0, call = 0;
@@ -249,9 +254,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
       fault = epi.check(this->stage_context_for(map));
       if (fault.what == core::misuse::stage_writes_symmetric) fault.b = static_cast<std::uint32_t>(rank());
     }
-    if (this->bad()) {
-      return false;
-    } else if (detail::map_columns_checked(map) &&
+    if (detail::map_columns_checked(map) &&
                ((f.w[2] % static_cast<std::uint32_t>(vec_elems)) != 0 || (f.w[3] % static_cast<std::uint32_t>(vec_elems)) != 0)) {
       m = core::misuse::map_vector_width;
       a = f.w[3] % static_cast<std::uint32_t>(vec_elems) != 0 ? f.w[3] : f.w[2];
@@ -280,20 +283,20 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
       call = fault.stage;
     }
     if (m != core::misuse{}) {
-      if (g.thread_rank() == 0)
-        core::record_error(t_->signals, errc::invalid_argument, t_->signals.rank, static_cast<std::uint32_t>(m), tile,
-                           call, a, b);
-      return false;
+      core::record_error(t_->signals, errc::invalid_argument, t_->signals.rank, static_cast<std::uint32_t>(m), tile,
+                         call, a, b);
+      this->map_bad_ = true;
+      return true;
     }
     if (this->map_declared_) {
       const core::call_fingerprint& d = this->map_fp_;
       if (d.w[0] != f.w[0] || d.w[1] != f.w[1] || d.w[2] != f.w[2] || d.w[3] != f.w[3]) {
         // Another map than the one declared (and published with the flags): a mismatch of this rank
         // with itself, the declared value first.
-        if (g.thread_rank() == 0) core::detail::record_call_mismatch(t_->signals, tile, rank(), d, core::detail::as_vec(f), true);
-        return false;
+        core::detail::record_call_mismatch(t_->signals, tile, rank(), d, core::detail::as_vec(f), true);
+        this->map_bad_ = true;
       }
-    } else if (g.thread_rank() == this->audit_thread(g)) {
+    } else {
       flags_.publish_check(1, f);
     }
 #else
@@ -314,7 +317,8 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
 #if RCCLX_CHECKS
     const core::call_fingerprint f = detail::map_fingerprint(map);
     const detail::hash_lanes l = this->lanes(g);
-    const bool ok = !l.in() || flags_.verify_packets(l.lane, l.lanes, tile, nullptr, &f, map_owners());
+    bool ok = !l.in() || flags_.verify_packets(l.lane, l.lanes, tile, nullptr, &f, map_owners());
+    if (g.thread_rank() == this->audit_thread(g) && this->map_bad_) ok = false;
     return !g.sync_or(!ok);
 #else
     (void)g;

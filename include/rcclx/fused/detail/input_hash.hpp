@@ -33,14 +33,14 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t vec_hash(const gpu::vec16& v, 
   return h;
 }
 
-// The threads of a group that hash: those from `first` on (first: 0, or a multiple of the warp
-// size below g.size(): whole warps), lane = thread_rank - first of lanes = size - first.
+// The threads of a group that hash: thread ranks [first, end) (first and end: 0 and g.size(), or
+// multiples of the warp size: whole warps), lane = thread_rank - first of lanes = end - first.
 struct hash_lanes {
-  int first, lane, lanes;
+  int first, end, lane, lanes;
   template <class Group>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE hash_lanes(const Group& g, int f)
-      : first(f), lane(g.thread_rank() - f), lanes(g.size() - f) {}
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool in() const { return lane >= 0; }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE hash_lanes(const Group& g, int f, int e)
+      : first(f), end(e), lane(g.thread_rank() - f), lanes(e - f) {}
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool in() const { return lane >= 0 && lane < lanes; }
 };
 
 // Called by the hash lanes of a group only: xors into *acc (a word of this rank) a tile's hash from
@@ -51,7 +51,7 @@ template <class Group>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void xor_hash_parts(const Group& g, const hash_lanes& l, std::uint32_t h,
                                                         std::uint32_t* acc) {
   h = (h & ~1u) | (l.lane == 0 ? 1u : 0u);
-  if (g.size() % RCCLX_WARP_SIZE == 0 && l.first % RCCLX_WARP_SIZE == 0) {
+  if (l.end % RCCLX_WARP_SIZE == 0 && l.first % RCCLX_WARP_SIZE == 0) {
     for (int m = RCCLX_WARP_SIZE / 2; m > 0; m /= 2) h ^= gpu::shuffle_xor(h, m);
     if (l.lane % RCCLX_WARP_SIZE != 0) return;
   }

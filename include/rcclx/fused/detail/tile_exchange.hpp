@@ -265,7 +265,7 @@ class tile_exchange {
     const bool auditor = g.thread_rank() == audit_thread(g);
     audit_pre pre{};
     if (auditor) {
-      failed = audit_launch();
+      failed = audit_launch() || map_bad_;  // map_bad_: the reduce's map or stages (tile_allreduce::map_fits)
       pre = audit_load(tile, true);
       if (!failed) failed = !audit_settle();  // a second publisher (the thread that marked)
       if (!failed) failed = !audit_mark_ok(tile, pre);
@@ -478,7 +478,7 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool call_agrees(const Group& g, int tile) const {
 #if RCCLX_CHECKS
-    if (g.thread_rank() == audit_thread(g) && audit_launch()) return false;
+    if (g.thread_rank() == audit_thread(g) && (audit_launch() || map_bad_)) return false;
     if (refused()) return false;
     const detail::hash_lanes l = lanes(g);
     return !l.in() || flags_.verify_packets(l.lane, l.lanes, tile, &fp_, nullptr, 0);
@@ -569,19 +569,18 @@ class tile_exchange {
     return true;
   }
 
-  // The first thread of the group's check lanes (the input hashes, the peers' check packets):
-  // the warps after those whose threads raise or wait for flags (thread ranks below num_ranks),
-  // when the group has such a warp; otherwise 0 (every thread). Their loads and exchanges stay out
-  // of the flag threads' warps, whose release stores and acquire loads would wait for them.
-  template <class Group>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE int check_first(const Group& g) const {
-    const int n = num_ranks() < g.size() ? num_ranks() : g.size();
-    const int w = (n + RCCLX_WARP_SIZE - 1) / RCCLX_WARP_SIZE * RCCLX_WARP_SIZE;
-    return w < g.size() ? w : 0;
-  }
+  // The group's check lanes (the input hashes, the peers' check packets): the warps after those
+  // whose threads raise or wait for flags (thread ranks below num_ranks) and, when there are two
+  // such warps or more, before the last (the audit thread's, whose own steps then run beside
+  // theirs); every thread when the group has no such warp. Their loads and exchanges stay out of
+  // the flag threads' warps, whose release stores and acquire loads would wait for them.
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE detail::hash_lanes lanes(const Group& g) const {
-    return detail::hash_lanes(g, check_first(g));
+    constexpr int W = RCCLX_WARP_SIZE;
+    const int size = g.size(), n = num_ranks() < size ? num_ranks() : size;
+    const int w = (n + W - 1) / W * W;
+    if (w >= size) return detail::hash_lanes(g, 0, size);
+    return detail::hash_lanes(g, w, size - w >= 2 * W && size % W == 0 ? size - W : size);
   }
 
   // A thread about to decide for a new launch: binds the call's slot range to this rank's bytes of
@@ -641,9 +640,10 @@ class tile_exchange {
     return false;
   }
 
-  // This rank's audit row of `tile` (core/tile_audit.hpp).
+  // This rank's audit row of `tile` (core/tile_audit.hpp); the pad arithmetic made once per thread.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* audit_row_of(int tile) const {
-    return core::audit_row(t_->signals, flags_.slots().first + 1 + tile);
+    if (audit_rows_ == nullptr) audit_rows_ = core::audit_row(t_->signals, flags_.slots().first + 1);
+    return audit_rows_ + static_cast<std::size_t>(tile) * core::audit_row_words;
   }
 
   // Group-collective (the check lanes work): xors the hash of this rank's input of `slot` into its
@@ -833,6 +833,8 @@ class tile_exchange {
   mutable bool launch_started_ = false;  // the audit thread started the missing-finish detector
   mutable bool launch_bad_ = false;      // ... and its answer refuses the call (the audit thread's alone)
   mutable bool packets_out_ = false;     // the audit thread wrote the check packets
+  mutable bool map_bad_ = false;
+  mutable std::uint32_t* audit_rows_ = nullptr;  // audit_row_of's first row         // the audit thread refused a reduce's map or stages (map_fits)
 #endif
 };
 

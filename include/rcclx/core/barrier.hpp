@@ -37,9 +37,8 @@ namespace core {
 namespace detail {
 
 // A bounded wait on `peer` expired (barrier_kind `kind`, the flag `call` awaited, `observed` seen).
-// Not inlined: a failure's path, kept out of the waits' instruction stream.
 template <int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_NOINLINE void record_timeout(const signal_pads<MaxRanks>& s, int block, int peer,
+RCCLX_HOST_DEVICE inline void record_timeout(const signal_pads<MaxRanks>& s, int block, int peer,
                                              barrier_kind kind, std::uint32_t call,
                                              std::uint32_t observed) {
   record_error(s, errc::timeout, [&](error_record& r) {  // `reserved` unused

@@ -88,7 +88,7 @@ namespace detail {
 
 // Records that `peer` passed other arguments: the first field in which `theirs` differs from `mine`.
 template <int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_NOINLINE void record_call_mismatch(const signal_pads<MaxRanks>& s, int block, int peer,
+RCCLX_HOST_DEVICE inline void record_call_mismatch(const signal_pads<MaxRanks>& s, int block, int peer,
                                                    const call_fingerprint& mine, const gpu::vec16& theirs,
                                                    bool map) {
   std::uint32_t field = 0, a = 0, b = 0;

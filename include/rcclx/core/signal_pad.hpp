@@ -301,10 +301,9 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_error(const signal_pads<MaxRanks
   gpu::store_release_system(&s.err->code, static_cast<std::uint32_t>(code));
 }
 
-// record_error with every field as error_record documents them. Not inlined: a failure's path, kept
-// out of its callers' instruction stream (a checked kernel records from many places).
+// record_error with every field as error_record documents them.
 template <int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_NOINLINE void record_error(const signal_pads<MaxRanks>& s, errc code, int missing_rank,
+RCCLX_HOST_DEVICE inline void record_error(const signal_pads<MaxRanks>& s, errc code, int missing_rank,
                                            std::uint32_t kind, int block, std::uint32_t call, std::uint32_t observed,
                                            std::uint32_t reserved) {
   record_error(s, code, [&](error_record& r) {

@@ -172,6 +172,12 @@ struct check_poller {
         state(p < pads.num_ranks && p != pads.rank ? 0 : 1), q{}, map(is_map) {
     if (state == 0) pkt = pads.check_packet(peer, flag, slot);
   }
+  // The same with the packet's address computed by the caller (`packet`: check_packet(p, flag, slot)).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE check_poller(const signal_pads<MaxRanks>& pads, const unsigned char* packet,
+                                                   std::uint32_t check_flag, const call_fingerprint& f, int blk, int p,
+                                                   bool is_map)
+      : s(pads), fp(f), pkt(packet), flag(detail::nonzero_flag(check_flag)), peer(p), block(blk),
+        state(p < pads.num_ranks && p != pads.rank ? 0 : 1), q{}, map(is_map) {}
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void issue() {
     if (state == 0) ll_load(pkt, 0, q, 16);
   }

@@ -128,9 +128,9 @@ RCCLX_HOST_DEVICE bind_verdict audit_bind(const signal_pads<MaxRanks>& s, tile_s
                                           std::uint64_t hi, const bound_words& bound) {
   bind_verdict v{};
   if (slots.first >= audit_directory_slots) return v;
-  std::uint32_t* c = audit_row(s, slots.first);
   const auto end = static_cast<std::uint32_t>(slots.end());
   if (bound.same(end, lo, hi)) return v;
+  std::uint32_t* c = audit_row(s, slots.first);
   detail::store_u64(c + audit_lo_word, lo);
   detail::store_u64(c + audit_hi_word, hi);
   gpu::fence_system();

@@ -92,12 +92,22 @@ class tile_flags {
                              barrier_kind::tile);
   }
 
+#if RCCLX_CHECKS
   // Checked mode (core/call_check.hpp): a fingerprint of the call (`packet` 0) or of what it
   // applies to (1: fused::tile_allreduce's tile map) in the check packets of the slot range's first
   // slots, under this call's epoch: the tile call's checks have no epoch of their own. publish_check
   // is one thread's, before the flags it goes with.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void publish_check(int packet, const call_fingerprint& fp) const {
-    check_publish(*s_, slots_.first + packet, epoch_, fp);
+    const std::uint32_t flag = detail::nonzero_flag(epoch_);
+    ll_write(packet_of(s_->rank, packet), 0, detail::as_vec(fp), flag, 16);
+  }
+  // The check packet `packet` (0, 1) of `owner` for this call: the pad arithmetic made once per
+  // thread, the same offset from every owner's flags.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned char* packet_of(int owner, int packet) const {
+    if (packet_off_ < 0)
+      packet_off_ = s_->check_packet(s_->rank, detail::nonzero_flag(epoch_), slots_.first) -
+                    reinterpret_cast<unsigned char*>(s_->inbox[s_->rank]);
+    return reinterpret_cast<unsigned char*>(s_->inbox[owner]) + packet_off_ + packet * static_cast<std::ptrdiff_t>(check_packet_bytes);
   }
   // Checked mode, one of `lanes` threads (`lane`: 0 .. lanes - 1) that look at the peers' check
   // packets while other threads wait for their flags: the packets of peers lane, lane + lanes, ...
@@ -109,8 +119,8 @@ class tile_flags {
     const call_fingerprint& any = call ? *call : *map;
     for (int p = lane; p < s_->num_ranks; p += lanes) {
       if (p == s_->rank) continue;
-      check_poller<MaxRanks> a(*s_, slots_.first, epoch_, any, tile, call ? p : s_->num_ranks, false);
-      check_poller<MaxRanks> b(*s_, slots_.first + 1, epoch_, map ? *map : any, tile,
+      check_poller<MaxRanks> a(*s_, packet_of(p, 0), epoch_, any, tile, call ? p : s_->num_ranks, false);
+      check_poller<MaxRanks> b(*s_, packet_of(p, 1), epoch_, map ? *map : any, tile,
                                map && p < map_below ? p : s_->num_ranks, true);
       a.issue();
       b.issue();
@@ -118,6 +128,7 @@ class tile_flags {
     }
     return true;
   }
+#endif
 
   // Group-collective, every block, once per call: counts the block; the last block of this rank to
   // be counted advances the call counter. It only touches the control words, which the
@@ -260,6 +271,7 @@ class tile_flags {
   std::uint32_t launch_seen_ = 0;  // launch_word as the constructor read it (launch_start)
   mutable launch_step launch_{};   // launch_start()'s step, settled by launch_verdict()
   mutable bool launch_pending_ = false;
+  mutable std::ptrdiff_t packet_off_ = -1;  // packet_of's offset from an owner's flags (-1: not computed)
 #endif
 };
 

@@ -184,27 +184,26 @@ struct previous_call_words {
   std::uint32_t call = 0, shape = 0;
   std::uint32_t mark[previous_call_batch], used[previous_call_batch], hash[previous_call_batch];
 };
-template <int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_previous_rows(const core::signal_pads<MaxRanks>& s, tile_slots slots,
+// The rows are the slot range's tile rows from `row1` (core::audit_row of slot slots.first + 1,
+// computed once by the caller; row t at row1 + t * audit_row_words).
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_previous_rows(const std::uint32_t* row1, tile_slots slots,
                                                             std::uint32_t prev, int t0, previous_call_words& w) {
   for (int i = 0; i < previous_call_batch; ++i) {
     const int t = t0 + i < slots.max_tiles ? t0 + i : slots.max_tiles - 1;
-    const std::uint32_t* row = core::audit_row(s, slots.first + 1 + t);
+    const std::uint32_t* row = row1 + static_cast<std::size_t>(t) * core::audit_row_words;
     w.mark[i] = gpu::load_relaxed_system(row + core::audit_mark_word(prev));
     w.used[i] = gpu::load_relaxed_system(row + core::audit_consumed_word(prev));
     w.hash[i] = gpu::load_relaxed_system(row + core::audit_hash_word(prev));
   }
 }
-template <int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE previous_call_words load_previous_call(const core::signal_pads<MaxRanks>& s,
-                                                                           tile_slots slots, std::uint32_t epoch) {
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE previous_call_words load_previous_call(const std::uint32_t* row1, tile_slots slots,
+                                                                           std::uint32_t epoch) {
   previous_call_words w{};
   if (slots.max_tiles < 1) return w;
   const std::uint32_t prev = epoch - 1u;
-  const std::uint32_t* first = core::audit_row(s, slots.first + 1);
-  w.call = gpu::load_relaxed_system(first + core::audit_call_word(prev));
-  w.shape = gpu::load_relaxed_system(first + core::audit_call_word(prev) + 1);
-  load_previous_rows(s, slots, prev, 0, w);
+  w.call = gpu::load_relaxed_system(row1 + core::audit_call_word(prev));
+  w.shape = gpu::load_relaxed_system(row1 + core::audit_call_word(prev) + 1);
+  load_previous_rows(row1, slots, prev, 0, w);
   return w;
 }
 
@@ -216,8 +215,8 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE previous_call_words load_previous_call(const
 // finish() (a call of up to previous_call_batch tiles then costs no round trip of its own); further
 // tiles in batches of as many.
 template <int MaxRanks>
-RCCLX_HOST_DEVICE void audit_previous_call(const core::signal_pads<MaxRanks>& s, tile_slots slots, std::uint32_t epoch,
-                                           previous_call_words w) {
+RCCLX_HOST_DEVICE void audit_previous_call(const core::signal_pads<MaxRanks>& s, std::uint32_t* row1, tile_slots slots,
+                                           std::uint32_t epoch, previous_call_words w) {
   if (slots.max_tiles < 1) return;
   const std::uint32_t prev = epoch - 1u;
   if (w.call != prev || prev == 0u) return;
@@ -225,10 +224,10 @@ RCCLX_HOST_DEVICE void audit_previous_call(const core::signal_pads<MaxRanks>& s,
   const std::uint32_t tiles = w.shape & 0x7FFFFFFFu;
   const int n = tiles < static_cast<std::uint32_t>(slots.max_tiles) ? static_cast<int>(tiles) : slots.max_tiles;
   for (int t0 = 0; t0 < n; t0 += previous_call_batch) {
-    if (t0 > 0) load_previous_rows(s, slots, prev, t0, w);
+    if (t0 > 0) load_previous_rows(row1, slots, prev, t0, w);
     for (int i = 0; i < previous_call_batch && t0 + i < n; ++i) {
       const core::misuse m = core::audit_tile_verdict(w.mark[i], w.used[i], w.hash[i], prev, flat);
-      gpu::store_relaxed_system(core::audit_row(s, slots.first + 1 + t0 + i) + core::audit_hash_word(prev), 0u);
+      gpu::store_relaxed_system(row1 + static_cast<std::size_t>(t0 + i) * core::audit_row_words + core::audit_hash_word(prev), 0u);
       if (m != core::misuse{}) {
         core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(m), t0 + i, prev,
                            static_cast<std::uint32_t>(t0 + i), prev);
@@ -239,15 +238,13 @@ RCCLX_HOST_DEVICE void audit_previous_call(const core::signal_pads<MaxRanks>& s,
 }
 
 // The thread that decided for a launch: its call (epoch, tiles, algorithm) in the first tile's
-// row, for the next call's look.
-template <int MaxRanks>
-RCCLX_HOST_DEVICE void audit_note_call(const core::signal_pads<MaxRanks>& s, tile_slots slots, std::uint32_t epoch,
-                                       int num_tiles, bool tree) {
+// row (`row1`, as above), for the next call's look.
+RCCLX_HOST_DEVICE inline void audit_note_call(std::uint32_t* row1, tile_slots slots, std::uint32_t epoch, int num_tiles,
+                                              bool tree) {
   if (slots.max_tiles < 1) return;
-  std::uint32_t* first = core::audit_row(s, slots.first + 1);
-  gpu::store_relaxed_system(first + core::audit_call_word(epoch) + 1,
+  gpu::store_relaxed_system(row1 + core::audit_call_word(epoch) + 1,
                             static_cast<std::uint32_t>(num_tiles) | (tree ? 0x80000000u : 0u));
-  gpu::store_relaxed_system(first + core::audit_call_word(epoch), epoch);
+  gpu::store_relaxed_system(row1 + core::audit_call_word(epoch), epoch);
 }
 
 // A stage's view of a call on `map` for tiles of T (stage_context): the map's shape, vector path

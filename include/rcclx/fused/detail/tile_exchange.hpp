@@ -92,10 +92,6 @@ class tile_exchange {
     results_ = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
     if constexpr (Algo == algorithm::automatic) tree_ = choose_tree(t, tile_elems, num_tiles);
 #if RCCLX_CHECKS
-    fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
-                                         static_cast<std::size_t>(num_tiles),
-                                         static_cast<int>(core::region_digest(core::whole_buffer(t.capacity_bytes, slots))),
-                                         tile_elems);
     check_call(core::whole_buffer(t.capacity_bytes, slots), results_bytes);
 #else
     (void)results_bytes;
@@ -119,9 +115,6 @@ class tile_exchange {
     results_ = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
     if constexpr (Algo == algorithm::automatic) tree_ = choose_tree(t, tile_elems, num_tiles);
 #if RCCLX_CHECKS
-    fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
-                                         static_cast<std::size_t>(num_tiles), static_cast<int>(core::region_digest(r)),
-                                         tile_elems);
     check_call(r, results_bytes);
 #else
     (void)results_bytes;
@@ -135,7 +128,8 @@ class tile_exchange {
   // publish.
   RCCLX_HOST_DEVICE void describe_as(core::checked_collective c, std::uint32_t type, std::uint32_t op, std::size_t count,
                                      std::size_t shape) {
-    fp_ = core::fingerprint_words(c, type, op, fp_.w[0] & 0xFFu, count, fp_.w[2] & 0xFFFFu, shape);
+    const core::call_fingerprint f = fp();
+    fp_ = core::fingerprint_words(c, type, op, f.w[0] & 0xFFu, count, f.w[2] & 0xFFFFu, shape);
   }
 #endif
 
@@ -266,6 +260,7 @@ class tile_exchange {
     audit_pre pre{};
     if (auditor) {
       failed = audit_launch() || map_bad_;  // map_bad_: the reduce's map or stages (tile_allreduce::map_fits)
+      audit_look_back();
       pre = audit_load(tile, true);
       if (!failed) failed = !audit_settle();  // a second publisher (the thread that marked)
       if (!failed) failed = !audit_mark_ok(tile, pre);
@@ -281,7 +276,7 @@ class tile_exchange {
     const detail::hash_lanes l = lanes(g);
     if (l.in()) {
       held_hash_.hash_out(g, l);
-      if (!failed) failed = !flags_.verify_packets(l.lane, l.lanes, tile, &fp_, map_fp, map_below);
+      if (!failed) failed = !flags_.verify_packets(l.lane, l.lanes, tile, &fp(), map_fp, map_below);
     }
     if (!failed) failed = refused();  // the missing-finish detector's answer, before any output
     if (!failed && auditor) failed = !audit_reduce(tile, pre);
@@ -425,11 +420,10 @@ class tile_exchange {
     // The audit thread counts the block (core::tile_flags::count_arrive) and, beside the count's
     // round trip, loads the previous call's audit words (the first block to be counted looks at
     // them); the check lanes take the input hashes' passes still to take.
-    detail::previous_call_words prev{};
     std::uint32_t arrivals = 0;
     if (auditor) {
       arrivals = flags_.count_arrive();
-      prev = detail::load_previous_call(t_->signals, flags_.slots(), flags_.epoch());
+      audit_look_back();
       (void)audit_settle();  // a mark no wait looked at
     }
     const detail::hash_lanes l = lanes(g);
@@ -437,7 +431,7 @@ class tile_exchange {
     hash_kept(g);
     finished_ = true;
     if (auditor) {
-      audit_finish(num_blocks, arrivals, prev);
+      audit_finish(num_blocks, arrivals);
       flags_.count_close(arrivals, num_blocks);
     }
 #else
@@ -478,10 +472,13 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool call_agrees(const Group& g, int tile) const {
 #if RCCLX_CHECKS
-    if (g.thread_rank() == audit_thread(g) && (audit_launch() || map_bad_)) return false;
+    if (g.thread_rank() == audit_thread(g)) {
+      if (audit_launch() || map_bad_) return false;
+      audit_look_back();
+    }
     if (refused()) return false;
     const detail::hash_lanes l = lanes(g);
-    return !l.in() || flags_.verify_packets(l.lane, l.lanes, tile, &fp_, nullptr, 0);
+    return !l.in() || flags_.verify_packets(l.lane, l.lanes, tile, &fp(), nullptr, 0);
 #else
     (void)g, (void)tile;
     return true;
@@ -537,7 +534,7 @@ class tile_exchange {
   }
   RCCLX_HOST_DEVICE bool launch_verdict() const {
     return flags_.launch_verdict([&] { return audit_overlap(nullptr); },
-                                 [&] { detail::audit_note_call(t_->signals, flags_.slots(), flags_.epoch(), num_tiles_, is_tree()); },
+                                 [&] { detail::audit_note_call(audit_row_of(0), flags_.slots(), flags_.epoch(), num_tiles_, is_tree()); },
                                  [&] { late_ = true; });
   }
 
@@ -560,12 +557,12 @@ class tile_exchange {
   // refusal it knows already is shared by the sync and refuses the publish in every thread.
   template <class Group>
   RCCLX_HOST_DEVICE bool publish_allowed(const Group& g, bool packets) const {
-    bool no = false;
-    if (g.thread_rank() == audit_thread(g)) {
-      no = audit_launch();
-      if (!no && packets && !packets_out_) publish_checks(), packets_out_ = true;
+    const bool auditor = g.thread_rank() == audit_thread(g);
+    if (g.sync_or(auditor && audit_launch())) return bad_ = true, false;
+    if (auditor) {
+      if (packets && !packets_out_) publish_checks(), packets_out_ = true;
+      audit_look_back();
     }
-    if (g.sync_or(no)) return bad_ = true, false;
     return true;
   }
 
@@ -671,11 +668,36 @@ class tile_exchange {
       audit_hash(g, slot);
   }
 
-  // The audit thread, before a call's first publish's flags: the call's fingerprint packet and,
+  // The call's fingerprint (core/call_check.hpp), as the peers must see it: made by the threads that
+  // need it (the audit thread for its packet, the check lanes for the peers'), once.
+  RCCLX_HOST_DEVICE const core::call_fingerprint& fp() const {
+    if (!fp_ready_) {
+      fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
+                                           static_cast<std::size_t>(num_tiles_),
+                                           static_cast<int>(core::region_digest(core::region{region_offset_, region_bytes_})),
+                                           tile_elems_);
+      fp_ready_ = true;
+    }
+    return fp_;
+  }
+
+  // The audit thread of the grid's block 0, at its first step after the publish's flags (or its
+  // first wait, or finish()): the look at the previous call on the slot range
+  // (detail::audit_previous_call; its kernel ended before this one began), in the slack the audit
+  // thread has while the flag threads' release stores and waits run.
+  RCCLX_HOST_DEVICE void audit_look_back() const {
+    if (looked_back_) return;
+    looked_back_ = true;
+    if (gpu::block_id() != 0 || num_tiles_ <= 0 || refused()) return;
+    detail::audit_previous_call(t_->signals, audit_row_of(0), flags_.slots(), flags_.epoch(),
+                                detail::load_previous_call(audit_row_of(0), flags_.slots(), flags_.epoch()));
+  }
+
+  // The audit thread, after a call's first publish's flags: the call's fingerprint packet and,
   // when the kernel declared its tile map, the map's (so that the peers' check lanes find both
-  // with the flags).
+  // with the flags or just after them: they look at them as long as at a flag).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void publish_checks() const {
-    flags_.publish_check(0, fp_);
+    flags_.publish_check(0, fp());
     if (map_declared_) flags_.publish_check(1, map_fp_);
   }
 
@@ -755,7 +777,7 @@ class tile_exchange {
   // counted so far, this one included): the count against the grid where it is known
   // (finish_count) and against the call (finish_twice); the first block to arrive looks at the
   // previous call's tiles (detail::audit_previous_call).
-  RCCLX_HOST_DEVICE void audit_finish(int num_blocks, std::uint32_t arrivals, const detail::previous_call_words& prev) const {
+  RCCLX_HOST_DEVICE void audit_finish(int num_blocks, std::uint32_t arrivals) const {
     (void)audit_settle();
     const int grid = gpu::grid_blocks();
     const int first = flags_.slots().first;
@@ -763,7 +785,6 @@ class tile_exchange {
       record(core::misuse::finish_count, first, static_cast<std::uint32_t>(num_blocks), static_cast<std::uint32_t>(grid));
     else if (arrivals > static_cast<std::uint32_t>(num_blocks))
       record(core::misuse::finish_twice, first, arrivals, static_cast<std::uint32_t>(num_blocks));
-    if (arrivals == 1u) detail::audit_previous_call(t_->signals, flags_.slots(), flags_.epoch(), prev);
   }
 #endif
 
@@ -818,7 +839,9 @@ class tile_exchange {
   std::size_t base_ = 0;     // byte offset of this call's half
   std::size_t results_ = 0;  // byte offset of the results inside a half
 #if RCCLX_CHECKS
-  core::call_fingerprint fp_{};  // this call, as the peers must see it (core/call_check.hpp)
+  mutable core::call_fingerprint fp_{};  // this call, as the peers must see it (fp())
+  mutable bool fp_ready_ = false;
+  mutable bool looked_back_ = false;     // audit_look_back ran
   mutable bool bad_ = false;     // a misuse was found (and recorded): nothing is published (after it) or reduced
   mutable bool late_ = false, finished_ = false;  // constructed after this launch's call ended; finish() ran
   std::size_t region_offset_ = 0, region_bytes_ = 0;  // the call's region (the whole buffer without one)

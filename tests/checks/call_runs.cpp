@@ -21,7 +21,7 @@ namespace fz = rcclx::fused;
 namespace rt = rcclx::testing;
 namespace core = rcclx::core;
 constexpr int max_r = 8;
-constexpr int threads = rcclx::current_backend == rcclx::backend::host ? 1 : 128;
+constexpr int threads = rcclx::current_backend == rcclx::backend::host && !rcclx::emulate_threads ? 1 : 128;
 
 // A store of the sums into a row-major output (ld = cols) with a checked-mode check of its own:
 // its rows x cols outputs must not lie in the symmetric bytes the call forbids, and its columns

@@ -10,7 +10,7 @@
 //   row first + 1 + t (tile t): [2p] publish mark, [2p + 1] consumed epoch; row first + 1 also
 //                        [4 + 2p] the call's epoch, [5 + 2p] its tiles | tree << 31;
 //                        [8 + p] the input hash (below)
-// By parity, so that the first block of call e + 1 to reach finish() can look at call e's rows
+// By parity, so that one thread of call e + 1 (block 0's audit thread) can look at call e's rows
 // (tile_not_published; flat: tile_not_reduced) while call e + 1 writes its own: off the critical
 // path, and after call e's kernel ended (finish() may come before a call's work, so a call's own
 // finish() cannot look).
@@ -184,7 +184,7 @@ inline void audit_unbind(std::uint32_t* pad_image, const pad_layout<MaxRanks>& l
 // Host: the last call of every bound slot range of a rank's pad of `slots` slots, as a checked
 // build's rows recorded it: every tile published on this rank (tile_not_published) and, flat,
 // reduced (tile_not_reduced), its input unchanged until the end of its reduce (input_changed).
-// What the first block of the range's next call to reach finish() checks on the device, for a call
+// What block 0 of the range's next call checks on the device, for a call
 // no next call follows (a program's last launch): the emulated harnesses look after every launch.
 // Reads copies of two regions only: `control`, the tile control rows (audit_control_bytes from
 // pad_layout::tile_control), and `audit`, the audit region (audit_region_bytes from

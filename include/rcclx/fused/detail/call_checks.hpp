@@ -207,13 +207,12 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE previous_call_words load_previous_call(const
   return w;
 }
 
-// The first block of a call of epoch `epoch` on `slots` to reach finish() (thread 0): the call
-// before it (epoch - 1, whose kernel ended) as its rows recorded it: every tile published on this
-// rank (tile_not_published) and, flat, reduced (tile_not_reduced), its input unchanged until the
-// end of its reduce (input_changed; the input hashes of the call's parity are cleared for the call
-// after this one). `w`: load_previous_call's words, loaded by every block beside its count in
-// finish() (a call of up to previous_call_batch tiles then costs no round trip of its own); further
-// tiles in batches of as many.
+// One thread of a call of epoch `epoch` on `slots` (block 0's audit thread, tile_exchange::
+// audit_look_back): the call before it (epoch - 1, whose kernel ended) as its rows recorded it:
+// every tile published on this rank (tile_not_published) and, flat, reduced (tile_not_reduced),
+// its input unchanged until the end of its reduce (input_changed; the input hashes of the call's
+// parity are cleared for the call after this one). `w`: load_previous_call's words (the first
+// previous_call_batch tiles); further tiles in batches of as many.
 template <int MaxRanks>
 RCCLX_HOST_DEVICE void audit_previous_call(const core::signal_pads<MaxRanks>& s, std::uint32_t* row1, tile_slots slots,
                                            std::uint32_t epoch, previous_call_words w) {

@@ -48,7 +48,7 @@ struct hash_lanes {
 // bit 0 cleared, and 1 (bit 0 counts the passes). Whole warps xor-reduce the parts with shuffles
 // and store one atomic xor per warp, other lanes one per thread.
 template <class Group>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void xor_hash_parts(const Group& g, const hash_lanes& l, std::uint32_t h,
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void xor_hash_parts(const Group&, const hash_lanes& l, std::uint32_t h,
                                                         std::uint32_t* acc) {
   h = (h & ~1u) | (l.lane == 0 ? 1u : 0u);
   if (l.end % RCCLX_WARP_SIZE == 0 && l.first % RCCLX_WARP_SIZE == 0) {

@@ -206,8 +206,8 @@ class tile_exchange {
 #endif
     for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(slot, tile, p);
 #if RCCLX_CHECKS
-    if (g.thread_rank() == audit_thread(g)) audit_publish(slot);
-    audit_hash_held(g, slot);
+    audit_hash_held(g, slot);  // the check lanes' loads of the first hash pass
+    published(g, slot, 1, 1);
 #endif
   }
 
@@ -232,10 +232,10 @@ class tile_exchange {
       announce(tile, tile, i % n);
     }
 #if RCCLX_CHECKS
-    for (int i = audit_thread(g) - g.thread_rank(); i < count; i += g.size()) audit_publish(first + i * step);
     if (count == 1) audit_hash_held(g, first);
     else
       for (int i = 0; i < count; ++i) audit_hash(g, first + i * step);
+    published(g, first, step, count);
 #endif
   }
 
@@ -417,9 +417,9 @@ class tile_exchange {
                static_cast<std::uint32_t>(num_blocks));
       return;
     }
-    // The audit thread counts the block (core::tile_flags::count_arrive) and, beside the count's
-    // round trip, loads the previous call's audit words (the first block to be counted looks at
-    // them); the check lanes take the input hashes' passes still to take.
+    // The audit thread counts the block (core::tile_flags::count_arrive; block 0's looks at the
+    // previous call here if no earlier step did); the check lanes take the input hashes' passes
+    // still to take, beside the count's round trip.
     std::uint32_t arrivals = 0;
     if (auditor) {
       arrivals = flags_.count_arrive();
@@ -513,12 +513,11 @@ class tile_exchange {
       detail::record_call_problem(t_->signals, probe_.problem, r.slots.first);
       return;
     }
-    // The slot range bound to the region's bytes (a compare of the words the probe loaded once it
-    // is bound): another range of this rank in flight over the same bytes or slots refuses the
-    // call before the kernel writes its tiles.
-    if (num_tiles_ > 0 && audit_overlap(&probe_.bound)) bad_ = true;
-    // The block's last thread (a block group's audit thread) starts the missing-finish detector
-    // here, so that its exchange has landed by the time finish() or the first wait settles it.
+    // The block's last thread (a block group's audit thread) binds the slot range to the region's
+    // bytes (a compare of the words the probe loaded once it is bound: another range of this rank
+    // in flight over the same bytes or slots is recorded before the kernel writes its tiles) and
+    // starts the missing-finish detector, so that its exchange has landed by the time finish() or
+    // the first wait settles it. Their answers are shared by the first publish's sync.
     if (gpu::last_thread_of_block()) (void)audit_launch();
   }
 
@@ -538,15 +537,17 @@ class tile_exchange {
                                  [&] { late_ = true; });
   }
 
-  // The audit thread, at every group-collective step: starts the missing-finish detector once per
-  // call (core::tile_flags::launch_start: its compare-and-swap, and for a new launch the binding
-  // of the region, audit_overlap), so that its round trips are the audit thread's alone, and
-  // settles its answer when it is known without the exchange. True: the launch is refused.
+  // The audit thread (and the block's last thread in the constructor), at every step: once per
+  // call, binds the slot range to the region's bytes (audit_overlap: another range in flight over
+  // them refuses the call) and starts the missing-finish detector (core::tile_flags::launch_start:
+  // its compare-and-swap), so that their round trips are the audit thread's alone; settles the
+  // detector's answer when it is known without the exchange. True: the call is refused.
   RCCLX_HOST_DEVICE bool audit_launch() const {
     if (!launch_started_) {
       launch_started_ = true;
-      if (num_tiles_ > 0 && !bad_)
-        flags_.launch_start([] { return false; }, [&] { late_ = true; });  // the range was bound by the constructor
+      if (num_tiles_ > 0 && !bad_ && audit_overlap(&probe_.bound)) launch_bad_ = true;
+      if (num_tiles_ > 0 && !bad_ && !launch_bad_)
+        flags_.launch_start([] { return false; }, [&] { late_ = true; });  // the range is bound above
     }
     if (flags_.launch_pending() && flags_.launch_known() && launch_verdict()) launch_bad_ = true;
     return launch_bad_;
@@ -559,11 +560,20 @@ class tile_exchange {
   RCCLX_HOST_DEVICE bool publish_allowed(const Group& g, bool packets) const {
     const bool auditor = g.thread_rank() == audit_thread(g);
     if (g.sync_or(auditor && audit_launch())) return bad_ = true, false;
-    if (auditor) {
-      if (packets && !packets_out_) publish_checks(), packets_out_ = true;
-      audit_look_back();
-    }
+    if (auditor && packets && !packets_out_) publish_checks(), packets_out_ = true;
     return true;
+  }
+
+  // Group-collective, the end of a publish of `count` tiles first, first + step, ...: a group sync,
+  // so that the check lanes' first hash pass reads the tiles before any later write of the group
+  // (a store into a published input is what the two passes are there to name); then the audit
+  // thread's publish marks (the i-th tile's by the i-th thread from the audit thread down) and,
+  // in block 0, its look at the previous call.
+  template <class Group>
+  RCCLX_HOST_DEVICE void published(const Group& g, int first, int step, int count) const {
+    g.sync();
+    for (int i = audit_thread(g) - g.thread_rank(); i >= 0 && i < count; i += g.size()) audit_publish(first + i * step);
+    if (g.thread_rank() == audit_thread(g)) audit_look_back();
   }
 
   // The group's check lanes (the input hashes, the peers' check packets): the warps after those
@@ -674,7 +684,7 @@ class tile_exchange {
     if (!fp_ready_) {
       fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
                                            static_cast<std::size_t>(num_tiles_),
-                                           static_cast<int>(core::region_digest(core::region{region_offset_, region_bytes_})),
+                                           static_cast<int>(core::region_digest(core::region{region_offset_, region_bytes_, tile_slots{0, 0}, 0u, 0u})),
                                            tile_elems_);
       fp_ready_ = true;
     }
@@ -773,10 +783,9 @@ class tile_exchange {
     return true;
   }
 
-  // Thread 0 of each block in finish(), after counting the block (arrivals: this call's blocks
-  // counted so far, this one included): the count against the grid where it is known
-  // (finish_count) and against the call (finish_twice); the first block to arrive looks at the
-  // previous call's tiles (detail::audit_previous_call).
+  // The audit thread of each block in finish(), after counting the block (arrivals: this call's
+  // blocks counted so far, this one included): the count against the grid where it is known
+  // (finish_count) and against the call (finish_twice).
   RCCLX_HOST_DEVICE void audit_finish(int num_blocks, std::uint32_t arrivals) const {
     (void)audit_settle();
     const int grid = gpu::grid_blocks();

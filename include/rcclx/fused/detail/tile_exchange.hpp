@@ -564,16 +564,16 @@ class tile_exchange {
     return true;
   }
 
-  // Group-collective, the end of a publish of `count` tiles first, first + step, ...: a group sync,
-  // so that the check lanes' first hash pass reads the tiles before any later write of the group
-  // (a store into a published input is what the two passes are there to name); then the audit
-  // thread's publish marks (the i-th tile's by the i-th thread from the audit thread down) and,
-  // in block 0, its look at the previous call.
+  // Group-collective, the end of a publish of `count` tiles first, first + step, ...: the audit
+  // thread's publish marks (the i-th tile's by the i-th thread from the audit thread down) and, in
+  // block 0, its look at the previous call, beside the flag threads' release stores; then a group
+  // sync, so that the check lanes' first hash pass reads the tiles before any later write of the
+  // group (a store into a published input is what the two passes are there to name).
   template <class Group>
   RCCLX_HOST_DEVICE void published(const Group& g, int first, int step, int count) const {
-    g.sync();
     for (int i = audit_thread(g) - g.thread_rank(); i >= 0 && i < count; i += g.size()) audit_publish(first + i * step);
     if (g.thread_rank() == audit_thread(g)) audit_look_back();
+    g.sync();
   }
 
   // The group's check lanes (the input hashes, the peers' check packets): the warps after those

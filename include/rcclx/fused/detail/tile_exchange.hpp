@@ -457,7 +457,7 @@ class tile_exchange {
   }
 
   // Group-collective, the end of every wait: true when no thread of the group failed; checked mode,
-  // then the published tile's first hash pass (its loads landed during the wait).
+  // the check lanes hash a published tile's first pass first (its loads landed during the wait).
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool voted(const Group& g, bool failed) const {
 #if RCCLX_CHECKS
@@ -467,8 +467,10 @@ class tile_exchange {
     return !g.sync_or(failed);
   }
 
-  // Checked mode: did every peer make this call (count, shape, type, op, algorithm)? Not
-  // group-collective (the callers fold it into their vote). Always true without RCCLX_CHECKS.
+  // Checked mode: did every peer make this call (count, shape, type, op, algorithm: the check
+  // lanes' look at the packets), and the audit thread's refusals (missing finish, region, the
+  // reduce's map)? Not group-collective (the callers fold it into their vote). Always true without
+  // RCCLX_CHECKS.
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool call_agrees(const Group& g, int tile) const {
 #if RCCLX_CHECKS
@@ -838,7 +840,7 @@ class tile_exchange {
 
   const core::peer_table<T, MaxRanks>* t_;
 #if RCCLX_CHECKS
-  detail::call_probe probe_;  // the constructors' checks, made before flags_ reads the call counter
+  detail::call_probe probe_;  // the constructors' checks (the binding words loaded before flags_ reads the counter)
 #endif
   core::tile_flags<MaxRanks> flags_;
   std::size_t tile_elems_;

@@ -138,12 +138,17 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t nonzero_flag(std::uint32_t f) 
 
 }  // namespace detail
 
+// Publishes `fp` as the packet at `packet` (check_packet(this rank, flag, slot)) of the call whose
+// flag is `flag` (one thread).
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void check_publish_at(unsigned char* packet, std::uint32_t flag,
+                                                          const call_fingerprint& fp) {
+  ll_write(packet, 0, detail::as_vec(fp), detail::nonzero_flag(flag), 16);
+}
 // Publishes `fp` as (this rank, slot)'s packet of the call whose flag is `flag` (one thread).
 template <int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void check_publish(const signal_pads<MaxRanks>& s, int slot, std::uint32_t flag,
                                                        const call_fingerprint& fp) {
-  flag = detail::nonzero_flag(flag);
-  ll_write(s.check_packet(s.rank, flag, slot), 0, detail::as_vec(fp), flag, 16);
+  check_publish_at(s.check_packet(s.rank, detail::nonzero_flag(flag), slot), flag, fp);
 }
 
 // One peer's fingerprint packet (slot, flag) compared with `fp`, split into issue() and poll() so
@@ -168,8 +173,7 @@ struct check_poller {
       : check_poller(pads, slot, check_flag, f, blk, g.thread_rank(), false) {}
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE check_poller(const signal_pads<MaxRanks>& pads, int slot, std::uint32_t check_flag,
                                                    const call_fingerprint& f, int blk, int p, bool is_map)
-      : s(pads), fp(f), pkt(nullptr), flag(detail::nonzero_flag(check_flag)), peer(p), block(blk),
-        state(p < pads.num_ranks && p != pads.rank ? 0 : 1), q{}, map(is_map) {
+      : check_poller(pads, nullptr, check_flag, f, blk, p, is_map) {
     if (state == 0) pkt = pads.check_packet(peer, flag, slot);
   }
   // The same with the packet's address computed by the caller (`packet`: check_packet(p, flag, slot)).
@@ -203,9 +207,11 @@ struct check_poller {
 };
 
 namespace detail {
-// Polls `c` (issued) until its packet landed, bounded: true if it matched (or had nothing to check).
-template <int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool check_settled(const signal_pads<MaxRanks>& s, check_poller<MaxRanks>& c) {
+// Polls `c` (issued) until its packet landed, bounded (expired() on expiry): true if it matched (or
+// had nothing to check); false on a mismatch (c.state < 0) or when the wait ended first.
+template <int MaxRanks, class Expired>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool check_polled(const signal_pads<MaxRanks>& s, check_poller<MaxRanks>& c,
+                                                      Expired&& expired) {
   int x = c.poll();
   if (x == 0 && !spin_bounded(
                     s,
@@ -213,9 +219,14 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool check_settled(const signal_pads<MaxRank
                       x = c.poll();
                       return x != 0;
                     },
-                    [&] { c.expired(); }))
+                    expired))
     return false;
   return x > 0;
+}
+// check_polled with the check's own timeout record.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool check_settled(const signal_pads<MaxRanks>& s, check_poller<MaxRanks>& c) {
+  return check_polled(s, c, [&] { c.expired(); });
 }
 // check_settled for a reader that polls beside other waits which name a late peer first: a wait
 // as long as theirs that records nothing (and stops once this rank recorded an error), then, if the
@@ -223,18 +234,9 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool check_settled(const signal_pads<MaxRank
 // built with RCCLX_CHECKS).
 template <int MaxRanks>
 RCCLX_HOST_DEVICE inline bool check_settled_after(const signal_pads<MaxRanks>& s, check_poller<MaxRanks>& c) {
-  int x = c.poll();
-  if (x == 0 && !spin_bounded(
-                    s,
-                    [&] {
-                      x = c.poll();
-                      return x != 0;
-                    },
-                    [] {})) {
-    if (gpu::load_relaxed_system(&s.err->code) != 0u) return false;
-    return check_settled(s, c);
-  }
-  return x > 0;
+  if (check_polled(s, c, [] {})) return true;
+  if (c.state != 0 || gpu::load_relaxed_system(&s.err->code) != 0u) return false;
+  return check_settled(s, c);
 }
 }  // namespace detail
 

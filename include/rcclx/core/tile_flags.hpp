@@ -98,8 +98,7 @@ class tile_flags {
   // slots, under this call's epoch: the tile call's checks have no epoch of their own. publish_check
   // is one thread's, before the flags it goes with.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void publish_check(int packet, const call_fingerprint& fp) const {
-    const std::uint32_t flag = detail::nonzero_flag(epoch_);
-    ll_write(packet_of(s_->rank, packet), 0, detail::as_vec(fp), flag, 16);
+    check_publish_at(packet_of(s_->rank, packet), epoch_, fp);
   }
   // The check packet `packet` (0, 1) of `owner` for this call: the pad arithmetic made once per
   // thread, the same offset from every owner's flags.
@@ -143,7 +142,6 @@ class tile_flags {
     if (g.thread_rank() == 0) {
       // Relative counts, so any common starting value works (emulated_world::reset(value) sets
       // them all to value).
-      std::uint32_t* w = control_;
       // No fence. The control words (the counter, began_word) only have to be read before this
       // block is counted, so that none of its threads can see the last block's update of this
       // call: every thread read them in the constructor (the counter with an acquire load), and the
@@ -153,25 +151,22 @@ class tile_flags {
       // call (see Protocol). A system-scope fence here waited for the block's last stores to land:
       // 0.4-0.5 us per call of the tile-flag AllReduce + RMSNorm kernels on one H200
       // (docs/performance.md).
-      const std::uint32_t now = gpu::fetch_add_local(w + arrived_word, 1u) + 1u;
-      if (now - arrived_before_ == static_cast<std::uint32_t>(num_blocks)) {
-        gpu::store_relaxed_system(w + began_word, now);
-        // The counter is still what the constructor read (only this store changes it): no load.
-        gpu::store_relaxed_system(w + calls_word, epoch_);
-      }
+      count_close(count_arrive(), num_blocks);
     }
   }
 
-  // finish()'s count in two steps, for the checked mode (fused/detail/tile_exchange.hpp), whose
-  // counting thread is any one thread of the block after a group sync: count_arrive() counts the
-  // block and returns this call's blocks counted so far (this one included); count_close() then
-  // advances the call counter when that was the last block.
+  // finish()'s count in two steps (the checked mode, fused/detail/tile_exchange.hpp, counts from
+  // any one thread of the block after a group sync, with its audit between them): count_arrive()
+  // counts the block and returns the rank's blocks counted ever (arrivals(): this call's so far,
+  // this one included); count_close() then advances the call counter when that was the last block
+  // (the counter is still what the constructor read: only this store changes it, so no load).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t count_arrive() const {
-    return gpu::fetch_add_local(control_ + arrived_word, 1u) + 1u - arrived_before_;
+    return gpu::fetch_add_local(control_ + arrived_word, 1u) + 1u;
   }
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void count_close(std::uint32_t arrivals, int num_blocks) const {
-    if (arrivals != static_cast<std::uint32_t>(num_blocks)) return;
-    gpu::store_relaxed_system(control_ + began_word, arrived_before_ + arrivals);
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t arrivals(std::uint32_t now) const { return now - arrived_before_; }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void count_close(std::uint32_t now, int num_blocks) const {
+    if (arrivals(now) != static_cast<std::uint32_t>(num_blocks)) return;
+    gpu::store_relaxed_system(control_ + began_word, now);
     gpu::store_relaxed_system(control_ + calls_word, epoch_);
   }
 

@@ -47,9 +47,7 @@ struct hash_lanes {
 // every lane's part `h` (the xor of vec_hash over the vectors it loaded): the xor over the lanes with
 // bit 0 cleared, and 1 (bit 0 counts the passes). Whole warps xor-reduce the parts with shuffles
 // and store one atomic xor per warp, other lanes one per thread.
-template <class Group>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void xor_hash_parts(const Group&, const hash_lanes& l, std::uint32_t h,
-                                                        std::uint32_t* acc) {
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void xor_hash_parts(const hash_lanes& l, std::uint32_t h, std::uint32_t* acc) {
   h = (h & ~1u) | (l.lane == 0 ? 1u : 0u);
   if (l.end % RCCLX_WARP_SIZE == 0 && l.first % RCCLX_WARP_SIZE == 0) {
     for (int m = RCCLX_WARP_SIZE / 2; m > 0; m /= 2) h ^= gpu::shuffle_xor(h, m);
@@ -60,14 +58,12 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void xor_hash_parts(const Group&, const hash
 
 // Called by the hash lanes only: xors into *acc the hash of the `vecs` 16-byte vectors at `tile`
 // (xor_hash_parts; lane i hashes vectors i, i + lanes, ...).
-template <class Group>
-RCCLX_HOST_DEVICE void xor_input_hash(const Group& g, const hash_lanes& l, const void* tile, std::size_t vecs,
-                                      std::uint32_t* acc) {
+RCCLX_HOST_DEVICE inline void xor_input_hash(const hash_lanes& l, const void* tile, std::size_t vecs, std::uint32_t* acc) {
   const auto* v = static_cast<const gpu::vec16*>(tile);
   std::uint32_t h = 0;
   for (std::size_t i = static_cast<std::size_t>(l.lane); i < vecs; i += static_cast<std::size_t>(l.lanes))
     h ^= vec_hash(gpu::load16(v + i), i);
-  xor_hash_parts(g, l, h, acc);
+  xor_hash_parts(l, h, acc);
 }
 
 // xor_input_hash in two steps, for a tile of at most Held vectors per lane: load() issues the
@@ -92,8 +88,7 @@ struct held_input_hash {
     acc = word;
     vecs = n;
   }
-  template <class Group>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void hash_out(const Group& g, const hash_lanes& l) {
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void hash_out(const hash_lanes& l) {
     if (acc == nullptr) return;
     const std::size_t tid = static_cast<std::size_t>(l.lane), gs = static_cast<std::size_t>(l.lanes);
     std::uint32_t h = 0;
@@ -104,7 +99,7 @@ struct held_input_hash {
       const std::size_t i = tid + static_cast<std::size_t>(k) * gs;
       if (i < vecs) h ^= vec_hash(v[k], i);
     }
-    xor_hash_parts(g, l, h, acc);
+    xor_hash_parts(l, h, acc);
     acc = nullptr;
   }
 };

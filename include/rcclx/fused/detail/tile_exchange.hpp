@@ -259,8 +259,7 @@ class tile_exchange {
     const bool auditor = g.thread_rank() == audit_thread(g);
     audit_pre pre{};
     if (auditor) {
-      failed = audit_launch() || map_bad_;  // map_bad_: the reduce's map or stages (tile_allreduce::map_fits)
-      audit_look_back();
+      failed = audit_step();
       pre = audit_load(tile, true);
       if (!failed) failed = !audit_settle();  // a second publisher (the thread that marked)
       if (!failed) failed = !audit_mark_ok(tile, pre);
@@ -275,7 +274,7 @@ class tile_exchange {
     // peers' check packets (the call's fingerprint, `map_fp` of ranks below map_below).
     const detail::hash_lanes l = lanes(g);
     if (l.in()) {
-      held_hash_.hash_out(g, l);
+      held_hash_.hash_out(l);
       if (!failed) failed = !flags_.verify_packets(l.lane, l.lanes, tile, &fp(), map_fp, map_below);
     }
     if (!failed) failed = refused();  // the missing-finish detector's answer, before any output
@@ -420,19 +419,19 @@ class tile_exchange {
     // The audit thread counts the block (core::tile_flags::count_arrive; block 0's looks at the
     // previous call here if no earlier step did); the check lanes take the input hashes' passes
     // still to take, beside the count's round trip.
-    std::uint32_t arrivals = 0;
+    std::uint32_t counted = 0;
     if (auditor) {
-      arrivals = flags_.count_arrive();
+      counted = flags_.count_arrive();
       audit_look_back();
       (void)audit_settle();  // a mark no wait looked at
     }
     const detail::hash_lanes l = lanes(g);
-    if (l.in()) held_hash_.hash_out(g, l);
+    if (l.in()) held_hash_.hash_out(l);
     hash_kept(g);
     finished_ = true;
     if (auditor) {
-      audit_finish(num_blocks, arrivals);
-      flags_.count_close(arrivals, num_blocks);
+      audit_finish(num_blocks, flags_.arrivals(counted));
+      flags_.count_close(counted, num_blocks);
     }
 #else
     flags_.finish(g, num_blocks);
@@ -462,7 +461,7 @@ class tile_exchange {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool voted(const Group& g, bool failed) const {
 #if RCCLX_CHECKS
     const detail::hash_lanes l = lanes(g);
-    if (l.in()) held_hash_.hash_out(g, l);  // a published tile's first hash pass, its loads landed
+    if (l.in()) held_hash_.hash_out(l);  // a published tile's first hash pass, its loads landed
 #endif
     return !g.sync_or(failed);
   }
@@ -474,10 +473,7 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool call_agrees(const Group& g, int tile) const {
 #if RCCLX_CHECKS
-    if (g.thread_rank() == audit_thread(g)) {
-      if (audit_launch() || map_bad_) return false;
-      audit_look_back();
-    }
+    if (g.thread_rank() == audit_thread(g) && audit_step()) return false;
     if (refused()) return false;
     const detail::hash_lanes l = lanes(g);
     return !l.in() || flags_.verify_packets(l.lane, l.lanes, tile, &fp(), nullptr, 0);
@@ -497,9 +493,8 @@ class tile_exchange {
     return p;
   }
 
-  // The constructors' checks: the probe's verdict on the arguments and the region's binding. The
-  // missing-finish detector is the audit thread's, started at the call's first group-collective
-  // step (audit_launch), once the group is known.
+  // The constructors' checks: the probe's verdict on the arguments (every thread), then the block's
+  // last thread's audit_launch (below).
   RCCLX_HOST_DEVICE void check_call(const core::region& r, std::size_t results_bytes) {
     region_offset_ = r.offset;
     region_bytes_ = r.bytes;
@@ -553,6 +548,15 @@ class tile_exchange {
     }
     if (flags_.launch_pending() && flags_.launch_known() && launch_verdict()) launch_bad_ = true;
     return launch_bad_;
+  }
+
+  // The audit thread before a wait's vote: audit_launch, the reduce's map and stages (map_bad_:
+  // tile_allreduce::map_fits) and, in block 0, the look at the previous call if no earlier step
+  // made it. True: the call is refused.
+  RCCLX_HOST_DEVICE bool audit_step() const {
+    const bool no = audit_launch() || map_bad_;
+    audit_look_back();  // nothing once refused()
+    return no;
   }
 
   // Group-collective, the sync before a publish's flags: the audit thread starts the call's
@@ -661,7 +665,7 @@ class tile_exchange {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_hash(const Group& g, int slot) const {
     const detail::hash_lanes l = lanes(g);
     if (!l.in()) return;
-    detail::xor_input_hash(g, l, input(slot), tile_elems_ / vec_elems,
+    detail::xor_input_hash(l, input(slot), tile_elems_ / vec_elems,
                            audit_row_of(slot) + core::audit_hash_word(flags_.epoch()));
   }
 
@@ -672,7 +676,7 @@ class tile_exchange {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_hash_held(const Group& g, int slot) const {
     const detail::hash_lanes l = lanes(g);
     if (!l.in()) return;
-    held_hash_.hash_out(g, l);  // an earlier tile's, still held
+    held_hash_.hash_out(l);  // an earlier tile's, still held
     const std::size_t vecs = tile_elems_ / vec_elems;
     if (held_hash_.fits(l, vecs))
       held_hash_.load(l, input(slot), vecs, audit_row_of(slot) + core::audit_hash_word(flags_.epoch()));
@@ -867,8 +871,8 @@ class tile_exchange {
   mutable bool launch_started_ = false;  // the audit thread started the missing-finish detector
   mutable bool launch_bad_ = false;      // ... and its answer refuses the call (the audit thread's alone)
   mutable bool packets_out_ = false;     // the audit thread wrote the check packets
-  mutable bool map_bad_ = false;
-  mutable std::uint32_t* audit_rows_ = nullptr;  // audit_row_of's first row         // the audit thread refused a reduce's map or stages (map_fits)
+  mutable bool map_bad_ = false;         // the audit thread refused a reduce's map or stages (map_fits)
+  mutable std::uint32_t* audit_rows_ = nullptr;  // audit_row_of's first row (null: not computed)
 #endif
 };
 

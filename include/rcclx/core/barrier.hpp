@@ -38,16 +38,12 @@ namespace detail {
 
 // A bounded wait on `peer` expired (barrier_kind `kind`, the flag `call` awaited, `observed` seen).
 template <int MaxRanks>
-RCCLX_HOST_DEVICE inline void record_timeout(const signal_pads<MaxRanks>& s, int block, int peer,
-                                             barrier_kind kind, std::uint32_t call,
-                                             std::uint32_t observed) {
-  record_error(s, errc::timeout, [&](error_record& r) {  // `reserved` unused
-    r.missing_rank = static_cast<std::uint32_t>(peer);
-    r.kind = static_cast<std::uint32_t>(kind);
-    r.block = static_cast<std::uint32_t>(block);
-    r.call = call;
-    r.observed = observed;
-  });
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_timeout(const signal_pads<MaxRanks>& s, int block, int peer,
+                                                        barrier_kind kind, std::uint32_t call,
+                                                        std::uint32_t observed) {
+  record_error_words(s.err, static_cast<std::uint32_t>(errc::timeout), static_cast<std::uint32_t>(s.rank),
+                     static_cast<std::uint32_t>(peer), static_cast<std::uint32_t>(kind), static_cast<std::uint32_t>(block),
+                     call, observed, 0u, false);  // `reserved` unused
 }
 
 // The bounded spin every device wait is made of: calls ready() until it returns true. Every 64th

@@ -169,15 +169,6 @@ RCCLX_HOST_DEVICE constexpr std::size_t signal_pad_bytes(int max_blocks, ll_layo
   return pad_layout<MaxRanks>::of(max_blocks, ll).bytes;
 }
 
-namespace detail {
-// The 32-bit word `bytes` past `base` (a region's pointer moved by a pad_layout difference, a
-// multiple of 4). Moved in words, not bytes: through a byte pointer nvcc no longer sees that a
-// pointer of a kernel's argument is global and makes every later access generic.
-template <class P>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* word_at(P* base, std::size_t bytes) {
-  return reinterpret_cast<std::uint32_t*>(base) + bytes / sizeof(std::uint32_t);
-}
-}  // namespace detail
 
 // Device handle over the pads of all ranks, as seen from `rank`. The accessors hand each protocol
 // its words (core/barrier.hpp, ll.hpp, call_check.hpp, tile_flags.hpp); the pointers kept here are
@@ -195,6 +186,14 @@ struct signal_pads {
   int max_blocks;                  // slots the pads have (blocks per barrier-based kernel, at most)
   std::uint32_t ll_blocks;         // LL block regions (0: no LL region)
   std::uint32_t ll_block_bytes;    // payload capacity of one LL block region
+  // Where the regions the accessors below reach lie, in 32-bit words (pad_layout, set by
+  // from_bases): one add per access instead of the layout's arithmetic, which the compiler redoes
+  // after every atomic (their memory clobber reloads the fields).
+  std::uint32_t control_words;      // tile_control, back from counters
+  std::uint32_t ll_epoch_words;     // ll_epochs, from counters
+  std::uint32_t check_epoch_words;  // check_epochs, from err
+  std::uint32_t audit_words;        // audit, from err
+  std::uint32_t check_words;        // check, from the flags (inbox[owner])
   std::uint64_t timeout_ns;        // bound of every wait; 0 means default_timeout_ns
 
   // The layout the pads were sized with (the same on every rank).
@@ -216,30 +215,24 @@ struct signal_pads {
   }
   // LL calls block `block` of this rank has made (its flag of the next call is this + 1).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* ll_epoch_slot(int block) const {
-    const detail::pad_regions<MaxRanks> l = regions();
-    return detail::word_at(counters, l.ll_epochs - l.counters) + block;
+    return counters + ll_epoch_words + block;
   }
   // Checked calls block `block` (or tile slot) of this rank has made.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* check_epoch_slot(int block) const {
-    const detail::pad_regions<MaxRanks> l = regions();
-    return detail::word_at(err, l.check_epochs - l.error) + block;
+    return reinterpret_cast<std::uint32_t*>(err) + check_epoch_words + block;
   }
   // The tile control row of slot `slot` of this rank (tile_control_words words, core/tile_flags.hpp).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* tile_control_slot(int slot) const {
-    const detail::pad_regions<MaxRanks> l = regions();
-    return counters - (l.counters - l.tile_control) / sizeof(std::uint32_t) +
-           static_cast<std::size_t>(slot) * tile_control_words;
+    return counters - control_words + static_cast<std::size_t>(slot) * tile_control_words;
   }
   // This rank's audit region (core/tile_audit.hpp): the directory, then a row per slot.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* audit_base() const {
-    const detail::pad_regions<MaxRanks> l = regions();
-    return detail::word_at(err, l.end - l.error);
+    return reinterpret_cast<std::uint32_t*>(err) + audit_words;
   }
   // The fingerprint packet (32 bytes) of `owner` for `slot` (a block, or a tile call's slot) and
   // calls of this parity.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE unsigned char* check_packet(int owner, std::uint32_t parity, int slot) const {
-    const detail::pad_regions<MaxRanks> l = regions();
-    return reinterpret_cast<unsigned char*>(inbox[owner]) + (l.check - l.flags) +
+    return reinterpret_cast<unsigned char*>(inbox[owner] + check_words) +
            ((parity & 1u) * static_cast<std::size_t>(max_blocks) + static_cast<std::size_t>(slot)) * check_packet_bytes;
   }
   // The LL region of block `block` of `owner` for calls of this parity (2 * ll_block_bytes bytes).
@@ -279,6 +272,17 @@ struct signal_pads {
     const bool ll_on = ll.blocks > 0 && ll.block_bytes > 0;
     s.ll_blocks = ll_on ? static_cast<std::uint32_t>(ll.blocks) : 0u;
     s.ll_block_bytes = ll_on ? static_cast<std::uint32_t>(ll.block_bytes) : 0u;
+    const detail::pad_regions<MaxRanks> g = s.regions();
+    const auto words = [](std::size_t bytes) {
+      if (bytes / sizeof(std::uint32_t) > 0xFFFFFFFFu)
+        throw error(errc::invalid_argument, "signal pads of " + std::to_string(bytes) + " bytes: too large");
+      return static_cast<std::uint32_t>(bytes / sizeof(std::uint32_t));
+    };
+    s.control_words = words(g.counters - g.tile_control);
+    s.ll_epoch_words = words(g.ll_epochs - g.counters);
+    s.check_epoch_words = words(g.check_epochs - g.error);
+    s.audit_words = words(g.end - g.error);
+    s.check_words = words(g.check - g.flags);
     s.timeout_ns = timeout_ns;
     return s;
   }
@@ -287,33 +291,41 @@ struct signal_pads {
 static_assert(std::is_trivially_copyable<signal_pads<8>>::value, "device handles are passed by value");
 static_assert(sizeof(signal_pads<8>) <= 8 * 8 + 64, "signal_pads<8> must stay small (kernel argument)");
 
+namespace detail {
 // Records a failure of this rank in its error record, if it is the first: the one claim sequence
 // every recorder uses. The record is claimed (code 0 -> busy, compare-and-swap: the first failure
-// wins, later ones leave), waiting_rank set to this rank, `fill(record)` writes the other fields
-// the failure has, and the code is published with a release store, so whoever sees the code
-// (another block's spin, the host) sees the fields.
-template <int MaxRanks, class Fill>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_error(const signal_pads<MaxRanks>& s, errc code, Fill&& fill) {
+// wins, later ones leave), waiting_rank set to `rank`, the other fields written (`reserved` only
+// when with_reserved), and the code published with a release store, so whoever sees the code
+// (another block's spin, the host) sees the fields. Out of line, with the fields as scalars: the
+// failing branch of a check only calls it, so the check's own path stays short (a checked kernel
+// runs its checks' code once per call: its length is fetch time).
+RCCLX_HOST_DEVICE RCCLX_NOINLINE inline void record_error_words(error_record* err, std::uint32_t code, std::uint32_t rank,
+                                                                std::uint32_t missing_rank, std::uint32_t kind,
+                                                                std::uint32_t block, std::uint32_t call,
+                                                                std::uint32_t observed, std::uint32_t reserved,
+                                                                bool with_reserved) {
   constexpr std::uint32_t busy = 0xFFFFFFFFu;
-  if (gpu::compare_exchange_local(&s.err->code, 0u, busy) != 0u) return;
-  s.err->waiting_rank = static_cast<std::uint32_t>(s.rank);
-  fill(*s.err);
-  gpu::store_release_system(&s.err->code, static_cast<std::uint32_t>(code));
+  if (gpu::compare_exchange_local(&err->code, 0u, busy) != 0u) return;
+  err->waiting_rank = rank;
+  err->missing_rank = missing_rank;
+  err->kind = kind;
+  err->block = block;
+  err->call = call;
+  err->observed = observed;
+  if (with_reserved) err->reserved = reserved;
+  gpu::store_release_system(&err->code, code);
 }
+}  // namespace detail
 
-// record_error with every field as error_record documents them.
+// Records a failure of this rank with every field as error_record documents them (the first
+// failure wins: detail::record_error_words).
 template <int MaxRanks>
-RCCLX_HOST_DEVICE inline void record_error(const signal_pads<MaxRanks>& s, errc code, int missing_rank,
-                                           std::uint32_t kind, int block, std::uint32_t call, std::uint32_t observed,
-                                           std::uint32_t reserved) {
-  record_error(s, code, [&](error_record& r) {
-    r.missing_rank = static_cast<std::uint32_t>(missing_rank);
-    r.kind = kind;
-    r.block = static_cast<std::uint32_t>(block);
-    r.call = call;
-    r.observed = observed;
-    r.reserved = reserved;
-  });
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_error(const signal_pads<MaxRanks>& s, errc code, int missing_rank,
+                                                      std::uint32_t kind, int block, std::uint32_t call,
+                                                      std::uint32_t observed, std::uint32_t reserved) {
+  detail::record_error_words(s.err, static_cast<std::uint32_t>(code), static_cast<std::uint32_t>(s.rank),
+                             static_cast<std::uint32_t>(missing_rank), kind, static_cast<std::uint32_t>(block), call,
+                             observed, reserved, true);
 }
 
 }  // namespace core

@@ -176,60 +176,46 @@ RCCLX_HOST_DEVICE inline call_problem reducer_mark_problem(std::uint32_t mark, s
   return {};
 }
 
-// The audit words of the call before epoch `epoch` on `slots` that its look needs
-// (audit_previous_call): the call's note and its first tiles' rows, loaded in one batch (rows past the
-// range's last read that one again).
-inline constexpr int previous_call_batch = 8;
-struct previous_call_words {
-  std::uint32_t call = 0, shape = 0;
-  std::uint32_t mark[previous_call_batch], used[previous_call_batch], hash[previous_call_batch];
-};
-// The rows are the slot range's tile rows from `row1` (core::audit_row of slot slots.first + 1,
-// computed once by the caller; row t at row1 + t * audit_row_words).
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void load_previous_rows(const std::uint32_t* row1, tile_slots slots,
-                                                            std::uint32_t prev, int t0, previous_call_words& w) {
-  for (int i = 0; i < previous_call_batch; ++i) {
-    const int t = t0 + i < slots.max_tiles ? t0 + i : slots.max_tiles - 1;
-    const std::uint32_t* row = row1 + static_cast<std::size_t>(t) * core::audit_row_words;
-    w.mark[i] = gpu::load_relaxed_system(row + core::audit_mark_word(prev));
-    w.used[i] = gpu::load_relaxed_system(row + core::audit_consumed_word(prev));
-    w.hash[i] = gpu::load_relaxed_system(row + core::audit_hash_word(prev));
-  }
-}
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE previous_call_words load_previous_call(const std::uint32_t* row1, tile_slots slots,
-                                                                           std::uint32_t epoch) {
-  previous_call_words w{};
-  if (slots.max_tiles < 1) return w;
-  const std::uint32_t prev = epoch - 1u;
-  w.call = gpu::load_relaxed_system(row1 + core::audit_call_word(prev));
-  w.shape = gpu::load_relaxed_system(row1 + core::audit_call_word(prev) + 1);
-  load_previous_rows(row1, slots, prev, 0, w);
-  return w;
-}
-
 // One thread of a call of epoch `epoch` on `slots` (block 0's audit thread, tile_exchange::
 // audit_look_back): the call before it (epoch - 1, whose kernel ended) as its rows recorded it:
 // every tile published on this rank (tile_not_published) and, flat, reduced (tile_not_reduced),
 // its input unchanged until the end of its reduce (input_changed; the input hashes of the call's
-// parity are cleared for the call after this one). `w`: load_previous_call's words (the first
-// previous_call_batch tiles); further tiles in batches of as many.
-template <int MaxRanks>
-RCCLX_HOST_DEVICE void audit_previous_call(const core::signal_pads<MaxRanks>& s, std::uint32_t* row1, tile_slots slots,
-                                           std::uint32_t epoch, previous_call_words w) {
-  if (slots.max_tiles < 1) return;
+// parity are cleared for the call after this one); the first finding recorded in `err` (of rank
+// `rank`). `row1`: core::audit_row of slot slots.first + 1 (row t at row1 + t * audit_row_words).
+// The call's note and its rows are loaded in batches of previous_call_batch tiles, the first
+// batch with the note (one round trip for a call of up to that many tiles). Out of line, with
+// scalars: one copy of its code for every step that may make the look.
+inline constexpr int previous_call_batch = 8;
+RCCLX_HOST_DEVICE RCCLX_NOINLINE inline void audit_previous_call(core::error_record* err, std::uint32_t rank,
+                                                                 std::uint32_t* row1, int max_tiles,
+                                                                 std::uint32_t epoch) {
+  if (max_tiles < 1) return;
   const std::uint32_t prev = epoch - 1u;
-  if (w.call != prev || prev == 0u) return;
-  const bool flat = (w.shape >> 31) == 0u;
-  const std::uint32_t tiles = w.shape & 0x7FFFFFFFu;
-  const int n = tiles < static_cast<std::uint32_t>(slots.max_tiles) ? static_cast<int>(tiles) : slots.max_tiles;
+  const std::uint32_t call = gpu::load_relaxed_system(row1 + core::audit_call_word(prev));
+  const std::uint32_t shape = gpu::load_relaxed_system(row1 + core::audit_call_word(prev) + 1);
+  int n = max_tiles;  // until the note says how many tiles the call had
+  const bool flat = (shape >> 31) == 0u;
   for (int t0 = 0; t0 < n; t0 += previous_call_batch) {
-    if (t0 > 0) load_previous_rows(row1, slots, prev, t0, w);
+    std::uint32_t mark[previous_call_batch], used[previous_call_batch], hash[previous_call_batch];
+    for (int i = 0; i < previous_call_batch; ++i) {
+      const int t = t0 + i < max_tiles ? t0 + i : max_tiles - 1;  // rows past the range's last: that one again
+      const std::uint32_t* row = row1 + static_cast<std::size_t>(t) * core::audit_row_words;
+      mark[i] = gpu::load_relaxed_system(row + core::audit_mark_word(prev));
+      used[i] = gpu::load_relaxed_system(row + core::audit_consumed_word(prev));
+      hash[i] = gpu::load_relaxed_system(row + core::audit_hash_word(prev));
+    }
+    if (t0 == 0) {
+      if (call != prev || prev == 0u) return;
+      const std::uint32_t tiles = shape & 0x7FFFFFFFu;
+      n = tiles < static_cast<std::uint32_t>(max_tiles) ? static_cast<int>(tiles) : max_tiles;
+    }
     for (int i = 0; i < previous_call_batch && t0 + i < n; ++i) {
-      const core::misuse m = core::audit_tile_verdict(w.mark[i], w.used[i], w.hash[i], prev, flat);
+      const core::misuse m = core::audit_tile_verdict(mark[i], used[i], hash[i], prev, flat);
       gpu::store_relaxed_system(row1 + static_cast<std::size_t>(t0 + i) * core::audit_row_words + core::audit_hash_word(prev), 0u);
       if (m != core::misuse{}) {
-        core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(m), t0 + i, prev,
-                           static_cast<std::uint32_t>(t0 + i), prev);
+        core::detail::record_error_words(err, static_cast<std::uint32_t>(errc::invalid_argument), rank, rank,
+                                         static_cast<std::uint32_t>(m), static_cast<std::uint32_t>(t0 + i), prev,
+                                         static_cast<std::uint32_t>(t0 + i), prev, true);
         return;
       }
     }

@@ -259,8 +259,8 @@ class tile_exchange {
     const bool auditor = g.thread_rank() == audit_thread(g);
     audit_pre pre{};
     if (auditor) {
+      pre = audit_load(tile, true);  // issued first: its round trip rides the step's
       failed = audit_step();
-      pre = audit_load(tile, true);
       if (!failed) failed = !audit_settle();  // a second publisher (the thread that marked)
       if (!failed) failed = !audit_mark_ok(tile, pre);
     }
@@ -571,14 +571,14 @@ class tile_exchange {
   }
 
   // Group-collective, the end of a publish of `count` tiles first, first + step, ...: the audit
-  // thread's publish marks (the i-th tile's by the i-th thread from the audit thread down) and, in
-  // block 0, its look at the previous call, beside the flag threads' release stores; then a group
-  // sync, so that the check lanes' first hash pass reads the tiles before any later write of the
-  // group (a store into a published input is what the two passes are there to name).
+  // thread's publish marks (the i-th tile's by the i-th thread from the audit thread down), beside
+  // the flag threads' release stores; then a group sync, so that the check lanes' first hash pass
+  // reads the tiles before any later write of the group (a store into a published input is what
+  // the two passes are there to name). Block 0's look at the previous call waits for the audit
+  // thread's next step (a wait, or finish()), whose time goes to the peers' flags.
   template <class Group>
   RCCLX_HOST_DEVICE void published(const Group& g, int first, int step, int count) const {
     for (int i = audit_thread(g) - g.thread_rank(); i >= 0 && i < count; i += g.size()) audit_publish(first + i * step);
-    if (g.thread_rank() == audit_thread(g)) audit_look_back();
     g.sync();
   }
 
@@ -697,16 +697,15 @@ class tile_exchange {
     return fp_;
   }
 
-  // The audit thread of the grid's block 0, at its first step after the publish's flags (or its
-  // first wait, or finish()): the look at the previous call on the slot range
-  // (detail::audit_previous_call; its kernel ended before this one began), in the slack the audit
-  // thread has while the flag threads' release stores and waits run.
+  // The audit thread of the grid's block 0, at its first wait (or finish()): the look at the
+  // previous call on the slot range (detail::audit_previous_call; its kernel ended before this one
+  // began), in the slack the audit thread has while the flag threads wait.
   RCCLX_HOST_DEVICE void audit_look_back() const {
     if (looked_back_) return;
     looked_back_ = true;
     if (gpu::block_id() != 0 || num_tiles_ <= 0 || refused()) return;
-    detail::audit_previous_call(t_->signals, audit_row_of(0), flags_.slots(), flags_.epoch(),
-                                detail::load_previous_call(audit_row_of(0), flags_.slots(), flags_.epoch()));
+    detail::audit_previous_call(t_->signals.err, static_cast<std::uint32_t>(t_->signals.rank), audit_row_of(0),
+                                flags_.slots().max_tiles, flags_.epoch());
   }
 
   // The audit thread, after a call's first publish's flags: the call's fingerprint packet and,

@@ -54,13 +54,11 @@ struct call_problem {
   RCCLX_HOST_DEVICE constexpr explicit operator bool() const { return static_cast<std::uint32_t>(what) != 0; }
 };
 
-// What a tile call's constructor finds: its slot range's binding words (core::audit_bound_words,
-// loaded before it reads the call counter: tile_exchange::probe_load), the first problem of its
-// arguments and the bytes of a half's results area (tree; 0 for flat).
+// What a tile call's constructor loads for its checks: its slot range's binding words
+// (core::audit_bound_words, loaded before it reads the call counter: tile_exchange::probe_load).
 struct call_probe {
-  call_problem problem;
   core::bound_words bound;
-  std::size_t results_bytes = 0;
+  bool loaded = false;  // bound holds the words (the block's last thread; the others load them when they need them)
 };
 
 // A value as an error record holds it: saturated at 2^32 - 1.
@@ -85,12 +83,13 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE tile_slots slots_in_pads(const core::signal_
 // names them: tile_elems whole vectors, num_tiles within the slot range, the slot range inside the
 // pads, every rank's buffer non-null and 16-byte aligned, the region inside the buffer, and the
 // bytes the resolved algorithm needs (half_need: one half, inputs and for tree the results) within
-// the region's halves (half_bytes(r.bytes) each).
+// the region's halves (half_bytes(r.bytes) each). Without with_buffers, the ranks' buffer pointers
+// are not looked at (no load: the problems every thread of a call finds at once).
 template <class Elem, int MaxRanks>
 RCCLX_HOST_DEVICE inline call_problem find_call_problem(const core::peer_table<Elem, MaxRanks>& t,
                                                            const core::region& r, std::size_t tile_elems,
                                                            int num_tiles, std::size_t vec_elems, std::size_t half_need,
-                                                           std::size_t region_half, bool tree) {
+                                                           std::size_t region_half, bool tree, bool with_buffers = true) {
   using core::misuse;
   if (tile_elems == 0 || tile_elems % vec_elems != 0)
     return {misuse::arg_tile_elems, sat32(tile_elems), sat32(vec_elems), 0u};
@@ -103,10 +102,11 @@ RCCLX_HOST_DEVICE inline call_problem find_call_problem(const core::peer_table<E
   // Every rank's pointer loaded at once, whatever the rank count (a table in device memory: one
   // round trip, not one per rank, and not one after the count's), then the first bad one named.
   std::uint32_t null_ranks = 0, misaligned_ranks = 0;
-  const void* data[MaxRanks];
+  const void* data[MaxRanks] = {};
+  if (with_buffers)
   for (int p = 0; p < MaxRanks; ++p) data[p] = t.data[p];
   for (int p = 0; p < MaxRanks; ++p) {
-    if (p >= t.num_ranks()) continue;
+    if (!with_buffers || p >= t.num_ranks()) continue;
     const void* d = data[p];
     null_ranks |= (d == nullptr ? 1u : 0u) << p;
     misaligned_ranks |= (gpu::is_aligned(d, 16) && r.offset % 16 == 0 ? 0u : 1u) << p;
@@ -156,14 +156,6 @@ inline void check_tile_call(const char* who, const core::peer_table<T, MaxRanks>
                                             " bytes of symmetric buffer (two halves" +
                                             (tree ? std::string(", with results") : std::string()) +
                                             ") but it has " + std::to_string(t.capacity_bytes));
-}
-
-// Records `p` for this rank (first failure wins), from the first thread of each block.
-template <int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_call_problem(const core::signal_pads<MaxRanks>& s,
-                                                             const call_problem& p, int block) {
-  if (!gpu::first_thread_of_block()) return;
-  core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(p.what), block, p.call, p.a, p.b);
 }
 
 // Under same_block, the reducing block's look at a tile's publish mark `mark` in call `epoch`:

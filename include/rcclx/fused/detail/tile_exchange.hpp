@@ -169,7 +169,7 @@ class tile_exchange {
   // its tiles anyway (before it sees the refusal) stays inside the allocation where one tile fits it.
   RCCLX_HOST_DEVICE T* input(int tile) const {
 #if RCCLX_CHECKS
-    if (probe_.problem) {
+    if (bad_) {
       const auto lo = reinterpret_cast<std::uintptr_t>(t_->data[rank()]);
       const auto p = reinterpret_cast<std::uintptr_t>(input_of(rank(), tile));
       if (p < lo || p - lo > t_->capacity_bytes || t_->capacity_bytes - (p - lo) < tile_elems_ * sizeof(T))
@@ -485,37 +485,41 @@ class tile_exchange {
 
 #if RCCLX_CHECKS
   // The constructors' first loads: the slot range's binding words (of slot 0 when the range is not
-  // inside the pads: a refused call), issued before the flags' acquire of the call counter, which
-  // orders every later load, so that they share its round trip.
+  // inside the pads: a refused call), issued by the block's last thread (which starts the call's
+  // checks: check_call) before the flags' acquire of the call counter, which orders every later
+  // load, so that they share its round trip.
   RCCLX_HOST_DEVICE static detail::call_probe probe_load(const core::peer_table<T, MaxRanks>& t, tile_slots slots) {
     detail::call_probe p;
+    if (!gpu::last_thread_of_block()) return p;
     p.bound = core::audit_bound_words(t.signals, detail::slots_in_pads(t.signals, slots));
+    p.loaded = true;
     return p;
   }
 
-  // The constructors' checks: the probe's verdict on the arguments (every thread), then the block's
-  // last thread's audit_launch (below).
+  // The constructors' checks. Every thread: the arguments' problems that need no load (the tiles,
+  // the slot range, the region against the buffer and the resolved algorithm's bytes) refuse the
+  // call at once (bad_), unrecorded: every thread knows before it touches a flag or a buffer. The
+  // block's last thread starts the audit (audit_launch: the whole check, recorded, and the region's
+  // binding), so that the answers have landed by the time the first publish's sync shares them.
   RCCLX_HOST_DEVICE void check_call(const core::region& r, std::size_t results_bytes) {
-    region_offset_ = r.offset;
-    region_bytes_ = r.bytes;
-    // The table and the region (detail::find_call_problem, against the resolved algorithm's bytes).
-    const core::peer_table<T, MaxRanks>& t = *t_;
+    region_ = r;
     const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles_ > 0 ? num_tiles_ : 0) * tile_elems_ * sizeof(T));
-    probe_.results_bytes = is_tree() ? detail::round16(results_bytes == detail::default_results ? in : results_bytes) : 0;
-    probe_.problem = detail::find_call_problem(t, r, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
-                                               in + probe_.results_bytes, half_bytes(r.bytes), is_tree());
-    results_bytes_ = probe_.results_bytes;
-    if (probe_.problem) {
-      bad_ = true;
-      detail::record_call_problem(t_->signals, probe_.problem, r.slots.first);
-      return;
-    }
-    // The block's last thread (a block group's audit thread) binds the slot range to the region's
-    // bytes (a compare of the words the probe loaded once it is bound: another range of this rank
-    // in flight over the same bytes or slots is recorded before the kernel writes its tiles) and
-    // starts the missing-finish detector, so that its exchange has landed by the time finish() or
-    // the first wait settles it. Their answers are shared by the first publish's sync.
+    results_bytes_ = is_tree() ? detail::round16(results_bytes == detail::default_results ? in : results_bytes) : 0;
+    bad_ = static_cast<bool>(detail::find_call_problem(*t_, r, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
+                                                       in + results_bytes_, half_bytes(r.bytes), is_tree(), false));
     if (gpu::last_thread_of_block()) (void)audit_launch();
+  }
+
+  // The audit thread's look at the arguments (detail::find_call_problem, every rank's buffer pointer
+  // included, in the order check() names them), recorded (block: the slot range's first). True: a
+  // problem.
+  RCCLX_HOST_DEVICE bool audit_arguments() const {
+    const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles_ > 0 ? num_tiles_ : 0) * tile_elems_ * sizeof(T));
+    const detail::call_problem p = detail::find_call_problem(*t_, region_, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
+                                                             in + results_bytes_, half_bytes(region_.bytes), is_tree());
+    if (!p) return false;
+    record(p.what, region_.slots.first, p.a, p.b, p.call);
+    return true;
   }
 
   // Refused so far (the arguments, a step, or a verdict the group shared: the same in every
@@ -542,8 +546,9 @@ class tile_exchange {
   RCCLX_HOST_DEVICE bool audit_launch() const {
     if (!launch_started_) {
       launch_started_ = true;
-      if (num_tiles_ > 0 && !bad_ && audit_overlap(&probe_.bound)) launch_bad_ = true;
-      if (num_tiles_ > 0 && !bad_ && !launch_bad_)
+      if (audit_arguments()) launch_bad_ = true;  // bad_ or a rank's buffer pointer
+      if (num_tiles_ > 0 && !launch_bad_ && audit_overlap(probe_.loaded ? &probe_.bound : nullptr)) launch_bad_ = true;
+      if (num_tiles_ > 0 && !launch_bad_)
         flags_.launch_start([] { return false; }, [&] { late_ = true; });  // the range is bound above
     }
     if (flags_.launch_pending() && flags_.launch_known() && launch_verdict()) launch_bad_ = true;
@@ -601,10 +606,10 @@ class tile_exchange {
   // region_overlap_slots / region_overlap_bytes. True if a problem was recorded.
   // bound: the range's words as loaded before (nullptr: loaded now).
   RCCLX_HOST_DEVICE bool audit_overlap(const core::bound_words* bound) const {
-    const auto lo = reinterpret_cast<std::uintptr_t>(t_->data[rank()]) + region_offset_;
+    const auto lo = reinterpret_cast<std::uintptr_t>(t_->data[rank()]) + region_.offset;
     const core::bind_verdict v =
-        bound ? core::audit_bind(t_->signals, flags_.slots(), lo, lo + region_bytes_, *bound)
-              : core::audit_bind(t_->signals, flags_.slots(), lo, lo + region_bytes_);
+        bound ? core::audit_bind(t_->signals, flags_.slots(), lo, lo + region_.bytes, *bound)
+              : core::audit_bind(t_->signals, flags_.slots(), lo, lo + region_.bytes);
     if (v.what == core::misuse{}) return false;
     record(v.what, flags_.slots().first, v.other, v.mine);
     return true;
@@ -614,8 +619,8 @@ class tile_exchange {
   // rank's bytes of the region but the call's own results area (tree: the owner's published results).
   template <class Map>
   RCCLX_HOST_DEVICE stage_context stage_context_for(const Map& map) const {
-    const unsigned char* lo = reinterpret_cast<const unsigned char*>(t_->data[rank()]) + region_offset_;
-    return detail::call_stage_context<T>(map, lo, lo + region_bytes_, results(rank()), is_tree() ? results_bytes_ : 0);
+    const unsigned char* lo = reinterpret_cast<const unsigned char*>(t_->data[rank()]) + region_.offset;
+    return detail::call_stage_context<T>(map, lo, lo + region_.bytes, results(rank()), is_tree() ? results_bytes_ : 0);
   }
 
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record(core::misuse m, int block, std::uint32_t a, std::uint32_t b, std::uint32_t call = 0) const {
@@ -690,7 +695,7 @@ class tile_exchange {
     if (!fp_ready_) {
       fp_ = core::fingerprint<T, ReduceOp>(core::checked_collective::tile_allreduce, resolved(),
                                            static_cast<std::size_t>(num_tiles_),
-                                           static_cast<int>(core::region_digest(core::region{region_offset_, region_bytes_, tile_slots{0, 0}, 0u, 0u})),
+                                           static_cast<int>(core::region_digest(core::region{region_.offset, region_.bytes, tile_slots{0, 0}, 0u, 0u})),
                                            tile_elems_);
       fp_ready_ = true;
     }
@@ -858,7 +863,7 @@ class tile_exchange {
   mutable bool looked_back_ = false;     // audit_look_back ran
   mutable bool bad_ = false;     // a misuse was found (and recorded): nothing is published (after it) or reduced
   mutable bool late_ = false, finished_ = false;  // constructed after this launch's call ended; finish() ran
-  std::size_t region_offset_ = 0, region_bytes_ = 0;  // the call's region (the whole buffer without one)
+  core::region region_{};                             // the call's region (the whole buffer without one)
   std::size_t results_bytes_ = 0;                      // tree: the results area of a half
   mutable std::uint32_t pending_mark_ = 0;             // this thread's last publish: the mark it replaced
   mutable int pending_tile_ = -1;                      // ... of this tile (-1: none pending)

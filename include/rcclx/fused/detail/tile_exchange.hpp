@@ -277,7 +277,7 @@ class tile_exchange {
       held_hash_.hash_out(l);
       if (!failed) failed = !flags_.verify_packets(l.lane, l.lanes, tile, &fp(), map_fp, map_below);
     }
-    if (!failed) failed = refused();  // the missing-finish detector's answer, before any output
+    if (!failed) failed = refused();  // the audit thread's answers (audit_step), before any output
     if (!failed && auditor) failed = !audit_reduce(tile, pre);
 #else
     (void)map_fp, (void)map_below;
@@ -305,7 +305,7 @@ class tile_exchange {
     bool failed = false;
 #if RCCLX_CHECKS
     failed = !audit_settle();  // a second publisher, named before any wait
-    if (!failed && g.thread_rank() == audit_thread(g)) failed = audit_launch();
+    if (!failed && g.thread_rank() == audit_thread(g)) failed = audit_launch(true);
 #endif
     for (int i = g.thread_rank(); i < count * n && !failed; i += g.size()) {
       const int tile = first + (i / n) * step, p = i % n;
@@ -407,7 +407,7 @@ class tile_exchange {
     // shared by the group sync finish() makes anyway) counts nothing: its blocks all keep the call
     // number they were refused with (the pads need a reset, as after any error).
     const bool auditor = g.thread_rank() == audit_thread(g);
-    if (auditor) (void)audit_launch();
+    if (auditor) (void)audit_launch(true);
     if (g.sync_or(refused())) {
       // Constructed after the call counter advanced in this launch: this block is one more than
       // the count (GPUs name the count against the grid first).
@@ -526,12 +526,9 @@ class tile_exchange {
   // thread of the group)?
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool bad() const { return bad_; }
 
-  // Refused? bad(), or in the audit thread the missing-finish detector's answer, settled here
-  // (waiting for its exchange) once it was started (audit_launch): before any output.
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool refused() const {
-    if (flags_.launch_pending() && launch_verdict()) launch_bad_ = true;
-    return bad_ || launch_bad_;
-  }
+  // Refused? bad(), or in the audit thread its own refusals (the arguments, the region, the
+  // missing-finish detector's answer once audit_launch settled it).
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool refused() const { return bad_ || launch_bad_; }
   RCCLX_HOST_DEVICE bool launch_verdict() const {
     return flags_.launch_verdict([&] { return audit_overlap(nullptr); },
                                  [&] { detail::audit_note_call(audit_row_of(0), flags_.slots(), flags_.epoch(), num_tiles_, is_tree()); },
@@ -539,11 +536,13 @@ class tile_exchange {
   }
 
   // The audit thread (and the block's last thread in the constructor), at every step: once per
-  // call, binds the slot range to the region's bytes (audit_overlap: another range in flight over
-  // them refuses the call) and starts the missing-finish detector (core::tile_flags::launch_start:
-  // its compare-and-swap), so that their round trips are the audit thread's alone; settles the
-  // detector's answer when it is known without the exchange. True: the call is refused.
-  RCCLX_HOST_DEVICE bool audit_launch() const {
+  // call, checks the arguments (audit_arguments), binds the slot range to the region's bytes
+  // (audit_overlap: another range in flight over them refuses the call) and starts the
+  // missing-finish detector (core::tile_flags::launch_start: its compare-and-swap), so that their
+  // round trips are the audit thread's alone; settles the detector's answer when it is known
+  // without the exchange or, with `decide` (before any output: a wait's vote, finish()), waiting
+  // for it (issued in the constructor, it has landed by then). True: the call is refused.
+  RCCLX_HOST_DEVICE bool audit_launch(bool decide = false) const {
     if (!launch_started_) {
       launch_started_ = true;
       if (audit_arguments()) launch_bad_ = true;  // bad_ or a rank's buffer pointer
@@ -551,15 +550,15 @@ class tile_exchange {
       if (num_tiles_ > 0 && !launch_bad_)
         flags_.launch_start([] { return false; }, [&] { late_ = true; });  // the range is bound above
     }
-    if (flags_.launch_pending() && flags_.launch_known() && launch_verdict()) launch_bad_ = true;
+    if (flags_.launch_pending() && (decide || flags_.launch_known()) && launch_verdict()) launch_bad_ = true;
     return launch_bad_;
   }
 
-  // The audit thread before a wait's vote: audit_launch, the reduce's map and stages (map_bad_:
-  // tile_allreduce::map_fits) and, in block 0, the look at the previous call if no earlier step
-  // made it. True: the call is refused.
+  // The audit thread before a wait's vote: audit_launch (decided), the reduce's map and stages
+  // (map_bad_: tile_allreduce::map_fits) and, in block 0, the look at the previous call if no
+  // earlier step made it. True: the call is refused.
   RCCLX_HOST_DEVICE bool audit_step() const {
-    const bool no = audit_launch() || map_bad_;
+    const bool no = audit_launch(true) || map_bad_;
     audit_look_back();  // nothing once refused()
     return no;
   }

@@ -515,8 +515,8 @@ class tile_exchange {
   // problem.
   RCCLX_HOST_DEVICE bool audit_arguments() const {
     const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles_ > 0 ? num_tiles_ : 0) * tile_elems_ * sizeof(T));
-    const detail::call_problem p = detail::find_call_problem(*t_, region_, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
-                                                             in + results_bytes_, half_bytes(region_.bytes), is_tree());
+    const detail::call_problem p = detail::find_call_problem_at(t_, region_, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
+                                                                in + results_bytes_, half_bytes(region_.bytes), is_tree());
     if (!p) return false;
     record(p.what, region_.slots.first, p.a, p.b, p.call);
     return true;
@@ -605,13 +605,8 @@ class tile_exchange {
   // region_overlap_slots / region_overlap_bytes. True if a problem was recorded.
   // bound: the range's words as loaded before (nullptr: loaded now).
   RCCLX_HOST_DEVICE bool audit_overlap(const core::bound_words* bound) const {
-    const auto lo = reinterpret_cast<std::uintptr_t>(t_->data[rank()]) + region_.offset;
-    const core::bind_verdict v =
-        bound ? core::audit_bind(t_->signals, flags_.slots(), lo, lo + region_.bytes, *bound)
-              : core::audit_bind(t_->signals, flags_.slots(), lo, lo + region_.bytes);
-    if (v.what == core::misuse{}) return false;
-    record(v.what, flags_.slots().first, v.other, v.mine);
-    return true;
+    return detail::audit_overlap_at(t_, flags_.slots(), region_.offset, region_.bytes, bound ? *bound : core::bound_words{},
+                                    bound != nullptr);
   }
 
   // The stage_context of this call on `map` (fused/stage_check.hpp): a stage may not write this

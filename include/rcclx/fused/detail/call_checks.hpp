@@ -54,12 +54,6 @@ struct call_problem {
   RCCLX_HOST_DEVICE constexpr explicit operator bool() const { return static_cast<std::uint32_t>(what) != 0; }
 };
 
-// What a tile call's constructor loads for its checks: its slot range's binding words
-// (core::audit_bound_words, loaded before it reads the call counter: tile_exchange::probe_load).
-struct call_probe {
-  core::bound_words bound;
-  bool loaded = false;  // bound holds the words (the block's last thread; the others load them when they need them)
-};
 
 // A value as an error record holds it: saturated at 2^32 - 1.
 RCCLX_HOST_DEVICE constexpr std::uint32_t sat32(std::size_t v) {
@@ -78,18 +72,47 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE tile_slots slots_in_pads(const core::signal_
   return slots_fit(slots, s.max_blocks) ? slots : tile_slots{0, 0};
 }
 
+// The ranks (bit p: rank p) whose buffer pointer in table `t` is null, and those whose pointer
+// plus `offset` (a region's) is not 16-byte aligned: every pointer loaded at once, whatever the
+// rank count (a table in device memory: one round trip, not one per rank).
+struct buffer_masks {
+  std::uint32_t null_ranks = 0, misaligned_ranks = 0;
+};
+template <class Elem, int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE buffer_masks load_buffer_masks(const core::peer_table<Elem, MaxRanks>& t,
+                                                                   std::size_t offset) {
+  const void* data[MaxRanks];
+  for (int p = 0; p < MaxRanks; ++p) data[p] = t.data[p];
+  buffer_masks m;
+  for (int p = 0; p < MaxRanks; ++p) {
+    if (p >= t.num_ranks()) continue;
+    m.null_ranks |= (data[p] == nullptr ? 1u : 0u) << p;
+    m.misaligned_ranks |= (gpu::is_aligned(data[p], 16) && offset % 16 == 0 ? 0u : 1u) << p;
+  }
+  return m;
+}
+
+// What a tile call's constructor loads for its checks, before it reads the call counter
+// (tile_exchange::probe_load): its slot range's binding words (core::audit_bound_words) and the
+// ranks' buffer pointers (load_buffer_masks).
+struct call_probe {
+  core::bound_words bound;
+  buffer_masks buffers;
+  bool loaded = false;  // bound and buffers hold the words (the block's last thread; the others load them when they need them)
+};
+
 // The first problem of a call of num_tiles tiles of tile_elems elements of `Elem` on table `t` in
 // region `r` (core::whole_buffer for the constructors without a region), in the order check()
 // names them: tile_elems whole vectors, num_tiles within the slot range, the slot range inside the
-// pads, every rank's buffer non-null and 16-byte aligned, the region inside the buffer, and the
-// bytes the resolved algorithm needs (half_need: one half, inputs and for tree the results) within
-// the region's halves (half_bytes(r.bytes) each). Without with_buffers, the ranks' buffer pointers
-// are not looked at (no load: the problems every thread of a call finds at once).
+// pads, every rank's buffer non-null and 16-byte aligned (`buffers`: load_buffer_masks of the
+// table and r.offset; null: not looked at, the problems every thread of a call finds without a
+// load), the region inside the buffer, and the bytes the resolved algorithm needs (half_need: one
+// half, inputs and for tree the results) within the region's halves (half_bytes(r.bytes) each).
 template <class Elem, int MaxRanks>
 RCCLX_HOST_DEVICE inline call_problem find_call_problem(const core::peer_table<Elem, MaxRanks>& t,
                                                            const core::region& r, std::size_t tile_elems,
                                                            int num_tiles, std::size_t vec_elems, std::size_t half_need,
-                                                           std::size_t region_half, bool tree, bool with_buffers = true) {
+                                                           std::size_t region_half, bool tree, const buffer_masks* buffers) {
   using core::misuse;
   if (tile_elems == 0 || tile_elems % vec_elems != 0)
     return {misuse::arg_tile_elems, sat32(tile_elems), sat32(vec_elems), 0u};
@@ -99,22 +122,11 @@ RCCLX_HOST_DEVICE inline call_problem find_call_problem(const core::peer_table<E
   if (!slots_fit(r.slots, t.signals.max_blocks))
     return {misuse::arg_slots, static_cast<std::uint32_t>(r.slots.end()),
             static_cast<std::uint32_t>(t.signals.max_blocks), 0u};
-  // Every rank's pointer loaded at once, whatever the rank count (a table in device memory: one
-  // round trip, not one per rank, and not one after the count's), then the first bad one named.
-  std::uint32_t null_ranks = 0, misaligned_ranks = 0;
-  const void* data[MaxRanks] = {};
-  if (with_buffers)
-  for (int p = 0; p < MaxRanks; ++p) data[p] = t.data[p];
-  for (int p = 0; p < MaxRanks; ++p) {
-    if (!with_buffers || p >= t.num_ranks()) continue;
-    const void* d = data[p];
-    null_ranks |= (d == nullptr ? 1u : 0u) << p;
-    misaligned_ranks |= (gpu::is_aligned(d, 16) && r.offset % 16 == 0 ? 0u : 1u) << p;
-  }
-  if ((null_ranks | misaligned_ranks) != 0u) {
+  if (buffers && (buffers->null_ranks | buffers->misaligned_ranks) != 0u) {
+    const std::uint32_t any = buffers->null_ranks | buffers->misaligned_ranks;
     int p = 0;
-    while ((((null_ranks | misaligned_ranks) >> p) & 1u) == 0u) ++p;
-    return {misuse::arg_buffer, static_cast<std::uint32_t>(p), (null_ranks >> p) & 1u ? 0u : 1u, 0u};
+    while (((any >> p) & 1u) == 0u) ++p;
+    return {misuse::arg_buffer, static_cast<std::uint32_t>(p), (buffers->null_ranks >> p) & 1u ? 0u : 1u, 0u};
   }
   if (r.offset > t.capacity_bytes || r.bytes > t.capacity_bytes - r.offset)
     return {misuse::region_outside_buffer, sat32(r.offset + r.bytes), sat32(t.capacity_bytes), 0u};
@@ -123,13 +135,16 @@ RCCLX_HOST_DEVICE inline call_problem find_call_problem(const core::peer_table<E
   return {};
 }
 
-// find_call_problem with every rank's buffer pointer, out of line (one copy of its code for every
-// step that may make the check; `t`: the table, in memory where the caller's handle points).
+// find_call_problem with the buffers' masks (`buffers` when `loaded`, otherwise loaded now), out of
+// line (one copy of its code for every step that may make the check; `t`: the table, in memory
+// where the caller's handle points).
 template <class Elem, int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_NOINLINE call_problem find_call_problem_at(const core::peer_table<Elem, MaxRanks>* t, core::region r,
                                                                    std::size_t tile_elems, int num_tiles, std::size_t vec_elems,
-                                                                   std::size_t half_need, std::size_t region_half, bool tree) {
-  return find_call_problem(*t, r, tile_elems, num_tiles, vec_elems, half_need, region_half, tree);
+                                                                   std::size_t half_need, std::size_t region_half, bool tree,
+                                                                   buffer_masks buffers, bool loaded) {
+  if (!loaded) buffers = load_buffer_masks(*t, r.offset);
+  return find_call_problem(*t, r, tile_elems, num_tiles, vec_elems, half_need, region_half, tree, &buffers);
 }
 
 // A tile call about to decide for a new launch (tile_exchange::audit_overlap): binds its slot range

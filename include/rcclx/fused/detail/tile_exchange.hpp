@@ -82,7 +82,7 @@ class tile_exchange {
                                   std::size_t results_bytes = detail::default_results)
       : t_(&t),
 #if RCCLX_CHECKS
-        probe_(probe_load(t, slots)),
+        probe_(probe_load(t, slots, 0)),
         flags_(t.signals, detail::slots_in_pads(t.signals, slots)),
 #else
         flags_(t.signals, slots),
@@ -105,7 +105,7 @@ class tile_exchange {
                                   std::size_t results_bytes = detail::default_results)
       : t_(&t),
 #if RCCLX_CHECKS
-        probe_(probe_load(t, r.slots)),
+        probe_(probe_load(t, r.slots, r.offset)),
         flags_(t.signals, detail::slots_in_pads(t.signals, r.slots)),
 #else
         flags_(t.signals, r.slots),
@@ -488,10 +488,12 @@ class tile_exchange {
   // inside the pads: a refused call), issued by the block's last thread (which starts the call's
   // checks: check_call) before the flags' acquire of the call counter, which orders every later
   // load, so that they share its round trip.
-  RCCLX_HOST_DEVICE static detail::call_probe probe_load(const core::peer_table<T, MaxRanks>& t, tile_slots slots) {
+  RCCLX_HOST_DEVICE static detail::call_probe probe_load(const core::peer_table<T, MaxRanks>& t, tile_slots slots,
+                                                        std::size_t offset) {
     detail::call_probe p;
     if (!gpu::last_thread_of_block()) return p;
     p.bound = core::audit_bound_words(t.signals, detail::slots_in_pads(t.signals, slots));
+    p.buffers = detail::load_buffer_masks(t, offset);
     p.loaded = true;
     return p;
   }
@@ -506,7 +508,7 @@ class tile_exchange {
     const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles_ > 0 ? num_tiles_ : 0) * tile_elems_ * sizeof(T));
     results_bytes_ = is_tree() ? detail::round16(results_bytes == detail::default_results ? in : results_bytes) : 0;
     bad_ = static_cast<bool>(detail::find_call_problem(*t_, r, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
-                                                       in + results_bytes_, half_bytes(r.bytes), is_tree(), false));
+                                                       in + results_bytes_, half_bytes(r.bytes), is_tree(), nullptr));
     if (gpu::last_thread_of_block()) (void)audit_launch();
   }
 
@@ -516,7 +518,8 @@ class tile_exchange {
   RCCLX_HOST_DEVICE bool audit_arguments() const {
     const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles_ > 0 ? num_tiles_ : 0) * tile_elems_ * sizeof(T));
     const detail::call_problem p = detail::find_call_problem_at(t_, region_, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
-                                                                in + results_bytes_, half_bytes(region_.bytes), is_tree());
+                                                                in + results_bytes_, half_bytes(region_.bytes), is_tree(),
+                                                                probe_.buffers, probe_.loaded);
     if (!p) return false;
     record(p.what, region_.slots.first, p.a, p.b, p.call);
     return true;

@@ -56,8 +56,8 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool spin_bounded(const signal_pads<MaxRanks
   for (std::uint32_t spins = 1;; ++spins) {
     if (ready()) return true;
     if ((spins & 63u) == 0u) {
-      if (gpu::load_relaxed_system(&s.err->code) != 0u) return false;
-      if (gpu::clock_ns() - t0 > limit) {
+      if (RCCLX_UNLIKELY(gpu::load_relaxed_system(&s.err->code) != 0u)) return false;
+      if (RCCLX_UNLIKELY(gpu::clock_ns() - t0 > limit)) {
         expired();
         return false;
       }

@@ -88,7 +88,7 @@ namespace detail {
 
 // Records that `peer` passed other arguments: the first field in which `theirs` differs from `mine`
 // (out of line, with scalars and values: the failing branch of a compare only calls it).
-RCCLX_HOST_DEVICE RCCLX_NOINLINE inline void record_call_mismatch_at(error_record* err, std::uint32_t rank, int block,
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_call_mismatch_at(error_record* err, std::uint32_t rank, int block,
                                                                      int peer, call_fingerprint mine, gpu::vec16 theirs,
                                                                      bool map) {
   std::uint32_t field = 0, a = 0, b = 0;
@@ -200,7 +200,8 @@ struct check_poller {
       return 0;
     }
     const gpu::vec16 theirs = ll_payload(q);
-    if (theirs.w[0] != fp.w[0] || theirs.w[1] != fp.w[1] || theirs.w[2] != fp.w[2] || theirs.w[3] != fp.w[3]) {
+    if (RCCLX_UNLIKELY(theirs.w[0] != fp.w[0] || theirs.w[1] != fp.w[1] || theirs.w[2] != fp.w[2] ||
+                       theirs.w[3] != fp.w[3])) {
       detail::record_call_mismatch(s, block, peer, fp, theirs, map);
       state = -1;
     } else {
@@ -241,7 +242,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool check_settled(const signal_pads<MaxRank
 // built with RCCLX_CHECKS).
 template <int MaxRanks>
 RCCLX_HOST_DEVICE inline bool check_settled_after(const signal_pads<MaxRanks>& s, check_poller<MaxRanks>& c) {
-  if (check_polled(s, c, [] {})) return true;
+  if (RCCLX_LIKELY(check_polled(s, c, [] {}))) return true;
   if (c.state != 0 || gpu::load_relaxed_system(&s.err->code) != 0u) return false;
   return check_settled(s, c);
 }

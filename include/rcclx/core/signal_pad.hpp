@@ -299,7 +299,7 @@ namespace detail {
 // (another block's spin, the host) sees the fields. Out of line, with the fields as scalars: the
 // failing branch of a check only calls it, so the check's own path stays short (a checked kernel
 // runs its checks' code once per call: its length is fetch time).
-RCCLX_HOST_DEVICE RCCLX_NOINLINE inline void record_error_words(error_record* err, std::uint32_t code, std::uint32_t rank,
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_error_words(error_record* err, std::uint32_t code, std::uint32_t rank,
                                                                 std::uint32_t missing_rank, std::uint32_t kind,
                                                                 std::uint32_t block, std::uint32_t call,
                                                                 std::uint32_t observed, std::uint32_t reserved,

@@ -120,7 +120,7 @@ namespace detail {
 // audit_bind's binding of a range not bound to these bytes yet (a launch's first call on it, or
 // after an overlap): out of line, with scalars (`base`: the rank's audit region, audit_base()), so
 // that a call whose range is bound already does not carry its code.
-RCCLX_HOST_DEVICE RCCLX_NOINLINE inline bind_verdict audit_bind_new(std::uint32_t* base, int max_blocks, int first,
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bind_verdict audit_bind_new(std::uint32_t* base, int max_blocks, int first,
                                                                     std::uint32_t end, std::uint64_t lo,
                                                                     std::uint64_t hi) {
   bind_verdict v{};
@@ -168,7 +168,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bind_verdict audit_bind(const signal_pads<Ma
                                                             std::uint64_t lo, std::uint64_t hi, const bound_words& bound) {
   if (slots.first >= audit_directory_slots) return bind_verdict{};
   const auto end = static_cast<std::uint32_t>(slots.end());
-  if (bound.same(end, lo, hi)) return bind_verdict{};
+  if (RCCLX_LIKELY(bound.same(end, lo, hi))) return bind_verdict{};
   return detail::audit_bind_new(s.audit_base(), s.max_blocks, slots.first, end, lo, hi);
 }
 

@@ -242,7 +242,7 @@ class tile_flags {
     for (;;) {
       if (st.answer >= 0) return st.answer != 0;
       if (st.got == st.prev) {
-        if (st.bad)
+        if (RCCLX_UNLIKELY(st.bad))
           record_error(*s_, errc::invalid_argument, s_->rank, static_cast<std::uint32_t>(misuse::missing_finish),
                        slots_.first, 0u, epoch_, 0u);
         else

@@ -203,6 +203,7 @@ RCCLX_HOST_DEVICE bool allreduce_rmsnorm_block(const Group& g, const core::peer_
   const row_tiles map{tokens, hidden};
   tile_allreduce<T, MaxRanks, Algo> ar(t, slots, hidden, rows);
   ar.declare_map(map);  // checked builds: the map's fingerprint goes out with the flags
+  ar.inputs_written_by_stages_only();  // this kernel writes nothing after its publish but its checked stages
 
   // 1. This rank's rows into its symmetric buffer, then all of them flagged at once. Several rows
   //    per block (tokens > blocks): their loads batched across rows (copy_rows); one row:

@@ -282,7 +282,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
       b = fault.b;
       call = fault.stage;
     }
-    if (m != core::misuse{}) {
+    if (RCCLX_UNLIKELY(m != core::misuse{})) {
       core::record_error(t_->signals, errc::invalid_argument, t_->signals.rank, static_cast<std::uint32_t>(m), tile,
                          call, a, b);
       this->map_bad_ = true;
@@ -290,7 +290,7 @@ class tile_allreduce : public detail::tile_exchange<T, MaxRanks, Algo, ReduceOp>
     }
     if (this->map_declared_) {
       const core::call_fingerprint& d = this->map_fp_;
-      if (d.w[0] != f.w[0] || d.w[1] != f.w[1] || d.w[2] != f.w[2] || d.w[3] != f.w[3]) {
+      if (RCCLX_UNLIKELY(d.w[0] != f.w[0] || d.w[1] != f.w[1] || d.w[2] != f.w[2] || d.w[3] != f.w[3])) {
         // Another map than the one declared (and published with the flags): a mismatch of this rank
         // with itself, the declared value first.
         core::detail::record_call_mismatch(t_->signals, tile, rank(), d, core::detail::as_vec(f), true);

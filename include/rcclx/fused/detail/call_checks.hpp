@@ -114,23 +114,23 @@ RCCLX_HOST_DEVICE inline call_problem find_call_problem(const core::peer_table<E
                                                            int num_tiles, std::size_t vec_elems, std::size_t half_need,
                                                            std::size_t region_half, bool tree, const buffer_masks* buffers) {
   using core::misuse;
-  if (tile_elems == 0 || tile_elems % vec_elems != 0)
+  if (RCCLX_UNLIKELY(tile_elems == 0 || tile_elems % vec_elems != 0))
     return {misuse::arg_tile_elems, sat32(tile_elems), sat32(vec_elems), 0u};
-  if (num_tiles < 0 || num_tiles > r.slots.max_tiles)
+  if (RCCLX_UNLIKELY(num_tiles < 0 || num_tiles > r.slots.max_tiles))
     return {misuse::arg_num_tiles, static_cast<std::uint32_t>(num_tiles),
             static_cast<std::uint32_t>(r.slots.max_tiles), 0u};
-  if (!slots_fit(r.slots, t.signals.max_blocks))
+  if (RCCLX_UNLIKELY(!slots_fit(r.slots, t.signals.max_blocks)))
     return {misuse::arg_slots, static_cast<std::uint32_t>(r.slots.end()),
             static_cast<std::uint32_t>(t.signals.max_blocks), 0u};
-  if (buffers && (buffers->null_ranks | buffers->misaligned_ranks) != 0u) {
+  if (RCCLX_UNLIKELY(buffers && (buffers->null_ranks | buffers->misaligned_ranks) != 0u)) {
     const std::uint32_t any = buffers->null_ranks | buffers->misaligned_ranks;
     int p = 0;
     while (((any >> p) & 1u) == 0u) ++p;
     return {misuse::arg_buffer, static_cast<std::uint32_t>(p), (buffers->null_ranks >> p) & 1u ? 0u : 1u, 0u};
   }
-  if (r.offset > t.capacity_bytes || r.bytes > t.capacity_bytes - r.offset)
+  if (RCCLX_UNLIKELY(r.offset > t.capacity_bytes || r.bytes > t.capacity_bytes - r.offset))
     return {misuse::region_outside_buffer, sat32(r.offset + r.bytes), sat32(t.capacity_bytes), 0u};
-  if (half_need > region_half)
+  if (RCCLX_UNLIKELY(half_need > region_half))
     return {misuse::region_too_small, sat32(2 * half_need), sat32(r.bytes), (r.sized_for << 8) | (tree ? 1u : 0u)};
   return {};
 }
@@ -139,11 +139,11 @@ RCCLX_HOST_DEVICE inline call_problem find_call_problem(const core::peer_table<E
 // line (one copy of its code for every step that may make the check; `t`: the table, in memory
 // where the caller's handle points).
 template <class Elem, int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_NOINLINE call_problem find_call_problem_at(const core::peer_table<Elem, MaxRanks>* t, core::region r,
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE call_problem find_call_problem_at(const core::peer_table<Elem, MaxRanks>* t, core::region r,
                                                                    std::size_t tile_elems, int num_tiles, std::size_t vec_elems,
                                                                    std::size_t half_need, std::size_t region_half, bool tree,
                                                                    buffer_masks buffers, bool loaded) {
-  if (!loaded) buffers = load_buffer_masks(*t, r.offset);
+  if (RCCLX_UNLIKELY(!loaded)) buffers = load_buffer_masks(*t, r.offset);
   return find_call_problem(*t, r, tile_elems, num_tiles, vec_elems, half_need, region_half, tree, &buffers);
 }
 
@@ -153,14 +153,14 @@ RCCLX_HOST_DEVICE RCCLX_NOINLINE call_problem find_call_problem_at(const core::p
 // otherwise loaded now): region_overlap_slots / region_overlap_bytes, recorded. True: a problem.
 // Out of line, with the table by pointer and the rest by value.
 template <class Elem, int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_NOINLINE bool audit_overlap_at(const core::peer_table<Elem, MaxRanks>* t, tile_slots slots,
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool audit_overlap_at(const core::peer_table<Elem, MaxRanks>* t, tile_slots slots,
                                                        std::size_t offset, std::size_t bytes, core::bound_words bound,
                                                        bool loaded) {
   const core::signal_pads<MaxRanks>& s = t->signals;
   const auto lo = reinterpret_cast<std::uintptr_t>(t->data[s.rank]) + offset;
   const core::bind_verdict v = loaded ? core::audit_bind(s, slots, lo, lo + bytes, bound)
                                       : core::audit_bind(s, slots, lo, lo + bytes);
-  if (v.what == core::misuse{}) return false;
+  if (RCCLX_LIKELY(v.what == core::misuse{})) return false;
   core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(v.what), slots.first, 0u, v.other, v.mine);
   return true;
 }
@@ -220,7 +220,7 @@ RCCLX_HOST_DEVICE inline call_problem reducer_mark_problem(std::uint32_t mark, s
 // batch with the note (one round trip for a call of up to that many tiles). Out of line, with
 // scalars: one copy of its code for every step that may make the look.
 inline constexpr int previous_call_batch = 8;
-RCCLX_HOST_DEVICE RCCLX_NOINLINE inline void audit_previous_call(core::error_record* err, std::uint32_t rank,
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_previous_call(core::error_record* err, std::uint32_t rank,
                                                                  std::uint32_t* row1, int max_tiles,
                                                                  std::uint32_t epoch) {
   if (max_tiles < 1) return;
@@ -246,7 +246,7 @@ RCCLX_HOST_DEVICE RCCLX_NOINLINE inline void audit_previous_call(core::error_rec
     for (int i = 0; i < previous_call_batch && t0 + i < n; ++i) {
       const core::misuse m = core::audit_tile_verdict(mark[i], used[i], hash[i], prev, flat);
       gpu::store_relaxed_system(row1 + static_cast<std::size_t>(t0 + i) * core::audit_row_words + core::audit_hash_word(prev), 0u);
-      if (m != core::misuse{}) {
+      if (RCCLX_UNLIKELY(m != core::misuse{})) {
         core::detail::record_error_words(err, static_cast<std::uint32_t>(errc::invalid_argument), rank, rank,
                                          static_cast<std::uint32_t>(m), static_cast<std::uint32_t>(t0 + i), prev,
                                          static_cast<std::uint32_t>(t0 + i), prev, true);

@@ -59,7 +59,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void xor_hash_parts(const hash_lanes& l, std
 // Called by the hash lanes only: xors into *acc the hash of the `vecs` 16-byte vectors at `tile`
 // (xor_hash_parts; lane i hashes vectors i, i + lanes, ...). Out of line: one copy of the hash's
 // code for every pass.
-RCCLX_HOST_DEVICE RCCLX_NOINLINE inline void xor_input_hash(hash_lanes l, const void* tile, std::size_t vecs, std::uint32_t* acc) {
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void xor_input_hash(hash_lanes l, const void* tile, std::size_t vecs, std::uint32_t* acc) {
   const auto* v = static_cast<const gpu::vec16*>(tile);
   std::uint32_t h = 0;
   for (std::size_t i = static_cast<std::size_t>(l.lane); i < vecs; i += static_cast<std::size_t>(l.lanes))
@@ -74,7 +74,7 @@ struct held_hash_vectors {
 };
 // held_input_hash::hash_out's hash, out of line (one copy for every step that may take it).
 template <int Held>
-RCCLX_HOST_DEVICE RCCLX_NOINLINE void held_hash_out(hash_lanes l, held_hash_vectors<Held> hv, std::size_t vecs, std::uint32_t* acc) {
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void held_hash_out(hash_lanes l, held_hash_vectors<Held> hv, std::size_t vecs, std::uint32_t* acc) {
   const std::size_t tid = static_cast<std::size_t>(l.lane), gs = static_cast<std::size_t>(l.lanes);
   std::uint32_t h = 0;
 #if RCCLX_DEVICE_COMPILE

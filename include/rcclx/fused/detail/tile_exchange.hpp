@@ -133,6 +133,16 @@ class tile_exchange {
   }
 #endif
 
+  // For a kernel whose only writes after its publishes are its epilogues' stages, each checked
+  // against the call's region (fused/stage_check.hpp), e.g. the library's own fused kernels: the
+  // checked mode's input hashes (a store into a published input while peers may read it) have
+  // nothing to find there and are not taken. Before the first publish; nothing without RCCLX_CHECKS.
+  RCCLX_HOST_DEVICE void inputs_written_by_stages_only() {
+#if RCCLX_CHECKS
+    hash_inputs_ = false;
+#endif
+  }
+
   // What a call of up to max_tiles tiles of tile_elems elements needs of a region (core/region.hpp):
   // workspace_bytes of Algo (automatic: the tree formula, which covers either choice).
   RCCLX_HOST_DEVICE static constexpr core::region_need need(std::size_t tile_elems, int max_tiles,
@@ -169,7 +179,7 @@ class tile_exchange {
   // its tiles anyway (before it sees the refusal) stays inside the allocation where one tile fits it.
   RCCLX_HOST_DEVICE T* input(int tile) const {
 #if RCCLX_CHECKS
-    if (bad_) {
+    if (RCCLX_UNLIKELY(bad_)) {
       const auto lo = reinterpret_cast<std::uintptr_t>(t_->data[rank()]);
       const auto p = reinterpret_cast<std::uintptr_t>(input_of(rank(), tile));
       if (p < lo || p - lo > t_->capacity_bytes || t_->capacity_bytes - (p - lo) < tile_elems_ * sizeof(T))
@@ -387,7 +397,7 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE void input_kept(const Group& g, int tile, int parts = 1, int stride = 0) const {
 #if RCCLX_CHECKS
-    if (bad()) return;
+    if (bad() || !hash_inputs_) return;
     if (kept_parts_ > 0) g.sync(), hash_kept(g);  // (a sync: the group's stores, the epilogue's, before the loads)
     kept_tile_ = tile, kept_parts_ = parts, kept_stride_ = stride;
     if (finished_) g.sync(), hash_kept(g);  // after finish(): at once
@@ -408,7 +418,7 @@ class tile_exchange {
     // number they were refused with (the pads need a reset, as after any error).
     const bool auditor = g.thread_rank() == audit_thread(g);
     if (auditor) (void)audit_launch(true);
-    if (g.sync_or(refused())) {
+    if (RCCLX_UNLIKELY(g.sync_or(refused()))) {
       // Constructed after the call counter advanced in this launch: this block is one more than
       // the count (GPUs name the count against the grid first).
       if (late_ && auditor)
@@ -509,7 +519,10 @@ class tile_exchange {
     results_bytes_ = is_tree() ? detail::round16(results_bytes == detail::default_results ? in : results_bytes) : 0;
     bad_ = static_cast<bool>(detail::find_call_problem(*t_, r, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
                                                        in + results_bytes_, half_bytes(r.bytes), is_tree(), nullptr));
-    if (gpu::last_thread_of_block()) (void)audit_launch();
+    if (gpu::last_thread_of_block()) {
+      audit_start();
+      (void)audit_launch();
+    }
   }
 
   // The audit thread's look at the arguments (detail::find_call_problem, every rank's buffer pointer
@@ -520,7 +533,7 @@ class tile_exchange {
     const detail::call_problem p = detail::find_call_problem_at(t_, region_, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
                                                                 in + results_bytes_, half_bytes(region_.bytes), is_tree(),
                                                                 probe_.buffers, probe_.loaded);
-    if (!p) return false;
+    if (RCCLX_LIKELY(!p)) return false;
     record(p.what, region_.slots.first, p.a, p.b, p.call);
     return true;
   }
@@ -546,15 +559,16 @@ class tile_exchange {
   // without the exchange or, with `decide` (before any output: a wait's vote, finish()), waiting
   // for it (issued in the constructor, it has landed by then). True: the call is refused.
   RCCLX_HOST_DEVICE bool audit_launch(bool decide = false) const {
-    if (!launch_started_) {
-      launch_started_ = true;
-      if (audit_arguments()) launch_bad_ = true;  // bad_ or a rank's buffer pointer
-      if (num_tiles_ > 0 && !launch_bad_ && audit_overlap(probe_.loaded ? &probe_.bound : nullptr)) launch_bad_ = true;
-      if (num_tiles_ > 0 && !launch_bad_)
-        flags_.launch_start([] { return false; }, [&] { late_ = true; });  // the range is bound above
-    }
+    if (RCCLX_UNLIKELY(!launch_started_)) audit_start();  // started by the constructor unless the group is not the block
     if (flags_.launch_pending() && (decide || flags_.launch_known()) && launch_verdict()) launch_bad_ = true;
     return launch_bad_;
+  }
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_start() const {
+    launch_started_ = true;
+    if (audit_arguments()) launch_bad_ = true;  // bad_ or a rank's buffer pointer
+    if (num_tiles_ > 0 && !launch_bad_ && audit_overlap(probe_.loaded ? &probe_.bound : nullptr)) launch_bad_ = true;
+    if (num_tiles_ > 0 && !launch_bad_)
+      flags_.launch_start([] { return false; }, [&] { late_ = true; });  // the range is bound above
   }
 
   // The audit thread before a wait's vote: audit_launch (decided), the reduce's map and stages
@@ -586,7 +600,7 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE void published(const Group& g, int first, int step, int count) const {
     for (int i = audit_thread(g) - g.thread_rank(); i >= 0 && i < count; i += g.size()) audit_publish(first + i * step);
-    g.sync();
+    if (hash_inputs_) g.sync();
   }
 
   // The group's check lanes (the input hashes, the peers' check packets): the warps after those
@@ -627,7 +641,7 @@ class tile_exchange {
   // Group-uniform: is `tile` one of the call's (otherwise recorded: tile_out_of_range)?
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool tile_in_range(const Group& g, int tile) const {
-    if (tile >= 0 && tile < num_tiles_) return true;
+    if (RCCLX_LIKELY(tile >= 0 && tile < num_tiles_)) return true;
     if (g.thread_rank() == 0)
       record(core::misuse::tile_out_of_range, tile, static_cast<std::uint32_t>(tile), static_cast<std::uint32_t>(num_tiles_));
     return false;
@@ -636,7 +650,7 @@ class tile_exchange {
   // Group-uniform: is a strided publish or wait's step positive (otherwise recorded: arg_step)?
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool step_positive(const Group& g, int first, int step) const {
-    return step > 0 || refuse_step(g, first, step);
+    return RCCLX_LIKELY(step > 0) || refuse_step(g, first, step);
   }
 
   // Group-uniform: are the `parts` slots tile, tile + stride, ... of a reduce_parts distinct, i.e.
@@ -666,7 +680,7 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_hash(const Group& g, int slot) const {
     const detail::hash_lanes l = lanes(g);
-    if (!l.in()) return;
+    if (!l.in() || !hash_inputs_) return;
     detail::xor_input_hash(l, input(slot), tile_elems_ / vec_elems,
                            audit_row_of(slot) + core::audit_hash_word(flags_.epoch()));
   }
@@ -677,7 +691,7 @@ class tile_exchange {
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_hash_held(const Group& g, int slot) const {
     const detail::hash_lanes l = lanes(g);
-    if (!l.in()) return;
+    if (!l.in() || !hash_inputs_) return;
     held_hash_.hash_out(l);  // an earlier tile's, still held
     const std::size_t vecs = tile_elems_ / vec_elems;
     if (held_hash_.fits(l, vecs))
@@ -756,7 +770,7 @@ class tile_exchange {
     if (pending_tile_ < 0) return true;
     const int tile = pending_tile_;
     pending_tile_ = -1;
-    if (!core::audit_mark_of(pending_mark_, flags_.epoch())) return true;
+    if (RCCLX_LIKELY(!core::audit_mark_of(pending_mark_, flags_.epoch()))) return true;
     record(core::misuse::published_twice, tile, pending_mark_ & 0xFFFFu,
            static_cast<std::uint32_t>(gpu::block_id()) & 0xFFFFu);
     return false;
@@ -786,7 +800,7 @@ class tile_exchange {
   RCCLX_HOST_DEVICE bool audit_mark_ok(int tile, const audit_pre& p) const {
     if (any_block_) return true;
     const detail::call_problem v = detail::reducer_mark_problem(p.mark, flags_.epoch(), tile, gpu::block_id());
-    if (v) return record(v.what, tile, v.a, v.b), false;
+    if (RCCLX_UNLIKELY(static_cast<bool>(v))) return record(v.what, tile, v.a, v.b), false;
     return true;
   }
 
@@ -797,9 +811,9 @@ class tile_exchange {
     (void)audit_settle();
     const int grid = gpu::grid_blocks();
     const int first = flags_.slots().first;
-    if (grid > 0 && num_blocks != grid)
+    if (RCCLX_UNLIKELY(grid > 0 && num_blocks != grid))
       record(core::misuse::finish_count, first, static_cast<std::uint32_t>(num_blocks), static_cast<std::uint32_t>(grid));
-    else if (arrivals > static_cast<std::uint32_t>(num_blocks))
+    else if (RCCLX_UNLIKELY(arrivals > static_cast<std::uint32_t>(num_blocks)))
       record(core::misuse::finish_twice, first, arrivals, static_cast<std::uint32_t>(num_blocks));
   }
 #endif
@@ -873,6 +887,7 @@ class tile_exchange {
   mutable bool launch_bad_ = false;      // ... and its answer refuses the call (the audit thread's alone)
   mutable bool packets_out_ = false;     // the audit thread wrote the check packets
   mutable bool map_bad_ = false;         // the audit thread refused a reduce's map or stages (map_fits)
+  bool hash_inputs_ = true;              // take the input hashes (inputs_written_by_stages_only: not)
   mutable std::uint32_t* audit_rows_ = nullptr;  // audit_row_of's first row (null: not computed)
 #endif
 };

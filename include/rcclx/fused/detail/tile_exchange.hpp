@@ -546,7 +546,7 @@ class tile_exchange {
   // missing-finish detector's answer once audit_launch settled it).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool refused() const { return bad_ || launch_bad_; }
   RCCLX_HOST_DEVICE bool launch_verdict() const {
-    return flags_.launch_verdict([&] { return audit_overlap(nullptr); },
+    return flags_.launch_verdict([&] { return audit_overlap(core::bound_words{}, false); },
                                  [&] { detail::audit_note_call(audit_row_of(0), flags_.slots(), flags_.epoch(), num_tiles_, is_tree()); },
                                  [&] { late_ = true; });
   }
@@ -566,7 +566,7 @@ class tile_exchange {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_start() const {
     launch_started_ = true;
     if (audit_arguments()) launch_bad_ = true;  // bad_ or a rank's buffer pointer
-    if (num_tiles_ > 0 && !launch_bad_ && audit_overlap(probe_.loaded ? &probe_.bound : nullptr)) launch_bad_ = true;
+    if (num_tiles_ > 0 && !launch_bad_ && audit_overlap(probe_.bound, probe_.loaded)) launch_bad_ = true;
     if (num_tiles_ > 0 && !launch_bad_)
       flags_.launch_start([] { return false; }, [&] { late_ = true; });  // the range is bound above
   }
@@ -620,10 +620,9 @@ class tile_exchange {
   // A thread about to decide for a new launch: binds the call's slot range to this rank's bytes of
   // its region and compares them with every other range bound on this rank (core::audit_bind):
   // region_overlap_slots / region_overlap_bytes. True if a problem was recorded.
-  // bound: the range's words as loaded before (nullptr: loaded now).
-  RCCLX_HOST_DEVICE bool audit_overlap(const core::bound_words* bound) const {
-    return detail::audit_overlap_at(t_, flags_.slots(), region_.offset, region_.bytes, bound ? *bound : core::bound_words{},
-                                    bound != nullptr);
+  // bound: the range's words as loaded before when `loaded` (otherwise loaded now).
+  RCCLX_HOST_DEVICE bool audit_overlap(const core::bound_words& bound, bool loaded) const {
+    return detail::audit_overlap_at(t_, flags_.slots(), region_.offset, region_.bytes, bound, loaded);
   }
 
   // The stage_context of this call on `map` (fused/stage_check.hpp): a stage may not write this

@@ -315,7 +315,7 @@ class tile_exchange {
     bool failed = false;
 #if RCCLX_CHECKS
     failed = !audit_settle();  // a second publisher, named before any wait
-    if (!failed && g.thread_rank() == audit_thread(g)) failed = audit_launch(true);
+    if (!failed && g.thread_rank() == audit_thread(g)) failed = audit_step();  // the look at the previous call too
 #endif
     for (int i = g.thread_rank(); i < count * n && !failed; i += g.size()) {
       const int tile = first + (i / n) * step, p = i % n;
@@ -358,7 +358,10 @@ class tile_exchange {
     const core::signal_pads<MaxRanks>& s = t_->signals;
     const int o = owner(tile);
     bool failed = false;
-    if (o != s.rank) {
+#if RCCLX_CHECKS
+    if (g.thread_rank() == audit_thread(g)) failed = audit_step();  // before any wait: its records come first
+#endif
+    if (o != s.rank && !failed) {
       for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
         if (p != o) continue;
         failed = !flags_.wait(tile, o, tile);
@@ -381,6 +384,9 @@ class tile_exchange {
     if (count > 0 && !tile_in_range(g, first)) return false;
 #endif
     bool failed = false;
+#if RCCLX_CHECKS
+    if (g.thread_rank() == audit_thread(g)) failed = audit_step();  // before any wait: its records come first
+#endif
     for (int i = g.thread_rank(); i < count && !failed; i += g.size()) {
       const int tile = first + i * step, o = owner(tile);
       if (o == s.rank) continue;

@@ -86,8 +86,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE call_fingerprint fingerprint(checked_collect
 
 namespace detail {
 
-// Records that `peer` passed other arguments: the first field in which `theirs` differs from `mine`
-// (out of line, with scalars and values: the failing branch of a compare only calls it).
+// Records that `peer` passed other arguments: the first field in which `theirs` differs from `mine`.
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_call_mismatch_at(error_record* err, std::uint32_t rank, int block,
                                                                      int peer, call_fingerprint mine, gpu::vec16 theirs,
                                                                      bool map) {

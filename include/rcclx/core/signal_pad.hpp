@@ -296,9 +296,10 @@ namespace detail {
 // every recorder uses. The record is claimed (code 0 -> busy, compare-and-swap: the first failure
 // wins, later ones leave), waiting_rank set to `rank`, the other fields written (`reserved` only
 // when with_reserved), and the code published with a release store, so whoever sees the code
-// (another block's spin, the host) sees the fields. Out of line, with the fields as scalars: the
-// failing branch of a check only calls it, so the check's own path stays short (a checked kernel
-// runs its checks' code once per call: its length is fetch time).
+// (another block's spin, the host) sees the fields. Inline, like every device helper: a real
+// call, even one never taken, costs the checked kernels local-memory traffic (the call's ABI);
+// the failing branches that reach it are marked unlikely so that their code leaves the path a
+// correct call runs.
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_error_words(error_record* err, std::uint32_t code, std::uint32_t rank,
                                                                 std::uint32_t missing_rank, std::uint32_t kind,
                                                                 std::uint32_t block, std::uint32_t call,

@@ -118,8 +118,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bound_words audit_bound_words(const signal_p
 
 namespace detail {
 // audit_bind's binding of a range not bound to these bytes yet (a launch's first call on it, or
-// after an overlap): out of line, with scalars (`base`: the rank's audit region, audit_base()), so
-// that a call whose range is bound already does not carry its code.
+// after an overlap; `base`: the rank's audit region, audit_base()).
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bind_verdict audit_bind_new(std::uint32_t* base, int max_blocks, int first,
                                                                     std::uint32_t end, std::uint64_t lo,
                                                                     std::uint64_t hi) {

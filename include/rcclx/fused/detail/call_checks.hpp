@@ -135,9 +135,8 @@ RCCLX_HOST_DEVICE inline call_problem find_call_problem(const core::peer_table<E
   return {};
 }
 
-// find_call_problem with the buffers' masks (`buffers` when `loaded`, otherwise loaded now), out of
-// line (one copy of its code for every step that may make the check; `t`: the table, in memory
-// where the caller's handle points).
+// find_call_problem with the buffers' masks (`buffers` when `loaded`, otherwise loaded now; `t`:
+// the table, in memory where the caller's handle points).
 template <class Elem, int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE call_problem find_call_problem_at(const core::peer_table<Elem, MaxRanks>* t, core::region r,
                                                                    std::size_t tile_elems, int num_tiles, std::size_t vec_elems,
@@ -151,7 +150,8 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE call_problem find_call_problem_at(const core
 // to this rank's bytes [offset, offset + bytes) of the buffer of table `t` and compares them with
 // every other range bound on this rank (core::audit_bind; `bound`: the range's words when `loaded`,
 // otherwise loaded now): region_overlap_slots / region_overlap_bytes, recorded. True: a problem.
-// Out of line, with the table by pointer and the rest by value.
+// The words by reference and a flag, never a pointer chosen at run time: that would keep the
+// caller's whole object in local memory.
 template <class Elem, int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool audit_overlap_at(const core::peer_table<Elem, MaxRanks>* t, tile_slots slots,
                                                        std::size_t offset, std::size_t bytes, core::bound_words bound,
@@ -217,8 +217,7 @@ RCCLX_HOST_DEVICE inline call_problem reducer_mark_problem(std::uint32_t mark, s
 // parity are cleared for the call after this one); the first finding recorded in `err` (of rank
 // `rank`). `row1`: core::audit_row of slot slots.first + 1 (row t at row1 + t * audit_row_words).
 // The call's note and its rows are loaded in batches of previous_call_batch tiles, the first
-// batch with the note (one round trip for a call of up to that many tiles). Out of line, with
-// scalars: one copy of its code for every step that may make the look.
+// batch with the note (one round trip for a call of up to that many tiles).
 inline constexpr int previous_call_batch = 8;
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_previous_call(core::error_record* err, std::uint32_t rank,
                                                                  std::uint32_t* row1, int max_tiles,

@@ -57,8 +57,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void xor_hash_parts(const hash_lanes& l, std
 }
 
 // Called by the hash lanes only: xors into *acc the hash of the `vecs` 16-byte vectors at `tile`
-// (xor_hash_parts; lane i hashes vectors i, i + lanes, ...). Out of line: one copy of the hash's
-// code for every pass.
+// (xor_hash_parts; lane i hashes vectors i, i + lanes, ...).
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void xor_input_hash(hash_lanes l, const void* tile, std::size_t vecs, std::uint32_t* acc) {
   const auto* v = static_cast<const gpu::vec16*>(tile);
   std::uint32_t h = 0;
@@ -72,7 +71,7 @@ template <int Held>
 struct held_hash_vectors {
   gpu::vec16 v[Held];
 };
-// held_input_hash::hash_out's hash, out of line (one copy for every step that may take it).
+// held_input_hash::hash_out's hash of the vectors a lane holds (by value).
 template <int Held>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void held_hash_out(hash_lanes l, held_hash_vectors<Held> hv, std::size_t vecs, std::uint32_t* acc) {
   const std::size_t tid = static_cast<std::size_t>(l.lane), gs = static_cast<std::size_t>(l.lanes);

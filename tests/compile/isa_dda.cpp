@@ -9,4 +9,11 @@ extern "C" __global__ void __launch_bounds__(512)
                        std::size_t count) {
   (void)rcclx::dda::flat_allreduce<rcclx::core::op_sum>(rcclx::gpu::block_group{}, t, in, out, count,
                                                        static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
+#ifdef RCCLX_ISA_SCRATCH_CONTROL
+  // The no-scratch check's negative control: the peers' pointers in an array indexed at run time
+  // (the defect the check exists for), which the compiler can only keep in scratch memory.
+  const rcclx::bf16* volatile peers[8];
+  for (int p = 0; p < 8; ++p) peers[p] = t.data[p];
+  out[threadIdx.x] = peers[threadIdx.x % 8][0];
+#endif
 }

@@ -1,12 +1,13 @@
 # gfx942 ISA of the DDA AllReduce (included by tests/compile/CMakeLists.txt).
 # 1. The whole flat kernel (copy, barriers, reduction): 16-byte vector loads and stores
 #    (global_load_dwordx4 / global_store_dwordx4) and no scratch (private) memory: no spills, peer
-#    pointers and the peer batch stay in registers. Negative control: with the peer batch forced to
-#    1 the per-peer loop keeps its vectors in an indexed array, in scratch, which the check must see.
+#    pointers and the peer batch stay in registers. Negative control: the same kernel with the peers'
+#    pointers also kept in an array indexed at run time (isa_dda.cpp, RCCLX_ISA_SCRATCH_CONTROL), in
+#    scratch, which the check must see.
 rcclx_isa_test(isa_gfx942_dda_flat_vectors_no_scratch isa_dda.cpp gfx942
   REQUIRE "global_load_dwordx4" "global_store_dwordx4" "private_segment_fixed_size: 0\n"
   FORBID "scratch_load" "scratch_store"
-  NEGATIVE "RCCLX_DETAIL_PEER_BATCH=1")
+  NEGATIVE "RCCLX_ISA_SCRATCH_CONTROL=1")
 
 # 2. The reduction step alone (its loads are the only 16-byte loads there): the 8 peers' loads are
 #    issued back to back with no s_waitcnt between them, 8 x 16 bytes in flight per thread.

@@ -54,7 +54,6 @@ struct call_problem {
   RCCLX_HOST_DEVICE constexpr explicit operator bool() const { return static_cast<std::uint32_t>(what) != 0; }
 };
 
-
 // A value as an error record holds it: saturated at 2^32 - 1.
 RCCLX_HOST_DEVICE constexpr std::uint32_t sat32(std::size_t v) {
   return v > 0xFFFFFFFFull ? 0xFFFFFFFFu : static_cast<std::uint32_t>(v);

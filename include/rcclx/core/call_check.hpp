@@ -87,9 +87,10 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE call_fingerprint fingerprint(checked_collect
 namespace detail {
 
 // Records that `peer` passed other arguments: the first field in which `theirs` differs from `mine`.
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_call_mismatch_at(error_record* err, std::uint32_t rank, int block,
-                                                                     int peer, call_fingerprint mine, gpu::vec16 theirs,
-                                                                     bool map) {
+template <int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_call_mismatch(const signal_pads<MaxRanks>& s, int block, int peer,
+                                                              const call_fingerprint& mine, const gpu::vec16& theirs,
+                                                              bool map) {
   std::uint32_t field = 0, a = 0, b = 0;
   const std::uint32_t c = map ? static_cast<std::uint32_t>(checked_collective::tile_allreduce) : mine.w[0] >> 24;
   if (map) {
@@ -115,14 +116,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_call_mismatch_at(error_record* e
         b = tc[i];
       }
   }
-  record_error_words(err, static_cast<std::uint32_t>(errc::mismatch), rank, static_cast<std::uint32_t>(peer),
-                     (c << 8) | field, static_cast<std::uint32_t>(block), 0u, b, a, true);
-}
-template <int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void record_call_mismatch(const signal_pads<MaxRanks>& s, int block, int peer,
-                                                              const call_fingerprint& mine, const gpu::vec16& theirs,
-                                                              bool map) {
-  record_call_mismatch_at(s.err, static_cast<std::uint32_t>(s.rank), block, peer, mine, theirs, map);
+  record_error(s, errc::mismatch, peer, (c << 8) | field, block, 0u, b, a);
 }
 
 // Records a misuse found on this rank (an invalid_argument record).

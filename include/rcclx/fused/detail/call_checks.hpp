@@ -134,36 +134,6 @@ RCCLX_HOST_DEVICE inline call_problem find_call_problem(const core::peer_table<E
   return {};
 }
 
-// find_call_problem with the buffers' masks (`buffers` when `loaded`, otherwise loaded now; `t`:
-// the table, in memory where the caller's handle points).
-template <class Elem, int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE call_problem find_call_problem_at(const core::peer_table<Elem, MaxRanks>* t, core::region r,
-                                                                   std::size_t tile_elems, int num_tiles, std::size_t vec_elems,
-                                                                   std::size_t half_need, std::size_t region_half, bool tree,
-                                                                   buffer_masks buffers, bool loaded) {
-  if (RCCLX_UNLIKELY(!loaded)) buffers = load_buffer_masks(*t, r.offset);
-  return find_call_problem(*t, r, tile_elems, num_tiles, vec_elems, half_need, region_half, tree, &buffers);
-}
-
-// A tile call about to decide for a new launch (tile_exchange::audit_overlap): binds its slot range
-// to this rank's bytes [offset, offset + bytes) of the buffer of table `t` and compares them with
-// every other range bound on this rank (core::audit_bind; `bound`: the range's words when `loaded`,
-// otherwise loaded now): region_overlap_slots / region_overlap_bytes, recorded. True: a problem.
-// The words by reference and a flag, never a pointer chosen at run time: that would keep the
-// caller's whole object in local memory.
-template <class Elem, int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool audit_overlap_at(const core::peer_table<Elem, MaxRanks>* t, tile_slots slots,
-                                                       std::size_t offset, std::size_t bytes, core::bound_words bound,
-                                                       bool loaded) {
-  const core::signal_pads<MaxRanks>& s = t->signals;
-  const auto lo = reinterpret_cast<std::uintptr_t>(t->data[s.rank]) + offset;
-  const core::bind_verdict v = loaded ? core::audit_bind(s, slots, lo, lo + bytes, bound)
-                                      : core::audit_bind(s, slots, lo, lo + bytes);
-  if (RCCLX_LIKELY(v.what == core::misuse{})) return false;
-  core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(v.what), slots.first, 0u, v.other, v.mine);
-  return true;
-}
-
 // Host, every build: the exchange's check() (tile_exchange::check) of a call of num_tiles tiles of
 // tile_elems elements of T in vectors of vec_elems: throws rcclx::error naming the argument and the
 // limit. need: the workspace bytes (two halves), half: the bytes of one half of the buffer.

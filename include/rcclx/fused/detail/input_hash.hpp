@@ -58,31 +58,11 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void xor_hash_parts(const hash_lanes& l, std
 
 // Called by the hash lanes only: xors into *acc the hash of the `vecs` 16-byte vectors at `tile`
 // (xor_hash_parts; lane i hashes vectors i, i + lanes, ...).
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void xor_input_hash(hash_lanes l, const void* tile, std::size_t vecs, std::uint32_t* acc) {
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void xor_input_hash(const hash_lanes& l, const void* tile, std::size_t vecs, std::uint32_t* acc) {
   const auto* v = static_cast<const gpu::vec16*>(tile);
   std::uint32_t h = 0;
   for (std::size_t i = static_cast<std::size_t>(l.lane); i < vecs; i += static_cast<std::size_t>(l.lanes))
     h ^= vec_hash(gpu::load16(v + i), i);
-  xor_hash_parts(l, h, acc);
-}
-
-// The vectors a lane holds (held_input_hash), by value.
-template <int Held>
-struct held_hash_vectors {
-  gpu::vec16 v[Held];
-};
-// held_input_hash::hash_out's hash of the vectors a lane holds (by value).
-template <int Held>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void held_hash_out(hash_lanes l, held_hash_vectors<Held> hv, std::size_t vecs, std::uint32_t* acc) {
-  const std::size_t tid = static_cast<std::size_t>(l.lane), gs = static_cast<std::size_t>(l.lanes);
-  std::uint32_t h = 0;
-#if RCCLX_DEVICE_COMPILE
-#  pragma unroll
-#endif
-  for (int k = 0; k < Held; ++k) {
-    const std::size_t i = tid + static_cast<std::size_t>(k) * gs;
-    if (i < vecs) h ^= vec_hash(hv.v[k], i);
-  }
   xor_hash_parts(l, h, acc);
 }
 
@@ -110,9 +90,16 @@ struct held_input_hash {
   }
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void hash_out(const hash_lanes& l) {
     if (acc == nullptr) return;
-    held_hash_vectors<Held> hv;
-    for (int k = 0; k < Held; ++k) hv.v[k] = v[k];
-    held_hash_out(l, hv, vecs, acc);
+    const std::size_t tid = static_cast<std::size_t>(l.lane), gs = static_cast<std::size_t>(l.lanes);
+    std::uint32_t h = 0;
+#if RCCLX_DEVICE_COMPILE
+#  pragma unroll
+#endif
+    for (int k = 0; k < Held; ++k) {
+      const std::size_t i = tid + static_cast<std::size_t>(k) * gs;
+      if (i < vecs) h ^= vec_hash(v[k], i);
+    }
+    xor_hash_parts(l, h, acc);
     acc = nullptr;
   }
 };

@@ -521,10 +521,11 @@ class tile_exchange {
   // binding), so that the answers have landed by the time the first publish's sync shares them.
   RCCLX_HOST_DEVICE void check_call(const core::region& r, std::size_t results_bytes) {
     region_ = r;
-    const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles_ > 0 ? num_tiles_ : 0) * tile_elems_ * sizeof(T));
-    results_bytes_ = is_tree() ? detail::round16(results_bytes == detail::default_results ? in : results_bytes) : 0;
+    // results_ (set by the constructors): the inputs' bytes of a half (a call with fewer than 0
+    // tiles is refused before they are looked at).
+    results_bytes_ = is_tree() ? detail::round16(results_bytes == detail::default_results ? results_ : results_bytes) : 0;
     bad_ = static_cast<bool>(detail::find_call_problem(*t_, r, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
-                                                       in + results_bytes_, half_bytes(r.bytes), is_tree(), nullptr));
+                                                       results_ + results_bytes_, half_bytes(r.bytes), is_tree(), nullptr));
     if (gpu::last_thread_of_block()) {
       audit_start();
       (void)audit_launch();
@@ -535,10 +536,10 @@ class tile_exchange {
   // included, in the order check() names them), recorded (block: the slot range's first). True: a
   // problem.
   RCCLX_HOST_DEVICE bool audit_arguments() const {
-    const std::size_t in = detail::round16(static_cast<std::size_t>(num_tiles_ > 0 ? num_tiles_ : 0) * tile_elems_ * sizeof(T));
-    const detail::call_problem p = detail::find_call_problem_at(t_, region_, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
-                                                                in + results_bytes_, half_bytes(region_.bytes), is_tree(),
-                                                                probe_.buffers, probe_.loaded);
+    const detail::buffer_masks buffers =
+        RCCLX_LIKELY(probe_.loaded) ? probe_.buffers : detail::load_buffer_masks(*t_, region_.offset);
+    const detail::call_problem p = detail::find_call_problem(*t_, region_, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
+                                                             results_ + results_bytes_, half_bytes(region_.bytes), is_tree(), &buffers);
     if (RCCLX_LIKELY(!p)) return false;
     record(p.what, region_.slots.first, p.a, p.b, p.call);
     return true;
@@ -627,8 +628,16 @@ class tile_exchange {
   // its region and compares them with every other range bound on this rank (core::audit_bind):
   // region_overlap_slots / region_overlap_bytes. True if a problem was recorded.
   // bound: the range's words as loaded before when `loaded` (otherwise loaded now).
+  // The words by reference and a flag, never a pointer chosen at run time: that would keep the whole
+  // object in local memory (tests/compile's ptxas check).
   RCCLX_HOST_DEVICE bool audit_overlap(const core::bound_words& bound, bool loaded) const {
-    return detail::audit_overlap_at(t_, flags_.slots(), region_.offset, region_.bytes, bound, loaded);
+    const core::signal_pads<MaxRanks>& s = t_->signals;
+    const auto lo = reinterpret_cast<std::uintptr_t>(t_->data[s.rank]) + region_.offset;
+    const core::bind_verdict v = loaded ? core::audit_bind(s, flags_.slots(), lo, lo + region_.bytes, bound)
+                                        : core::audit_bind(s, flags_.slots(), lo, lo + region_.bytes);
+    if (RCCLX_LIKELY(v.what == core::misuse{})) return false;
+    record(v.what, flags_.slots().first, v.other, v.mine);
+    return true;
   }
 
   // The stage_context of this call on `map` (fused/stage_check.hpp): a stage may not write this

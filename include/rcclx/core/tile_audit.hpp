@@ -116,59 +116,49 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bound_words audit_bound_words(const signal_p
   return b;
 }
 
-namespace detail {
-// audit_bind's binding of a range not bound to these bytes yet (a launch's first call on it, or
-// after an overlap; `base`: the rank's audit region, audit_base()).
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bind_verdict audit_bind_new(std::uint32_t* base, int max_blocks, int first,
-                                                                    std::uint32_t end, std::uint64_t lo,
-                                                                    std::uint64_t hi) {
-  bind_verdict v{};
-  std::uint32_t* rows = base + audit_directory_bytes / sizeof(std::uint32_t);
-  std::uint32_t* c = rows + static_cast<std::size_t>(first) * audit_row_words;
-  store_u64(c + audit_lo_word, lo);
-  store_u64(c + audit_hi_word, hi);
-  gpu::fence_system();
-  gpu::store_relaxed_system(c + audit_end_word, end);
-  (void)gpu::fetch_or_local(base + first / 32, 1u << (first % 32));
-  gpu::fence_system();
-  const int limit = max_blocks < audit_directory_slots ? max_blocks : audit_directory_slots;
-  for (int wi = 0; wi * 32 < limit && v.what == misuse{}; ++wi) {
-    std::uint32_t word = gpu::load_relaxed_system(base + wi);
-    while (word != 0u && v.what == misuse{}) {
-      int b = 0;
-      while (((word >> b) & 1u) == 0u) ++b;
-      word &= ~(1u << b);
-      const int other = wi * 32 + b;
-      if (other == first) continue;
-      const std::uint32_t* o = rows + static_cast<std::size_t>(other) * audit_row_words;
-      const std::uint32_t oend = gpu::load_relaxed_system(o + audit_end_word);
-      if (oend == 0u) continue;  // not bound
-      const std::uint64_t olo = load_u64(o + audit_lo_word), ohi = load_u64(o + audit_hi_word);
-      if (static_cast<std::uint32_t>(other) < end && static_cast<std::uint32_t>(first) < oend)
-        v = {misuse::region_overlap_slots, static_cast<std::uint32_t>(other), static_cast<std::uint32_t>(first)};
-      else if (olo < hi && lo < ohi)
-        v = {misuse::region_overlap_bytes, static_cast<std::uint32_t>(other), static_cast<std::uint32_t>(first)};
-    }
-  }
-  if (v.what != misuse{}) gpu::store_relaxed_system(c + audit_end_word, 0u);
-  return v;
-}
-}  // namespace detail
-
 // Checked mode, any thread of a launch's first wave on the slot range `slots` (idempotent): binds
 // the range to this rank's bytes [lo, hi) and compares it with every other bound range of this
 // rank (calls that may be in flight at once: a range stays bound until the pads are reset).
 // `bound`: the range's words as audit_bound_words loaded them; already bound to the same bytes:
 // nothing to do. Otherwise the row is written, its bit set, a fence, and every other bound range
 // compared (of two ranges bound at once, at least one sees the other); a range that overlaps
-// another is unbound again, so its next launch compares again (detail::audit_bind_new).
+// another is unbound again, so its next launch compares again.
 template <int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bind_verdict audit_bind(const signal_pads<MaxRanks>& s, tile_slots slots,
                                                             std::uint64_t lo, std::uint64_t hi, const bound_words& bound) {
-  if (slots.first >= audit_directory_slots) return bind_verdict{};
+  bind_verdict v{};
+  if (slots.first >= audit_directory_slots) return v;
   const auto end = static_cast<std::uint32_t>(slots.end());
-  if (RCCLX_LIKELY(bound.same(end, lo, hi))) return bind_verdict{};
-  return detail::audit_bind_new(s.audit_base(), s.max_blocks, slots.first, end, lo, hi);
+  if (RCCLX_LIKELY(bound.same(end, lo, hi))) return v;
+  std::uint32_t* c = audit_row(s, slots.first);
+  detail::store_u64(c + audit_lo_word, lo);
+  detail::store_u64(c + audit_hi_word, hi);
+  gpu::fence_system();
+  gpu::store_relaxed_system(c + audit_end_word, end);
+  std::uint32_t* bits = s.audit_base();
+  (void)gpu::fetch_or_local(bits + slots.first / 32, 1u << (slots.first % 32));
+  gpu::fence_system();
+  const int limit = s.max_blocks < audit_directory_slots ? s.max_blocks : audit_directory_slots;
+  for (int wi = 0; wi * 32 < limit && v.what == misuse{}; ++wi) {
+    std::uint32_t word = gpu::load_relaxed_system(bits + wi);
+    while (word != 0u && v.what == misuse{}) {
+      int b = 0;
+      while (((word >> b) & 1u) == 0u) ++b;
+      word &= ~(1u << b);
+      const int other = wi * 32 + b;
+      if (other == slots.first) continue;
+      const std::uint32_t* o = audit_row(s, other);
+      const std::uint32_t oend = gpu::load_relaxed_system(o + audit_end_word);
+      if (oend == 0u) continue;  // not bound
+      const std::uint64_t olo = detail::load_u64(o + audit_lo_word), ohi = detail::load_u64(o + audit_hi_word);
+      if (static_cast<std::uint32_t>(other) < end && static_cast<std::uint32_t>(slots.first) < oend)
+        v = {misuse::region_overlap_slots, static_cast<std::uint32_t>(other), static_cast<std::uint32_t>(slots.first)};
+      else if (olo < hi && lo < ohi)
+        v = {misuse::region_overlap_bytes, static_cast<std::uint32_t>(other), static_cast<std::uint32_t>(slots.first)};
+    }
+  }
+  if (v.what != misuse{}) gpu::store_relaxed_system(c + audit_end_word, 0u);
+  return v;
 }
 
 // audit_bind with the range's words loaded now.

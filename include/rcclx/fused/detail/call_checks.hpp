@@ -183,14 +183,15 @@ RCCLX_HOST_DEVICE inline call_problem reducer_mark_problem(std::uint32_t mark, s
 // audit_look_back): the call before it (epoch - 1, whose kernel ended) as its rows recorded it:
 // every tile published on this rank (tile_not_published) and, flat, reduced (tile_not_reduced),
 // its input unchanged until the end of its reduce (input_changed; the input hashes of the call's
-// parity are cleared for the call after this one); the first finding recorded in `err` (of rank
-// `rank`). `row1`: core::audit_row of slot slots.first + 1 (row t at row1 + t * audit_row_words).
+// parity are cleared for the call after this one); the first finding recorded on `s`. `row1`:
+// core::audit_row of the range's slot first + 1 (row t at row1 + t * audit_row_words); max_tiles:
+// the range's.
 // The call's note and its rows are loaded in batches of previous_call_batch tiles, the first
 // batch with the note (one round trip for a call of up to that many tiles).
 inline constexpr int previous_call_batch = 8;
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_previous_call(core::error_record* err, std::uint32_t rank,
-                                                                 std::uint32_t* row1, int max_tiles,
-                                                                 std::uint32_t epoch) {
+template <int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_previous_call(const core::signal_pads<MaxRanks>& s, std::uint32_t* row1,
+                                                             int max_tiles, std::uint32_t epoch) {
   if (max_tiles < 1) return;
   const std::uint32_t prev = epoch - 1u;
   const std::uint32_t call = gpu::load_relaxed_system(row1 + core::audit_call_word(prev));
@@ -215,9 +216,8 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_previous_call(core::error_record*
       const core::misuse m = core::audit_tile_verdict(mark[i], used[i], hash[i], prev, flat);
       gpu::store_relaxed_system(row1 + static_cast<std::size_t>(t0 + i) * core::audit_row_words + core::audit_hash_word(prev), 0u);
       if (RCCLX_UNLIKELY(m != core::misuse{})) {
-        core::detail::record_error_words(err, static_cast<std::uint32_t>(errc::invalid_argument), rank, rank,
-                                         static_cast<std::uint32_t>(m), static_cast<std::uint32_t>(t0 + i), prev,
-                                         static_cast<std::uint32_t>(t0 + i), prev, true);
+        core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(m), t0 + i, prev,
+                           static_cast<std::uint32_t>(t0 + i), prev);
         return;
       }
     }

@@ -734,8 +734,7 @@ class tile_exchange {
     if (looked_back_) return;
     looked_back_ = true;
     if (gpu::block_id() != 0 || num_tiles_ <= 0 || refused()) return;
-    detail::audit_previous_call(t_->signals.err, static_cast<std::uint32_t>(t_->signals.rank), audit_row_of(0),
-                                flags_.slots().max_tiles, flags_.epoch());
+    detail::audit_previous_call(t_->signals, audit_row_of(0), flags_.slots().max_tiles, flags_.epoch());
   }
 
   // The audit thread, after a call's first publish's flags: the call's fingerprint packet and,

@@ -15,22 +15,14 @@ RCCLX_NAMESPACE_BEGIN
 namespace fused {
 namespace detail {
 
-// A 32-bit finalizer (every input bit reaches every output bit).
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t mix32(std::uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7FEB352Du;
-  x ^= x >> 15;
-  x *= 0x846CA68Bu;
-  x ^= x >> 16;
-  return x;
-}
-
-// The hash of vector `v` at index `i` of a tile: its words chained in order from a seed of the
-// index, so that a vector moved to another index (or words swapped inside it) hashes differently.
+// The hash of vector `v` at index `i` of a tile: each word times its own odd constant (a bijection:
+// a change of one word always changes its product) and the index times another, summed in two
+// halves and xored, so that a changed word, a vector moved to another index and words swapped
+// inside it hash differently; five independent multiplies, no dependent chain (the check lanes
+// hash while the flag threads wait, and a wait's vote waits for them).
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t vec_hash(const gpu::vec16& v, std::size_t i) {
-  std::uint32_t h = mix32(static_cast<std::uint32_t>(i) * 0x9E3779B9u + 0x632BE5ABu);
-  for (int k = 0; k < 4; ++k) h = mix32(h + v.w[k]);
-  return h;
+  return (v.w[0] * 0x9E3779B1u + v.w[1] * 0x85EBCA77u) ^
+         (v.w[2] * 0xC2B2AE3Du + v.w[3] * 0x27D4EB2Fu + static_cast<std::uint32_t>(i) * 0x165667B1u);
 }
 
 // The threads of a group that hash: thread ranks [first, end) (first and end: 0 and g.size(), or

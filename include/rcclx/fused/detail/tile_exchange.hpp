@@ -211,12 +211,13 @@ class tile_exchange {
 #if RCCLX_CHECKS
     if (bad() || !tile_in_range(g, slot)) return;
     if (!publish_allowed(g, true)) return;  // the group sync below, with the audit thread's verdict
+    first_hash_pass(g, slot, 1, 1, true);
 #else
     g.sync();  // the group's writes of the slot happen before the release below
 #endif
     for (int p = g.thread_rank(); p < num_ranks(); p += g.size()) announce(slot, tile, p);
 #if RCCLX_CHECKS
-    audit_hash_held(g, slot);  // the check lanes' loads of the first hash pass
+    first_hash_pass(g, slot, 1, 1, false);
     published(g, slot, 1, 1);
 #endif
   }
@@ -234,6 +235,7 @@ class tile_exchange {
 #if RCCLX_CHECKS
     if (count > 0 && !tile_in_range(g, first)) return;
     if (!publish_allowed(g, count > 0)) return;
+    first_hash_pass(g, first, step, count, true);
 #else
     g.sync();
 #endif
@@ -242,9 +244,7 @@ class tile_exchange {
       announce(tile, tile, i % n);
     }
 #if RCCLX_CHECKS
-    if (count == 1) audit_hash_held(g, first);
-    else
-      for (int i = 0; i < count; ++i) audit_hash(g, first + i * step);
+    first_hash_pass(g, first, step, count, false);
     published(g, first, step, count);
 #endif
   }
@@ -534,10 +534,13 @@ class tile_exchange {
 
   // The audit thread's look at the arguments (detail::find_call_problem, every rank's buffer pointer
   // included, in the order check() names them), recorded (block: the slot range's first). True: a
-  // problem.
+  // problem. The constructor's check of every thread (bad_) found those that need no load: with
+  // none of them and every buffer pointer sound there is nothing to name, and the whole check (cold
+  // code a correct call steps over) runs only to name the first problem in check()'s order.
   RCCLX_HOST_DEVICE bool audit_arguments() const {
     const detail::buffer_masks buffers =
         RCCLX_LIKELY(probe_.loaded) ? probe_.buffers : detail::load_buffer_masks(*t_, region_.offset);
+    if (RCCLX_LIKELY(!bad_ && (buffers.null_ranks | buffers.misaligned_ranks) == 0u)) return false;
     const detail::call_problem p = detail::find_call_problem(*t_, region_, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
                                                              results_ + results_bytes_, half_bytes(region_.bytes), is_tree(), &buffers);
     if (RCCLX_LIKELY(!p)) return false;
@@ -598,16 +601,13 @@ class tile_exchange {
     return true;
   }
 
-  // Group-collective, the end of a publish of `count` tiles first, first + step, ...: the audit
-  // thread's publish marks (the i-th tile's by the i-th thread from the audit thread down), beside
-  // the flag threads' release stores; then a group sync, so that the check lanes' first hash pass
-  // reads the tiles before any later write of the group (a store into a published input is what
-  // the two passes are there to name). Block 0's look at the previous call waits for the audit
-  // thread's next step (a wait, or finish()), whose time goes to the peers' flags.
+  // The end of a publish of `count` tiles first, first + step, ...: the audit thread's publish
+  // marks (the i-th tile's by the i-th thread from the audit thread down), beside the flag
+  // threads' release stores. Block 0's look at the previous call waits for the audit thread's next
+  // step (a wait, or finish()), whose time goes to the peers' flags.
   template <class Group>
   RCCLX_HOST_DEVICE void published(const Group& g, int first, int step, int count) const {
     for (int i = audit_thread(g) - g.thread_rank(); i >= 0 && i < count; i += g.size()) audit_publish(first + i * step);
-    if (hash_inputs_) g.sync();
   }
 
   // The group's check lanes (the input hashes, the peers' check packets): the warps after those
@@ -699,19 +699,31 @@ class tile_exchange {
                            audit_row_of(slot) + core::audit_hash_word(flags_.epoch()));
   }
 
-  // Group-collective, after the flags of `slot` went up: audit_hash with its loads issued now and
-  // the hash taken by the group's next wait (or finish, or publish), whose round trip they ride,
-  // when the tile is at most held_hash_vecs vectors per thread; otherwise at once.
+  // Group-collective, in a publish of `count` tiles first, first + step, ... after the sync that
+  // ordered the group's writes of them, called before the flags (before_flags) and after: the check
+  // lanes' first hash pass of the tiles, then a group sync, so that the pass reads the tiles before
+  // any later write of the group (a store into a published input is what the two passes are there
+  // to name). One tile of at most held_hash_vecs vectors per lane: before the flags, its loads
+  // issued and the hash taken by the group's next wait (or finish, or publish), whose round trip
+  // they ride; the flag threads' release stores then wait for the group's earlier writes alone
+  // while the others go on (after them, every thread would wait for the release at the sync).
+  // Otherwise (a round trip per tile): after the flags, beside their release.
   template <class Group>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_hash_held(const Group& g, int slot) const {
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void first_hash_pass(const Group& g, int first, int step, int count,
+                                                           bool before_flags) const {
+    if (!hash_inputs_ || count <= 0) return;
     const detail::hash_lanes l = lanes(g);
-    if (!l.in() || !hash_inputs_) return;
-    held_hash_.hash_out(l);  // an earlier tile's, still held
     const std::size_t vecs = tile_elems_ / vec_elems;
-    if (held_hash_.fits(l, vecs))
-      held_hash_.load(l, input(slot), vecs, audit_row_of(slot) + core::audit_hash_word(flags_.epoch()));
-    else
-      audit_hash(g, slot);
+    const bool held = count == 1 && held_hash_.fits(l, vecs);  // the same in every thread of the group
+    if (held != before_flags) return;
+    if (l.in()) {
+      held_hash_.hash_out(l);  // an earlier tile's, still held
+      if (held)
+        held_hash_.load(l, input(first), vecs, audit_row_of(first) + core::audit_hash_word(flags_.epoch()));
+      else
+        for (int i = 0; i < count; ++i) audit_hash(g, first + i * step);
+    }
+    g.sync();
   }
 
   // The call's fingerprint (core/call_check.hpp), as the peers must see it: made by the threads that

@@ -73,9 +73,12 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE tile_slots slots_in_pads(const core::signal_
 
 // The ranks (bit p: rank p) whose buffer pointer in table `t` is null, and those whose pointer
 // plus `offset` (a region's) is not 16-byte aligned: every pointer loaded at once, whatever the
-// rank count (a table in device memory: one round trip, not one per rank).
+// rank count (a table in device memory: one round trip, not one per rank); and this rank's pointer
+// (`own`), so that a later use need not load the table again (after the call counter's acquire,
+// which empties the L1 cache, that is a round trip to L2 for the rank and one more for the pointer).
 struct buffer_masks {
   std::uint32_t null_ranks = 0, misaligned_ranks = 0;
+  std::uintptr_t own = 0;
 };
 template <class Elem, int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE buffer_masks load_buffer_masks(const core::peer_table<Elem, MaxRanks>& t,
@@ -83,6 +86,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE buffer_masks load_buffer_masks(const core::p
   const void* data[MaxRanks];
   for (int p = 0; p < MaxRanks; ++p) data[p] = t.data[p];
   buffer_masks m;
+  m.own = reinterpret_cast<std::uintptr_t>(t.data[t.signals.rank]);  // the table's, not data[rank]: no local memory
   for (int p = 0; p < MaxRanks; ++p) {
     if (p >= t.num_ranks()) continue;
     m.null_ranks |= (data[p] == nullptr ? 1u : 0u) << p;

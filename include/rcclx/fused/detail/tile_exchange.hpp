@@ -210,7 +210,7 @@ class tile_exchange {
   RCCLX_HOST_DEVICE void publish_part(const Group& g, int slot, int tile) const {
 #if RCCLX_CHECKS
     if (bad() || !tile_in_range(g, slot)) return;
-    if (!publish_allowed(g, true)) return;  // the group sync below, with the audit thread's verdict
+    if (!publish_allowed(g)) return;  // the group sync below, with the audit thread's verdict
     first_hash_pass(g, slot, 1, 1, true);
 #else
     g.sync();  // the group's writes of the slot happen before the release below
@@ -234,7 +234,7 @@ class tile_exchange {
     const int count = strided_count(first, step);
 #if RCCLX_CHECKS
     if (count > 0 && !tile_in_range(g, first)) return;
-    if (!publish_allowed(g, count > 0)) return;
+    if (!publish_allowed(g)) return;
     first_hash_pass(g, first, step, count, true);
 #else
     g.sync();
@@ -591,23 +591,25 @@ class tile_exchange {
   }
 
   // Group-collective, the sync before a publish's flags: the audit thread starts the call's
-  // checks (audit_launch) and, with `packets`, writes its check packets (publish_checks); a
-  // refusal it knows already is shared by the sync and refuses the publish in every thread.
+  // checks (audit_launch); a refusal it knows already is shared by the sync and refuses the
+  // publish in every thread.
   template <class Group>
-  RCCLX_HOST_DEVICE bool publish_allowed(const Group& g, bool packets) const {
+  RCCLX_HOST_DEVICE bool publish_allowed(const Group& g) const {
     const bool auditor = g.thread_rank() == audit_thread(g);
     if (g.sync_or(auditor && audit_launch())) return bad_ = true, false;
-    if (auditor && packets && !packets_out_) publish_checks(), packets_out_ = true;
     return true;
   }
 
-  // The end of a publish of `count` tiles first, first + step, ...: the audit thread's publish
-  // marks (the i-th tile's by the i-th thread from the audit thread down), beside the flag
-  // threads' release stores. Block 0's look at the previous call waits for the audit thread's next
-  // step (a wait, or finish()), whose time goes to the peers' flags.
+  // The end of a publish of `count` tiles first, first + step, ...: beside the flag threads'
+  // release stores, the audit thread writes its check packets (publish_checks) at the call's first
+  // publish, and marks the tiles (the i-th tile's by the i-th thread from the audit thread down).
+  // After the syncs, not before: no thread waits for them. Block 0's look at the previous call
+  // waits for the audit thread's next step (a wait, or finish()), whose time goes to the peers' flags.
   template <class Group>
   RCCLX_HOST_DEVICE void published(const Group& g, int first, int step, int count) const {
-    for (int i = audit_thread(g) - g.thread_rank(); i >= 0 && i < count; i += g.size()) audit_publish(first + i * step);
+    const int i0 = audit_thread(g) - g.thread_rank();
+    if (i0 == 0 && count > 0 && !packets_out_) publish_checks(), packets_out_ = true;
+    for (int i = i0; i >= 0 && i < count; i += g.size()) audit_publish(first + i * step);
   }
 
   // The group's check lanes (the input hashes, the peers' check packets): the warps after those
@@ -627,12 +629,14 @@ class tile_exchange {
   // A thread about to decide for a new launch: binds the call's slot range to this rank's bytes of
   // its region and compares them with every other range bound on this rank (core::audit_bind):
   // region_overlap_slots / region_overlap_bytes. True if a problem was recorded.
-  // bound: the range's words as loaded before when `loaded` (otherwise loaded now).
+  // bound: the range's words as loaded before when `loaded` (otherwise loaded now), and then this
+  // rank's buffer pointer as the constructor loaded it (probe_).
   // The words by reference and a flag, never a pointer chosen at run time: that would keep the whole
   // object in local memory (tests/compile's ptxas check).
   RCCLX_HOST_DEVICE bool audit_overlap(const core::bound_words& bound, bool loaded) const {
     const core::signal_pads<MaxRanks>& s = t_->signals;
-    const auto lo = reinterpret_cast<std::uintptr_t>(t_->data[s.rank]) + region_.offset;
+    const std::uintptr_t own = loaded ? probe_.buffers.own : reinterpret_cast<std::uintptr_t>(t_->data[s.rank]);
+    const auto lo = own + region_.offset;
     const core::bind_verdict v = loaded ? core::audit_bind(s, flags_.slots(), lo, lo + region_.bytes, bound)
                                         : core::audit_bind(s, flags_.slots(), lo, lo + region_.bytes);
     if (RCCLX_LIKELY(v.what == core::misuse{})) return false;

@@ -753,9 +753,9 @@ class tile_exchange {
     detail::audit_previous_call(t_->signals, audit_row_of(0), flags_.slots().max_tiles, flags_.epoch());
   }
 
-  // The audit thread, after a call's first publish's flags: the call's fingerprint packet and,
-  // when the kernel declared its tile map, the map's (so that the peers' check lanes find both
-  // with the flags or just after them: they look at them as long as at a flag).
+  // The audit thread, beside a call's first publish's flags (published): the call's fingerprint
+  // packet and, when the kernel declared its tile map, the map's (so that the peers' check lanes
+  // find both with the flags or just after them: they look at them as long as at a flag).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void publish_checks() const {
     flags_.publish_check(0, fp());
     if (map_declared_) flags_.publish_check(1, map_fp_);

@@ -66,19 +66,19 @@ RCCLX_HOST_DEVICE constexpr bool slots_fit(tile_slots s, int max_blocks) {
 
 // The slot range a call's flags may touch: `s`, or slot 0 alone when `s` is not inside the pads (the
 // call is refused and only reads slot 0's control row, in the flags' constructor).
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE tile_slots slots_in_pads(int max_blocks, tile_slots slots) {
+  return slots_fit(slots, max_blocks) ? slots : tile_slots{0, 0};
+}
 template <int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE tile_slots slots_in_pads(const core::signal_pads<MaxRanks>& s, tile_slots slots) {
-  return slots_fit(slots, s.max_blocks) ? slots : tile_slots{0, 0};
+  return slots_in_pads(s.max_blocks, slots);
 }
 
 // The ranks (bit p: rank p) whose buffer pointer in table `t` is null, and those whose pointer
 // plus `offset` (a region's) is not 16-byte aligned: every pointer loaded at once, whatever the
-// rank count (a table in device memory: one round trip, not one per rank); and this rank's pointer
-// (`own`), so that a later use need not load the table again (after the call counter's acquire,
-// which empties the L1 cache, that is a round trip to L2 for the rank and one more for the pointer).
+// rank count (a table in device memory: one round trip, not one per rank).
 struct buffer_masks {
   std::uint32_t null_ranks = 0, misaligned_ranks = 0;
-  std::uintptr_t own = 0;
 };
 template <class Elem, int MaxRanks>
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE buffer_masks load_buffer_masks(const core::peer_table<Elem, MaxRanks>& t,
@@ -86,7 +86,6 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE buffer_masks load_buffer_masks(const core::p
   const void* data[MaxRanks];
   for (int p = 0; p < MaxRanks; ++p) data[p] = t.data[p];
   buffer_masks m;
-  m.own = reinterpret_cast<std::uintptr_t>(t.data[t.signals.rank]);  // the table's, not data[rank]: no local memory
   for (int p = 0; p < MaxRanks; ++p) {
     if (p >= t.num_ranks()) continue;
     m.null_ranks |= (data[p] == nullptr ? 1u : 0u) << p;
@@ -104,16 +103,14 @@ struct call_probe {
   bool loaded = false;  // bound and buffers hold the words (the block's last thread; the others load them when they need them)
 };
 
-// The first problem of a call of num_tiles tiles of tile_elems elements of `Elem` on table `t` in
-// region `r` (core::whole_buffer for the constructors without a region), in the order check()
+// The first problem of a call of num_tiles tiles of tile_elems elements on a table whose pads have
+// max_blocks slots and whose buffers hold `capacity` bytes, in region `r` (core::whole_buffer for the constructors without a region), in the order check()
 // names them: tile_elems whole vectors, num_tiles within the slot range, the slot range inside the
 // pads, every rank's buffer non-null and 16-byte aligned (`buffers`: load_buffer_masks of the
 // table and r.offset; null: not looked at, the problems every thread of a call finds without a
 // load), the region inside the buffer, and the bytes the resolved algorithm needs (half_need: one
 // half, inputs and for tree the results) within the region's halves (half_bytes(r.bytes) each).
-template <class Elem, int MaxRanks>
-RCCLX_HOST_DEVICE inline call_problem find_call_problem(const core::peer_table<Elem, MaxRanks>& t,
-                                                           const core::region& r, std::size_t tile_elems,
+RCCLX_HOST_DEVICE inline call_problem find_call_problem(int max_blocks, std::size_t capacity, const core::region& r, std::size_t tile_elems,
                                                            int num_tiles, std::size_t vec_elems, std::size_t half_need,
                                                            std::size_t region_half, bool tree, const buffer_masks* buffers) {
   using core::misuse;
@@ -122,17 +119,16 @@ RCCLX_HOST_DEVICE inline call_problem find_call_problem(const core::peer_table<E
   if (RCCLX_UNLIKELY(num_tiles < 0 || num_tiles > r.slots.max_tiles))
     return {misuse::arg_num_tiles, static_cast<std::uint32_t>(num_tiles),
             static_cast<std::uint32_t>(r.slots.max_tiles), 0u};
-  if (RCCLX_UNLIKELY(!slots_fit(r.slots, t.signals.max_blocks)))
-    return {misuse::arg_slots, static_cast<std::uint32_t>(r.slots.end()),
-            static_cast<std::uint32_t>(t.signals.max_blocks), 0u};
+  if (RCCLX_UNLIKELY(!slots_fit(r.slots, max_blocks)))
+    return {misuse::arg_slots, static_cast<std::uint32_t>(r.slots.end()), static_cast<std::uint32_t>(max_blocks), 0u};
   if (RCCLX_UNLIKELY(buffers && (buffers->null_ranks | buffers->misaligned_ranks) != 0u)) {
     const std::uint32_t any = buffers->null_ranks | buffers->misaligned_ranks;
     int p = 0;
     while (((any >> p) & 1u) == 0u) ++p;
     return {misuse::arg_buffer, static_cast<std::uint32_t>(p), (buffers->null_ranks >> p) & 1u ? 0u : 1u, 0u};
   }
-  if (RCCLX_UNLIKELY(r.offset > t.capacity_bytes || r.bytes > t.capacity_bytes - r.offset))
-    return {misuse::region_outside_buffer, sat32(r.offset + r.bytes), sat32(t.capacity_bytes), 0u};
+  if (RCCLX_UNLIKELY(r.offset > capacity || r.bytes > capacity - r.offset))
+    return {misuse::region_outside_buffer, sat32(r.offset + r.bytes), sat32(capacity), 0u};
   if (RCCLX_UNLIKELY(half_need > region_half))
     return {misuse::region_too_small, sat32(2 * half_need), sat32(r.bytes), (r.sized_for << 8) | (tree ? 1u : 0u)};
   return {};

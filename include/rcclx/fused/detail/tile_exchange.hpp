@@ -80,19 +80,20 @@ class tile_exchange {
   RCCLX_HOST_DEVICE tile_exchange(const core::peer_table<T, MaxRanks>& t, tile_slots slots, std::size_t tile_elems,
                                   int num_tiles, tile_reducer reducer = tile_reducer::same_block,
                                   std::size_t results_bytes = detail::default_results)
-      : t_(&t),
+      : t_(&t), rank_(t.signals.rank), num_ranks_(t.signals.num_ranks), max_blocks_(t.signals.max_blocks),
+        own_(t.data[t.signals.rank]), capacity_(t.capacity_bytes),
 #if RCCLX_CHECKS
         probe_(probe_load(t, slots, 0)),
-        flags_(t.signals, detail::slots_in_pads(t.signals, slots)),
+        flags_(t.signals, detail::slots_in_pads(max_blocks_, slots)),
 #else
         flags_(t.signals, slots),
 #endif
         tile_elems_(tile_elems), num_tiles_(num_tiles), any_block_(reducer == tile_reducer::any_block) {
-    base_ = (flags_.calls() & 1u) ? half_bytes(t.capacity_bytes) : 0;
+    base_ = (flags_.calls() & 1u) ? half_bytes(capacity_) : 0;
     results_ = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
     if constexpr (Algo == algorithm::automatic) tree_ = choose_tree(t, tile_elems, num_tiles);
 #if RCCLX_CHECKS
-    check_call(core::whole_buffer(t.capacity_bytes, slots), results_bytes);
+    check_call(core::whole_buffer(capacity_, slots), results_bytes);
 #else
     (void)results_bytes;
 #endif
@@ -103,10 +104,11 @@ class tile_exchange {
   RCCLX_HOST_DEVICE tile_exchange(const core::peer_table<T, MaxRanks>& t, const core::region& r, std::size_t tile_elems,
                                   int num_tiles, tile_reducer reducer = tile_reducer::same_block,
                                   std::size_t results_bytes = detail::default_results)
-      : t_(&t),
+      : t_(&t), rank_(t.signals.rank), num_ranks_(t.signals.num_ranks), max_blocks_(t.signals.max_blocks),
+        own_(t.data[t.signals.rank]), capacity_(t.capacity_bytes),
 #if RCCLX_CHECKS
         probe_(probe_load(t, r.slots, r.offset)),
-        flags_(t.signals, detail::slots_in_pads(t.signals, r.slots)),
+        flags_(t.signals, detail::slots_in_pads(max_blocks_, r.slots)),
 #else
         flags_(t.signals, r.slots),
 #endif
@@ -159,8 +161,8 @@ class tile_exchange {
 
   RCCLX_HOST_DEVICE int num_tiles() const { return num_tiles_; }
   RCCLX_HOST_DEVICE std::size_t tile_elems() const { return tile_elems_; }
-  RCCLX_HOST_DEVICE int rank() const { return t_->rank(); }
-  RCCLX_HOST_DEVICE int num_ranks() const { return t_->num_ranks(); }
+  RCCLX_HOST_DEVICE int rank() const { return rank_; }
+  RCCLX_HOST_DEVICE int num_ranks() const { return num_ranks_; }
 
   // The rank that reduces `tile`: tree: the owner of its chunk; flat: every rank (this one).
   RCCLX_HOST_DEVICE int owner(int tile) const {
@@ -180,13 +182,12 @@ class tile_exchange {
   RCCLX_HOST_DEVICE T* input(int tile) const {
 #if RCCLX_CHECKS
     if (RCCLX_UNLIKELY(bad_)) {
-      const auto lo = reinterpret_cast<std::uintptr_t>(t_->data[rank()]);
+      const auto lo = reinterpret_cast<std::uintptr_t>(own_);
       const auto p = reinterpret_cast<std::uintptr_t>(input_of(rank(), tile));
-      if (p < lo || p - lo > t_->capacity_bytes || t_->capacity_bytes - (p - lo) < tile_elems_ * sizeof(T))
-        return t_->data[rank()];
+      if (p < lo || p - lo > capacity_ || capacity_ - (p - lo) < tile_elems_ * sizeof(T)) return own_;
     }
 #endif
-    return input_of(rank(), tile);
+    return reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(own_) + base_) + static_cast<std::size_t>(tile) * tile_elems_;
   }
 
   // Tree: this call's result area of `rank` (results_bytes bytes, 16-byte aligned). The generic
@@ -258,7 +259,6 @@ class tile_exchange {
 #if RCCLX_CHECKS
     if (bad() || !tile_in_range(g, tile)) return false;
 #endif
-    const core::signal_pads<MaxRanks>& s = t_->signals;
     bool failed = false;
 #if RCCLX_CHECKS
     // The audit thread (the group's last: no flag of its own to wait for when the group has more
@@ -275,8 +275,8 @@ class tile_exchange {
       if (!failed) failed = !audit_mark_ok(tile, pre);
     }
 #endif
-    for (int p = g.thread_rank(); p < s.num_ranks && !failed; p += g.size()) {
-      if (!flags_between(s.rank, p)) continue;
+    for (int p = g.thread_rank(); p < num_ranks_ && !failed; p += g.size()) {
+      if (!flags_between(rank_, p)) continue;
       failed = !flags_.wait(tile, p, tile);
     }
 #if RCCLX_CHECKS
@@ -301,8 +301,7 @@ class tile_exchange {
   // the tiles (tiles it does not own are skipped).
   template <class Group>
   RCCLX_HOST_DEVICE bool wait_inputs_strided(const Group& g, int first, int step) const {
-    const core::signal_pads<MaxRanks>& s = t_->signals;
-    const int n = s.num_ranks;
+    const int n = num_ranks_;
 #if RCCLX_CHECKS
     if (bad() || !step_positive(g, first, step)) return false;
 #endif
@@ -319,14 +318,14 @@ class tile_exchange {
 #endif
     for (int i = g.thread_rank(); i < count * n && !failed; i += g.size()) {
       const int tile = first + (i / n) * step, p = i % n;
-      if (!flags_between(s.rank, p) || owner(tile) != s.rank) continue;
+      if (!flags_between(rank_, p) || owner(tile) != rank_) continue;
       failed = !flags_.wait(tile, p, tile);
     }
 #if RCCLX_CHECKS
     if (!failed) failed = refused();
     for (int i = mine; i < count && !failed; i += g.size()) {
       const int tile = first + i * step;
-      if (owner(tile) != s.rank) continue;
+      if (owner(tile) != rank_) continue;
       const audit_pre q = i == mine ? pre : audit_load(tile, false);
       failed = !audit_mark_ok(tile, q) || !audit_reduce(tile, q);
     }
@@ -341,10 +340,9 @@ class tile_exchange {
 #if RCCLX_CHECKS
     if (bad() || !tile_in_range(g, tile)) return;
 #endif
-    const core::signal_pads<MaxRanks>& s = t_->signals;
     g.sync();
-    for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
-      if (p == s.rank) continue;
+    for (int p = g.thread_rank(); p < num_ranks_; p += g.size()) {
+      if (p == rank_) continue;
       flags_.raise(tile, p);
     }
   }
@@ -355,14 +353,13 @@ class tile_exchange {
 #if RCCLX_CHECKS
     if (bad() || !tile_in_range(g, tile)) return false;
 #endif
-    const core::signal_pads<MaxRanks>& s = t_->signals;
     const int o = owner(tile);
     bool failed = false;
 #if RCCLX_CHECKS
     if (g.thread_rank() == audit_thread(g)) failed = audit_step();  // before any wait: its records come first
 #endif
-    if (o != s.rank && !failed) {
-      for (int p = g.thread_rank(); p < s.num_ranks; p += g.size()) {
+    if (o != rank_ && !failed) {
+      for (int p = g.thread_rank(); p < num_ranks_; p += g.size()) {
         if (p != o) continue;
         failed = !flags_.wait(tile, o, tile);
       }
@@ -375,7 +372,6 @@ class tile_exchange {
   // grid-stride tiles from their owners.
   template <class Group>
   RCCLX_HOST_DEVICE bool wait_results_strided(const Group& g, int first, int step) const {
-    const core::signal_pads<MaxRanks>& s = t_->signals;
 #if RCCLX_CHECKS
     if (bad() || !step_positive(g, first, step)) return false;
 #endif
@@ -389,7 +385,7 @@ class tile_exchange {
 #endif
     for (int i = g.thread_rank(); i < count && !failed; i += g.size()) {
       const int tile = first + i * step, o = owner(tile);
-      if (o == s.rank) continue;
+      if (o == rank_) continue;
       failed = !flags_.wait(tile, o, tile);
     }
     return voted(g, failed || !call_agrees(g, first));
@@ -524,7 +520,7 @@ class tile_exchange {
     // results_ (set by the constructors): the inputs' bytes of a half (a call with fewer than 0
     // tiles is refused before they are looked at).
     results_bytes_ = is_tree() ? detail::round16(results_bytes == detail::default_results ? results_ : results_bytes) : 0;
-    bad_ = static_cast<bool>(detail::find_call_problem(*t_, r, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
+    bad_ = static_cast<bool>(detail::find_call_problem(max_blocks_, capacity_, r, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
                                                        results_ + results_bytes_, half_bytes(r.bytes), is_tree(), nullptr));
     if (gpu::last_thread_of_block()) {
       audit_start();
@@ -541,7 +537,7 @@ class tile_exchange {
     const detail::buffer_masks buffers =
         RCCLX_LIKELY(probe_.loaded) ? probe_.buffers : detail::load_buffer_masks(*t_, region_.offset);
     if (RCCLX_LIKELY(!bad_ && (buffers.null_ranks | buffers.misaligned_ranks) == 0u)) return false;
-    const detail::call_problem p = detail::find_call_problem(*t_, region_, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
+    const detail::call_problem p = detail::find_call_problem(max_blocks_, capacity_, region_, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
                                                              results_ + results_bytes_, half_bytes(region_.bytes), is_tree(), &buffers);
     if (RCCLX_LIKELY(!p)) return false;
     record(p.what, region_.slots.first, p.a, p.b, p.call);
@@ -629,14 +625,13 @@ class tile_exchange {
   // A thread about to decide for a new launch: binds the call's slot range to this rank's bytes of
   // its region and compares them with every other range bound on this rank (core::audit_bind):
   // region_overlap_slots / region_overlap_bytes. True if a problem was recorded.
-  // bound: the range's words as loaded before when `loaded` (otherwise loaded now), and then this
-  // rank's buffer pointer as the constructor loaded it (probe_).
+  // bound: the range's words as loaded before when `loaded` (otherwise loaded now); this rank's
+  // buffer pointer as the constructor read it (own_).
   // The words by reference and a flag, never a pointer chosen at run time: that would keep the whole
   // object in local memory (tests/compile's ptxas check).
   RCCLX_HOST_DEVICE bool audit_overlap(const core::bound_words& bound, bool loaded) const {
     const core::signal_pads<MaxRanks>& s = t_->signals;
-    const std::uintptr_t own = loaded ? probe_.buffers.own : reinterpret_cast<std::uintptr_t>(t_->data[s.rank]);
-    const auto lo = own + region_.offset;
+    const auto lo = reinterpret_cast<std::uintptr_t>(own_) + region_.offset;
     const core::bind_verdict v = loaded ? core::audit_bind(s, flags_.slots(), lo, lo + region_.bytes, bound)
                                         : core::audit_bind(s, flags_.slots(), lo, lo + region_.bytes);
     if (RCCLX_LIKELY(v.what == core::misuse{})) return false;
@@ -648,7 +643,7 @@ class tile_exchange {
   // rank's bytes of the region but the call's own results area (tree: the owner's published results).
   template <class Map>
   RCCLX_HOST_DEVICE stage_context stage_context_for(const Map& map) const {
-    const unsigned char* lo = reinterpret_cast<const unsigned char*>(t_->data[rank()]) + region_.offset;
+    const unsigned char* lo = reinterpret_cast<const unsigned char*>(own_) + region_.offset;
     return detail::call_stage_context<T>(map, lo, lo + region_.bytes, results(rank()), is_tree() ? results_bytes_ : 0);
   }
 
@@ -855,7 +850,7 @@ class tile_exchange {
   // (flat: every rank; tree: the tile's owner), and when p is this rank only under any_block
   // (otherwise the reducing block is the one that wrote the tile).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void announce(int slot, int tile, int p) const {
-    if (!flags_between(t_->signals.rank, p)) return;
+    if (!flags_between(rank_, p)) return;
     if (!is_tree() || p == owner(tile)) flags_.raise(slot, p);
   }
 
@@ -887,6 +882,11 @@ class tile_exchange {
   }
 
   const core::peer_table<T, MaxRanks>* t_;
+  // The table's scalars the call uses, read before flags_'s acquire of the call counter (which
+  // empties the L1 cache on NVIDIA, so that every later look at the table is a round trip to L2).
+  int rank_, num_ranks_, max_blocks_;
+  T* own_;
+  std::size_t capacity_;
 #if RCCLX_CHECKS
   detail::call_probe probe_;  // the constructors' checks (the binding words loaded before flags_ reads the counter)
 #endif

@@ -80,27 +80,10 @@ class tile_exchange {
   RCCLX_HOST_DEVICE tile_exchange(const core::peer_table<T, MaxRanks>& t, tile_slots slots, std::size_t tile_elems,
                                   int num_tiles, tile_reducer reducer = tile_reducer::same_block,
                                   std::size_t results_bytes = detail::default_results)
-      : t_(&t), rank_(t.signals.rank), num_ranks_(t.signals.num_ranks), max_blocks_(t.signals.max_blocks),
-        own_(t.data[t.signals.rank]), capacity_(t.capacity_bytes),
-#if RCCLX_CHECKS
-        probe_(probe_load(t, slots, 0)),
-        flags_(t.signals, detail::slots_in_pads(max_blocks_, slots)),
-#else
-        flags_(t.signals, slots),
-#endif
-        tile_elems_(tile_elems), num_tiles_(num_tiles), any_block_(reducer == tile_reducer::any_block) {
-    base_ = (flags_.calls() & 1u) ? half_bytes(capacity_) : 0;
-    results_ = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
-    if constexpr (Algo == algorithm::automatic) tree_ = choose_tree(t, tile_elems, num_tiles);
-#if RCCLX_CHECKS
-    check_call(core::whole_buffer(capacity_, slots), results_bytes);
-#else
-    (void)results_bytes;
-#endif
-  }
+      : tile_exchange(t, core::whole_buffer(t.capacity_bytes, slots), tile_elems, num_tiles, reducer, results_bytes) {}
 
   // The call in region `r` (core/region.hpp): its bytes [r.offset, r.offset + r.bytes) of every
-  // rank's buffer, in two halves, and its pad slots r.slots. Otherwise the constructor above.
+  // rank's buffer, in two halves, and its pad slots r.slots (the constructor above: the whole buffer).
   RCCLX_HOST_DEVICE tile_exchange(const core::peer_table<T, MaxRanks>& t, const core::region& r, std::size_t tile_elems,
                                   int num_tiles, tile_reducer reducer = tile_reducer::same_block,
                                   std::size_t results_bytes = detail::default_results)
@@ -115,7 +98,7 @@ class tile_exchange {
         tile_elems_(tile_elems), num_tiles_(num_tiles), any_block_(reducer == tile_reducer::any_block) {
     base_ = r.offset + ((flags_.calls() & 1u) ? half_bytes(r.bytes) : 0);
     results_ = detail::round16(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T));
-    if constexpr (Algo == algorithm::automatic) tree_ = choose_tree(t, tile_elems, num_tiles);
+    if constexpr (Algo == algorithm::automatic) tree_ = choose_tree(num_ranks_, tile_elems, num_tiles);
 #if RCCLX_CHECKS
     check_call(r, results_bytes);
 #else
@@ -856,9 +839,9 @@ class tile_exchange {
 
   // automatic: tree for the whole message? (dda::select_algorithm: the same choice on every rank:
   // same tiles, same build)
-  RCCLX_HOST_DEVICE static bool choose_tree(const core::peer_table<T, MaxRanks>& t, std::size_t tile_elems, int num_tiles) {
+  RCCLX_HOST_DEVICE static bool choose_tree(int num_ranks, std::size_t tile_elems, int num_tiles) {
     if constexpr (Algo == algorithm::automatic)
-      return dda::select_algorithm(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T), t.num_ranks(),
+      return dda::select_algorithm(static_cast<std::size_t>(num_tiles) * tile_elems * sizeof(T), num_ranks,
                                    gpu::build_arch) == algorithm::tree;
     else
       return Algo == algorithm::tree;

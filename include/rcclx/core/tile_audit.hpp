@@ -106,14 +106,17 @@ struct bound_words {
     return (end == e) & (l == lo) & (h == hi);
   }
 };
-template <int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bound_words audit_bound_words(const signal_pads<MaxRanks>& s, tile_slots slots) {
+// ... of the range starting at slot `first`, whose audit row is `c` (audit_row(s, first)).
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bound_words audit_bound_words_at(const std::uint32_t* c, int first) {
   bound_words b;
-  if (slots.first >= audit_directory_slots) return b;
-  const std::uint32_t* c = audit_row(s, slots.first);
+  if (first >= audit_directory_slots) return b;
   b.end = gpu::load_relaxed_system(c + audit_end_word);
   for (int i = 0; i < 4; ++i) b.w[i] = gpu::load_relaxed_system(c + audit_lo_word + i);
   return b;
+}
+template <int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bound_words audit_bound_words(const signal_pads<MaxRanks>& s, tile_slots slots) {
+  return audit_bound_words_at(audit_row(s, slots.first), slots.first);
 }
 
 // Checked mode, any thread of a launch's first wave on the slot range `slots` (idempotent): binds

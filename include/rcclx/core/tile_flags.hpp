@@ -59,7 +59,14 @@ class tile_flags {
   // Reads this rank's call counter: construct once per block per call. `s` is kept by reference:
   // it must outlive the object (a kernel argument, a table in device memory).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE tile_flags(const signal_pads<MaxRanks>& s, tile_slots slots)
+      : tile_flags(s, slots, [] {}) {}
+  // ... calling before_acquire() just before the counter's read (once its address is known): loads
+  // it issues share the read's round trip, and none of them waits behind the acquire.
+  template <class BeforeAcquire>
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE tile_flags(const signal_pads<MaxRanks>& s, tile_slots slots,
+                                                 BeforeAcquire&& before_acquire)
       : s_(&s), control_(s.tile_control_slot(slots.first)), slots_(slots) {
+    before_acquire();
 #if RCCLX_CHECKS
     // The missing-finish detector's first look at launch_word (launch_start), loaded before the
     // counter's acquire so that the two round trips overlap: any value will do, its exchange checks it.

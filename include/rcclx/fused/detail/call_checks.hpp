@@ -80,27 +80,35 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE tile_slots slots_in_pads(const core::signal_
 struct buffer_masks {
   std::uint32_t null_ranks = 0, misaligned_ranks = 0;
 };
-template <class Elem, int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE buffer_masks load_buffer_masks(const core::peer_table<Elem, MaxRanks>& t,
-                                                                   std::size_t offset) {
-  const void* data[MaxRanks];
-  for (int p = 0; p < MaxRanks; ++p) data[p] = t.data[p];
+// ... of the pointers `data` as loaded (num_ranks of them).
+template <int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE buffer_masks buffer_masks_of(const std::uintptr_t (&data)[MaxRanks], int num_ranks,
+                                                                 std::size_t offset) {
   buffer_masks m;
   for (int p = 0; p < MaxRanks; ++p) {
-    if (p >= t.num_ranks()) continue;
-    m.null_ranks |= (data[p] == nullptr ? 1u : 0u) << p;
-    m.misaligned_ranks |= (gpu::is_aligned(data[p], 16) && offset % 16 == 0 ? 0u : 1u) << p;
+    if (p >= num_ranks) continue;
+    m.null_ranks |= (data[p] == 0u ? 1u : 0u) << p;
+    m.misaligned_ranks |= (data[p] % 16 == 0 && offset % 16 == 0 ? 0u : 1u) << p;
   }
   return m;
 }
+template <class Elem, int MaxRanks>
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE buffer_masks load_buffer_masks(const core::peer_table<Elem, MaxRanks>& t,
+                                                                   std::size_t offset) {
+  std::uintptr_t data[MaxRanks];
+  for (int p = 0; p < MaxRanks; ++p) data[p] = reinterpret_cast<std::uintptr_t>(t.data[p]);
+  return buffer_masks_of(data, t.num_ranks(), offset);
+}
 
-// What a tile call's constructor loads for its checks, before it reads the call counter
-// (tile_exchange::probe_load): its slot range's binding words (core::audit_bound_words) and the
-// ranks' buffer pointers (load_buffer_masks).
+// What a tile call's constructor loads for its checks, issued just before it reads the call
+// counter (tile_exchange::probe_load), so that their round trip is the counter's: its slot range's
+// binding words (core::audit_bound_words) and every rank's buffer pointer, looked at only after the
+// counter's read (buffer_masks_of), so that no thread waits for them before it.
+template <int MaxRanks>
 struct call_probe {
   core::bound_words bound;
-  buffer_masks buffers;
-  bool loaded = false;  // bound and buffers hold the words (the block's last thread; the others load them when they need them)
+  std::uintptr_t data[MaxRanks] = {};
+  bool loaded = false;  // bound and data hold the words (the block's last thread; the others load them when they need them)
 };
 
 // The first problem of a call of num_tiles tiles of tile_elems elements on a table whose pads have

@@ -90,8 +90,7 @@ class tile_exchange {
       : t_(&t), rank_(t.signals.rank), num_ranks_(t.signals.num_ranks), max_blocks_(t.signals.max_blocks),
         own_(t.data[t.signals.rank]), capacity_(t.capacity_bytes),
 #if RCCLX_CHECKS
-        probe_(probe_load(t, r.slots, r.offset)),
-        flags_(t.signals, detail::slots_in_pads(max_blocks_, r.slots)),
+        flags_(t.signals, detail::slots_in_pads(max_blocks_, r.slots), [&] { probe_load(t, detail::slots_in_pads(max_blocks_, r.slots)); }),
 #else
         flags_(t.signals, r.slots),
 #endif
@@ -479,18 +478,18 @@ class tile_exchange {
   }
 
 #if RCCLX_CHECKS
-  // The constructors' first loads: the slot range's binding words (of slot 0 when the range is not
-  // inside the pads: a refused call), issued by the block's last thread (which starts the call's
-  // checks: check_call) before the flags' acquire of the call counter, which orders every later
-  // load, so that they share its round trip.
-  RCCLX_HOST_DEVICE static detail::call_probe probe_load(const core::peer_table<T, MaxRanks>& t, tile_slots slots,
-                                                        std::size_t offset) {
-    detail::call_probe p;
-    if (!gpu::last_thread_of_block()) return p;
-    p.bound = core::audit_bound_words(t.signals, detail::slots_in_pads(t.signals, slots));
-    p.buffers = detail::load_buffer_masks(t, offset);
-    p.loaded = true;
-    return p;
+  // The constructor's loads for its checks, just before the flags' acquire of the call counter,
+  // which orders every later load, so that they share its round trip: in every thread the audit rows'
+  // address (audit_row_of: a look at the table); in the block's last thread (which starts the call's
+  // checks: check_call) the slot range `slots` (as the flags use it: of slot 0 when the range is not
+  // inside the pads, a refused call)'s binding words and every rank's buffer pointer (probe_),
+  // looked at after the acquire (audit_arguments, audit_overlap).
+  RCCLX_HOST_DEVICE void probe_load(const core::peer_table<T, MaxRanks>& t, tile_slots slots) {
+    audit_rows_ = core::audit_row(t.signals, slots.first + 1);
+    if (!gpu::last_thread_of_block()) return;
+    probe_.bound = core::audit_bound_words_at(audit_rows_ - core::audit_row_words, slots.first);
+    for (int p = 0; p < MaxRanks; ++p) probe_.data[p] = reinterpret_cast<std::uintptr_t>(t.data[p]);
+    probe_.loaded = true;
   }
 
   // The constructors' checks. Every thread: the arguments' problems that need no load (the tiles,
@@ -517,8 +516,9 @@ class tile_exchange {
   // none of them and every buffer pointer sound there is nothing to name, and the whole check (cold
   // code a correct call steps over) runs only to name the first problem in check()'s order.
   RCCLX_HOST_DEVICE bool audit_arguments() const {
-    const detail::buffer_masks buffers =
-        RCCLX_LIKELY(probe_.loaded) ? probe_.buffers : detail::load_buffer_masks(*t_, region_.offset);
+    const detail::buffer_masks buffers = RCCLX_LIKELY(probe_.loaded)
+                                             ? detail::buffer_masks_of(probe_.data, num_ranks_, region_.offset)
+                                             : detail::load_buffer_masks(*t_, region_.offset);
     if (RCCLX_LIKELY(!bad_ && (buffers.null_ranks | buffers.misaligned_ranks) == 0u)) return false;
     const detail::call_problem p = detail::find_call_problem(max_blocks_, capacity_, region_, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
                                                              results_ + results_bytes_, half_bytes(region_.bytes), is_tree(), &buffers);
@@ -665,9 +665,8 @@ class tile_exchange {
     return false;
   }
 
-  // This rank's audit row of `tile` (core/tile_audit.hpp); the pad arithmetic made once per thread.
+  // This rank's audit row of `tile` (core/tile_audit.hpp): the first row's address comes from probe_load.
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint32_t* audit_row_of(int tile) const {
-    if (audit_rows_ == nullptr) audit_rows_ = core::audit_row(t_->signals, flags_.slots().first + 1);
     return audit_rows_ + static_cast<std::size_t>(tile) * core::audit_row_words;
   }
 
@@ -871,7 +870,8 @@ class tile_exchange {
   T* own_;
   std::size_t capacity_;
 #if RCCLX_CHECKS
-  detail::call_probe probe_;  // the constructors' checks (the binding words loaded before flags_ reads the counter)
+  detail::call_probe<MaxRanks> probe_{};  // the constructor's checks (probe_load, beside flags_'s read of the counter)
+  std::uint32_t* audit_rows_ = nullptr;    // audit_row_of's first row (probe_load)
 #endif
   core::tile_flags<MaxRanks> flags_;
   std::size_t tile_elems_;
@@ -900,7 +900,6 @@ class tile_exchange {
   mutable bool packets_out_ = false;     // the audit thread wrote the check packets
   mutable bool map_bad_ = false;         // the audit thread refused a reduce's map or stages (map_fits)
   bool hash_inputs_ = true;              // take the input hashes (inputs_written_by_stages_only: not)
-  mutable std::uint32_t* audit_rows_ = nullptr;  // audit_row_of's first row (null: not computed)
 #endif
 };
 

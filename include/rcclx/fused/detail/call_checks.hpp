@@ -112,14 +112,15 @@ struct call_probe {
 };
 
 // The first problem of a call of num_tiles tiles of tile_elems elements on a table whose pads have
-// max_blocks slots and whose buffers hold `capacity` bytes, in region `r` (core::whole_buffer for the constructors without a region), in the order check()
-// names them: tile_elems whole vectors, num_tiles within the slot range, the slot range inside the
-// pads, every rank's buffer non-null and 16-byte aligned (`buffers`: load_buffer_masks of the
-// table and r.offset; null: not looked at, the problems every thread of a call finds without a
-// load), the region inside the buffer, and the bytes the resolved algorithm needs (half_need: one
-// half, inputs and for tree the results) within the region's halves (half_bytes(r.bytes) each).
-RCCLX_HOST_DEVICE inline call_problem find_call_problem(int max_blocks, std::size_t capacity, const core::region& r, std::size_t tile_elems,
-                                                           int num_tiles, std::size_t vec_elems, std::size_t half_need,
+// max_blocks slots and whose buffers hold `capacity` bytes, in region `r` (core::whole_buffer for
+// the constructor without a region), in the order check() names them: tile_elems whole vectors,
+// num_tiles within the slot range, the slot range inside the pads, every rank's buffer non-null and
+// 16-byte aligned (`buffers`: the masks of the table's pointers and r.offset; null: not looked at,
+// the problems every thread of a call finds without a load), the region inside the buffer, and the
+// bytes the resolved algorithm needs (half_need: one half, inputs and for tree the results) within
+// the region's halves (half_bytes(r.bytes) each).
+RCCLX_HOST_DEVICE inline call_problem find_call_problem(int max_blocks, std::size_t capacity, const core::region& r,
+                                                           std::size_t tile_elems, int num_tiles, std::size_t vec_elems, std::size_t half_need,
                                                            std::size_t region_half, bool tree, const buffer_masks* buffers) {
   using core::misuse;
   if (RCCLX_UNLIKELY(tile_elems == 0 || tile_elems % vec_elems != 0))

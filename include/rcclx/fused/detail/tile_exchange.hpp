@@ -90,7 +90,8 @@ class tile_exchange {
       : t_(&t), rank_(t.signals.rank), num_ranks_(t.signals.num_ranks), max_blocks_(t.signals.max_blocks),
         own_(t.data[t.signals.rank]), capacity_(t.capacity_bytes),
 #if RCCLX_CHECKS
-        flags_(t.signals, detail::slots_in_pads(max_blocks_, r.slots), [&] { probe_load(t, detail::slots_in_pads(max_blocks_, r.slots)); }),
+        flags_(t.signals, detail::slots_in_pads(max_blocks_, r.slots),
+               [&] { probe_load(t, detail::slots_in_pads(max_blocks_, r.slots)); }),
 #else
         flags_(t.signals, r.slots),
 #endif
@@ -502,7 +503,8 @@ class tile_exchange {
     // results_ (set by the constructors): the inputs' bytes of a half (a call with fewer than 0
     // tiles is refused before they are looked at).
     results_bytes_ = is_tree() ? detail::round16(results_bytes == detail::default_results ? results_ : results_bytes) : 0;
-    bad_ = static_cast<bool>(detail::find_call_problem(max_blocks_, capacity_, r, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
+    bad_ = static_cast<bool>(detail::find_call_problem(max_blocks_, capacity_, r, tile_elems_, num_tiles_,
+                                                       static_cast<std::size_t>(vec_elems),
                                                        results_ + results_bytes_, half_bytes(r.bytes), is_tree(), nullptr));
     if (gpu::last_thread_of_block()) {
       audit_start();
@@ -520,8 +522,9 @@ class tile_exchange {
                                              ? detail::buffer_masks_of(probe_.data, num_ranks_, region_.offset)
                                              : detail::load_buffer_masks(*t_, region_.offset);
     if (RCCLX_LIKELY(!bad_ && (buffers.null_ranks | buffers.misaligned_ranks) == 0u)) return false;
-    const detail::call_problem p = detail::find_call_problem(max_blocks_, capacity_, region_, tile_elems_, num_tiles_, static_cast<std::size_t>(vec_elems),
-                                                             results_ + results_bytes_, half_bytes(region_.bytes), is_tree(), &buffers);
+    const detail::call_problem p = detail::find_call_problem(max_blocks_, capacity_, region_, tile_elems_, num_tiles_,
+                                                             static_cast<std::size_t>(vec_elems), results_ + results_bytes_,
+                                                             half_bytes(region_.bytes), is_tree(), &buffers);
     if (RCCLX_LIKELY(!p)) return false;
     record(p.what, region_.slots.first, p.a, p.b, p.call);
     return true;

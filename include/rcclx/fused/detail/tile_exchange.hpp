@@ -163,14 +163,15 @@ class tile_exchange {
   // tile that would lie outside this rank's buffer, the buffer's start, so that a kernel that writes
   // its tiles anyway (before it sees the refusal) stays inside the allocation where one tile fits it.
   RCCLX_HOST_DEVICE T* input(int tile) const {
+    T* const in =
+        reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(own_) + base_) + static_cast<std::size_t>(tile) * tile_elems_;
 #if RCCLX_CHECKS
     if (RCCLX_UNLIKELY(bad_)) {
-      const auto lo = reinterpret_cast<std::uintptr_t>(own_);
-      const auto p = reinterpret_cast<std::uintptr_t>(input_of(rank(), tile));
+      const auto lo = reinterpret_cast<std::uintptr_t>(own_), p = reinterpret_cast<std::uintptr_t>(in);
       if (p < lo || p - lo > capacity_ || capacity_ - (p - lo) < tile_elems_ * sizeof(T)) return own_;
     }
 #endif
-    return reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(own_) + base_) + static_cast<std::size_t>(tile) * tile_elems_;
+    return in;
   }
 
   // Tree: this call's result area of `rank` (results_bytes bytes, 16-byte aligned). The generic
@@ -673,12 +674,9 @@ class tile_exchange {
     return audit_rows_ + static_cast<std::size_t>(tile) * core::audit_row_words;
   }
 
-  // Group-collective (the check lanes work): xors the hash of this rank's input of `slot` into its
-  // input hash word.
-  template <class Group>
-  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_hash(const Group& g, int slot) const {
-    const detail::hash_lanes l = lanes(g);
-    if (!l.in() || !hash_inputs_) return;
+  // One of the check lanes `l` (lanes(g), l.in()), with the input hashes taken: xors the hash of this
+  // rank's input of `slot` into its input hash word.
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_hash(const detail::hash_lanes& l, int slot) const {
     detail::xor_input_hash(l, input(slot), tile_elems_ / vec_elems,
                            audit_row_of(slot) + core::audit_hash_word(flags_.epoch()));
   }
@@ -705,7 +703,7 @@ class tile_exchange {
       if (held)
         held_hash_.load(l, input(first), vecs, audit_row_of(first) + core::audit_hash_word(flags_.epoch()));
       else
-        for (int i = 0; i < count; ++i) audit_hash(g, first + i * step);
+        for (int i = 0; i < count; ++i) audit_hash(l, first + i * step);
     }
     g.sync();
   }
@@ -751,8 +749,9 @@ class tile_exchange {
   // lanes hash, every thread forgets them).
   template <class Group>
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void hash_kept(const Group& g) const {
-    if (lanes(g).in())
-      for (int q = 0; q < kept_parts_; ++q) audit_hash(g, kept_tile_ + q * kept_stride_);
+    const detail::hash_lanes l = lanes(g);
+    if (l.in() && hash_inputs_)
+      for (int q = 0; q < kept_parts_; ++q) audit_hash(l, kept_tile_ + q * kept_stride_);
     kept_parts_ = 0;
   }
 
@@ -859,11 +858,6 @@ class tile_exchange {
   // Bytes of one half: the halves sit at 0 and half_bytes (16-byte aligned).
   RCCLX_HOST_DEVICE static constexpr std::size_t half_bytes(std::size_t capacity) {
     return (capacity / 2) & ~std::size_t{15};
-  }
-
-  RCCLX_HOST_DEVICE T* input_of(int r, int tile) const {
-    return reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(t_->data[r]) + base_) +
-           static_cast<std::size_t>(tile) * tile_elems_;
   }
 
   const core::peer_table<T, MaxRanks>* t_;

@@ -1,10 +1,13 @@
 // The checked mode's audit words (core/tile_audit.hpp) on pads in host memory: where the rows lie,
 // what a publish mark says, and the directory's verdicts when slot ranges bind bytes (apart,
-// sharing bytes, sharing slots, the same range rebound to other bytes, after a reset).
+// sharing bytes, sharing slots, the same range rebound to other bytes, after a reset), and one
+// verdict per launch when several threads of it bind a range.
 #include <rcclx/core/signal_pad.hpp>
 #include <rcclx/core/tile_audit.hpp>
 
+#include <chrono>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "../support/catch.hpp"
@@ -97,4 +100,77 @@ TEST_CASE("tile audit: the directory refuses ranges that share bytes or slots wi
   CHECK(core::audit_bind(big.pads, core::tile_slots{0, 8}, b, b + 4096).what == core::misuse{});
   CHECK(core::audit_bind(big.pads, core::tile_slots{core::audit_directory_slots + 2, 4}, b, b + 4096).what ==
         core::misuse{});
+}
+
+namespace {
+// The host backend's launch identity of the calling thread (what gpu::launch_id() returns).
+void set_launch(std::uint32_t id) { rcclx::gpu::detail::host_launch_id() = id; }
+}  // namespace
+
+TEST_CASE("tile audit: one thread of a launch decides a range, the launch's others take its verdict", "[pad][audit]") {
+  host_pads h(64);
+  const std::uint64_t b = 0x100000;
+  const core::tile_slots a{0, 8}, o{6, 8};  // o shares slots 6..8 with a
+  set_launch(5);
+  REQUIRE(core::audit_bind(h.pads, a, b, b + 4096).what == core::misuse{});
+  // A thread of launch 5 that loaded o's words before any decision, as a block's constructor does.
+  const core::bound_words early = core::audit_bound_words(h.pads, o);
+  auto v = core::audit_bind(h.pads, o, b + 8192, b + 12288);
+  CHECK(v.what == core::misuse::region_overlap_slots);
+  CHECK(!v.follows);
+  CHECK(core::audit_row(h.pads, 6)[core::audit_end_word] == core::bind_word(core::bind_refused, 5, 15));
+  // The early thread refuses too, without deciding again (its decider recorded why).
+  v = core::audit_bind(h.pads, o, b + 8192, b + 12288, early);
+  CHECK(v.refused());
+  CHECK(v.follows);
+  // So does a thread that finds the range refused when it loads the words.
+  CHECK(core::audit_bind(h.pads, o, b + 8192, b + 12288).follows);
+  // The next launch decides again, and is refused again while `a` is bound.
+  set_launch(6);
+  v = core::audit_bind(h.pads, o, b + 8192, b + 12288, early);
+  CHECK(v.what == core::misuse::region_overlap_slots);
+  CHECK(!v.follows);
+  // `a` unbound on the host: the launch after binds `o`, and its threads with early words agree.
+  core::audit_unbind(h.mem[0].data(), h.l, 0);
+  set_launch(7);
+  CHECK(!core::audit_bind(h.pads, o, b + 8192, b + 12288, early).refused());
+  CHECK(core::audit_row(h.pads, 6)[core::audit_end_word] == 15u);
+  CHECK(!core::audit_bind(h.pads, o, b + 8192, b + 12288, early).refused());
+  // And a range over `a`'s slots is refused now.
+  set_launch(8);
+  CHECK(core::audit_bind(h.pads, a, b, b + 4096).what == core::misuse::region_overlap_slots);
+  set_launch(0);
+}
+
+TEST_CASE("tile audit: a thread that finds its range being decided waits for the verdict (bounded)", "[pad][audit]") {
+  const std::uint64_t b = 0x100000;
+  const core::tile_slots o{6, 8};
+  for (const std::uint32_t verdict : {15u, core::bind_word(core::bind_refused, 9, 15), 0u}) {
+    CAPTURE(verdict);
+    host_pads h(64);
+    h.pads.timeout_ns = verdict == 0u ? 20ull * 1000 * 1000 : 0u;  // no verdict comes: 20 ms
+    std::uint32_t* end = &core::audit_row(h.pads, 6)[core::audit_end_word];
+    *end = core::bind_word(core::bind_deciding, 9, 15);  // another thread of launch 9 decides
+    core::bind_verdict v{};
+    std::thread waiter([&] {
+      set_launch(9);
+      v = core::audit_bind(h.pads, o, b, b + 4096);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (verdict != 0u) __atomic_store_n(end, verdict, __ATOMIC_RELEASE);
+    waiter.join();
+    if (verdict == 15u) {
+      CHECK(!v.refused());
+    } else {
+      CHECK(v.follows);
+      CHECK(v.what == core::misuse{});
+    }
+    const core::error_record& e = *h.pads.err;
+    if (verdict == 0u) {
+      CHECK(e.code == static_cast<std::uint32_t>(rcclx::errc::timeout));
+      CHECK(e.kind == static_cast<std::uint32_t>(core::barrier_kind::check));
+    } else {
+      CHECK(e.code == 0u);
+    }
+  }
 }

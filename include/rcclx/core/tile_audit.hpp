@@ -29,6 +29,8 @@
 #include <cstdint>
 
 #include "../gpu/atomic.hpp"
+#include "../gpu/group.hpp"
+#include "barrier.hpp"
 #include "error.hpp"
 #include "signal_pad.hpp"
 #include "slot_ranges.hpp"
@@ -79,11 +81,24 @@ RCCLX_HOST_DEVICE constexpr misuse audit_tile_verdict(std::uint32_t mark, std::u
 }
 
 // The verdict of binding a slot range to bytes: the misuse (region_overlap_slots,
-// region_overlap_bytes, or none) with (the other range's first slot, this one's).
+// region_overlap_bytes, or none) with (the other range's first slot, this one's); or `follows`: the
+// range was refused by another thread of this launch, which recorded why.
 struct bind_verdict {
   misuse what{};
   std::uint32_t other = 0, mine = 0;
+  bool follows = false;
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool refused() const { return what != misuse{} || follows; }
 };
+
+// A range's end word (row first, audit_end_word): 0 unbound; end (first + 1 + max_tiles, below
+// 2^16) bound to [lo, hi); with bind_deciding, a thread of launch (low 14 bits) compares the range
+// with the others, and with bind_refused that launch refused it. One thread per launch decides
+// (the compare-and-swap to bind_deciding), the launch's other threads on the range take its
+// verdict: a launch never both refuses and uses a range.
+inline constexpr std::uint32_t bind_deciding = 0x80000000u, bind_refused = 0x40000000u;
+RCCLX_HOST_DEVICE constexpr std::uint32_t bind_word(std::uint32_t state, std::uint32_t launch, std::uint32_t end) {
+  return state | ((launch & 0x3FFFu) << 16) | (end & 0xFFFFu);
+}
 
 namespace detail {
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint64_t load_u64(const std::uint32_t* p) {
@@ -119,25 +134,15 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bound_words audit_bound_words(const signal_p
   return audit_bound_words_at(audit_row(s, slots.first), slots.first);
 }
 
-// Checked mode, any thread of a launch's first wave on the slot range `slots` (idempotent): binds
-// the range to this rank's bytes [lo, hi) and compares it with every other bound range of this
-// rank (calls that may be in flight at once: a range stays bound until the pads are reset).
-// `bound`: the range's words as audit_bound_words loaded them; already bound to the same bytes:
-// nothing to do. Otherwise the row is written, its bit set, a fence, and every other bound range
-// compared (of two ranges bound at once, at least one sees the other); a range that overlaps
-// another is unbound again, so its next launch compares again.
+namespace detail {
+// The decision of audit_bind, by the one thread whose compare-and-swap made `end_word` deciding:
+// the directory bit set, a fence, and every other range bound or being decided compared (of two
+// ranges decided at once, at least one sees the other: each made itself visible before looking).
 template <int MaxRanks>
-RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bind_verdict audit_bind(const signal_pads<MaxRanks>& s, tile_slots slots,
-                                                            std::uint64_t lo, std::uint64_t hi, const bound_words& bound) {
+RCCLX_HOST_DEVICE bind_verdict audit_bind_decide(const signal_pads<MaxRanks>& s, tile_slots slots, std::uint64_t lo,
+                                                 std::uint64_t hi) {
   bind_verdict v{};
-  if (slots.first >= audit_directory_slots) return v;
   const auto end = static_cast<std::uint32_t>(slots.end());
-  if (RCCLX_LIKELY(bound.same(end, lo, hi))) return v;
-  std::uint32_t* c = audit_row(s, slots.first);
-  detail::store_u64(c + audit_lo_word, lo);
-  detail::store_u64(c + audit_hi_word, hi);
-  gpu::fence_system();
-  gpu::store_relaxed_system(c + audit_end_word, end);
   std::uint32_t* bits = s.audit_base();
   (void)gpu::fetch_or_local(bits + slots.first / 32, 1u << (slots.first % 32));
   gpu::fence_system();
@@ -151,16 +156,63 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bind_verdict audit_bind(const signal_pads<Ma
       const int other = wi * 32 + b;
       if (other == slots.first) continue;
       const std::uint32_t* o = audit_row(s, other);
-      const std::uint32_t oend = gpu::load_relaxed_system(o + audit_end_word);
-      if (oend == 0u) continue;  // not bound
-      const std::uint64_t olo = detail::load_u64(o + audit_lo_word), ohi = detail::load_u64(o + audit_hi_word);
+      const std::uint32_t ow = gpu::load_relaxed_system(o + audit_end_word);
+      if (ow == 0u || (ow & bind_refused) != 0u) continue;  // not bound
+      const std::uint32_t oend = ow & 0xFFFFu;
+      const std::uint64_t olo = load_u64(o + audit_lo_word), ohi = load_u64(o + audit_hi_word);
       if (static_cast<std::uint32_t>(other) < end && static_cast<std::uint32_t>(slots.first) < oend)
         v = {misuse::region_overlap_slots, static_cast<std::uint32_t>(other), static_cast<std::uint32_t>(slots.first)};
       else if (olo < hi && lo < ohi)
         v = {misuse::region_overlap_bytes, static_cast<std::uint32_t>(other), static_cast<std::uint32_t>(slots.first)};
     }
   }
-  if (v.what != misuse{}) gpu::store_relaxed_system(c + audit_end_word, 0u);
+  return v;
+}
+}  // namespace detail
+
+// Checked mode, any thread of a launch's first wave on the slot range `slots` (idempotent): binds
+// the range to this rank's bytes [lo, hi) and compares it with every other bound range of this
+// rank (calls that may be in flight at once: a range stays bound until the pads are reset).
+// `bound`: the range's words as audit_bound_words loaded them; already bound to the same bytes:
+// nothing to do. Otherwise the bytes are written and one thread of the launch decides (the end
+// word's compare-and-swap to bind_deciding): it compares (detail::audit_bind_decide) and leaves the
+// range bound, or refused for its launch (unbound for the next launch, which compares again);
+// the launch's other threads on the range wait for that verdict (bounded) and take it (follows),
+// so that no block of a launch uses a range another block of it refused. Launch 0 (host code)
+// leaves a refused range unbound.
+template <int MaxRanks>
+RCCLX_HOST_DEVICE bind_verdict audit_bind(const signal_pads<MaxRanks>& s, tile_slots slots,
+                                          std::uint64_t lo, std::uint64_t hi, const bound_words& bound) {
+  bind_verdict v{};
+  if (slots.first >= audit_directory_slots) return v;
+  const auto end = static_cast<std::uint32_t>(slots.end());
+  if (RCCLX_LIKELY(bound.same(end, lo, hi))) return v;
+  std::uint32_t* c = audit_row(s, slots.first);
+  const std::uint32_t launch = gpu::launch_id() & 0x3FFFu;
+  const std::uint32_t deciding = bind_word(bind_deciding, launch, end), refused = bind_word(bind_refused, launch, end);
+  detail::store_u64(c + audit_lo_word, lo);
+  detail::store_u64(c + audit_hi_word, hi);
+  gpu::fence_system();
+  // w: the end word as last seen; decided: written by a decision made after `bound` was loaded.
+  std::uint32_t w = bound.end;
+  for (bool decided = false;; decided = true) {
+    if (decided && w == end) return v;  // bound by this launch's decision
+    if (launch != 0u && w == refused) return v.follows = true, v;
+    if (w == deciding) {
+      (void)detail::spin_bounded(
+          s, [&] { return (w = gpu::load_acquire_system(c + audit_end_word)) != deciding; },
+          [&] { detail::record_timeout(s, slots.first, s.rank, barrier_kind::check, end, w); });
+      if (w == deciding) return v.follows = true, v;  // expired (recorded) or this rank failed already
+      continue;
+    }
+    const std::uint32_t got = gpu::compare_exchange_local(c + audit_end_word, w, deciding);
+    if (got == w) break;
+    w = got;
+  }
+  gpu::fence_system();
+  v = detail::audit_bind_decide(s, slots, lo, hi);
+  gpu::fence_system();
+  gpu::store_relaxed_system(c + audit_end_word, v.what == misuse{} ? end : launch != 0u ? refused : 0u);
   return v;
 }
 

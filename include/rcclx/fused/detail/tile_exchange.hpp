@@ -611,7 +611,8 @@ class tile_exchange {
 
   // A thread about to decide for a new launch: binds the call's slot range to this rank's bytes of
   // its region and compares them with every other range bound on this rank (core::audit_bind):
-  // region_overlap_slots / region_overlap_bytes. True if a problem was recorded.
+  // region_overlap_slots / region_overlap_bytes. True: refused (recorded here, or by the thread of
+  // this launch that decided the range: core::bind_verdict::follows).
   // bound: the range's words as loaded before when `loaded` (otherwise loaded now); this rank's
   // buffer pointer as the constructor read it (own_).
   // The words by reference and a flag, never a pointer chosen at run time: that would keep the whole
@@ -621,8 +622,8 @@ class tile_exchange {
     const auto lo = reinterpret_cast<std::uintptr_t>(own_) + region_.offset;
     const core::bind_verdict v = loaded ? core::audit_bind(s, flags_.slots(), lo, lo + region_.bytes, bound)
                                         : core::audit_bind(s, flags_.slots(), lo, lo + region_.bytes);
-    if (RCCLX_LIKELY(v.what == core::misuse{})) return false;
-    record(v.what, flags_.slots().first, v.other, v.mine);
+    if (RCCLX_LIKELY(!v.refused())) return false;
+    if (!v.follows) record(v.what, flags_.slots().first, v.other, v.mine);  // a follower's decider records
     return true;
   }
 

@@ -32,6 +32,7 @@
 #include "../stage_check.hpp"
 #include "../../gpu/group.hpp"
 #include "../../gpu/memory.hpp"
+#include "../../gpu/warp.hpp"
 
 RCCLX_NAMESPACE_BEGIN
 namespace fused {
@@ -188,8 +189,8 @@ RCCLX_HOST_DEVICE inline call_problem reducer_mark_problem(std::uint32_t mark, s
   return {};
 }
 
-// One thread of a call of epoch `epoch` on `slots` (block 0's audit thread, tile_exchange::
-// audit_look_back): the call before it (epoch - 1, whose kernel ended) as its rows recorded it:
+// One thread of a call of epoch `epoch` on `slots` (in finish(), block 0's first check lane where
+// the lanes hold no whole warp: tile_exchange::look_back_settle): the call before it (epoch - 1, whose kernel ended) as its rows recorded it:
 // every tile published on this rank (tile_not_published) and, flat, reduced (tile_not_reduced),
 // its input unchanged until the end of its reduce (input_changed; the input hashes of the call's
 // parity are cleared for the call after this one); the first finding recorded on `s`. `row1`:
@@ -230,6 +231,63 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_previous_call(const core::signal_
         return;
       }
     }
+  }
+}
+
+// The same look by a whole warp of `width` lanes (lane: 0 .. width - 1), lane i taking tiles i,
+// i + width, ...: previous_call_issue loads the call's note and the first batch of rows (so that
+// their round trip overlaps the caller's other work), previous_call_settle compares them and takes
+// the later batches. The lowest tile with a finding is recorded (a warp minimum), as the one
+// thread's scan records it.
+struct previous_look {
+  std::uint32_t call = 0, shape = 0, mark = 0, used = 0, hash = 0;
+};
+RCCLX_HOST_DEVICE RCCLX_FORCEINLINE previous_look previous_call_issue(const std::uint32_t* row1, int max_tiles,
+                                                                      std::uint32_t epoch, int lane) {
+  previous_look p;
+  if (max_tiles < 1) return p;
+  const std::uint32_t prev = epoch - 1u;
+  p.call = gpu::load_relaxed_system(row1 + core::audit_call_word(prev));
+  p.shape = gpu::load_relaxed_system(row1 + core::audit_call_word(prev) + 1);
+  const std::uint32_t* row = row1 + static_cast<std::size_t>(lane < max_tiles ? lane : max_tiles - 1) * core::audit_row_words;
+  p.mark = gpu::load_relaxed_system(row + core::audit_mark_word(prev));
+  p.used = gpu::load_relaxed_system(row + core::audit_consumed_word(prev));
+  p.hash = gpu::load_relaxed_system(row + core::audit_hash_word(prev));
+  return p;
+}
+template <int MaxRanks>
+RCCLX_HOST_DEVICE void previous_call_settle(const core::signal_pads<MaxRanks>& s, std::uint32_t* row1, int max_tiles,
+                                            std::uint32_t epoch, int lane, int width, previous_look p) {
+  const std::uint32_t prev = epoch - 1u;
+  if (max_tiles < 1 || p.call != prev || prev == 0u) return;  // the same in every lane
+  const std::uint32_t tiles = p.shape & 0x7FFFFFFFu;
+  const int n = tiles < static_cast<std::uint32_t>(max_tiles) ? static_cast<int>(tiles) : max_tiles;
+  const bool flat = (p.shape >> 31) == 0u;
+  constexpr int none = 0x7FFFFFFF;
+  for (int t0 = 0; t0 < n; t0 += width) {
+    const int t = t0 + lane;
+    std::uint32_t* row = row1 + static_cast<std::size_t>(t) * core::audit_row_words;
+    if (t0 > 0 && t < n) {
+      p.mark = gpu::load_relaxed_system(row + core::audit_mark_word(prev));
+      p.used = gpu::load_relaxed_system(row + core::audit_consumed_word(prev));
+      p.hash = gpu::load_relaxed_system(row + core::audit_hash_word(prev));
+    }
+    core::misuse m{};
+    int bad = none;
+    if (t < n) {
+      m = core::audit_tile_verdict(p.mark, p.used, p.hash, prev, flat);
+      gpu::store_relaxed_system(row + core::audit_hash_word(prev), 0u);
+      if (RCCLX_UNLIKELY(m != core::misuse{})) bad = t;
+    }
+    for (int k = width / 2; k > 0; k /= 2) {
+      const int o = gpu::shuffle_xor(bad, k);
+      bad = o < bad ? o : bad;
+    }
+    if (RCCLX_LIKELY(bad == none)) continue;
+    if (t == bad)
+      core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(m), t, prev,
+                         static_cast<std::uint32_t>(t), prev);
+    return;
   }
 }
 

@@ -298,7 +298,7 @@ class tile_exchange {
     bool failed = false;
 #if RCCLX_CHECKS
     failed = !audit_settle();  // a second publisher, named before any wait
-    if (!failed && g.thread_rank() == audit_thread(g)) failed = audit_step();  // the look at the previous call too
+    if (!failed && g.thread_rank() == audit_thread(g)) failed = audit_step();
 #endif
     for (int i = g.thread_rank(); i < count * n && !failed; i += g.size()) {
       const int tile = first + (i / n) * step, p = i % n;
@@ -412,18 +412,19 @@ class tile_exchange {
                static_cast<std::uint32_t>(num_blocks));
       return;
     }
-    // The audit thread counts the block (core::tile_flags::count_arrive; block 0's looks at the
-    // previous call here if no earlier step did); the check lanes take the input hashes' passes
-    // still to take, beside the count's round trip.
+    // The audit thread counts the block (core::tile_flags::count_arrive); the check lanes take the
+    // input hashes' passes still to take and, in block 0, look at the previous call, beside the
+    // count's round trip.
     std::uint32_t counted = 0;
     if (auditor) {
       counted = flags_.count_arrive();
-      audit_look_back();
       (void)audit_settle();  // a mark no wait looked at
     }
     const detail::hash_lanes l = lanes(g);
+    const look_back_step look = look_back_issue(l);
     if (l.in()) held_hash_.hash_out(l);
     hash_kept(g);
+    look_back_settle(l, look);
     finished_ = true;
     if (auditor) {
       audit_finish(num_blocks, flags_.arrivals(counted));
@@ -539,7 +540,8 @@ class tile_exchange {
   // missing-finish detector's answer once audit_launch settled it).
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool refused() const { return bad_ || launch_bad_; }
   RCCLX_HOST_DEVICE bool launch_verdict() const {
-    return flags_.launch_verdict([&] { return audit_overlap(core::bound_words{}, false); },
+    // The range was bound by audit_start, which issued the step this settles.
+    return flags_.launch_verdict([] { return false; },
                                  [&] { detail::audit_note_call(audit_row_of(0), flags_.slots(), flags_.epoch(), num_tiles_, is_tree()); },
                                  [&] { late_ = true; });
   }
@@ -564,14 +566,9 @@ class tile_exchange {
       flags_.launch_start([] { return false; }, [&] { late_ = true; });  // the range is bound above
   }
 
-  // The audit thread before a wait's vote: audit_launch (decided), the reduce's map and stages
-  // (map_bad_: tile_allreduce::map_fits) and, in block 0, the look at the previous call if no
-  // earlier step made it. True: the call is refused.
-  RCCLX_HOST_DEVICE bool audit_step() const {
-    const bool no = audit_launch(true) || map_bad_;
-    audit_look_back();  // nothing once refused()
-    return no;
-  }
+  // The audit thread before a wait's vote: audit_launch (decided) and the reduce's map and stages
+  // (map_bad_: tile_allreduce::map_fits). True: the call is refused.
+  RCCLX_HOST_DEVICE bool audit_step() const { return audit_launch(true) || map_bad_; }
 
   // Group-collective, the sync before a publish's flags: the audit thread starts the call's
   // checks (audit_launch); a refusal it knows already is shared by the sync and refuses the
@@ -586,8 +583,7 @@ class tile_exchange {
   // The end of a publish of `count` tiles first, first + step, ...: beside the flag threads'
   // release stores, the audit thread writes its check packets (publish_checks) at the call's first
   // publish, and marks the tiles (the i-th tile's by the i-th thread from the audit thread down).
-  // After the syncs, not before: no thread waits for them. Block 0's look at the previous call
-  // waits for the audit thread's next step (a wait, or finish()), whose time goes to the peers' flags.
+  // After the syncs, not before: no thread waits for them.
   template <class Group>
   RCCLX_HOST_DEVICE void published(const Group& g, int first, int step, int count) const {
     const int i0 = audit_thread(g) - g.thread_rank();
@@ -722,14 +718,32 @@ class tile_exchange {
     return fp_;
   }
 
-  // The audit thread of the grid's block 0, at its first wait (or finish()): the look at the
-  // previous call on the slot range (detail::audit_previous_call; its kernel ended before this one
-  // began), in the slack the audit thread has while the flag threads wait.
-  RCCLX_HOST_DEVICE void audit_look_back() const {
-    if (looked_back_) return;
-    looked_back_ = true;
-    if (gpu::block_id() != 0 || num_tiles_ <= 0 || refused()) return;
-    detail::audit_previous_call(t_->signals, audit_row_of(0), flags_.slots().max_tiles, flags_.epoch());
+  // The grid's block 0 in finish() (a call not refused): the look at the previous call on the slot
+  // range (its kernel ended before this one began) by the first whole warp of the check lanes
+  // (detail::previous_call_issue / previous_call_settle: the first batch's loads issued before the
+  // hash passes, compared after them, so that their round trips overlap each other's and the
+  // count's), or by the first check lane alone where the lanes hold no whole warp
+  // (detail::audit_previous_call). width 0: this thread does not look.
+  struct look_back_step {
+    detail::previous_look p;
+    int width = 0;
+  };
+  RCCLX_HOST_DEVICE RCCLX_FORCEINLINE look_back_step look_back_issue(const detail::hash_lanes& l) const {
+    constexpr int W = RCCLX_WARP_SIZE;
+    look_back_step st;
+    if (!l.in() || gpu::block_id() != 0 || num_tiles_ <= 0) return st;
+    const bool warp = W > 1 && l.first % W == 0 && l.lanes >= W;
+    if (warp ? l.lane >= W : l.lane != 0) return st;
+    st.width = warp ? W : 1;
+    if (warp) st.p = detail::previous_call_issue(audit_row_of(0), flags_.slots().max_tiles, flags_.epoch(), l.lane);
+    return st;
+  }
+  RCCLX_HOST_DEVICE void look_back_settle(const detail::hash_lanes& l, const look_back_step& st) const {
+    if (st.width == 1)
+      detail::audit_previous_call(t_->signals, audit_row_of(0), flags_.slots().max_tiles, flags_.epoch());
+    else if (st.width > 1)
+      detail::previous_call_settle(t_->signals, audit_row_of(0), flags_.slots().max_tiles, flags_.epoch(), l.lane,
+                                   st.width, st.p);
   }
 
   // The audit thread, beside a call's first publish's flags (published): the call's fingerprint
@@ -881,7 +895,6 @@ class tile_exchange {
 #if RCCLX_CHECKS
   mutable core::call_fingerprint fp_{};  // this call, as the peers must see it (fp())
   mutable bool fp_ready_ = false;
-  mutable bool looked_back_ = false;     // audit_look_back ran
   mutable bool bad_ = false;     // a misuse was found (and recorded): nothing is published (after it) or reduced
   mutable bool late_ = false, finished_ = false;  // constructed after this launch's call ended; finish() ran
   core::region region_{};                             // the call's region (the whole buffer without one)

@@ -102,6 +102,8 @@ TEST_CASE("tile audit: the directory refuses ranges that share bytes or slots wi
         core::misuse{});
 }
 
+// Launch identities are the host backend's (a GPU build's host code has none).
+#if !RCCLX_BACKEND_GPU
 namespace {
 // The host backend's launch identity of the calling thread (what gpu::launch_id() returns).
 void set_launch(std::uint32_t id) { rcclx::gpu::detail::host_launch_id() = id; }
@@ -174,3 +176,4 @@ TEST_CASE("tile audit: a thread that finds its range being decided waits for the
     }
   }
 }
+#endif  // !RCCLX_BACKEND_GPU

@@ -136,11 +136,41 @@ TEST_CASE("tile audit: one thread of a launch decides a range, the launch's othe
   core::audit_unbind(h.mem[0].data(), h.l, 0);
   set_launch(7);
   CHECK(!core::audit_bind(h.pads, o, b + 8192, b + 12288, early).refused());
-  CHECK(core::audit_row(h.pads, 6)[core::audit_end_word] == 15u);
+  CHECK(core::audit_row(h.pads, 6)[core::audit_end_word] == core::bind_word(0u, 7, 15));
   CHECK(!core::audit_bind(h.pads, o, b + 8192, b + 12288, early).refused());
   // And a range over `a`'s slots is refused now.
   set_launch(8);
   CHECK(core::audit_bind(h.pads, a, b, b + 4096).what == core::misuse::region_overlap_slots);
+  set_launch(0);
+}
+
+TEST_CASE("tile audit: a thread whose words predate its launch's decision takes it, never decides again", "[pad][audit]") {
+  host_pads h(64);
+  const std::uint64_t b = 0x100000;
+  const core::tile_slots o{6, 8};
+  set_launch(10);
+  REQUIRE(!core::audit_bind(h.pads, o, b, b + 4096).refused());
+  // Launch 11 rebinds `o` to other bytes (its buffer moved); one thread loaded the words before
+  // another of the launch decided.
+  set_launch(11);
+  const core::bound_words early = core::audit_bound_words(h.pads, o);
+  REQUIRE(!core::audit_bind(h.pads, o, b + 65536, b + 69632).refused());
+  CHECK(core::audit_row(h.pads, 6)[core::audit_end_word] == core::bind_word(0u, 11, 15));
+  // Then a range over `o`'s bytes starts its own decision: a second decision on `o` would see it
+  // and refuse `o` in a launch whose other thread uses it. The early thread takes the decision made.
+  std::uint32_t* q = core::audit_row(h.pads, 30);
+  q[core::audit_lo_word] = static_cast<std::uint32_t>(b + 65536);
+  q[core::audit_lo_word + 1] = static_cast<std::uint32_t>((b + 65536) >> 32);
+  q[core::audit_hi_word] = static_cast<std::uint32_t>(b + 65536 + 100);
+  q[core::audit_hi_word + 1] = static_cast<std::uint32_t>((b + 65536 + 100) >> 32);
+  q[core::audit_end_word] = core::bind_word(core::bind_deciding, 11, 35);
+  h.pads.audit_base()[0] |= 1u << 30;
+  const core::bind_verdict v = core::audit_bind(h.pads, o, b + 65536, b + 69632, early);
+  CHECK(!v.refused());
+  CHECK(core::audit_row(h.pads, 6)[core::audit_end_word] == core::bind_word(0u, 11, 15));
+  // A new decision would have refused it (what the next launch's does).
+  set_launch(12);
+  CHECK(core::audit_bind(h.pads, o, b + 65536, b + 69632, early).what == core::misuse::region_overlap_bytes);
   set_launch(0);
 }
 

@@ -90,15 +90,20 @@ struct bind_verdict {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool refused() const { return what != misuse{} || follows; }
 };
 
-// A range's end word (row first, audit_end_word): 0 unbound; end (first + 1 + max_tiles, below
-// 2^16) bound to [lo, hi); with bind_deciding, a thread of launch (low 14 bits) compares the range
-// with the others, and with bind_refused that launch refused it. One thread per launch decides
-// (the compare-and-swap to bind_deciding), the launch's other threads on the range take its
-// verdict: a launch never both refuses and uses a range.
+// A range's end word (row first, audit_end_word): 0 unbound; otherwise the range's end (first + 1 +
+// max_tiles, below 2^16), the launch that last decided it (low 14 bits) and its state: bound to
+// [lo, hi) (no state bit), bind_deciding (a thread of that launch compares the range with the
+// others) or bind_refused (that launch refused it). One thread per launch decides (the
+// compare-and-swap to bind_deciding), the launch's other threads on the range take its verdict: a
+// launch never both refuses and uses a range. The launch in a bound word makes a decision of this
+// launch differ from an earlier one's, so that a thread with words loaded before it never decides
+// again.
 inline constexpr std::uint32_t bind_deciding = 0x80000000u, bind_refused = 0x40000000u;
 RCCLX_HOST_DEVICE constexpr std::uint32_t bind_word(std::uint32_t state, std::uint32_t launch, std::uint32_t end) {
   return state | ((launch & 0x3FFFu) << 16) | (end & 0xFFFFu);
 }
+// The word's state and end, without its launch.
+RCCLX_HOST_DEVICE constexpr std::uint32_t bind_state_end(std::uint32_t w) { return w & 0xC000FFFFu; }
 
 namespace detail {
 RCCLX_HOST_DEVICE RCCLX_FORCEINLINE std::uint64_t load_u64(const std::uint32_t* p) {
@@ -118,7 +123,7 @@ struct bound_words {
   RCCLX_HOST_DEVICE RCCLX_FORCEINLINE bool same(std::uint32_t e, std::uint64_t lo, std::uint64_t hi) const {
     const std::uint64_t l = static_cast<std::uint64_t>(w[0]) | (static_cast<std::uint64_t>(w[1]) << 32);
     const std::uint64_t h = static_cast<std::uint64_t>(w[2]) | (static_cast<std::uint64_t>(w[3]) << 32);
-    return (end == e) & (l == lo) & (h == hi);
+    return (bind_state_end(end) == e) & (l == lo) & (h == hi);
   }
 };
 // ... of the range starting at slot `first`, whose audit row is `c` (audit_row(s, first)).
@@ -196,7 +201,8 @@ RCCLX_HOST_DEVICE bind_verdict audit_bind(const signal_pads<MaxRanks>& s, tile_s
   // w: the end word as last seen; decided: written by a decision made after `bound` was loaded.
   std::uint32_t w = bound.end;
   for (bool decided = false;; decided = true) {
-    if (decided && w == end) return v;  // bound by this launch's decision
+    // Bound by this launch (launch 0, host code: by a decision after the load).
+    if (w == bind_word(0u, launch, end) && (decided || launch != 0u)) return v;
     if (launch != 0u && w == refused) return v.follows = true, v;
     if (w == deciding) {
       (void)detail::spin_bounded(
@@ -212,7 +218,7 @@ RCCLX_HOST_DEVICE bind_verdict audit_bind(const signal_pads<MaxRanks>& s, tile_s
   gpu::fence_system();
   v = detail::audit_bind_decide(s, slots, lo, hi);
   gpu::fence_system();
-  gpu::store_relaxed_system(c + audit_end_word, v.what == misuse{} ? end : launch != 0u ? refused : 0u);
+  gpu::store_relaxed_system(c + audit_end_word, v.what == misuse{} ? bind_word(0u, launch, end) : launch != 0u ? refused : 0u);
   return v;
 }
 
@@ -257,8 +263,8 @@ inline error_record audit_last_calls(const std::uint32_t* control, const std::ui
   const int limit = slots < audit_directory_slots ? slots : audit_directory_slots;
   for (int first = 0; first + 1 < limit; ++first) {
     if (((dir[first / 32] >> (first % 32)) & 1u) == 0u) continue;
-    const std::uint32_t end = rows[static_cast<std::size_t>(first) * audit_row_words + audit_end_word];
-    if (end < static_cast<std::uint32_t>(first) + 2u || end > static_cast<std::uint32_t>(slots)) continue;
+    const std::uint32_t end = bind_state_end(rows[static_cast<std::size_t>(first) * audit_row_words + audit_end_word]);
+    if (end < static_cast<std::uint32_t>(first) + 2u || end > static_cast<std::uint32_t>(slots)) continue;  // (deciding, refused)
     const std::uint32_t calls = control[static_cast<std::size_t>(first) * tile_control_words + audit_calls_word];
     if (calls == 0u) continue;
     const std::uint32_t* row1 = rows + static_cast<std::size_t>(first + 1) * audit_row_words;

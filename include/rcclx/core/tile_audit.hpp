@@ -184,13 +184,14 @@ RCCLX_HOST_DEVICE bind_verdict audit_bind_decide(const signal_pads<MaxRanks>& s,
 // range bound, or refused for its launch (unbound for the next launch, which compares again);
 // the launch's other threads on the range wait for that verdict (bounded) and take it (follows),
 // so that no block of a launch uses a range another block of it refused. Launch 0 (host code)
-// leaves a refused range unbound.
+// leaves a refused range unbound. Ranges that start past the directory's slots or end past slot
+// 65535 are not compared.
 template <int MaxRanks>
 RCCLX_HOST_DEVICE bind_verdict audit_bind(const signal_pads<MaxRanks>& s, tile_slots slots,
                                           std::uint64_t lo, std::uint64_t hi, const bound_words& bound) {
   bind_verdict v{};
-  if (slots.first >= audit_directory_slots) return v;
   const auto end = static_cast<std::uint32_t>(slots.end());
+  if (slots.first >= audit_directory_slots || end > 0xFFFFu) return v;  // not compared (the word holds 16 bits of end)
   if (RCCLX_LIKELY(bound.same(end, lo, hi))) return v;
   std::uint32_t* c = audit_row(s, slots.first);
   const std::uint32_t launch = gpu::launch_id() & 0x3FFFu;

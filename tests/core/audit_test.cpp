@@ -177,7 +177,7 @@ TEST_CASE("tile audit: a thread whose words predate its launch's decision takes 
 TEST_CASE("tile audit: a thread that finds its range being decided waits for the verdict (bounded)", "[pad][audit]") {
   const std::uint64_t b = 0x100000;
   const core::tile_slots o{6, 8};
-  for (const std::uint32_t verdict : {15u, core::bind_word(core::bind_refused, 9, 15), 0u}) {
+  for (const std::uint32_t verdict : {core::bind_word(0u, 9, 15), core::bind_word(core::bind_refused, 9, 15), 0u}) {
     CAPTURE(verdict);
     host_pads h(64);
     h.pads.timeout_ns = verdict == 0u ? 20ull * 1000 * 1000 : 0u;  // no verdict comes: 20 ms
@@ -191,7 +191,9 @@ TEST_CASE("tile audit: a thread that finds its range being decided waits for the
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
     if (verdict != 0u) __atomic_store_n(end, verdict, __ATOMIC_RELEASE);
     waiter.join();
-    if (verdict == 15u) {
+    // The waiter took the verdict: it made no decision of its own (a decision sets the directory bit).
+    CHECK((h.pads.audit_base()[0] & (1u << 6)) == 0u);
+    if (verdict == core::bind_word(0u, 9, 15)) {
       CHECK(!v.refused());
     } else {
       CHECK(v.follows);

@@ -189,8 +189,16 @@ RCCLX_HOST_DEVICE inline call_problem reducer_mark_problem(std::uint32_t mark, s
   return {};
 }
 
+// The look's finding `m` on tile t of the call `prev`, recorded (both looks below).
+template <int MaxRanks>
+RCCLX_HOST_DEVICE inline void record_previous_tile(const core::signal_pads<MaxRanks>& s, core::misuse m, int t,
+                                                   std::uint32_t prev) {
+  core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(m), t, prev, static_cast<std::uint32_t>(t), prev);
+}
+
 // One thread of a call of epoch `epoch` on `slots` (in finish(), block 0's first check lane where
-// the lanes hold no whole warp: tile_exchange::look_back_settle): the call before it (epoch - 1, whose kernel ended) as its rows recorded it:
+// the lanes hold no whole warp: tile_exchange::look_back_settle): the call before it (epoch - 1,
+// whose kernel ended) as its rows recorded it:
 // every tile published on this rank (tile_not_published) and, flat, reduced (tile_not_reduced),
 // its input unchanged until the end of its reduce (input_changed; the input hashes of the call's
 // parity are cleared for the call after this one); the first finding recorded on `s`. `row1`:
@@ -226,8 +234,7 @@ RCCLX_HOST_DEVICE RCCLX_FORCEINLINE void audit_previous_call(const core::signal_
       const core::misuse m = core::audit_tile_verdict(mark[i], used[i], hash[i], prev, flat);
       gpu::store_relaxed_system(row1 + static_cast<std::size_t>(t0 + i) * core::audit_row_words + core::audit_hash_word(prev), 0u);
       if (RCCLX_UNLIKELY(m != core::misuse{})) {
-        core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(m), t0 + i, prev,
-                           static_cast<std::uint32_t>(t0 + i), prev);
+        record_previous_tile(s, m, t0 + i, prev);
         return;
       }
     }
@@ -284,9 +291,7 @@ RCCLX_HOST_DEVICE void previous_call_settle(const core::signal_pads<MaxRanks>& s
       bad = o < bad ? o : bad;
     }
     if (RCCLX_LIKELY(bad == none)) continue;
-    if (t == bad)
-      core::record_error(s, errc::invalid_argument, s.rank, static_cast<std::uint32_t>(m), t, prev,
-                         static_cast<std::uint32_t>(t), prev);
+    if (t == bad) record_previous_tile(s, m, t, prev);
     return;
   }
 }
